@@ -1,0 +1,101 @@
+"""Registered agents: names, roles and the hashes of their bearer tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+
+from .db import Store, iso, now
+from .errors import Conflict, InvalidInput, NotFound
+from .models import Agent
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+RESERVED = {"system", "everyone", "all", "critic", "human"}
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def check_name(name: str) -> str:
+    """Normalise an agent name or say what a valid one looks like."""
+    norm = name.strip().lower()
+    if not NAME_RE.match(norm):
+        raise InvalidInput(f"agent name {name!r} is not valid: use 1-64 characters a-z, 0-9, '_', '.', '-', "
+                           "starting with a letter or digit, e.g. 'alice' or 'claude-code-1'")
+    if norm in RESERVED:
+        raise InvalidInput(f"agent name {norm!r} is reserved; choose another, e.g. '{norm}-1'")
+    return norm
+
+
+def _agent(row) -> Agent:
+    return Agent(name=row["name"], role=row["role"], created_at=iso(row["created_at"]))
+
+
+class Agents:
+    def __init__(self, store: Store):
+        self.store = store
+
+    def register(self, name: str, role: str | None = None, token: str | None = None) -> tuple[Agent, str | None]:
+        """Create an agent and return it with a new bearer token (shown once).
+
+        Registering a name that exists needs that agent's token; the answer then carries no new token.
+        """
+        name = check_name(name)
+        if role is not None and not (0 < len(role) <= 40):
+            raise InvalidInput("role must be 1-40 characters, e.g. 'coder', 'reviewer', 'lead'")
+        with self.store.write() as db:
+            row = next(db.query("SELECT * FROM agents WHERE name = ?", [name]), None)
+            if row is not None:
+                if token is None or _hash(token) != row["token_hash"]:
+                    raise Conflict(f"agent {name!r} is already registered by someone else; pass its token to "
+                                   "act as it, or register another name")
+                if role is not None and role != row["role"]:
+                    db.execute("UPDATE agents SET role = ? WHERE name = ?", [role, name])
+                    row["role"] = role
+                return _agent(row), None
+            new_token = "hb_" + secrets.token_urlsafe(24)
+            ts = now()
+            db.execute("INSERT INTO agents (name, role, token_hash, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?)",
+                       [name, role, _hash(new_token), ts, ts])
+            return Agent(name=name, role=role, created_at=iso(ts)), new_token
+
+    def ensure(self, name: str, role: str | None = None) -> Agent:
+        """Make sure an operator-configured agent exists (no token check: the operator chose it)."""
+        name = check_name(name)
+        existing = self.get(name, missing_ok=True)
+        if existing is not None:
+            return existing
+        with self.store.write() as db:
+            db.execute("INSERT OR IGNORE INTO agents (name, role, token_hash, created_at) VALUES (?, ?, ?, ?)",
+                       [name, role, _hash("hb_" + secrets.token_urlsafe(24)), now()])
+        return self.get(name)
+
+    def new_token(self, name: str) -> str:
+        """Issue a fresh token for an agent (the old one stops working). Operator use: `hiveboard agent`."""
+        name = check_name(name)
+        token = "hb_" + secrets.token_urlsafe(24)
+        with self.store.write() as db:
+            cur = db.execute("UPDATE agents SET token_hash = ? WHERE name = ?", [_hash(token), name])
+            if cur.rowcount == 0:
+                db.execute("INSERT INTO agents (name, token_hash, created_at) VALUES (?, ?, ?)",
+                           [name, _hash(token), now()])
+        return token
+
+    def by_token(self, token: str) -> Agent | None:
+        row = self.store.db.execute("SELECT name, role, created_at FROM agents WHERE token_hash = ?",
+                                    [_hash(token)]).fetchone()
+        return None if row is None else Agent(name=row[0], role=row[1], created_at=iso(row[2]))
+
+    def get(self, name: str, missing_ok: bool = False) -> Agent | None:
+        row = self.store.db.execute("SELECT name, role, created_at FROM agents WHERE name = ?",
+                                    [name.strip().lower()]).fetchone()
+        if row is None:
+            if missing_ok:
+                return None
+            raise NotFound(f"unknown agent {name!r}; agents register with the whoami tool")
+        return Agent(name=row[0], role=row[1], created_at=iso(row[2]))
+
+    def names(self, limit: int = 50) -> list[str]:
+        return [r[0] for r in self.store.db.execute("SELECT name FROM agents ORDER BY name LIMIT ?", [limit])]

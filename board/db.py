@@ -1,0 +1,99 @@
+"""Opening the SQLite store: WAL, busy timeout, one connection per thread, write transactions.
+
+Sync MCP tools run on worker threads and several server processes may share one file, so every
+write goes through `Store.write()`, which takes the write lock up front (BEGIN IMMEDIATE). A
+deferred transaction that reads and then writes fails fast with "database is locked" under WAL
+when another process wrote in between; an immediate one waits its turn instead.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from .migrations import apply_migrations
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def now() -> float:
+    return time.time()
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds to an ISO 8601 UTC string (what agents read)."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Store:
+    """One SQLite file shared by threads and processes."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        with self.write() as db:
+            apply_migrations(db)
+
+    def _connect(self) -> Database:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        with self._all_lock:
+            self._all.append(conn)
+        return Database(conn)
+
+    @property
+    def db(self) -> Database:
+        """This thread's connection (autocommit; use write() for changes)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = self._connect()
+        return db
+
+    @contextmanager
+    def write(self) -> Iterator[Database]:
+        """A write transaction holding the database's write lock; rolled back on any error."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[Database]:
+        """A consistent snapshot for several reads."""
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            yield db
+        finally:
+            db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._all_lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()

@@ -1,0 +1,46 @@
+"""Errors raised by the board. Each message says what was wrong and what to do instead.
+
+    BoardError
+    ├── NotFound            unknown task or agent id
+    ├── InvalidInput        a value the board cannot accept (too long, bad reference, cycle)
+    ├── Conflict            the card is not in a state that allows this
+    │   ├── IllegalTransition   e.g. completing a card that is still todo
+    │   ├── NotYourClaim        the card is claimed by another agent
+    │   └── StaleToken          the fencing token is from an older claim (or the lease expired)
+    └── Forbidden           the caller may not do this (identity)
+
+The server turns every BoardError into an MCP tool error with the same text; nothing is written
+when one is raised.
+"""
+
+
+class BoardError(Exception):
+    """Base class: the message is meant to be read by the agent that caused it."""
+
+
+class NotFound(BoardError):
+    pass
+
+
+class InvalidInput(BoardError):
+    pass
+
+
+class Conflict(BoardError):
+    pass
+
+
+class IllegalTransition(Conflict):
+    pass
+
+
+class NotYourClaim(Conflict):
+    pass
+
+
+class StaleToken(Conflict):
+    pass
+
+
+class Forbidden(BoardError):
+    pass

@@ -1,0 +1,96 @@
+"""Schema changes as small named functions, applied in order and recorded in `migrations`.
+
+Add a migration by appending a function to MIGRATIONS; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlite_utils import Database
+
+
+def m001_tasks(db: Database) -> None:
+    db.execute("""
+        CREATE TABLE tasks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            title TEXT NOT NULL,
+            description TEXT NOT NULL DEFAULT '',
+            task_type TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            labels TEXT NOT NULL DEFAULT '[]',
+            acceptance_criteria TEXT NOT NULL DEFAULT '[]',
+            status TEXT NOT NULL DEFAULT 'todo',
+            assignee TEXT,
+            lease_expires_at REAL,
+            fencing_token INTEGER NOT NULL DEFAULT 0,
+            version INTEGER NOT NULL DEFAULT 1,
+            blocked_reason TEXT,
+            summary TEXT,
+            output TEXT,
+            created_by TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX tasks_claimable ON tasks (status, priority DESC, id)")
+    db.execute("CREATE INDEX tasks_lease ON tasks (status, lease_expires_at)")
+    db.execute("CREATE INDEX tasks_assignee ON tasks (assignee, status)")
+    db.execute("""
+        CREATE TABLE task_deps (
+            task_id INTEGER NOT NULL REFERENCES tasks(id),
+            depends_on INTEGER NOT NULL REFERENCES tasks(id),
+            PRIMARY KEY (task_id, depends_on)
+        )""")
+    db.execute("CREATE INDEX task_deps_rev ON task_deps (depends_on)")
+    db.execute("""
+        CREATE TABLE task_history (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            task_id INTEGER NOT NULL REFERENCES tasks(id),
+            at REAL NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            from_status TEXT,
+            to_status TEXT,
+            note TEXT
+        )""")
+    db.execute("CREATE INDEX task_history_task ON task_history (task_id, id)")
+    db.execute("""
+        CREATE TABLE artifacts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            task_id INTEGER NOT NULL REFERENCES tasks(id),
+            fencing_token INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            content TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX artifacts_task ON artifacts (task_id, fencing_token)")
+
+
+def m002_agents(db: Database) -> None:
+    db.execute("""
+        CREATE TABLE agents (
+            name TEXT PRIMARY KEY,
+            role TEXT,
+            token_hash TEXT,
+            created_at REAL NOT NULL,
+            last_seen_at REAL
+        )""")
+    db.execute("CREATE UNIQUE INDEX agents_token ON agents (token_hash)")
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents]
+
+
+def apply_migrations(db: Database) -> list[str]:
+    """Apply the migrations this database lacks; call inside a write transaction."""
+    db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    done = {row[0] for row in db.execute("SELECT name FROM migrations").fetchall()}
+    applied = []
+    for migration in MIGRATIONS:
+        if migration.__name__ not in done:
+            migration(db)
+            db.execute("INSERT INTO migrations (name, applied_at) VALUES (?, datetime('now'))",
+                       [migration.__name__])
+            applied.append(migration.__name__)
+    return applied

@@ -1,0 +1,141 @@
+"""Pydantic models: the contract between the board and the layers above it, and on the wire."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Status = Literal["todo", "in_progress", "review", "done", "blocked", "needs_human"]
+STATUSES: tuple[str, ...] = ("todo", "in_progress", "review", "done", "blocked", "needs_human")
+
+Priority = Literal["critical", "high", "medium", "low"]
+PRIORITY_RANK: dict[str, int] = {"critical": 3, "high": 2, "medium": 1, "low": 0}
+RANK_PRIORITY: dict[int, str] = {v: k for k, v in PRIORITY_RANK.items()}
+
+# Free text, but these are the types the critics and memory know about out of the box.
+KNOWN_TASK_TYPES: tuple[str, ...] = ("code", "test", "refactor", "docs", "design", "bug", "research", "ops")
+
+ArtifactKind = Literal["code", "text", "diff", "test", "data", "link", "other"]
+
+
+class Artifact(BaseModel):
+    """One piece of finished work attached to a completion."""
+
+    name: str = Field(description="path or name, e.g. 'src/auth.py' or 'report.md'", min_length=1, max_length=300)
+    kind: ArtifactKind = Field("other", description="what the content is: code, text, diff, test, data, link, other")
+    content: str = Field("", description="the artifact itself (text)")
+
+
+class HistoryEntry(BaseModel):
+    """One recorded change to a card: who did what, when, and why."""
+
+    at: str = Field(description="UTC time, ISO 8601")
+    actor: str = Field(description="agent that made the change, or 'system' (lease expiry)")
+    action: str = Field(description="created, claimed, renewed, released, expired, progress, blocked, "
+                        "unblocked, edited, completed, escalated, reopened")
+    from_status: str | None = None
+    to_status: str | None = None
+    note: str | None = Field(None, description="why, or the progress note")
+
+
+class TaskSummary(BaseModel):
+    """A compact card, as listed on the board."""
+
+    id: int
+    title: str
+    task_type: str
+    priority: Priority
+    status: Status
+    assignee: str | None = None
+    labels: list[str] = []
+    depends_on: list[int] = []
+    lease_expires_at: str | None = None
+    version: int = Field(1, description="bumped on every change (see update_task expected_version)")
+
+
+class Task(TaskSummary):
+    """A whole card."""
+
+    description: str = ""
+    acceptance_criteria: list[str] = []
+    created_by: str
+    created_at: str
+    updated_at: str
+    ready: bool = Field(description="true when every dependency is done")
+    waiting_on: list[int] = Field([], description="dependencies that are not done yet")
+    blocked_reason: str | None = None
+    summary: str | None = Field(None, description="the completing agent's short summary")
+    output: str | None = Field(None, description="the completing agent's output")
+    artifacts: list[Artifact] = []
+    history: list[HistoryEntry] = []
+
+
+class NewTask(BaseModel):
+    """What create_task accepts."""
+
+    title: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    task_type: str = "code"
+    priority: Priority = "medium"
+    labels: list[str] = []
+    depends_on: list[int] = []
+    acceptance_criteria: list[str] = []
+    assignee: str | None = None
+
+
+class TaskEdit(BaseModel):
+    """Fields update_task may change; None means leave as is."""
+
+    title: str | None = None
+    description: str | None = None
+    priority: Priority | None = None
+    labels: list[str] | None = None
+    acceptance_criteria: list[str] | None = None
+
+
+class Claim(BaseModel):
+    """What the winner of a claim receives."""
+
+    task: Task
+    token: int = Field(description="fencing token: pass it to renew_claim, update_task, release_task and "
+                       "complete_task; a newer claim makes it stale")
+    lease_expires_at: str = Field(description="the card returns to todo at this time unless you renew or act on it")
+    lease_seconds: int
+
+
+class Lease(BaseModel):
+    """A renewed claim."""
+
+    task_id: int
+    token: int
+    lease_expires_at: str
+    lease_seconds: int
+
+
+class Page(BaseModel):
+    """A bounded page of cards."""
+
+    tasks: list[TaskSummary]
+    total: int = Field(description="how many cards match the filters")
+    next_cursor: str | None = Field(None, description="pass as cursor to get the next page; null on the last page")
+
+
+class Column(BaseModel):
+    status: Status
+    count: int
+    top: list[TaskSummary] = Field(description="highest priority cards of this column")
+
+
+class BoardView(BaseModel):
+    """The whole board at a glance."""
+
+    columns: list[Column]
+    total: int
+    ready: int = Field(description="todo cards whose dependencies are all done (claimable now)")
+
+
+class Agent(BaseModel):
+    name: str
+    role: str | None = None
+    created_at: str

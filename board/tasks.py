@@ -1,0 +1,511 @@
+"""The Kanban board: cards, claims with leases and fencing tokens, transitions and their history.
+
+Every change runs inside `Store.write()` (BEGIN IMMEDIATE), so read-check-write is atomic across
+threads and processes; claims are additionally one guarded UPDATE checked by rowcount. Leases that
+ran out are swept back to todo before any claim or holder action, and before reads that would
+otherwise show them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from dataclasses import dataclass
+
+from sqlite_utils import Database
+
+from .agents import Agents
+from .db import Store, iso, now
+from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound, NotYourClaim, StaleToken
+from .models import (
+    PRIORITY_RANK,
+    RANK_PRIORITY,
+    STATUSES,
+    Artifact,
+    BoardView,
+    Claim,
+    Column,
+    HistoryEntry,
+    NewTask,
+    Page,
+    Task,
+    TaskEdit,
+    TaskSummary,
+)
+
+TASK_TYPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+
+# Transitions update_task may make (others belong to claim, release, complete and the review engine).
+# value: who may make it — "holder" (the claiming agent with its token) or "anyone".
+UPDATE_TRANSITIONS: dict[tuple[str, str], str] = {
+    ("in_progress", "blocked"): "holder",
+    ("in_progress", "needs_human"): "holder",
+    ("blocked", "in_progress"): "holder",
+    ("blocked", "todo"): "anyone",
+    ("todo", "blocked"): "anyone",
+    ("needs_human", "todo"): "anyone",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits; a value over a limit is refused with the limit in the message."""
+
+    description: int = 20_000
+    output: int = 200_000
+    summary: int = 2_000
+    note: int = 4_000
+    labels: int = 20
+    label_chars: int = 50
+    criteria: int = 30
+    criterion_chars: int = 500
+    depends_on: int = 50
+    artifacts: int = 20
+    artifact_chars: int = 200_000
+    history: int = 100
+
+
+def _cursor_encode(priority: int, task_id: int) -> str:
+    return base64.urlsafe_b64encode(f"{priority}:{task_id}".encode()).decode()
+
+
+def _cursor_decode(cursor: str) -> tuple[int, int]:
+    try:
+        priority, task_id = base64.urlsafe_b64decode(cursor.encode()).decode().split(":")
+        return int(priority), int(task_id)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput("cursor is not valid: pass the next_cursor value from the previous list_tasks "
+                           "answer unchanged, or omit it for the first page") from exc
+
+
+class Board:
+    """Tasks on one SQLite store."""
+
+    def __init__(self, store: Store, lease_seconds: int = 300, limits: Limits = Limits()):
+        self.store = store
+        self.agents = Agents(store)
+        self.lease_seconds = lease_seconds
+        self.limits = limits
+
+    # ----------------------------------------------------------------- reading
+
+    def _row(self, db: Database, task_id: int) -> dict:
+        row = next(db.query("SELECT * FROM tasks WHERE id = ?", [task_id]), None)
+        if row is None:
+            raise NotFound(f"task {task_id} does not exist; call list_tasks or get_board to see task ids")
+        return row
+
+    def _deps(self, db: Database, ids: list[int]) -> dict[int, list[tuple[int, str]]]:
+        """Dependencies of each task id, with their status."""
+        out: dict[int, list[tuple[int, str]]] = {i: [] for i in ids}
+        if not ids:
+            return out
+        marks = ",".join("?" * len(ids))
+        for r in db.execute(f"SELECT d.task_id, d.depends_on, t.status FROM task_deps d JOIN tasks t "
+                            f"ON t.id = d.depends_on WHERE d.task_id IN ({marks}) ORDER BY d.depends_on", ids):
+            out[r[0]].append((r[1], r[2]))
+        return out
+
+    @staticmethod
+    def _summary_fields(row: dict, deps: list[tuple[int, str]]) -> dict:
+        return dict(
+            id=row["id"], title=row["title"], task_type=row["task_type"],
+            priority=RANK_PRIORITY[row["priority"]], status=row["status"], assignee=row["assignee"],
+            labels=json.loads(row["labels"]), depends_on=[d for d, _ in deps],
+            lease_expires_at=iso(row["lease_expires_at"]) if row["status"] == "in_progress" else None,
+            version=row["version"],
+        )
+
+    def _task(self, db: Database, row: dict, history: int | None = None) -> Task:
+        deps = self._deps(db, [row["id"]])[row["id"]]
+        artifacts = [Artifact(name=a["name"], kind=a["kind"], content=a["content"]) for a in db.query(
+            "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
+            [row["id"], row["fencing_token"]])]
+        limit = self.limits.history if history is None else history
+        hist = [HistoryEntry(at=iso(h["at"]), actor=h["actor"], action=h["action"], from_status=h["from_status"],
+                             to_status=h["to_status"], note=h["note"]) for h in db.query(
+            "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
+            [row["id"], limit])]
+        waiting = [d for d, status in deps if status != "done"]
+        return Task(
+            **self._summary_fields(row, deps),
+            description=row["description"], acceptance_criteria=json.loads(row["acceptance_criteria"]),
+            created_by=row["created_by"], created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]),
+            ready=not waiting, waiting_on=waiting, blocked_reason=row["blocked_reason"],
+            summary=row["summary"], output=row["output"], artifacts=artifacts, history=hist,
+        )
+
+    def get(self, task_id: int, history: int | None = None) -> Task:
+        """One whole card with its recent history (newest `history` entries, oldest first)."""
+        self.sweep_expired()
+        with self.store.read() as db:
+            return self._task(db, self._row(db, task_id), history)
+
+    def list(self, *, status: str | None = None, task_type: str | None = None, assignee: str | None = None,
+             label: str | None = None, ready: bool | None = None, limit: int = 50,
+             cursor: str | None = None) -> Page:
+        """Cards matching the filters, highest priority first, one bounded page at a time."""
+        if status is not None and status not in STATUSES:
+            raise InvalidInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
+        if not 1 <= limit <= 200:
+            raise InvalidInput("limit must be between 1 and 200")
+        self.sweep_expired()
+        where, params = [], []
+        if status:
+            where.append("status = ?"), params.append(status)
+        if task_type:
+            where.append("task_type = ?"), params.append(task_type.strip().lower())
+        if assignee:
+            where.append("assignee = ?"), params.append(assignee.strip().lower())
+        if label:
+            where.append("EXISTS (SELECT 1 FROM json_each(tasks.labels) WHERE value = ?)"), params.append(label)
+        if ready is not None:
+            clause = ("NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks dt ON dt.id = d.depends_on "
+                      "WHERE d.task_id = tasks.id AND dt.status != 'done')")
+            where.append(clause if ready else f"NOT ({clause})")
+        with self.store.read() as db:
+            base = " AND ".join(where) or "1"
+            total = db.execute(f"SELECT count(*) FROM tasks WHERE {base}", params).fetchone()[0]
+            page_where, page_params = base, list(params)
+            if cursor:
+                prio, last_id = _cursor_decode(cursor)
+                page_where += " AND (priority < ? OR (priority = ? AND id > ?))"
+                page_params += [prio, prio, last_id]
+            rows = list(db.query(f"SELECT * FROM tasks WHERE {page_where} ORDER BY priority DESC, id "
+                                 f"LIMIT ?", page_params + [limit + 1]))
+            more = len(rows) > limit
+            rows = rows[:limit]
+            deps = self._deps(db, [r["id"] for r in rows])
+            tasks = [TaskSummary(**self._summary_fields(r, deps[r["id"]])) for r in rows]
+        next_cursor = _cursor_encode(rows[-1]["priority"], rows[-1]["id"]) if more else None
+        return Page(tasks=tasks, total=total, next_cursor=next_cursor)
+
+    def board(self, top: int = 5) -> BoardView:
+        """Counts per column and the top cards of each."""
+        if not 0 <= top <= 50:
+            raise InvalidInput("top must be between 0 and 50")
+        self.sweep_expired()
+        with self.store.read() as db:
+            counts = dict(db.execute("SELECT status, count(*) FROM tasks GROUP BY status").fetchall())
+            ready = db.execute(
+                "SELECT count(*) FROM tasks t WHERE status = 'todo' AND NOT EXISTS (SELECT 1 FROM task_deps d "
+                "JOIN tasks dt ON dt.id = d.depends_on WHERE d.task_id = t.id AND dt.status != 'done')"
+            ).fetchone()[0]
+            columns = []
+            for status in STATUSES:
+                # done is ordered newest first; the others by what should be picked up next
+                order = "updated_at DESC" if status == "done" else "priority DESC, id"
+                rows = list(db.query(f"SELECT * FROM tasks WHERE status = ? ORDER BY {order} LIMIT ?",
+                                     [status, top])) if top else []
+                deps = self._deps(db, [r["id"] for r in rows])
+                columns.append(Column(status=status, count=counts.get(status, 0),
+                                      top=[TaskSummary(**self._summary_fields(r, deps[r["id"]])) for r in rows]))
+        return BoardView(columns=columns, total=sum(counts.values()), ready=ready)
+
+    # ----------------------------------------------------------------- writing helpers
+
+    def _history(self, db: Database, task_id: int, actor: str, action: str, from_status: str | None,
+                 to_status: str | None, note: str | None = None, at: float | None = None) -> None:
+        db.execute("INSERT INTO task_history (task_id, at, actor, action, from_status, to_status, note) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)", [task_id, at or now(), actor, action, from_status, to_status, note])
+
+    def _sweep(self, db: Database, ts: float) -> list[int]:
+        expired = [r[0] for r in db.execute(
+            "SELECT id FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ?", [ts]).fetchall()]
+        for task_id in expired:
+            row = self._row(db, task_id)
+            db.execute("UPDATE tasks SET status = 'todo', assignee = NULL, lease_expires_at = NULL, "
+                       "version = version + 1, updated_at = ? WHERE id = ?", [ts, task_id])
+            self._history(db, task_id, "system", "expired", "in_progress", "todo",
+                          f"lease of {row['assignee']} ran out at {iso(row['lease_expires_at'])}", ts)
+        return expired
+
+    def sweep_expired(self) -> list[int]:
+        """Return cards whose lease ran out to todo; a cheap read when there are none."""
+        ts = now()
+        probe = self.store.db.execute(
+            "SELECT 1 FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ? LIMIT 1", [ts]).fetchone()
+        if probe is None:
+            return []
+        with self.store.write() as db:
+            return self._sweep(db, ts)
+
+    def _check_text(self, value: str | None, limit: int, what: str) -> None:
+        if value is not None and len(value) > limit:
+            raise InvalidInput(f"{what} is {len(value)} characters; the limit is {limit}. Shorten it, or put "
+                               "long material in an artifact")
+
+    def _check_labels(self, labels: list[str]) -> list[str]:
+        clean = list(dict.fromkeys(label.strip() for label in labels))
+        if len(clean) > self.limits.labels:
+            raise InvalidInput(f"{len(clean)} labels given; at most {self.limits.labels} are allowed")
+        for label in clean:
+            if not 0 < len(label) <= self.limits.label_chars:
+                raise InvalidInput(f"label {label!r} must be 1-{self.limits.label_chars} characters")
+        return clean
+
+    def _check_criteria(self, criteria: list[str]) -> None:
+        if len(criteria) > self.limits.criteria:
+            raise InvalidInput(f"{len(criteria)} acceptance criteria given; at most {self.limits.criteria}")
+        for c in criteria:
+            self._check_text(c, self.limits.criterion_chars, "an acceptance criterion")
+
+    def _holder_check(self, row: dict, actor: str, token: int | None, doing: str) -> None:
+        """Refuse anyone but the current claim holder with its current fencing token."""
+        task_id = row["id"]
+        if row["status"] not in ("in_progress", "blocked") or row["assignee"] is None:
+            if row["status"] == "todo" and token is not None and token == row["fencing_token"]:
+                raise StaleToken(f"your claim on task {task_id} ended (lease expired or released) and the card "
+                                 f"is back in todo; call claim_task with task_id={task_id} to take it again")
+            raise IllegalTransition(f"cannot {doing} task {task_id}: it is {row['status']}, not claimed"
+                                    + ("; claim it first with claim_task" if row["status"] == "todo" else ""))
+        if row["assignee"] != actor:
+            raise NotYourClaim(f"task {task_id} is claimed by {row['assignee']}, not by you ({actor}); "
+                               "only the claim holder can do that — pick another card with claim_task")
+        if token is None:
+            raise InvalidInput(f"to {doing} task {task_id} pass token= the fencing token claim_task gave you "
+                               "(call claim_task with this task_id again to get it back)")
+        if token != row["fencing_token"]:
+            raise StaleToken(f"token {token} for task {task_id} is stale (the current claim has token "
+                             f"{row['fencing_token']}); your earlier claim ended, so this is refused")
+
+    # ----------------------------------------------------------------- commands
+
+    def create(self, actor: str, new: NewTask) -> Task:
+        """Add a card to todo."""
+        task_type = new.task_type.strip().lower()
+        if not TASK_TYPE_RE.match(task_type):
+            raise InvalidInput(f"task_type {new.task_type!r} is not valid: use a short lowercase word such as "
+                               "code, test, refactor, docs, design or bug")
+        self._check_text(new.description, self.limits.description, "description")
+        labels = self._check_labels(new.labels)
+        self._check_criteria(new.acceptance_criteria)
+        deps = list(dict.fromkeys(new.depends_on))
+        if len(deps) > self.limits.depends_on:
+            raise InvalidInput(f"{len(deps)} dependencies given; at most {self.limits.depends_on}")
+        assignee = None
+        if new.assignee:
+            assignee = self.agents.get(new.assignee, missing_ok=True)
+            if assignee is None:
+                raise InvalidInput(f"assignee {new.assignee!r} is not a registered agent; known agents: "
+                                   f"{', '.join(self.agents.names()) or 'none yet'}")
+            assignee = assignee.name
+        ts = now()
+        with self.store.write() as db:
+            if deps:
+                marks = ",".join("?" * len(deps))
+                found = {r[0] for r in db.execute(f"SELECT id FROM tasks WHERE id IN ({marks})", deps)}
+                missing = [d for d in deps if d not in found]
+                if missing:
+                    raise InvalidInput(f"depends_on names tasks that do not exist: {missing}")
+            task_id = db["tasks"].insert(dict(
+                title=new.title.strip(), description=new.description, task_type=task_type,
+                priority=PRIORITY_RANK[new.priority], labels=json.dumps(labels),
+                acceptance_criteria=json.dumps(new.acceptance_criteria), status="todo", assignee=assignee,
+                created_by=actor, created_at=ts, updated_at=ts,
+            )).last_pk
+            for dep in deps:
+                db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
+            self._history(db, task_id, actor, "created", None, "todo",
+                          f"reserved for {assignee}" if assignee else None, ts)
+            return self._task(db, self._row(db, task_id))
+
+    def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
+        """Take a card: the given one, or the next ready one (highest priority, oldest first)."""
+        ts = now()
+        expires = ts + self.lease_seconds
+        ready = ("NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks dt ON dt.id = d.depends_on "
+                 "WHERE d.task_id = t.id AND dt.status != 'done')")
+        with self.store.write() as db:
+            self._sweep(db, ts)
+            if task_id is None:
+                params: list = [actor]
+                type_clause = ""
+                if task_type:
+                    type_clause, params = " AND t.task_type = ?", [actor, task_type.strip().lower()]
+                target = (f"(SELECT id FROM tasks t WHERE t.status = 'todo' AND (t.assignee IS NULL OR "
+                          f"t.assignee = ?){type_clause} AND {ready} ORDER BY t.priority DESC, t.id LIMIT 1)")
+            else:
+                params = [task_id, actor]
+                target = f"(SELECT id FROM tasks t WHERE t.id = ? AND (t.assignee IS NULL OR t.assignee = ?) AND {ready})"
+            # The compare-and-swap: only a card still in todo is taken, by exactly one caller.
+            row = next(db.query(
+                f"UPDATE tasks SET status = 'in_progress', assignee = ?, fencing_token = fencing_token + 1, "
+                f"lease_expires_at = ?, version = version + 1, blocked_reason = NULL, updated_at = ? "
+                f"WHERE id = {target} AND status = 'todo' RETURNING *", [actor, expires, ts] + params), None)
+            if row is None:
+                if task_id is None:
+                    what = f" of type {task_type!r}" if task_type else ""
+                    return Claim(claimed=False, message=f"no ready card{what} in todo right now; create one, "
+                                 "or call get_board to see what is blocked or waiting on dependencies")
+                return self._reclaim_or_refuse(db, actor, task_id, ts)
+            self._history(db, row["id"], actor, "claimed", "todo", "in_progress",
+                          f"lease until {iso(expires)}", ts)
+            return Claim(claimed=True, message=f"task {row['id']} is yours until {iso(expires)}",
+                         task=self._task(db, row), token=row["fencing_token"], lease_expires_at=iso(expires),
+                         lease_seconds=self.lease_seconds)
+
+    def _reclaim_or_refuse(self, db: Database, actor: str, task_id: int, ts: float) -> Claim:
+        row = self._row(db, task_id)
+        if row["status"] == "in_progress" and row["assignee"] == actor:
+            # Claiming what you already hold renews it and hands the token back (an agent that lost it).
+            return self._renew(db, row, actor, ts, "claimed again by its holder")
+        if row["status"] == "in_progress":
+            raise NotYourClaim(f"task {task_id} is claimed by {row['assignee']} until "
+                               f"{iso(row['lease_expires_at'])}; call claim_task without task_id for the next "
+                               "ready card")
+        if row["status"] != "todo":
+            raise IllegalTransition(f"task {task_id} is {row['status']}; only todo cards can be claimed")
+        if row["assignee"] not in (None, actor):
+            raise Forbidden(f"task {task_id} is reserved for {row['assignee']}; claim another card")
+        waiting = [d for d, status in self._deps(db, [task_id])[task_id] if status != "done"]
+        raise Conflict(f"task {task_id} waits on tasks {waiting} that are not done yet; claim one of those, "
+                       "or call claim_task without task_id for a ready card")
+
+    def _renew(self, db: Database, row: dict, actor: str, ts: float, note: str) -> Claim:
+        expires = ts + self.lease_seconds
+        db.execute("UPDATE tasks SET lease_expires_at = ?, updated_at = ? WHERE id = ?", [expires, ts, row["id"]])
+        self._history(db, row["id"], actor, "renewed", "in_progress", "in_progress", note, ts)
+        row = self._row(db, row["id"])
+        return Claim(claimed=True, message=f"task {row['id']} is yours until {iso(expires)}",
+                     task=self._task(db, row), token=row["fencing_token"], lease_expires_at=iso(expires),
+                     lease_seconds=self.lease_seconds)
+
+    def renew(self, actor: str, task_id: int, token: int) -> Claim:
+        """Extend the holder's lease by the lease length from now."""
+        ts = now()
+        with self.store.write() as db:
+            self._sweep(db, ts)
+            row = self._row(db, task_id)
+            self._holder_check(row, actor, token, "renew the claim on")
+            if row["status"] != "in_progress":
+                raise IllegalTransition(f"task {task_id} is {row['status']}; a lease runs only while in_progress "
+                                        "(resume it with update_task status='in_progress')")
+            return self._renew(db, row, actor, ts, None)
+
+    def release(self, actor: str, task_id: int, token: int, reason: str | None = None) -> Task:
+        """Give a claimed card back to todo."""
+        self._check_text(reason, self.limits.note, "reason")
+        ts = now()
+        with self.store.write() as db:
+            self._sweep(db, ts)
+            row = self._row(db, task_id)
+            self._holder_check(row, actor, token, "release")
+            db.execute("UPDATE tasks SET status = 'todo', assignee = NULL, lease_expires_at = NULL, "
+                       "blocked_reason = NULL, version = version + 1, updated_at = ? WHERE id = ?", [ts, task_id])
+            self._history(db, task_id, actor, "released", row["status"], "todo", reason, ts)
+            return self._task(db, self._row(db, task_id))
+
+    def update(self, actor: str, task_id: int, *, token: int | None = None, note: str | None = None,
+               status: str | None = None, reason: str | None = None, edit: TaskEdit | None = None,
+               expected_version: int | None = None) -> Task:
+        """Progress notes, status changes (blocked, resume, unblock, needs_human) and field edits."""
+        self._check_text(note, self.limits.note, "note")
+        self._check_text(reason, self.limits.note, "reason")
+        edit = edit or TaskEdit()
+        changes: dict = {}
+        if edit.title is not None:
+            if not edit.title.strip() or len(edit.title) > 200:
+                raise InvalidInput("title must be 1-200 characters")
+            changes["title"] = edit.title.strip()
+        if edit.description is not None:
+            self._check_text(edit.description, self.limits.description, "description")
+            changes["description"] = edit.description
+        if edit.priority is not None:
+            changes["priority"] = PRIORITY_RANK[edit.priority]
+        if edit.labels is not None:
+            changes["labels"] = json.dumps(self._check_labels(edit.labels))
+        if edit.acceptance_criteria is not None:
+            self._check_criteria(edit.acceptance_criteria)
+            changes["acceptance_criteria"] = json.dumps(edit.acceptance_criteria)
+        if status is not None and status not in STATUSES:
+            raise InvalidInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
+        if not (changes or note or status):
+            raise InvalidInput("nothing to update: pass a note, a status, or a field to change "
+                               "(to extend your lease alone, call renew_claim)")
+        ts = now()
+        with self.store.write() as db:
+            self._sweep(db, ts)
+            row = self._row(db, task_id)
+            if expected_version is not None and expected_version != row["version"]:
+                raise Conflict(f"task {task_id} changed since version {expected_version} (it is now version "
+                               f"{row['version']}); call get_task, re-apply your change and retry")
+            held = row["assignee"] is not None and row["status"] in ("in_progress", "blocked")
+            if row["status"] in ("done", "review"):
+                raise IllegalTransition(f"task {task_id} is {row['status']} and cannot be updated"
+                                        + ("; create a follow-up task instead" if row["status"] == "done" else
+                                           "; wait for its review to finish"))
+            transition = None
+            if status is not None and status != row["status"]:
+                who = UPDATE_TRANSITIONS.get((row["status"], status))
+                if who is None:
+                    allowed = [to for (frm, to) in UPDATE_TRANSITIONS if frm == row["status"]]
+                    raise IllegalTransition(
+                        f"update_task cannot move task {task_id} from {row['status']} to {status}; from "
+                        f"{row['status']} it can go to {', '.join(allowed) or 'nothing'}"
+                        + (" (use claim_task / release_task / complete_task for the rest)"))
+                if status in ("blocked", "needs_human") and not reason:
+                    raise InvalidInput(f"moving task {task_id} to {status} needs reason= saying what it waits on")
+                transition = who
+            # Editing or noting a claimed card is the holder's business; an unheld card is open to anyone.
+            if transition == "holder" or (transition is None and held):
+                self._holder_check(row, actor, token, "update")
+            sets = dict(changes)
+            action = "edited" if changes else "progress"
+            if status is not None and status != row["status"]:
+                sets["status"] = status
+                action = {"blocked": "blocked", "needs_human": "escalated", "todo": "unblocked",
+                          "in_progress": "resumed"}[status]
+                if status == "blocked" or status == "needs_human":
+                    sets["blocked_reason"] = reason
+                    sets["lease_expires_at"] = None
+                if status == "todo":
+                    sets.update(assignee=None, lease_expires_at=None, blocked_reason=None)
+                if status == "in_progress":
+                    sets.update(lease_expires_at=ts + self.lease_seconds, blocked_reason=None)
+            elif row["status"] == "in_progress" and held:
+                sets["lease_expires_at"] = ts + self.lease_seconds  # activity renews the lease
+            sets["updated_at"] = ts
+            assignments = ", ".join(f"{k} = ?" for k in sets)
+            db.execute(f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ?",
+                       list(sets.values()) + [task_id])
+            text = "; ".join(x for x in (reason, note, ("changed " + ", ".join(changes)) if changes else None) if x)
+            self._history(db, task_id, actor, action, row["status"], sets.get("status", row["status"]),
+                          text or None, ts)
+            return self._task(db, self._row(db, task_id))
+
+    def complete(self, actor: str, task_id: int, token: int, output: str, summary: str | None = None,
+                 artifacts: list[Artifact] | None = None, to_status: str = "done") -> Task:
+        """Record the holder's output and artifacts and move the card to review (or done)."""
+        if to_status not in ("review", "done"):
+            raise ValueError("to_status must be review or done")
+        artifacts = artifacts or []
+        self._check_text(output, self.limits.output, "output")
+        self._check_text(summary, self.limits.summary, "summary")
+        if len(artifacts) > self.limits.artifacts:
+            raise InvalidInput(f"{len(artifacts)} artifacts given; at most {self.limits.artifacts}")
+        for a in artifacts:
+            self._check_text(a.content, self.limits.artifact_chars, f"artifact {a.name!r}")
+        if not output.strip() and not artifacts:
+            raise InvalidInput("complete_task needs output= describing what was done (or at least one artifact)")
+        ts = now()
+        with self.store.write() as db:
+            self._sweep(db, ts)
+            row = self._row(db, task_id)
+            self._holder_check(row, actor, token, "complete")
+            if row["status"] != "in_progress":
+                raise IllegalTransition(f"task {task_id} is {row['status']}; resume it with update_task "
+                                        "status='in_progress' before completing it")
+            cur = db.execute(
+                "UPDATE tasks SET status = ?, output = ?, summary = ?, lease_expires_at = NULL, "
+                "version = version + 1, updated_at = ? WHERE id = ? AND status = 'in_progress' AND assignee = ? "
+                "AND fencing_token = ?", [to_status, output, summary, ts, task_id, actor, token])
+            if cur.rowcount != 1:  # cannot happen under the write lock; refuse rather than guess
+                raise Conflict(f"task {task_id} changed while completing; call get_task and retry")
+            db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
+            for a in artifacts:
+                db.execute("INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
+                           "VALUES (?, ?, ?, ?, ?, ?)", [task_id, token, a.name, a.kind, a.content, ts])
+            self._history(db, task_id, actor, "completed", "in_progress", to_status, summary, ts)
+            return self._task(db, self._row(db, task_id))

@@ -1,0 +1,275 @@
+"""The MCP surface: tools and resources over the board. Each tool is a thin call into `board/`.
+
+Identity comes from the connection (see identity.py), never from an argument. Board errors become
+tool errors with the board's message, which says what was wrong and what to send instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from hiveboard.board import (
+    Artifact,
+    Board,
+    BoardError,
+    BoardView,
+    Claim,
+    Lease,
+    NewTask,
+    Page,
+    Task,
+    TaskEdit,
+    TaskSummary,
+)
+
+from .identity import Identity
+
+INSTRUCTIONS = """hiveboard: a Kanban board shared by a team of agents.
+Start with whoami (set your name once if the operator did not), then get_board or claim_task.
+claim_task gives you a card and a fencing token; pass the token to update_task, renew_claim,
+release_task and complete_task. Your lease is renewed by update_task; an expired lease returns the
+card to todo and your token stops working. complete_task moves the card on (to review when critics
+are configured, else to done)."""
+
+TaskId = Annotated[int, Field(description="task id, as shown by list_tasks or get_board", ge=1)]
+Token = Annotated[int, Field(description="the fencing token claim_task returned for this card", ge=0)]
+PREVIEW_CHARS = 4_000
+
+READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+CHANGE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
+IDEMPOTENT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+
+class WhoAmI(BaseModel):
+    agent: str | None = Field(description="the agent this connection acts as; null until registered")
+    role: str | None = None
+    token: str | None = Field(None, description="bearer token for this agent, shown only when it was just "
+                              "created; keep it to reconnect as this agent (whoami token=, or HTTP header)")
+    message: str
+
+
+class ListPage(Page):
+    hint: str | None = Field(None, description="how to get the rest, when there is more")
+
+
+def board_errors(fn: Callable) -> Callable:
+    """Turn board errors into tool errors the model can read (nothing was written)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except BoardError as exc:
+            raise ToolError(str(exc)) from exc
+
+    return wrapper
+
+
+def _summary(task: Task) -> TaskSummary:
+    """Mutating tools answer with the compact card; get_task has the rest."""
+    return TaskSummary(**task.model_dump(include=set(TaskSummary.model_fields)))
+
+
+def _trim(task: Task, full: bool) -> Task:
+    """Bound a card's long fields unless the caller asked for everything."""
+    if full:
+        return task
+
+    def cut(text: str | None) -> str | None:
+        if text is None or len(text) <= PREVIEW_CHARS:
+            return text
+        return (text[:PREVIEW_CHARS] + f"\n… {len(text) - PREVIEW_CHARS} more characters; call get_task with "
+                f"task_id={task.id} full=true for all of it")
+
+    return task.model_copy(update=dict(
+        output=cut(task.output),
+        artifacts=[a.model_copy(update=dict(content=cut(a.content))) for a in task.artifacts],
+    ))
+
+
+def build_server(board: Board, identity: Identity, *,
+                 wants_review: Callable[[Task], bool] | None = None) -> MCPServer:
+    """The hiveboard MCP server over one board.
+
+    `wants_review` is the seam for the review engine: when it returns True for a completed card,
+    the card goes to `review` instead of `done`. With no critics configured it is None.
+    """
+    mcp = MCPServer("hiveboard", instructions=INSTRUCTIONS, version="0.1.0")
+
+    @mcp.tool(annotations=IDEMPOTENT)
+    @board_errors
+    def whoami(
+        ctx: Context,
+        name: Annotated[str | None, Field(description="register this connection as this agent (once); omit "
+                                          "to just see who you are", max_length=64)] = None,
+        role: Annotated[str | None, Field(description="your role, e.g. coder, reviewer, lead", max_length=40)] = None,
+        token: Annotated[str | None, Field(description="the agent's token, to re-attach to an agent that "
+                                           "already exists", max_length=200)] = None,
+    ) -> WhoAmI:
+        """Show who this connection acts as, or set it once with name= (identity is per connection)."""
+        if name is None:
+            current = identity.current(ctx)
+            if current is None:
+                return WhoAmI(agent=None, message="not registered: call whoami(name='your-agent-name')")
+            agent = board.agents.get(current)
+            return WhoAmI(agent=agent.name, role=agent.role, message=f"you are {agent.name}")
+        agent, new_token, note = identity.bind(ctx, name, role, token)
+        return WhoAmI(agent=agent.name, role=agent.role, token=new_token, message=note)
+
+    @mcp.tool(annotations=CREATE)
+    @board_errors
+    def create_task(
+        ctx: Context,
+        title: Annotated[str, Field(description="short imperative title", min_length=1, max_length=200)],
+        description: Annotated[str, Field(description="what to do and why; markdown")] = "",
+        task_type: Annotated[str, Field(description="code, test, refactor, docs, design, bug, research, ops, "
+                                        "or your own lowercase word", max_length=40)] = "code",
+        priority: Literal["critical", "high", "medium", "low"] = "medium",
+        labels: Annotated[list[str], Field(description="free labels, e.g. ['auth', 'backend']")] = [],
+        depends_on: Annotated[list[int], Field(description="ids of tasks that must be done first")] = [],
+        acceptance_criteria: Annotated[list[str], Field(description="checkable statements of done")] = [],
+        assignee: Annotated[str | None, Field(description="reserve the card for this agent")] = None,
+    ) -> TaskSummary:
+        """Add a card to the todo column."""
+        actor = identity.require(ctx)
+        return _summary(board.create(actor, NewTask(
+            title=title, description=description, task_type=task_type, priority=priority, labels=labels,
+            depends_on=depends_on, acceptance_criteria=acceptance_criteria, assignee=assignee)))
+
+    @mcp.tool(annotations=READ)
+    @board_errors
+    def get_task(
+        task_id: TaskId,
+        full: Annotated[bool, Field(description="include long output and artifacts in full")] = False,
+        history: Annotated[int, Field(description="how many recent history entries", ge=0, le=100)] = 20,
+    ) -> Task:
+        """One card in full: fields, dependencies, output, artifacts and its history of transitions."""
+        return _trim(board.get(task_id, history=history), full)
+
+    @mcp.tool(annotations=READ)
+    @board_errors
+    def list_tasks(
+        status: Literal["todo", "in_progress", "review", "done", "blocked", "needs_human"] | None = None,
+        task_type: Annotated[str | None, Field(max_length=40)] = None,
+        assignee: Annotated[str | None, Field(max_length=64)] = None,
+        label: Annotated[str | None, Field(max_length=50)] = None,
+        ready: Annotated[bool | None, Field(description="true: only cards whose dependencies are done")] = None,
+        limit: Annotated[int, Field(ge=1, le=200)] = 50,
+        cursor: Annotated[str | None, Field(description="next_cursor from the previous page")] = None,
+    ) -> ListPage:
+        """Cards matching filters, highest priority first, in bounded pages."""
+        page = board.list(status=status, task_type=task_type, assignee=assignee, label=label, ready=ready,
+                          limit=limit, cursor=cursor)
+        hint = None
+        if page.next_cursor:
+            hint = (f"{page.total - len(page.tasks)} more may follow; call list_tasks with the same filters "
+                    f"and cursor={page.next_cursor!r}")
+        return ListPage(**page.model_dump(), hint=hint)
+
+    @mcp.tool(annotations=READ)
+    @board_errors
+    def get_board(top: Annotated[int, Field(description="cards shown per column", ge=0, le=50)] = 5) -> BoardView:
+        """The board at a glance: each column's count and top cards, and how many cards are ready."""
+        return board.board(top=top)
+
+    @mcp.tool(annotations=CHANGE)
+    @board_errors
+    def claim_task(
+        ctx: Context,
+        task_id: Annotated[int | None, Field(description="the card to take; omit to take the next ready one",
+                                             ge=1)] = None,
+        task_type: Annotated[str | None, Field(description="with no task_id: only cards of this type",
+                                               max_length=40)] = None,
+    ) -> Claim:
+        """Take a card atomically: you get a lease and a fencing token, or a clear refusal."""
+        return board.claim(identity.require(ctx), task_id=task_id, task_type=task_type)
+
+    @mcp.tool(annotations=IDEMPOTENT)
+    @board_errors
+    def renew_claim(ctx: Context, task_id: TaskId, token: Token) -> Lease:
+        """Extend your lease on a card you hold."""
+        claim = board.renew(identity.require(ctx), task_id, token)
+        return Lease(task_id=task_id, token=claim.token, lease_expires_at=claim.lease_expires_at,
+                     lease_seconds=claim.lease_seconds)
+
+    @mcp.tool(annotations=CHANGE)
+    @board_errors
+    def release_task(
+        ctx: Context, task_id: TaskId, token: Token,
+        reason: Annotated[str | None, Field(description="why you are giving it back")] = None,
+    ) -> TaskSummary:
+        """Give a card you hold back to todo for someone else."""
+        return _summary(board.release(identity.require(ctx), task_id, token, reason))
+
+    @mcp.tool(annotations=CHANGE)
+    @board_errors
+    def update_task(
+        ctx: Context,
+        task_id: TaskId,
+        token: Annotated[int | None, Field(description="your fencing token; needed on a card you hold",
+                                           ge=0)] = None,
+        note: Annotated[str | None, Field(description="a progress note for the history")] = None,
+        status: Annotated[Literal["blocked", "in_progress", "todo", "needs_human"] | None,
+                          Field(description="blocked/needs_human (with reason), in_progress to resume a blocked "
+                                "card, todo to unblock a card for anyone")] = None,
+        reason: Annotated[str | None, Field(description="why (required for blocked and needs_human)")] = None,
+        title: Annotated[str | None, Field(max_length=200)] = None,
+        description: str | None = None,
+        priority: Literal["critical", "high", "medium", "low"] | None = None,
+        labels: list[str] | None = None,
+        acceptance_criteria: list[str] | None = None,
+        expected_version: Annotated[int | None, Field(description="refuse the update if the card changed since "
+                                                      "this version (from get_task)", ge=1)] = None,
+    ) -> TaskSummary:
+        """Note progress (renews your lease), block/unblock/escalate a card, or edit its fields."""
+        edit = TaskEdit(title=title, description=description, priority=priority, labels=labels,
+                        acceptance_criteria=acceptance_criteria)
+        return _summary(board.update(identity.require(ctx), task_id, token=token, note=note, status=status,
+                                     reason=reason, edit=edit, expected_version=expected_version))
+
+    @mcp.tool(annotations=CHANGE)
+    @board_errors
+    def complete_task(
+        ctx: Context,
+        task_id: TaskId,
+        token: Token,
+        output: Annotated[str, Field(description="what you did and the result")],
+        summary: Annotated[str | None, Field(description="one or two lines for the board", max_length=2000)] = None,
+        artifacts: Annotated[list[Artifact], Field(description="files or texts produced, each with name, kind "
+                                                   "and content")] = [],
+    ) -> TaskSummary:
+        """Hand in your work on a card you hold: it moves to review (critics) or done."""
+        actor = identity.require(ctx)
+        current = board.get(task_id, history=0)
+        to_status = "review" if wants_review is not None and wants_review(current) else "done"
+        return _summary(board.complete(actor, task_id, token, output, summary, artifacts, to_status))
+
+    @mcp.resource("hiveboard://board", name="board", description="The board: columns, counts and top cards",
+                  mime_type="application/json")
+    def board_resource() -> str:
+        return board.board(top=10).model_dump_json()
+
+    @mcp.resource("hiveboard://tasks/{task_id}", name="task", description="One card in full, with its history",
+                  mime_type="application/json")
+    def task_resource(task_id: int) -> str:
+        try:
+            return board.get(int(task_id)).model_dump_json()
+        except BoardError as exc:
+            from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+            raise ResourceNotFoundError(str(exc)) from exc
+
+    return mcp
+
+
+def tool_token_costs(mcp_tools: list) -> list[tuple[str, int]]:
+    """Approximate context cost of each tool definition (JSON characters / 4)."""
+    return [(t.name, len(json.dumps(t.model_dump(exclude_none=True, by_alias=True))) // 4) for t in mcp_tools]

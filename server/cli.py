@@ -1,0 +1,199 @@
+"""The `hiveboard` command: serve (stdio or streamable HTTP), board, agent, tools.
+
+Logs go to stderr only: on stdio, stdout is the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import json
+import logging
+import sys
+
+import anyio
+from mcp.server.transport_security import TransportSecuritySettings
+
+from hiveboard.board import STATUSES, Board, BoardError, Store
+
+from .app import build_server, tool_token_costs
+from .config import Settings
+from .identity import Identity
+
+log = logging.getLogger("hiveboard")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {k: v for k, v in dict(
+        home=args.home, db=args.db,
+        agent=getattr(args, "agent", None), agent_role=getattr(args, "role", None),
+        lease_seconds=getattr(args, "lease_seconds", None), host=getattr(args, "host", None),
+        port=getattr(args, "port", None), http_token=getattr(args, "token", None),
+        log_level=getattr(args, "log_level", None),
+    ).items() if v is not None}
+    return Settings(**overrides)
+
+
+def open_board(settings: Settings) -> Board:
+    return Board(Store(settings.db_path), lease_seconds=settings.lease_seconds)
+
+
+class BearerAuth:
+    """ASGI middleware: when the operator set a token, every HTTP request must carry it or an agent's token."""
+
+    def __init__(self, app, server_token: str, board: Board):
+        self.app, self.server_token, self.board = app, server_token, board
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        token = token.strip()
+        ok = scheme.lower() == "bearer" and bool(token) and (
+            hmac.compare_digest(token, self.server_token)
+            or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None)
+        if ok:
+            return await self.app(scope, receive, send)
+        body = json.dumps({"error": "unauthorized: send 'Authorization: Bearer <token>' with the server token "
+                           "or an agent token (hiveboard agent add NAME)"}).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def http_app(settings: Settings, board: Board):
+    """The Starlette app for streamable HTTP, with Host/Origin checks and optional bearer auth."""
+    identity = Identity(board.agents, "http", server_token=settings.http_token)
+    mcp = build_server(board, identity)
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.allowed_origins]
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                         allowed_origins=origins)
+    app = mcp.streamable_http_app(host=settings.host, transport_security=security)
+    if settings.http_token:
+        app = BearerAuth(app, settings.http_token, board)
+    return app
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    board = open_board(settings)
+    if args.http:
+        import uvicorn
+
+        if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.http_token:
+            log.warning("serving on %s without --token: anyone who reaches this address can use the board",
+                        settings.host)
+        print(f"hiveboard: serving streamable HTTP on http://{settings.host}:{settings.port}/mcp "
+              f"(data: {settings.db_path})", file=sys.stderr, flush=True)
+        uvicorn.run(http_app(settings, board), host=settings.host, port=settings.port,
+                    log_level=settings.log_level.lower())
+        return 0
+    identity = Identity(board.agents, "stdio", agent=settings.agent, role=settings.agent_role)
+    print(f"hiveboard: serving stdio (data: {settings.db_path}, agent: {settings.agent or 'set by whoami'})",
+          file=sys.stderr, flush=True)
+    build_server(board, identity).run("stdio")
+    return 0
+
+
+def cmd_board(args: argparse.Namespace) -> int:
+    board = open_board(_settings(args))
+    view = board.board(top=args.top)
+    print(f"hiveboard — {view.total} cards, {view.ready} ready to claim")
+    for column in view.columns:
+        if column.count == 0 and column.status not in ("todo", "in_progress", "review", "done"):
+            continue
+        print(f"\n{column.status.upper()} ({column.count})")
+        for t in column.top:
+            who = f" @{t.assignee}" if t.assignee else ""
+            deps = f" after {t.depends_on}" if t.depends_on else ""
+            print(f"  #{t.id:<5} [{t.priority:<8}] {t.task_type:<9} {t.title}{who}{deps}")
+        if column.count > len(column.top):
+            print(f"  … {column.count - len(column.top)} more (hiveboard board --top N)")
+    return 0
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    board = open_board(_settings(args))
+    if args.action == "add":
+        token = board.agents.new_token(args.name)
+        if args.role:
+            board.agents.store.db.execute("UPDATE agents SET role = ? WHERE name = ?",
+                                          [args.role, args.name.lower()])
+        print(token)
+        print(f"token for agent {args.name.lower()!r}: send 'Authorization: Bearer {token}' on HTTP. "
+              "It replaces any earlier token of this agent.", file=sys.stderr)
+    else:
+        for name in board.agents.names(limit=1000):
+            agent = board.agents.get(name)
+            print(f"{agent.name}\t{agent.role or '-'}\t{agent.created_at}")
+    return 0
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        board = Board(Store(f"{tmp}/tools.db"))
+        mcp = build_server(board, Identity(board.agents, "memory"))
+        tools = anyio.run(mcp.list_tools)
+        board.store.close()
+    costs = tool_token_costs(tools)
+    print(f"{'tool':<16} {'~tokens':>8}  description")
+    for (name, cost), tool in zip(costs, tools):
+        print(f"{name:<16} {cost:>8}  {(tool.description or '').splitlines()[0]}")
+    print(f"{'total':<16} {sum(c for _, c in costs):>8}  ({len(tools)} tools; ~4 characters per token)")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hiveboard", description="A shared Kanban board, message pool and review "
+                                "desk for AI agents, served over MCP.")
+    p.add_argument("--home", help="data directory (env HIVEBOARD_HOME; default per-user data dir)")
+    p.add_argument("--db", help="SQLite file (env HIVEBOARD_DB; default <home>/hiveboard.db)")
+    sub = p.add_subparsers(dest="command")
+
+    s = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    s.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    s.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    s.add_argument("--token", help="require this bearer token (or an agent token) on HTTP")
+    s.add_argument("--agent", help="stdio: the agent this connection acts as (env HIVEBOARD_AGENT)")
+    s.add_argument("--role", help="stdio: that agent's role")
+    s.add_argument("--lease-seconds", type=int, help="claim lease length (default 300)")
+    s.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    s.set_defaults(fn=cmd_serve)
+
+    b = sub.add_parser("board", help="print the board in the terminal")
+    b.add_argument("--top", type=int, default=10, help="cards shown per column")
+    b.set_defaults(fn=cmd_board)
+
+    a = sub.add_parser("agent", help="manage agents: 'add NAME' prints a bearer token for HTTP; 'list'")
+    a.add_argument("action", choices=["add", "list"])
+    a.add_argument("name", nargs="?")
+    a.add_argument("--role")
+    a.set_defaults(fn=cmd_agent)
+
+    t = sub.add_parser("tools", help="list the MCP tools and their context cost in tokens")
+    t.set_defaults(fn=cmd_tools)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if args.command is None:
+        args = p.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
+    if args.command == "agent" and args.action == "add" and not args.name:
+        p.error("agent add needs a NAME, e.g. hiveboard agent add alice")
+    try:
+        return args.fn(args) or 0
+    except BoardError as exc:
+        print(f"hiveboard: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

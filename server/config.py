@@ -1,0 +1,57 @@
+"""All configuration in one place: HIVEBOARD_* environment variables, an optional TOML file, CLI flags.
+
+Precedence: CLI flags > environment > TOML file (`$HIVEBOARD_HOME/config.toml`, or the path in
+HIVEBOARD_CONFIG) > defaults. The defaults work offline with no setup.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+
+def default_home() -> Path:
+    """A per-user data directory: XDG on Linux, Application Support on macOS, LOCALAPPDATA on Windows."""
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "hiveboard"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "hiveboard"
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "hiveboard"
+
+
+def _config_file() -> Path:
+    explicit = os.environ.get("HIVEBOARD_CONFIG")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("HIVEBOARD_HOME") or default_home()) / "config.toml"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HIVEBOARD_", extra="ignore")
+
+    home: Path = Field(default_factory=default_home, description="data directory")
+    db: Path | None = Field(None, description="SQLite file; default <home>/hiveboard.db")
+    agent: str | None = Field(None, description="who this stdio connection acts as (else the agent calls whoami)")
+    agent_role: str | None = None
+    lease_seconds: int = Field(300, ge=5, le=86_400, description="how long a claim lasts without activity")
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65_535)
+    http_token: str | None = Field(None, description="if set, HTTP requests need this bearer token or an agent's")
+    allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on HTTP")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource):
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=_config_file()))
+
+    @property
+    def db_path(self) -> Path:
+        return self.db or self.home / "hiveboard.db"
