@@ -95,13 +95,16 @@ class TaskEdit(BaseModel):
 
 
 class Claim(BaseModel):
-    """What the winner of a claim receives."""
+    """The answer to claim_task: a card with its lease and fencing token, or why there was none."""
 
-    task: Task
-    token: int = Field(description="fencing token: pass it to renew_claim, update_task, release_task and "
-                       "complete_task; a newer claim makes it stale")
-    lease_expires_at: str = Field(description="the card returns to todo at this time unless you renew or act on it")
-    lease_seconds: int
+    claimed: bool
+    message: str
+    task: Task | None = None
+    token: int | None = Field(None, description="fencing token: pass it to renew_claim, update_task, release_task "
+                              "and complete_task; a newer claim makes it stale")
+    lease_expires_at: str | None = Field(None, description="the card returns to todo then unless you renew it or "
+                                         "act on it")
+    lease_seconds: int | None = None
 
 
 class Lease(BaseModel):

@@ -255,7 +255,7 @@ class Board:
         """Refuse anyone but the current claim holder with its current fencing token."""
         task_id = row["id"]
         if row["status"] not in ("in_progress", "blocked") or row["assignee"] is None:
-            if row["status"] == "todo" and token is not None and token == row["fencing_token"]:
+            if row["status"] == "todo" and token is not None and token == row["fencing_token"] > 0:
                 raise StaleToken(f"your claim on task {task_id} ended (lease expired or released) and the card "
                                  f"is back in todo; call claim_task with task_id={task_id} to take it again")
             raise IllegalTransition(f"cannot {doing} task {task_id}: it is {row['status']}, not claimed"
@@ -449,7 +449,7 @@ class Board:
                     raise InvalidInput(f"moving task {task_id} to {status} needs reason= saying what it waits on")
                 transition = who
             # Editing or noting a claimed card is the holder's business; an unheld card is open to anyone.
-            if transition == "holder" or (transition is None and held):
+            if transition == "holder" or (transition is None and (held or token is not None)):
                 self._holder_check(row, actor, token, "update")
             sets = dict(changes)
             action = "edited" if changes else "progress"

@@ -1,0 +1,507 @@
+"""Latency and throughput of the board tools over streamable HTTP, next to a bare no-op MCP tool.
+
+    /work/venv/bin/python bench/bench_board.py            # full run (~1-2 min on 2 cores)
+    /work/venv/bin/python bench/bench_board.py --quick    # smoke run (a few seconds)
+    /work/venv/bin/python bench/bench_board.py --calls 500 --json out.json
+
+What it does, in one run against one server process (bench/_server.py: the real `hiveboard serve
+--http` app plus a `noop` tool):
+
+1. For 1 client and for 8 concurrent clients (each its own HTTP connection and agent token), time
+   every call of: noop, create_task, claim_task (claim-next), complete_task (on the cards that
+   client just claimed), get_board. Prints p50/p99 latency, calls/s and the p50 ratio to noop at
+   the same client count.
+2. A claim race: 300 fresh cards, 16 clients claim-next until the board is empty; counts double
+   claims (must be 0) and checks the database agrees.
+3. For context, the same board operations called in-process on `hiveboard.board.Board` (no MCP,
+   no HTTP) on a separate database.
+
+Targets (issue): board tools within 1.5x of the no-op tool (p50); zero double claims.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from hiveboard.board import Board, NewTask, Store
+
+HERE = Path(__file__).resolve().parent
+OPS = ("noop", "create_task", "claim_task", "complete_task", "get_board")
+BOARD_OPS = OPS[1:]
+TARGET_RATIO = 1.5
+RACE_CARDS = 300
+RACE_CLIENTS = 16
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass
+class Row:
+    op: str
+    clients: int
+    calls: int
+    wall_s: float
+    p50_ms: float
+    p99_ms: float
+    calls_per_s: float
+    errors: int = 0
+    ratio_vs_noop: float | None = None
+
+
+@dataclass
+class Race:
+    clients: int
+    cards: int
+    claimed: int
+    unique: int
+    double_claims: int
+    db_in_progress: int
+    db_claim_events_max: int
+    wall_s: float
+    claims_per_s: float
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass
+class Results:
+    machine: dict
+    settings: dict
+    rows: list[Row] = field(default_factory=list)
+    race: Race | None = None
+    direct: list[Row] = field(default_factory=list)
+    total_s: float = 0.0
+
+
+def pct(samples: list[float], q: float) -> float:
+    """Nearest-rank percentile of samples (seconds) in milliseconds."""
+    if not samples:
+        return float("nan")
+    s = sorted(samples)
+    k = max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))
+    return s[k] * 1000
+
+
+def make_row(op: str, clients: int, lat: list[float], wall: float, errors: int = 0) -> Row:
+    return Row(op=op, clients=clients, calls=len(lat), wall_s=wall, p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),
+               calls_per_s=len(lat) / wall if wall > 0 else float("nan"), errors=errors)
+
+
+def machine_info() -> dict:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return dict(cpu_count=os.cpu_count(), usable_cpus=usable, python=platform.python_version(),
+                implementation=platform.python_implementation(), platform=platform.platform(),
+                mcp=version("mcp"), sqlite=sqlite3.sqlite_version, uvicorn=version("uvicorn"))
+
+
+# ----------------------------------------------------------------------------- server process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """bench/_server.py in its own process; stderr goes to a file shown if something fails."""
+
+    def __init__(self, home: Path, log_path: Path):
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        self._log = open(self.log_path, "wb")
+        env = {**os.environ, "HIVEBOARD_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "_server.py"), "--home", str(self.home), "--port", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=self._log, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"bench server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"bench server did not listen on {self.port}:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+# ----------------------------------------------------------------------------- clients
+
+
+class ToolFailed(RuntimeError):
+    pass
+
+
+def connect(url: str, token: str) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    return Client(streamable_http_client(url, http_client=http))
+
+
+async def call(client: Client, tool: str, args: dict) -> dict:
+    result = await client.call_tool(tool, args)
+    if result.is_error:
+        raise ToolFailed(f"{tool}({args}) failed: {result.content[0].text if result.content else result}")
+    return result.structured_content or {}
+
+
+class Agent:
+    """One benchmark client: its own connection and agent identity, and the cards it holds."""
+
+    def __init__(self, name: str, client: Client):
+        self.name = name
+        self.client = client
+        self.held: list[tuple[int, int]] = []  # (task id, fencing token) from its claims
+        self.seq = 0
+
+    def args_for(self, op: str) -> dict:
+        if op == "create_task":
+            self.seq += 1
+            return dict(title=f"bench card {self.name} #{self.seq}", description="created by bench/bench_board.py",
+                        task_type="code", priority="medium", labels=["bench"])
+        if op == "claim_task":
+            return {}
+        if op == "complete_task":
+            task_id, token = self.held.pop(0)
+            return dict(task_id=task_id, token=token, output="done by the benchmark", summary="bench")
+        if op == "get_board":
+            return {}
+        return {}
+
+    def after(self, op: str, result: dict) -> None:
+        if op == "claim_task":
+            if not result.get("claimed"):
+                raise ToolFailed(f"{self.name}: claim_task found no card ({result.get('message')}); "
+                                 "the bench seeds too few cards")
+            self.held.append((result["task"]["id"], result["token"]))
+
+    async def run(self, op: str, n: int, lat: list[float]) -> None:
+        for _ in range(n):
+            args = self.args_for(op)
+            t0 = time.perf_counter()
+            result = await call(self.client, op, args)
+            lat.append(time.perf_counter() - t0)
+            self.after(op, result)
+
+
+async def measure(agents: list[Agent], op: str, per_client: int) -> Row:
+    """All agents call `op` per_client times concurrently; per-call latencies and wall time."""
+    lat: list[float] = []
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for a in agents:
+            tg.start_soon(a.run, op, per_client, lat)
+    wall = time.perf_counter() - t0
+    return make_row(op, len(agents), lat, wall)
+
+
+async def open_agents(stack, url: str, tokens: dict[str, str]) -> list[Agent]:
+    agents = []
+    for name, token in tokens.items():
+        client = await stack.enter_async_context(connect(url, token))
+        agents.append(Agent(name, client))
+    return agents
+
+
+async def warm_up(agents: list[Agent], calls: int) -> None:
+    """Connect paths, tool listings (output schemas) and SQLite connections on the server's threads."""
+    async def one(a: Agent) -> None:
+        for _ in range(calls):
+            await call(a.client, "noop", {})
+            await call(a.client, "get_board", {})
+        await call(a.client, "create_task", a.args_for("create_task"))
+        claim = await call(a.client, "claim_task", {})
+        a.after("claim_task", claim)
+        await call(a.client, "complete_task", a.args_for("complete_task"))
+
+    async with anyio.create_task_group() as tg:
+        for a in agents:
+            tg.start_soon(one, a)
+
+
+async def run_matrix(url: str, tokens: dict[str, str], plan: list[tuple[int, int]], warm: int) -> list[Row]:
+    from contextlib import AsyncExitStack
+
+    rows: list[Row] = []
+    for clients, per_client in plan:
+        names = list(tokens)[:clients]
+        async with AsyncExitStack() as stack:
+            agents = await open_agents(stack, url, {n: tokens[n] for n in names})
+            await warm_up(agents, warm)
+            group: list[Row] = []
+            for op in OPS:
+                row = await measure(agents, op, per_client)
+                group.append(row)
+                print(f"  .. {op:<14} x{clients:<2} {row.calls:>5} calls  p50 {row.p50_ms:7.2f} ms", flush=True)
+            noop = group[0].p50_ms
+            for row in group:
+                row.ratio_vs_noop = row.p50_ms / noop if noop else None
+            rows += group
+    return rows
+
+
+async def run_race(url: str, tokens: dict[str, str]) -> tuple[list[tuple[str, int]], list[float], float]:
+    from contextlib import AsyncExitStack
+
+    claims: list[tuple[str, int]] = []
+    lat: list[float] = []
+
+    async def claimer(a: Agent) -> None:
+        while True:
+            t0 = time.perf_counter()
+            result = await call(a.client, "claim_task", {})
+            lat.append(time.perf_counter() - t0)
+            if not result.get("claimed"):
+                return
+            claims.append((a.name, result["task"]["id"]))
+
+    async with AsyncExitStack() as stack:
+        agents = await open_agents(stack, url, tokens)
+        for a in agents:  # connect + list tools before the start line
+            await call(a.client, "noop", {})
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for a in agents:
+                tg.start_soon(claimer, a)
+        wall = time.perf_counter() - t0
+    return claims, lat, wall
+
+
+# ----------------------------------------------------------------------------- board setup (in the bench process)
+
+
+def seed(board: Board, n: int, actor: str, title: str, task_type: str = "code") -> None:
+    for i in range(n):
+        board.create(actor, NewTask(title=f"{title} {i}", description="seeded by bench/bench_board.py",
+                                    task_type=task_type, priority="medium", labels=["bench", "seed"]))
+
+
+def park_todo(board: Board) -> int:
+    """Take every todo card off the claimable set (so the race sees exactly its own cards)."""
+    with board.store.write() as db:
+        cur = db.execute("UPDATE tasks SET status = 'blocked', blocked_reason = 'parked by bench', "
+                         "version = version + 1 WHERE status = 'todo'")
+        return cur.rowcount
+
+
+def direct_rows(tmp: Path, calls: int) -> list[Row]:
+    """The same board operations in-process on Board (no MCP, no HTTP): what the tools cost at the bottom."""
+    board = Board(Store(tmp / "direct.db"), lease_seconds=300)
+    try:
+        seed(board, 200, "direct", "direct seed")
+        rows, held = [], []
+
+        def timed(op: str, fn) -> None:
+            lat = []
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                s = time.perf_counter()
+                fn()
+                lat.append(time.perf_counter() - s)
+            rows.append(make_row(op, 1, lat, time.perf_counter() - t0))
+
+        timed("Board.create", lambda: board.create("direct", NewTask(title="direct card", labels=["bench"])))
+
+        def claim() -> None:
+            c = board.claim("direct")
+            assert c.claimed, c.message
+            held.append((c.task.id, c.token))
+
+        timed("Board.claim", claim)
+
+        def complete() -> None:
+            task_id, token = held.pop(0)
+            board.complete("direct", task_id, token, "done by the benchmark", "bench")
+
+        timed("Board.complete", complete)
+        timed("Board.board", lambda: board.board(top=5))
+        return rows
+    finally:
+        board.store.close()
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+def print_table(rows: list[Row], title: str, ratio: bool = True) -> None:
+    print(f"\n{title}")
+    head = f"{'op':<15} {'clients':>7} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>9}"
+    if ratio:
+        head += f" {'p50/noop':>9}"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        line = f"{r.op:<15} {r.clients:>7} {r.calls:>6} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.calls_per_s:>9.1f}"
+        if ratio:
+            line += f" {r.ratio_vs_noop:>8.2f}x" if r.ratio_vs_noop is not None else f" {'-':>9}"
+        print(line)
+
+
+def verdict(res: Results) -> list[str]:
+    lines = []
+    worst = max((r for r in res.rows if r.op in BOARD_OPS and r.ratio_vs_noop is not None),
+                key=lambda r: r.ratio_vs_noop, default=None)
+    if worst is not None:
+        ok = worst.ratio_vs_noop <= TARGET_RATIO
+        lines.append(f"target board tools p50 <= {TARGET_RATIO}x noop: {'PASS' if ok else 'FAIL'} "
+                     f"(worst: {worst.op} x{worst.clients} at {worst.ratio_vs_noop:.2f}x)")
+        misses = [f"{r.op} x{r.clients} {r.ratio_vs_noop:.2f}x" for r in res.rows
+                  if r.op in BOARD_OPS and r.ratio_vs_noop is not None and r.ratio_vs_noop > TARGET_RATIO]
+        if misses:
+            lines.append("  over target: " + ", ".join(misses))
+    if res.race is not None:
+        ok = res.race.double_claims == 0 and res.race.claimed == res.race.cards
+        lines.append(f"target {res.race.clients}-client claims, zero double claims: {'PASS' if ok else 'FAIL'} "
+                     f"({res.race.double_claims} double, {res.race.claimed}/{res.race.cards} claimed)")
+    return lines
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="hiveboard board-tool latency over streamable HTTP vs a no-op tool")
+    p.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
+    p.add_argument("--calls", type=int, help="calls per op for 1 client (8 clients do half this each); "
+                   "default 200, --quick 20")
+    p.add_argument("--calls8", type=int, help="calls per op per client with 8 clients (default calls/2)")
+    p.add_argument("--seed", type=int, default=200, help="cards on the board before the run (default 200)")
+    p.add_argument("--race-cards", type=int, default=RACE_CARDS, help=f"cards in the claim race ({RACE_CARDS})")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    p.add_argument("--keep", action="store_true", help="keep the temp directory (database, server log)")
+    args = p.parse_args(argv)
+
+    calls1 = args.calls or (20 if args.quick else 200)
+    calls8 = args.calls8 or max(1, calls1 // 2)
+    race_cards = min(args.race_cards, 48) if args.quick and args.race_cards == RACE_CARDS else args.race_cards
+    warm = 2 if args.quick else 10
+    plan = [(1, calls1), (8, calls8)]
+
+    started = time.perf_counter()
+    res = Results(machine=machine_info(), settings=dict(calls_1_client=calls1, calls_per_client_8=calls8,
+                                                         seed_cards=args.seed, race_cards=race_cards,
+                                                         race_clients=RACE_CLIENTS, quick=args.quick))
+    m = res.machine
+    print(f"machine: {m['cpu_count']} cpus ({m['usable_cpus']} usable), {m['implementation']} {m['python']}, "
+          f"mcp {m['mcp']}, uvicorn {m['uvicorn']}, sqlite {m['sqlite']}, {m['platform']}")
+    print(f"plan: 1 client x {calls1} calls/op, 8 clients x {calls8} calls/op each, "
+          f"race {RACE_CLIENTS} clients on {race_cards} cards; seed {args.seed} cards")
+
+    tmp = Path(tempfile.mkdtemp(prefix="hiveboard-bench-"))
+    home = tmp / "home"
+    server = ServerProcess(home, tmp / "server.log")
+    try:
+        board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
+        names = [f"bench-{i:02d}" for i in range(RACE_CLIENTS)]
+        tokens = {n: board.agents.new_token(n) for n in names}
+        seed(board, args.seed, names[0], "seed card")
+        server.start()
+        print(f"server: pid {server.proc.pid} at {server.url}")
+
+        res.rows = anyio.run(run_matrix, server.url, tokens, plan, warm)
+        print_table(res.rows, "streamable HTTP, one server process (p50/noop = p50 ratio to noop at the same "
+                    "client count)")
+
+        parked = park_todo(board)
+        seed(board, race_cards, names[0], "race card", task_type="race")
+        claims, lat, wall = anyio.run(run_race, server.url, tokens)
+        ids = [task_id for _, task_id in claims]
+        in_progress = board.store.db.execute(
+            "SELECT count(*) FROM tasks WHERE task_type = 'race' AND status = 'in_progress'").fetchone()[0]
+        max_events = board.store.db.execute(
+            "SELECT coalesce(max(c), 0) FROM (SELECT count(*) c FROM task_history h JOIN tasks t ON t.id = h.task_id "
+            "WHERE t.task_type = 'race' AND h.action = 'claimed' GROUP BY h.task_id)").fetchone()[0]
+        res.race = Race(clients=RACE_CLIENTS, cards=race_cards, claimed=len(ids), unique=len(set(ids)),
+                        double_claims=len(ids) - len(set(ids)), db_in_progress=in_progress,
+                        db_claim_events_max=max_events, wall_s=wall,
+                        claims_per_s=len(ids) / wall if wall else float("nan"),
+                        p50_ms=pct(lat, 50), p99_ms=pct(lat, 99))
+        r = res.race
+        per_agent = Counter(name for name, _ in claims)
+        print(f"\nclaim race: {r.clients} clients, {r.cards} cards ({parked} leftover todo cards parked first)")
+        print(f"  claimed {r.claimed}, unique {r.unique}, double claims {r.double_claims}; "
+              f"db: {r.db_in_progress} in_progress, max 'claimed' events per card {r.db_claim_events_max}")
+        print(f"  wall {r.wall_s:.2f} s, {r.claims_per_s:.1f} claims/s, claim p50 {r.p50_ms:.2f} ms, "
+              f"p99 {r.p99_ms:.2f} ms; per client min {min(per_agent.values(), default=0)} "
+              f"max {max(per_agent.values(), default=0)}")
+        board.store.close()
+
+        server.stop()
+        res.direct = direct_rows(tmp, calls1)
+        print_table(res.direct, "in-process Board, no MCP/HTTP (context: the SQLite + model work alone)",
+                    ratio=False)
+
+        res.total_s = time.perf_counter() - started
+        print()
+        for line in verdict(res):
+            print(line)
+        print(f"total {res.total_s:.1f} s")
+        if args.json:
+            Path(args.json).write_text(json.dumps(asdict(res), indent=2))
+            print(f"wrote {args.json}")
+        ok = res.race.double_claims == 0 and res.race.claimed == res.race.cards
+        return 0 if ok else 1
+    except BaseException:
+        if server.proc is not None:
+            tail = server.log_tail()
+            if tail.strip():
+                print(f"\n--- server log (tail) ---\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        server.stop()
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Shared fixtures: a board on a temp file, in-process MCP clients per agent, server subprocesses."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from hiveboard.board import Board, Store
+from hiveboard.server.app import build_server
+from hiveboard.server.identity import Identity
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def board(tmp_path: Path):
+    b = Board(Store(tmp_path / "hiveboard.db"), lease_seconds=300)
+    yield b
+    b.store.close()
+
+
+@pytest.fixture
+def connect(board: Board):
+    """connect("alice") -> an in-process MCP client whose connection acts as alice (None: unregistered)."""
+
+    @asynccontextmanager
+    async def _connect(agent: str | None = None, *, mode: str = "auto", wants_review=None):
+        server = build_server(board, Identity(board.agents, "memory", agent=agent), wants_review=wants_review)
+        async with Client(server, mode=mode) as client:
+            yield client
+
+    return _connect
+
+
+class ToolFailed(AssertionError):
+    pass
+
+
+async def call(client: Client, tool: str, **args):
+    """Call a tool and return its structured result; fail the test if the tool errored."""
+    result = await client.call_tool(tool, args)
+    if result.is_error:
+        raise ToolFailed(f"{tool} failed: {result.content[0].text}")
+    return result.structured_content
+
+
+async def call_error(client: Client, tool: str, **args) -> str:
+    """Call a tool that must fail; return its error text."""
+    result = await client.call_tool(tool, args)
+    assert result.is_error, f"{tool} should have failed but returned {result.structured_content}"
+    return result.content[0].text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hiveboard_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hiveboard.server", *args]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited early with {proc.returncode}: {proc.stderr.read().decode()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"server on port {port} did not start")
+
+
+@pytest.fixture
+def http_server(tmp_path: Path):
+    """start(home=..., token=None, extra=[]) -> base URL of a `hiveboard serve --http` subprocess."""
+    procs: list[subprocess.Popen] = []
+
+    def start(home: Path | None = None, token: str | None = None, extra: tuple[str, ...] = ()) -> str:
+        port = free_port()
+        home = home or tmp_path / "home"
+        args = ["--home", str(home), "serve", "--http", "--port", str(port), *extra]
+        if token:
+            args += ["--token", token]
+        env = {**os.environ, "HIVEBOARD_LOG_LEVEL": "WARNING"}
+        proc = subprocess.Popen(hiveboard_cmd(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        procs.append(proc)
+        wait_for_port(port, proc)
+        return f"http://127.0.0.1:{port}/mcp"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def http_client(url: str, token: str | None = None, mode: str = "auto") -> Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60)),
+                  mode=mode)
+
+
+def agent_token(home: Path, name: str) -> str:
+    """Issue a bearer token the way an operator would: `hiveboard agent add NAME`."""
+    out = subprocess.run(hiveboard_cmd("--home", str(home), "agent", "add", name), capture_output=True,
+                         text=True, check=True)
+    return out.stdout.strip()

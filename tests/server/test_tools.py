@@ -1,0 +1,324 @@
+"""Every board tool through an in-process MCP client: the happy paths, the history, and bad input."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import call, call_error
+
+import hiveboard.board.tasks as tasks_module
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {"whoami", "create_task", "get_task", "list_tasks", "get_board", "claim_task", "renew_claim",
+         "release_task", "update_task", "complete_task"}
+
+
+def counts(board) -> tuple[int, int, int, int]:
+    """Rows in every table a tool can write: nothing may change when a call is refused."""
+    db = board.store.db
+    return tuple(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                 for t in ("tasks", "task_history", "artifacts", "agents")) + (
+        db.execute("SELECT coalesce(sum(version), 0) FROM tasks").fetchone()[0],)
+
+
+async def test_tools_are_described_annotated_and_few(connect):
+    async with connect("alice") as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert set(tools) == TOOLS
+    for name, tool in tools.items():
+        assert tool.description, name
+        assert tool.output_schema is not None, f"{name} has no structured output"
+        assert tool.annotations is not None, name
+    for name in ("get_task", "list_tasks", "get_board"):
+        assert tools[name].annotations.read_only_hint is True
+    for name in ("claim_task", "complete_task", "release_task", "update_task"):
+        assert tools[name].annotations.read_only_hint is False
+    props = tools["complete_task"].input_schema["properties"]
+    assert "fencing token" in props["token"]["description"]
+    assert props["artifacts"]["items"]
+
+
+async def test_card_lifecycle_and_history(connect):
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="Add login endpoint", task_type="code", priority="high",
+                          labels=["auth"], acceptance_criteria=["POST /login returns a JWT"])
+        assert card["status"] == "todo" and card["labels"] == ["auth"]
+        claim = await call(bob, "claim_task")
+        assert claim["claimed"] and claim["task"]["id"] == card["id"]
+        assert claim["task"]["acceptance_criteria"] == ["POST /login returns a JWT"]
+        token = claim["token"]
+        await call(bob, "update_task", task_id=card["id"], token=token, note="handler written, tests next")
+        lease = await call(bob, "renew_claim", task_id=card["id"], token=token)
+        assert lease["token"] == token
+        done = await call(bob, "complete_task", task_id=card["id"], token=token, output="login works",
+                          summary="JWT login", artifacts=[{"name": "auth.py", "kind": "code", "content": "x = 1"}])
+        assert done["status"] == "done" and done["assignee"] == "bob"
+        full = await call(alice, "get_task", task_id=card["id"])
+    assert full["output"] == "login works" and full["summary"] == "JWT login"
+    assert full["artifacts"] == [{"name": "auth.py", "kind": "code", "content": "x = 1"}]
+    steps = [(h["actor"], h["action"], h["from_status"], h["to_status"]) for h in full["history"]]
+    assert steps == [("alice", "created", None, "todo"), ("bob", "claimed", "todo", "in_progress"),
+                     ("bob", "progress", "in_progress", "in_progress"), ("bob", "renewed", "in_progress",
+                                                                         "in_progress"),
+                     ("bob", "completed", "in_progress", "done")]
+    assert full["history"][2]["note"] == "handler written, tests next"
+
+
+async def test_claim_next_takes_priority_then_age_and_waits_for_dependencies(connect):
+    async with connect("alice") as c:
+        low = await call(c, "create_task", title="low", priority="low")
+        base = await call(c, "create_task", title="schema", priority="medium")
+        high = await call(c, "create_task", title="api", priority="critical", depends_on=[base["id"]])
+        other = await call(c, "create_task", title="docs", priority="high", task_type="docs")
+        refused = await call_error(c, "claim_task", task_id=high["id"])
+        assert f"waits on tasks [{base['id']}]" in refused
+        first = await call(c, "claim_task", task_type="code")
+        assert first["task"]["id"] == base["id"]  # api waits on schema; low is lower
+        typed = await call(c, "claim_task", task_type="docs")
+        assert typed["task"]["id"] == other["id"]
+        await call(c, "complete_task", task_id=base["id"], token=first["token"], output="schema done")
+        nxt = await call(c, "claim_task")
+        assert nxt["task"]["id"] == high["id"]  # now ready, and critical
+        last = await call(c, "claim_task")
+        assert last["task"]["id"] == low["id"]
+        empty = await call(c, "claim_task")
+        assert empty["claimed"] is False and "no ready card" in empty["message"]
+
+
+async def test_reserved_card_only_for_its_assignee(connect):
+    async with connect("lead") as lead, connect("bob") as bob, connect("carol") as carol:
+        await call(bob, "whoami")
+        card = await call(lead, "create_task", title="review PR", assignee="bob")
+        assert (await call(carol, "claim_task"))["claimed"] is False
+        assert "reserved for bob" in await call_error(carol, "claim_task", task_id=card["id"])
+        assert (await call(bob, "claim_task"))["task"]["id"] == card["id"]
+        assert "not a registered agent" in await call_error(lead, "create_task", title="x", assignee="nobody")
+
+
+async def test_bad_input_is_refused_with_guidance_and_writes_nothing(connect, board):
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="card")
+        todo = await call(alice, "create_task", title="still todo")
+        claim = await call(alice, "claim_task", task_id=card["id"])
+        before = counts(board)
+        cases = [
+            (alice, "create_task", dict(title=""), "title"),
+            (alice, "create_task", dict(title=["not", "a", "string"]), "title"),
+            (alice, "create_task", dict(title="x", priority="urgent"), "priority"),
+            (alice, "create_task", dict(title="x", task_type="Big Feature!"), "task_type"),
+            (alice, "create_task", dict(title="x", depends_on=[999]), "do not exist: [999]"),
+            (alice, "create_task", dict(title="x", description="d" * 20_001), "limit is 20000"),
+            (alice, "create_task", dict(title="x", labels=[f"l{i}" for i in range(21)]), "at most 20"),
+            (alice, "get_task", dict(task_id=999), "task 999 does not exist"),
+            (alice, "get_task", dict(task_id="one"), "task_id"),
+            (alice, "list_tasks", dict(status="doing"), "status"),
+            (alice, "list_tasks", dict(cursor="garbage!"), "cursor is not valid"),
+            (alice, "list_tasks", dict(limit=500), "limit"),
+            (alice, "claim_task", dict(task_id=999), "does not exist"),
+            (bob, "claim_task", dict(task_id=card["id"]), "claimed by alice"),
+            (alice, "complete_task", dict(task_id=todo["id"], token=0, output="x"), "claim it first"),
+            (alice, "complete_task", dict(task_id=card["id"], token=claim["token"] + 7, output="x"), "stale"),
+            (alice, "complete_task", dict(task_id=card["id"], token=claim["token"], output=""), "needs output"),
+            (alice, "complete_task", dict(task_id=card["id"], token=claim["token"], output="x" * 200_001),
+             "limit is 200000"),
+            (bob, "complete_task", dict(task_id=card["id"], token=claim["token"], output="x"), "claimed by alice"),
+            (bob, "update_task", dict(task_id=card["id"], token=claim["token"], note="mine now"), "claimed by alice"),
+            (bob, "release_task", dict(task_id=card["id"], token=claim["token"]), "claimed by alice"),
+            (bob, "renew_claim", dict(task_id=card["id"], token=claim["token"]), "claimed by alice"),
+            (alice, "update_task", dict(task_id=card["id"], note="no token"), "pass token="),
+            (alice, "update_task", dict(task_id=card["id"], token=claim["token"], status="blocked"), "needs reason"),
+            (alice, "update_task", dict(task_id=card["id"], token=claim["token"]), "nothing to update"),
+            (alice, "update_task", dict(task_id=todo["id"], status="in_progress"), "cannot move"),
+            (alice, "update_task", dict(task_id=todo["id"], title="new", expected_version=99), "version"),
+        ]
+        for client, tool, args, expected in cases:
+            text = await call_error(client, tool, **args)
+            assert expected in text, f"{tool}({args}) said: {text}"
+        assert counts(board) == before
+
+
+async def test_done_and_review_are_not_reopened_by_update(connect):
+    async with connect("alice") as c:
+        card = await call(c, "create_task", title="t")
+        claim = await call(c, "claim_task")
+        await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="ok")
+        assert "done" in await call_error(c, "update_task", task_id=card["id"], note="more")
+        assert "only todo cards can be claimed" in await call_error(c, "claim_task", task_id=card["id"])
+        assert "it is done" in await call_error(c, "complete_task", task_id=card["id"], token=claim["token"],
+                                                output="again")
+
+
+async def test_lease_expiry_returns_card_and_refuses_the_late_holder(connect, monkeypatch):
+    clock = [1_000_000.0]
+    monkeypatch.setattr(tasks_module, "now", lambda: clock[0])
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="slow work")
+        first = await call(alice, "claim_task")
+        clock[0] += 301  # past the 300 s lease
+        board_view = await call(bob, "get_board")
+        todo = next(col for col in board_view["columns"] if col["status"] == "todo")
+        assert todo["count"] == 1 and todo["top"][0]["assignee"] is None
+        lapsed = await call_error(alice, "complete_task", task_id=card["id"], token=first["token"], output="late")
+        assert "back in todo" in lapsed
+        second = await call(bob, "claim_task")
+        assert second["task"]["id"] == card["id"] and second["token"] > first["token"]
+        late = await call_error(alice, "complete_task", task_id=card["id"], token=first["token"], output="late")
+        assert "claimed by bob" in late
+        await call(bob, "complete_task", task_id=card["id"], token=second["token"], output="on time")
+        full = await call(bob, "get_task", task_id=card["id"])
+    assert full["output"] == "on time"
+    expired = [h for h in full["history"] if h["action"] == "expired"]
+    assert expired and expired[0]["actor"] == "system" and "alice" in expired[0]["note"]
+
+
+async def test_activity_renews_the_lease(connect, monkeypatch):
+    clock = [2_000_000.0]
+    monkeypatch.setattr(tasks_module, "now", lambda: clock[0])
+    async with connect("alice") as c:
+        card = await call(c, "create_task", title="long job")
+        claim = await call(c, "claim_task")
+        for _ in range(3):
+            clock[0] += 200
+            await call(c, "update_task", task_id=card["id"], token=claim["token"], note="still going")
+        clock[0] += 200
+        await call(c, "renew_claim", task_id=card["id"], token=claim["token"])
+        clock[0] += 200  # 1000 s after the claim, but never 300 s idle
+        done = await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="finished")
+    assert done["status"] == "done"
+
+
+async def test_reclaiming_your_own_card_gives_the_token_back(connect):
+    async with connect("alice") as c:
+        card = await call(c, "create_task", title="t")
+        first = await call(c, "claim_task")
+        again = await call(c, "claim_task", task_id=card["id"])
+        assert again["token"] == first["token"] and again["claimed"]
+
+
+async def test_release_block_unblock_and_escalate(connect):
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="integrate payments")
+        claim = await call(alice, "claim_task")
+        blocked = await call(alice, "update_task", task_id=card["id"], token=claim["token"], status="blocked",
+                             reason="waiting for API keys")
+        assert blocked["status"] == "blocked" and blocked["assignee"] == "alice"
+        assert "claimed by alice" in await call_error(bob, "update_task", task_id=card["id"], note="hi")
+        resumed = await call(alice, "update_task", task_id=card["id"], token=claim["token"], status="in_progress")
+        assert resumed["status"] == "in_progress"
+        released = await call(alice, "release_task", task_id=card["id"], token=claim["token"], reason="handing off")
+        assert released["status"] == "todo" and released["assignee"] is None
+        assert "ended" in await call_error(alice, "update_task", task_id=card["id"], token=claim["token"], note="x")
+        c2 = await call(bob, "claim_task")
+        await call(bob, "update_task", task_id=card["id"], token=c2["token"], status="needs_human",
+                   reason="needs a product decision")
+        reopened = await call(alice, "update_task", task_id=card["id"], status="todo", reason="decided: use Stripe")
+        assert reopened["status"] == "todo"
+        full = await call(alice, "get_task", task_id=card["id"])
+    actions = [h["action"] for h in full["history"]]
+    assert actions == ["created", "claimed", "blocked", "resumed", "released", "claimed", "escalated", "unblocked"]
+    assert full["history"][2]["note"] == "waiting for API keys"
+
+
+async def test_edits_with_expected_version_refuse_a_lost_update(connect):
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="v1")
+        v = card["version"]
+        await call(alice, "update_task", task_id=card["id"], title="alice's title", expected_version=v)
+        err = await call_error(bob, "update_task", task_id=card["id"], title="bob's title", expected_version=v)
+        assert f"changed since version {v}" in err
+        assert (await call(bob, "get_task", task_id=card["id"]))["title"] == "alice's title"
+
+
+async def test_identity_is_per_connection_and_cannot_be_borrowed(connect, board):
+    async with connect(None) as anon:
+        assert "whoami" in await call_error(anon, "create_task", title="x")
+        assert (await call(anon, "whoami"))["agent"] is None
+        me = await call(anon, "whoami", name="Dana", role="coder")
+        assert me["agent"] == "dana" and me["token"].startswith("hb_")
+        assert (await call(anon, "create_task", title="by dana"))["id"] == 1
+        assert "already acts as 'dana'" in await call_error(anon, "whoami", name="eve")
+    async with connect(None) as impostor:
+        assert "already registered" in await call_error(impostor, "whoami", name="dana")
+        assert "whoami" in await call_error(impostor, "claim_task")
+    async with connect(None) as same_agent_later:
+        again = await call(same_agent_later, "whoami", name="dana", token=me["token"])
+        assert again["agent"] == "dana" and again["token"] is None
+    assert "reserved" in await call_error_in(connect, "whoami", name="system")
+    assert board.get(1).created_by == "dana"
+
+
+async def call_error_in(connect, tool, **args):
+    async with connect(None) as c:
+        return await call_error(c, tool, **args)
+
+
+async def test_list_tasks_pages_are_bounded_and_complete(connect):
+    async with connect("alice") as c:
+        for i in range(120):
+            await call(c, "create_task", title=f"card {i}", priority=["low", "medium", "high"][i % 3],
+                       labels=["even"] if i % 2 == 0 else [])
+        seen, cursor, pages = [], None, 0
+        while True:
+            page = await call(c, "list_tasks", limit=50, **({"cursor": cursor} if cursor else {}))
+            pages += 1
+            assert page["total"] == 120 and len(page["tasks"]) <= 50
+            seen += page["tasks"]
+            cursor = page["next_cursor"]
+            if not cursor:
+                assert page["hint"] is None
+                break
+            assert "cursor=" in page["hint"]
+        assert pages == 3 and len({t["id"] for t in seen}) == 120
+        ranks = [{"high": 2, "medium": 1, "low": 0}[t["priority"]] for t in seen]
+        assert ranks == sorted(ranks, reverse=True)
+        evens = await call(c, "list_tasks", label="even", limit=200)
+        assert evens["total"] == 60
+        assert (await call(c, "list_tasks", status="done"))["total"] == 0
+
+
+async def test_board_columns_and_resources(connect):
+    async with connect("alice") as c:
+        a = await call(c, "create_task", title="a", priority="high")
+        await call(c, "create_task", title="b", depends_on=[a["id"]])
+        await call(c, "claim_task")
+        view = await call(c, "get_board", top=3)
+        cols = {col["status"]: col for col in view["columns"]}
+        assert cols["in_progress"]["count"] == 1 and cols["todo"]["count"] == 1
+        assert view["total"] == 2 and view["ready"] == 0  # b waits on a
+        res = await c.read_resource("hiveboard://board")
+        assert '"in_progress"' in res.contents[0].text
+        res = await c.read_resource(f"hiveboard://tasks/{a['id']}")
+        assert '"title":"a"' in res.contents[0].text
+        templates = (await c.list_resource_templates()).resource_templates
+        assert any(t.uri_template == "hiveboard://tasks/{task_id}" for t in templates)
+
+
+async def test_long_output_is_trimmed_unless_full(connect):
+    async with connect("alice") as c:
+        card = await call(c, "create_task", title="big")
+        claim = await call(c, "claim_task")
+        await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="y" * 10_000)
+        short = await call(c, "get_task", task_id=card["id"])
+        assert len(short["output"]) < 4_200 and "full=true" in short["output"]
+        full = await call(c, "get_task", task_id=card["id"], full=True)
+        assert full["output"] == "y" * 10_000
+
+
+async def test_review_seam_sends_completed_cards_to_review(connect):
+    async with connect("alice", wants_review=lambda task: task.task_type == "code") as c:
+        code = await call(c, "create_task", title="code", task_type="code")
+        docs = await call(c, "create_task", title="docs", task_type="docs")
+        for card in (code, docs):
+            claim = await call(c, "claim_task", task_id=card["id"])
+            await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="done")
+        assert (await call(c, "get_task", task_id=code["id"]))["status"] == "review"
+        assert (await call(c, "get_task", task_id=docs["id"]))["status"] == "done"
+        assert "review" in await call_error(c, "update_task", task_id=code["id"], note="x")
+
+
+async def test_legacy_protocol_clients_work_too(connect):
+    async with connect("alice", mode="legacy") as c:
+        card = await call(c, "create_task", title="legacy")
+        claim = await call(c, "claim_task")
+        done = await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="ok")
+    assert done["status"] == "done"

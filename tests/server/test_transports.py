@@ -1,0 +1,88 @@
+"""The server as clients really start it: a stdio subprocess and a streamable-HTTP subprocess."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import httpx
+import pytest
+from conftest import agent_token, call, call_error, http_client
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+pytestmark = pytest.mark.anyio
+
+
+def stdio_server(home, agent: str | None = None) -> Client:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
+    if agent:
+        env["HIVEBOARD_AGENT"] = agent
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "hiveboard.server", "--home", str(home),
+                                                                      "serve"], env=env))
+
+
+async def test_stdio_server_runs_a_whole_card(tmp_path):
+    async with stdio_server(tmp_path, agent="claude-desktop") as c:
+        assert len((await c.list_tools()).tools) == 10
+        assert (await call(c, "whoami"))["agent"] == "claude-desktop"
+        card = await call(c, "create_task", title="write README", task_type="docs")
+        claim = await call(c, "claim_task")
+        await call(c, "update_task", task_id=card["id"], token=claim["token"], note="outline done")
+        done = await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="README written")
+        assert done["status"] == "done"
+        assert "it is done" in await call_error(c, "renew_claim", task_id=card["id"], token=claim["token"])
+    assert (tmp_path / "hiveboard.db").exists()
+
+
+async def test_stdio_agent_without_config_registers_once(tmp_path):
+    async with stdio_server(tmp_path) as c:
+        assert "whoami" in await call_error(c, "claim_task")
+        me = await call(c, "whoami", name="cursor-1")
+        assert me["agent"] == "cursor-1"
+        assert (await call(c, "create_task", title="x"))["id"] == 1
+    async with stdio_server(tmp_path) as c:  # a new window cannot take the name without its token
+        assert "already registered" in await call_error(c, "whoami", name="cursor-1")
+        assert (await call(c, "whoami", name="cursor-1", token=me["token"]))["agent"] == "cursor-1"
+
+
+async def test_http_agents_act_by_bearer_token_only(tmp_path, http_server):
+    home = tmp_path / "home"
+    alice, bob = agent_token(home, "alice"), agent_token(home, "bob")
+    url = http_server(home=home)
+    async with http_client(url, alice) as a, http_client(url, bob) as b:
+        assert (await call(a, "whoami"))["agent"] == "alice"
+        card = await call(a, "create_task", title="shared card")
+        claim = await call(a, "claim_task")
+        assert "claimed by alice" in await call_error(b, "complete_task", task_id=card["id"], token=claim["token"],
+                                                      output="not mine")
+        await call(a, "complete_task", task_id=card["id"], token=claim["token"], output="mine")
+        full = await call(b, "get_task", task_id=card["id"])
+        assert [h["actor"] for h in full["history"]] == ["alice", "alice", "alice"]
+    async with http_client(url, "hb_forged") as forged:
+        assert "belongs to no agent" in await call_error(forged, "whoami")
+
+
+async def test_http_session_binding_on_the_session_protocol(tmp_path, http_server):
+    url = http_server(home=tmp_path / "home")
+    async with http_client(url, mode="legacy") as c:
+        assert (await call(c, "whoami", name="vscode"))["message"] == "this MCP session now acts as vscode"
+        assert (await call(c, "create_task", title="from vscode"))["id"] == 1
+    async with http_client(url, mode="legacy") as other:  # a new session starts anonymous
+        assert (await call(other, "whoami"))["agent"] is None
+
+
+async def test_http_token_origin_and_binding_defaults(tmp_path, http_server):
+    home = tmp_path / "home"
+    alice = agent_token(home, "alice")
+    url = http_server(home=home, token="team-secret")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with httpx.AsyncClient() as raw:
+        assert (await raw.post(url, json=body, headers=headers)).status_code == 401
+        evil = {**headers, "Authorization": "Bearer team-secret", "Origin": "http://evil.example"}
+        assert (await raw.post(url, json=body, headers=evil)).status_code == 403
+    async with http_client(url, alice) as c:  # an agent token also passes the server's gate
+        assert (await call(c, "whoami"))["agent"] == "alice"
+    async with http_client(url, "team-secret") as c:  # the team token gets in, but is nobody
+        assert (await call(c, "whoami"))["agent"] is None
