@@ -72,15 +72,19 @@ class Agents:
                        [name, role, _hash("hb_" + secrets.token_urlsafe(24)), now()])
         return self.get(name)
 
-    def new_token(self, name: str) -> str:
-        """Issue a fresh token for an agent (the old one stops working). Operator use: `hiveboard agent`."""
+    def new_token(self, name: str, role: str | None = None) -> str:
+        """Issue a fresh token for an agent, creating it if needed (the old token stops working).
+
+        Operator use (`hiveboard agent add`): whoever runs it owns the data directory.
+        """
         name = check_name(name)
         token = "hb_" + secrets.token_urlsafe(24)
         with self.store.write() as db:
-            cur = db.execute("UPDATE agents SET token_hash = ? WHERE name = ?", [_hash(token), name])
+            cur = db.execute("UPDATE agents SET token_hash = ?, role = coalesce(?, role) WHERE name = ?",
+                             [_hash(token), role, name])
             if cur.rowcount == 0:
-                db.execute("INSERT INTO agents (name, token_hash, created_at) VALUES (?, ?, ?)",
-                           [name, _hash(token), now()])
+                db.execute("INSERT INTO agents (name, role, token_hash, created_at) VALUES (?, ?, ?, ?)",
+                           [name, role, _hash(token), now()])
         return token
 
     def by_token(self, token: str) -> Agent | None:

@@ -270,6 +270,15 @@ def build_server(board: Board, identity: Identity, *,
     return mcp
 
 
-def tool_token_costs(mcp_tools: list) -> list[tuple[str, int]]:
-    """Approximate context cost of each tool definition (JSON characters / 4)."""
-    return [(t.name, len(json.dumps(t.model_dump(exclude_none=True, by_alias=True))) // 4) for t in mcp_tools]
+def tool_token_costs(mcp_tools: list) -> list[tuple[str, int, int]]:
+    """Approximate context cost of each tool definition, in tokens (JSON characters / 4).
+
+    Returns (name, what every client sends the model: name, description, input schema and
+    annotations; the output schema, which only some clients pass on).
+    """
+    costs = []
+    for tool in mcp_tools:
+        wire = tool.model_dump(exclude_none=True, by_alias=True)
+        output = wire.pop("outputSchema", {})
+        costs.append((tool.name, len(json.dumps(wire)) // 4, len(json.dumps(output)) // 4))
+    return costs

@@ -118,10 +118,7 @@ def cmd_board(args: argparse.Namespace) -> int:
 def cmd_agent(args: argparse.Namespace) -> int:
     board = open_board(_settings(args))
     if args.action == "add":
-        token = board.agents.new_token(args.name)
-        if args.role:
-            board.agents.store.db.execute("UPDATE agents SET role = ? WHERE name = ?",
-                                          [args.role, args.name.lower()])
+        token = board.agents.new_token(args.name, args.role)
         print(token)
         print(f"token for agent {args.name.lower()!r}: send 'Authorization: Bearer {token}' on HTTP. "
               "It replaces any earlier token of this agent.", file=sys.stderr)
@@ -141,10 +138,11 @@ def cmd_tools(args: argparse.Namespace) -> int:
         tools = anyio.run(mcp.list_tools)
         board.store.close()
     costs = tool_token_costs(tools)
-    print(f"{'tool':<16} {'~tokens':>8}  description")
-    for (name, cost), tool in zip(costs, tools):
-        print(f"{name:<16} {cost:>8}  {(tool.description or '').splitlines()[0]}")
-    print(f"{'total':<16} {sum(c for _, c in costs):>8}  ({len(tools)} tools; ~4 characters per token)")
+    print(f"{'tool':<16} {'~tokens':>8} {'+output':>8}  description")
+    for (name, cost, output), tool in zip(costs, tools):
+        print(f"{name:<16} {cost:>8} {output:>8}  {(tool.description or '').splitlines()[0]}")
+    print(f"{'total':<16} {sum(c[1] for c in costs):>8} {sum(c[2] for c in costs):>8}  ({len(tools)} tools; "
+          "~4 characters per token; +output = output schemas, sent to the model by some clients only)")
     return 0
 
 

@@ -1,0 +1,46 @@
+"""The SQLite store under the board: migrations, WAL, and claims from many threads at once."""
+
+from __future__ import annotations
+
+import threading
+
+from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.migrations import MIGRATIONS
+
+
+def test_migrations_are_recorded_once_and_reopening_is_safe(tmp_path):
+    path = tmp_path / "hb.db"
+    store = Store(path)
+    names = [r[0] for r in store.db.execute("SELECT name FROM migrations ORDER BY rowid")]
+    assert names == [m.__name__ for m in MIGRATIONS]
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    Board(store).create("alice", NewTask(title="kept"))
+    store.close()
+    again = Store(path)
+    assert [r[0] for r in again.db.execute("SELECT name FROM migrations")] == names
+    assert Board(again).get(1).title == "kept"
+
+
+def test_threads_claiming_at_once_never_share_a_card(tmp_path):
+    board = Board(Store(tmp_path / "hb.db"))
+    for i in range(200):
+        board.create("lead", NewTask(title=f"card {i}"))
+    won: dict[str, list[int]] = {}
+    barrier = threading.Barrier(8)
+
+    def worker(name: str) -> None:
+        mine = won.setdefault(name, [])
+        barrier.wait()
+        while (claim := board.claim(name)).claimed:
+            mine.append(claim.task.id)
+
+    threads = [threading.Thread(target=worker, args=(f"agent-{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [i for got in won.values() for i in got]
+    assert sorted(ids) == list(range(1, 201))
+    rows = board.store.db.execute("SELECT id, assignee FROM tasks").fetchall()
+    owner = {i: name for name, got in won.items() for i in got}
+    assert all(owner[task_id] == assignee for task_id, assignee in rows)

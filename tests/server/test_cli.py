@@ -1,0 +1,61 @@
+"""The `hiveboard` command line: board printout, agent tokens, tool costs, and its documentation."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from conftest import hiveboard_cmd
+
+from hiveboard.board import Board, NewTask, Store
+from hiveboard.server.cli import parser
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(hiveboard_cmd(*args), capture_output=True, text=True, timeout=60)
+
+
+def test_board_prints_columns_and_cards(tmp_path):
+    board = Board(Store(tmp_path / "hiveboard.db"))
+    board.create("lead", NewTask(title="Design schema", priority="high"))
+    board.create("lead", NewTask(title="Write API", depends_on=[1]))
+    board.claim("alice", 1)
+    out = run("--home", str(tmp_path), "board")
+    assert out.returncode == 0, out.stderr
+    assert "2 cards, 0 ready" in out.stdout
+    assert re.search(r"IN_PROGRESS \(1\)\n\s+#1 .*Design schema @alice", out.stdout)
+    assert re.search(r"TODO \(1\)\n\s+#2 .*Write API after \[1\]", out.stdout)
+
+
+def test_agent_add_prints_a_working_token(tmp_path):
+    out = run("--home", str(tmp_path), "agent", "add", "Alice", "--role", "coder")
+    assert out.returncode == 0, out.stderr
+    token = out.stdout.strip()
+    assert token.startswith("hb_")
+    board = Board(Store(tmp_path / "hiveboard.db"))
+    agent = board.agents.by_token(token)
+    assert agent.name == "alice" and agent.role == "coder"
+    assert "alice\tcoder" in run("--home", str(tmp_path), "agent", "list").stdout
+    bad = run("--home", str(tmp_path), "agent", "add", "no spaces allowed")
+    assert bad.returncode == 2 and "not valid" in bad.stderr
+
+
+def test_tools_prints_each_tool_and_total_cost():
+    out = run("tools")
+    assert out.returncode == 0, out.stderr
+    assert "claim_task" in out.stdout and re.search(r"total\s+\d+", out.stdout)
+
+
+def test_every_cli_command_and_flag_is_in_the_readme():
+    readme = README.read_text()
+    p = parser()
+    sub = next(a for a in p._actions if a.dest == "command")
+    for name, subparser in sub.choices.items():
+        assert f"hiveboard {name}" in readme or f"`{name}`" in readme, f"command {name} not documented"
+        for action in subparser._actions:
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    assert flag in readme, f"{name} {flag} not documented"
