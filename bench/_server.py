@@ -4,23 +4,23 @@ Run as its own process so the server does not share a GIL with the load generato
 
     python bench/_server.py --home DIR --port PORT
 
-The app is built the way `hiveboard.server.cli.http_app` builds it (same Identity, build_server,
-Host/Origin checks); the only difference is the extra `noop` tool on the same MCPServer, which is
-the baseline that the board tools are compared against.
+The app is `hiveboard.server.cli.http_app` itself (same Identity, build_server, Host/Origin checks,
+bearer middleware) served by uvicorn the way `cmd_serve` does. The only difference: `build_server`
+is wrapped so the MCPServer it returns also carries `noop`, the baseline the board tools are
+compared against. Wrapping (rather than copying http_app) keeps the bench on the real app as it
+changes.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import uvicorn
-from mcp.server.transport_security import TransportSecuritySettings
 
-from hiveboard.server.app import build_server
-from hiveboard.server.cli import BearerAuth, open_board
+from hiveboard.server import cli
 from hiveboard.server.config import Settings
-from hiveboard.server.identity import Identity
 
 
 def noop() -> str:
@@ -29,28 +29,29 @@ def noop() -> str:
 
 
 def bench_app(settings: Settings):
-    """Mirror of cli.http_app, with `noop` registered on the same server."""
-    board = open_board(settings)
-    identity = Identity(board.agents, "http", server_token=settings.http_token)
-    mcp = build_server(board, identity)
-    mcp.add_tool(noop, name="noop")
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*"]
-    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.allowed_origins]
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                         allowed_origins=origins)
-    app = mcp.streamable_http_app(host=settings.host, transport_security=security)
-    if settings.http_token:
-        app = BearerAuth(app, settings.http_token, board)
-    return app
+    """cli.http_app with `noop` registered on the same MCPServer as the board tools."""
+    real_build_server = cli.build_server
+
+    def build_server_with_noop(*args, **kwargs):
+        mcp = real_build_server(*args, **kwargs)
+        mcp.add_tool(noop, name="noop")
+        return mcp
+
+    cli.build_server = build_server_with_noop
+    try:
+        return cli.http_app(settings, cli.open_board(settings))
+    finally:
+        cli.build_server = real_build_server
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--home", required=True)
+    p.add_argument("--home", required=True, help="data directory (the bench prepares its database)")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
     args = p.parse_args(argv)
-    settings = Settings(home=args.home, host=args.host, port=args.port, log_level="WARNING")
+    settings = Settings(home=args.home, db=Path(args.home) / "hiveboard.db", host=args.host, port=args.port,
+                        log_level="WARNING")
     uvicorn.run(bench_app(settings), host=settings.host, port=settings.port, log_level="warning")
     return 0
 

@@ -67,6 +67,9 @@ class Row:
     calls_per_s: float
     errors: int = 0
     ratio_vs_noop: float | None = None
+    server_cpu_ms: float | None = None  # server process CPU (user+sys) per call
+    client_cpu_ms: float | None = None  # bench (client) process CPU per call
+    result_bytes: int | None = None  # size of one CallToolResult (structured + text content) as JSON
 
 
 @dataclass
@@ -121,6 +124,15 @@ def machine_info() -> dict:
 # ----------------------------------------------------------------------------- server process
 
 
+def proc_cpu_seconds(pid: int) -> float | None:
+    """user+system CPU seconds of a process (Linux /proc); None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,7 +152,10 @@ class ServerProcess:
 
     def start(self, timeout: float = 30.0) -> None:
         self._log = open(self.log_path, "wb")
-        env = {**os.environ, "HIVEBOARD_LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
+        # the server must use the bench's database whatever HIVEBOARD_* the caller has set
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
+        env.update(HIVEBOARD_LOG_LEVEL="WARNING", HIVEBOARD_CONFIG=str(self.home / "no-config.toml"),
+                   PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "_server.py"), "--home", str(self.home), "--port", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=self._log, env=env)
@@ -201,6 +216,7 @@ class Agent:
         self.client = client
         self.held: list[tuple[int, int]] = []  # (task id, fencing token) from its claims
         self.seq = 0
+        self.last_result = None
 
     def args_for(self, op: str) -> dict:
         if op == "create_task":
@@ -227,20 +243,34 @@ class Agent:
         for _ in range(n):
             args = self.args_for(op)
             t0 = time.perf_counter()
-            result = await call(self.client, op, args)
+            result = await self.client.call_tool(op, args)
             lat.append(time.perf_counter() - t0)
-            self.after(op, result)
+            if result.is_error:
+                raise ToolFailed(f"{op}({args}) failed: {result.content[0].text if result.content else result}")
+            self.after(op, result.structured_content or {})
+            self.last_result = result
 
 
-async def measure(agents: list[Agent], op: str, per_client: int) -> Row:
-    """All agents call `op` per_client times concurrently; per-call latencies and wall time."""
+async def measure(agents: list[Agent], op: str, per_client: int, server_pid: int | None = None) -> Row:
+    """All agents call `op` per_client times concurrently; per-call latencies, wall time, CPU per call."""
     lat: list[float] = []
+    s0 = proc_cpu_seconds(server_pid) if server_pid else None
+    c0 = time.process_time()
     t0 = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for a in agents:
             tg.start_soon(a.run, op, per_client, lat)
     wall = time.perf_counter() - t0
-    return make_row(op, len(agents), lat, wall)
+    c1 = time.process_time()
+    s1 = proc_cpu_seconds(server_pid) if server_pid else None
+    row = make_row(op, len(agents), lat, wall)
+    row.client_cpu_ms = (c1 - c0) / len(lat) * 1000
+    last = agents[0].last_result
+    if last is not None:
+        row.result_bytes = len(last.model_dump_json(by_alias=True, exclude_none=True))
+    if s0 is not None and s1 is not None:
+        row.server_cpu_ms = (s1 - s0) / len(lat) * 1000
+    return row
 
 
 async def open_agents(stack, url: str, tokens: dict[str, str]) -> list[Agent]:
@@ -267,7 +297,8 @@ async def warm_up(agents: list[Agent], calls: int) -> None:
             tg.start_soon(one, a)
 
 
-async def run_matrix(url: str, tokens: dict[str, str], plan: list[tuple[int, int]], warm: int) -> list[Row]:
+async def run_matrix(url: str, tokens: dict[str, str], plan: list[tuple[int, int]], warm: int,
+                     server_pid: int | None = None) -> list[Row]:
     from contextlib import AsyncExitStack
 
     rows: list[Row] = []
@@ -278,7 +309,7 @@ async def run_matrix(url: str, tokens: dict[str, str], plan: list[tuple[int, int
             await warm_up(agents, warm)
             group: list[Row] = []
             for op in OPS:
-                row = await measure(agents, op, per_client)
+                row = await measure(agents, op, per_client, server_pid)
                 group.append(row)
                 print(f"  .. {op:<14} x{clients:<2} {row.calls:>5} calls  p50 {row.p50_ms:7.2f} ms", flush=True)
             noop = group[0].p50_ms
@@ -375,14 +406,21 @@ def print_table(rows: list[Row], title: str, ratio: bool = True) -> None:
     print(f"\n{title}")
     head = f"{'op':<15} {'clients':>7} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8} {'calls/s':>9}"
     if ratio:
-        head += f" {'p50/noop':>9}"
+        head += f" {'p50/noop':>9} {'srv cpu':>8} {'cli cpu':>8} {'bytes':>6}"
     print(head)
     print("-" * len(head))
     for r in rows:
         line = f"{r.op:<15} {r.clients:>7} {r.calls:>6} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.calls_per_s:>9.1f}"
         if ratio:
             line += f" {r.ratio_vs_noop:>8.2f}x" if r.ratio_vs_noop is not None else f" {'-':>9}"
+            line += "".join(f" {v:>8.2f}" if v is not None else f" {'-':>8}" for v in (r.server_cpu_ms, r.client_cpu_ms))
+            line += f" {r.result_bytes:>6}" if r.result_bytes is not None else f" {'-':>6}"
         print(line)
+
+
+def race_ok(race: Race) -> bool:
+    return (race.double_claims == 0 and race.claimed == race.cards and race.db_in_progress == race.cards
+            and race.db_claim_events_max == 1)
 
 
 def verdict(res: Results) -> list[str]:
@@ -397,8 +435,13 @@ def verdict(res: Results) -> list[str]:
                   if r.op in BOARD_OPS and r.ratio_vs_noop is not None and r.ratio_vs_noop > TARGET_RATIO]
         if misses:
             lines.append("  over target: " + ", ".join(misses))
+    cpu = {(r.op, r.clients): r.server_cpu_ms for r in res.rows if r.server_cpu_ms}
+    parts = [f"{op} x{n} {v / cpu[('noop', n)]:.2f}x" for (op, n), v in cpu.items()
+             if op in BOARD_OPS and cpu.get(("noop", n))]
+    if parts:
+        lines.append("  (info) server CPU per call vs noop: " + ", ".join(parts))
     if res.race is not None:
-        ok = res.race.double_claims == 0 and res.race.claimed == res.race.cards
+        ok = race_ok(res.race) and res.race.claimed == res.race.cards
         lines.append(f"target {res.race.clients}-client claims, zero double claims: {'PASS' if ok else 'FAIL'} "
                      f"({res.race.double_claims} double, {res.race.claimed}/{res.race.cards} claimed)")
     return lines
@@ -446,9 +489,9 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
         print(f"server: pid {server.proc.pid} at {server.url}")
 
-        res.rows = anyio.run(run_matrix, server.url, tokens, plan, warm)
-        print_table(res.rows, "streamable HTTP, one server process (p50/noop = p50 ratio to noop at the same "
-                    "client count)")
+        res.rows = anyio.run(run_matrix, server.url, tokens, plan, warm, server.proc.pid)
+        print_table(res.rows, "streamable HTTP, one server process (p50/noop: p50 ratio to noop at the same "
+                    "client count;\n srv cpu / cli cpu: CPU ms per call in the server / bench process; bytes: one result as JSON)")
 
         parked = park_todo(board)
         seed(board, race_cards, names[0], "race card", task_type="race")
@@ -487,8 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps(asdict(res), indent=2))
             print(f"wrote {args.json}")
-        ok = res.race.double_claims == 0 and res.race.claimed == res.race.cards
-        return 0 if ok else 1
+        return 0 if race_ok(res.race) else 1
     except BaseException:
         if server.proc is not None:
             tail = server.log_tail()

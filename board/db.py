@@ -8,10 +8,11 @@ when another process wrote in between; an immediate one waits its turn instead.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,6 +43,7 @@ class Store:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self.listeners: list[Callable[[list], None]] = []
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         with self.write() as db:
@@ -68,15 +70,30 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Database]:
-        """A write transaction holding the database's write lock; rolled back on any error."""
+        """A write transaction holding the database's write lock; rolled back on any error.
+
+        Events queued with after_commit() inside it reach the listeners once it has committed.
+        """
         db = self.db
         db.execute("BEGIN IMMEDIATE")
+        self._local.pending = []
         try:
             yield db
         except BaseException:
             db.execute("ROLLBACK")
+            self._local.pending = []
             raise
         db.execute("COMMIT")
+        events, self._local.pending = self._local.pending, []
+        for listener in self.listeners if events else ():
+            try:
+                listener(events)
+            except Exception:  # the change is committed; a failed wake-up must not turn it into an error
+                logging.getLogger("hiveboard").exception("after-commit listener failed")
+
+    def after_commit(self, event) -> None:
+        """Queue an event for the listeners, delivered only if the current write transaction commits."""
+        self._local.pending.append(event)
 
     @contextmanager
     def read(self) -> Iterator[Database]:

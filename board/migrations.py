@@ -79,7 +79,48 @@ def m002_agents(db: Database) -> None:
     db.execute("CREATE UNIQUE INDEX agents_token ON agents (token_hash)")
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents]
+def m003_messages(db: Database) -> None:
+    db.execute("""
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            intent TEXT NOT NULL,
+            task_id INTEGER REFERENCES tasks(id),
+            sender TEXT NOT NULL,
+            recipient TEXT,
+            thread TEXT NOT NULL,
+            reply_to INTEGER REFERENCES messages(id),
+            summary TEXT NOT NULL,
+            content TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX messages_task ON messages (task_id, id)")
+    db.execute("CREATE INDEX messages_thread ON messages (thread, id)")
+    db.execute("CREATE INDEX messages_intent ON messages (intent, id)")
+    db.execute("CREATE INDEX messages_sender ON messages (sender, id)")
+    # One row per recipient: the message is stored once, read/ack state is per agent.
+    db.execute("""
+        CREATE TABLE inbox (
+            agent TEXT NOT NULL,
+            message_id INTEGER NOT NULL REFERENCES messages(id),
+            read_at REAL,
+            acked_at REAL,
+            PRIMARY KEY (agent, message_id)
+        ) WITHOUT ROWID""")
+    db.execute("CREATE INDEX inbox_unread ON inbox (agent, read_at, message_id)")
+    db.execute("""
+        CREATE TABLE subscriptions (
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            value TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (agent, kind, value)
+        )""")
+    db.execute("CREATE INDEX subscriptions_match ON subscriptions (kind, value)")
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages]
 
 
 def apply_migrations(db: Database) -> list[str]:

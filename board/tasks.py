@@ -17,6 +17,7 @@ from sqlite_utils import Database
 
 from .agents import Agents
 from .db import Store, iso, now
+from .messages import Messages, NewMessage
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound, NotYourClaim, StaleToken
 from .models import (
     PRIORITY_RANK,
@@ -64,6 +65,9 @@ class Limits:
     artifacts: int = 20
     artifact_chars: int = 200_000
     history: int = 100
+    message_chars: int = 64_000
+    message_summary: int = 500
+    metadata_chars: int = 8_000
 
 
 def _cursor_encode(priority: int, task_id: int) -> str:
@@ -85,8 +89,16 @@ class Board:
     def __init__(self, store: Store, lease_seconds: int = 300, limits: Limits = Limits()):
         self.store = store
         self.agents = Agents(store)
+        self.messages = Messages(store, self.agents, limits)
         self.lease_seconds = lease_seconds
         self.limits = limits
+
+    def _event(self, db: Database, actor: str, intent: str, task_id: int, summary: str, content: str = "",
+               recipient: str | None = None) -> None:
+        """Post a board event to the message pool inside the change's own transaction."""
+        self.messages.post(db, actor, NewMessage(
+            intent=intent, task_id=task_id, recipient=recipient, summary=summary[: self.limits.message_summary],
+            content=content[: self.limits.message_chars], metadata={"event": True}))
 
     # ----------------------------------------------------------------- reading
 
@@ -215,6 +227,8 @@ class Board:
             "SELECT id FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ?", [ts]).fetchall()]
         for task_id in expired:
             row = self._row(db, task_id)
+            self._event(db, "system", "status_update", task_id,
+                        f"task {task_id} is back in todo: the lease of {row['assignee']} ran out")
             db.execute("UPDATE tasks SET status = 'todo', assignee = NULL, lease_expires_at = NULL, "
                        "version = version + 1, updated_at = ? WHERE id = ?", [ts, task_id])
             self._history(db, task_id, "system", "expired", "in_progress", "todo",
@@ -309,6 +323,9 @@ class Board:
                 db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
             self._history(db, task_id, actor, "created", None, "todo",
                           f"reserved for {assignee}" if assignee else None, ts)
+            if assignee and assignee != actor:
+                self._event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {new.title.strip()}",
+                            new.description, recipient=assignee)
             return self._task(db, self._row(db, task_id))
 
     def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
@@ -342,6 +359,7 @@ class Board:
                 return self._reclaim_or_refuse(db, actor, task_id, ts)
             self._history(db, row["id"], actor, "claimed", "todo", "in_progress",
                           f"lease until {iso(expires)}", ts)
+            self._event(db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}")
             return Claim(claimed=True, message=f"task {row['id']} is yours until {iso(expires)}",
                          task=self._task(db, row), token=row["fencing_token"], lease_expires_at=iso(expires),
                          lease_seconds=self.lease_seconds)
@@ -394,6 +412,8 @@ class Board:
             self._holder_check(row, actor, token, "release")
             db.execute("UPDATE tasks SET status = 'todo', assignee = NULL, lease_expires_at = NULL, "
                        "blocked_reason = NULL, version = version + 1, updated_at = ? WHERE id = ?", [ts, task_id])
+            self._event(db, actor, "status_update", task_id, f"{actor} released task {task_id} back to todo"
+                        + (f": {reason}" if reason else ""))
             self._history(db, task_id, actor, "released", row["status"], "todo", reason, ts)
             return self._task(db, self._row(db, task_id))
 
@@ -470,6 +490,9 @@ class Board:
             assignments = ", ".join(f"{k} = ?" for k in sets)
             db.execute(f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ?",
                        list(sets.values()) + [task_id])
+            if "status" in sets:
+                self._event(db, actor, "status_update", task_id,
+                            f"task {task_id} {row['status']} → {status}" + (f": {reason}" if reason else ""))
             text = "; ".join(x for x in (reason, note, ("changed " + ", ".join(changes)) if changes else None) if x)
             self._history(db, task_id, actor, action, row["status"], sets.get("status", row["status"]),
                           text or None, ts)
@@ -508,4 +531,6 @@ class Board:
                 db.execute("INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
                            "VALUES (?, ?, ?, ?, ?, ?)", [task_id, token, a.name, a.kind, a.content, ts])
             self._history(db, task_id, actor, "completed", "in_progress", to_status, summary, ts)
+            self._event(db, actor, "output.complete", task_id,
+                        f"task {task_id} complete ({to_status}): {summary or output.strip()[:200]}", output)
             return self._task(db, self._row(db, task_id))

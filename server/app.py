@@ -6,16 +6,22 @@ tool errors with the board's message, which says what was wrong and what to send
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
+import time
+from contextlib import asynccontextmanager
 from collections.abc import Callable
 from typing import Annotated, Literal
 
+import anyio
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from hiveboard.board.messages import Message, MessagePage, NewMessage, Subscription
 from hiveboard.board import (
     Artifact,
     Board,
@@ -31,6 +37,7 @@ from hiveboard.board import (
 )
 
 from .identity import Identity
+from .wakeup import wakeup_for
 
 INSTRUCTIONS = """hiveboard: a Kanban board shared by a team of agents.
 Start with whoami (set your name once if the operator did not), then get_board or claim_task.
@@ -55,6 +62,15 @@ class WhoAmI(BaseModel):
     token: str | None = Field(None, description="bearer token for this agent, shown only when it was just "
                               "created; keep it to reconnect as this agent (whoami token=, or HTTP header)")
     message: str
+
+
+class Acked(BaseModel):
+    acked: int
+    unread: int = Field(description="your unread messages left")
+
+
+class Subscriptions(BaseModel):
+    subscriptions: list[Subscription]
 
 
 class ListPage(Page):
@@ -103,7 +119,26 @@ def build_server(board: Board, identity: Identity, *,
     `wants_review` is the seam for the review engine: when it returns True for a completed card,
     the card goes to `review` instead of `done`. With no critics configured it is None.
     """
-    mcp = MCPServer("hiveboard", instructions=INSTRUCTIONS, version="0.1.0")
+    wakeup = wakeup_for(board.store)
+    bus = InMemorySubscriptionBus()
+
+    @asynccontextmanager
+    async def lifespan(_server):
+        loop = asyncio.get_running_loop()
+
+        def inbox_changed(agents: set[str]) -> None:
+            # any thread: tell MCP clients listening on these inboxes' resources
+            for agent in agents:
+                asyncio.run_coroutine_threadsafe(bus.publish(ResourceUpdated(uri=f"hiveboard://inbox/{agent}")),
+                                                 loop)
+
+        wakeup.on_agents.append(inbox_changed)
+        try:
+            yield {}
+        finally:
+            wakeup.on_agents.remove(inbox_changed)
+
+    mcp = MCPServer("hiveboard", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan, subscriptions=bus)
 
     @mcp.tool(annotations=IDEMPOTENT)
     @board_errors
@@ -253,6 +288,96 @@ def build_server(board: Board, identity: Identity, *,
         to_status = "review" if wants_review is not None and wants_review(current) else "done"
         return _summary(board.complete(actor, task_id, token, output, summary, artifacts, to_status))
 
+    # ------------------------------------------------------------------ messages
+
+    @mcp.tool(annotations=CREATE)
+    @board_errors
+    def publish_message(
+        ctx: Context,
+        intent: Annotated[str, Field(description="what kind of message: status_update, request_help, answer, "
+                                     "test_results, output.updated, critique, approval, proposal, "
+                                     "consensus_reached, … or your own lowercase word", max_length=40)],
+        content: Annotated[str, Field(description="the message itself")] = "",
+        summary: Annotated[str | None, Field(description="one line; defaults to the first line of content")] = None,
+        recipient: Annotated[str | None, Field(description="an agent name, 'role:<role>', 'everyone', or omit "
+                                               "to post to the pool (the task's people and subscribers see "
+                                               "it); a reply goes to the replied-to sender by default")] = None,
+        task_id: Annotated[int | None, Field(description="the task this is about", ge=1)] = None,
+        thread: Annotated[str | None, Field(description="channel or thread name, e.g. 'api-design'; defaults "
+                                            "to the task's thread or the replied-to message's")] = None,
+        reply_to: Annotated[int | None, Field(description="id of the message this answers", ge=1)] = None,
+        priority: Literal["low", "normal", "high", "urgent"] = "normal",
+        metadata: Annotated[dict, Field(description="small JSON object of extra fields")] = {},
+    ) -> Message:
+        """Send a message to an agent, a role, everyone, or the pool. You are the sender."""
+        return board.messages.publish(identity.require(ctx), NewMessage(
+            intent=intent, content=content, summary=summary, recipient=recipient, task_id=task_id,
+            thread=thread, reply_to=reply_to, priority=priority, metadata=metadata))
+
+    @mcp.tool(annotations=CREATE)  # not read-only: reading the inbox marks messages read
+    async def get_messages(
+        ctx: Context,
+        box: Annotated[Literal["inbox", "pool"], Field(description="inbox: messages to you, your role, "
+                                                       "everyone or your subscriptions; pool: the shared log "
+                                                       "(e.g. a task's or thread's whole history)")] = "inbox",
+        unread_only: Annotated[bool, Field(description="inbox: only unread (they are then marked read); "
+                                           "false: unread first, then read, without changing read state")] = True,
+        task_id: Annotated[int | None, Field(ge=1)] = None,
+        intent: Annotated[str | None, Field(max_length=40)] = None,
+        thread: Annotated[str | None, Field(max_length=80)] = None,
+        sender: Annotated[str | None, Field(max_length=64)] = None,
+        since: Annotated[str | None, Field(description="ISO 8601 time; only messages from then on")] = None,
+        full: Annotated[bool, Field(description="full content instead of a 280-character preview")] = False,
+        limit: Annotated[int, Field(ge=1, le=100)] = 20,
+        cursor: Annotated[str | None, Field(description="next_cursor from the previous page")] = None,
+        wait_seconds: Annotated[float, Field(description="inbox: if nothing matches, wait up to this long for "
+                                             "a new message instead of returning empty", ge=0, le=300)] = 0,
+    ) -> MessagePage:
+        """Read your inbox (or the shared pool); optionally wait for the next message to arrive."""
+        try:
+            agent = await anyio.to_thread.run_sync(identity.require, ctx) if box == "inbox" else None
+            deadline = time.monotonic() + wait_seconds
+            filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,
+                           limit=limit, cursor=cursor)
+            while True:
+                mark = wakeup.mark(agent) if agent else None
+                if agent is None:
+                    return await anyio.to_thread.run_sync(functools.partial(board.messages.pool, **filters))
+                page = await anyio.to_thread.run_sync(functools.partial(
+                    board.messages.inbox, agent, unread_only=unread_only, **filters))
+                remaining = deadline - time.monotonic()
+                if page.messages or remaining <= 0:
+                    return page
+                await wakeup.wait(agent, mark, remaining)
+        except BoardError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @mcp.tool(annotations=IDEMPOTENT)
+    @board_errors
+    def ack_messages(
+        ctx: Context,
+        ids: Annotated[list[int], Field(description="message ids from your inbox", min_length=1, max_length=500)],
+    ) -> Acked:
+        """Acknowledge messages you have handled (they are also marked read)."""
+        agent = identity.require(ctx)
+        count = board.messages.ack(agent, ids)
+        return Acked(acked=count, unread=board.messages.unread_count(agent))
+
+    @mcp.tool(annotations=IDEMPOTENT)
+    @board_errors
+    def subscribe(
+        ctx: Context,
+        kind: Annotated[Literal["intent", "task", "channel"], Field(description="what to follow")],
+        value: Annotated[str, Field(description="the intent (e.g. output.complete), task id, or channel name",
+                                    min_length=1, max_length=80)],
+        unsubscribe: Annotated[bool, Field(description="true to stop following it")] = False,
+    ) -> Subscriptions:
+        """Follow (or stop following) an intent, a task or a channel: matching messages land in your inbox."""
+        agent = identity.require(ctx)
+        return Subscriptions(subscriptions=board.messages.subscribe(agent, kind, value, on=not unsubscribe))
+
+    # ------------------------------------------------------------------ resources
+
     @mcp.resource("hiveboard://board", name="board", description="The board: columns, counts and top cards",
                   mime_type="application/json")
     def board_resource() -> str:
@@ -266,6 +391,16 @@ def build_server(board: Board, identity: Identity, *,
         except BoardError as exc:
             from mcp.server.mcpserver.exceptions import ResourceNotFoundError
             raise ResourceNotFoundError(str(exc)) from exc
+
+    @mcp.resource("hiveboard://inbox/{agent}", name="inbox", mime_type="application/json",
+                  description="An agent's unread messages (summaries); subscribe to be told when it changes")
+    def inbox_resource(agent: str, ctx: Context) -> str:
+        me = identity.current(ctx)
+        if me != agent.lower():
+            from mcp.server.mcpserver.exceptions import ResourceError
+            raise ResourceError(f"you can read only your own inbox (hiveboard://inbox/{me})")
+        page = board.messages.inbox(me, unread_only=True, mark_read=False, limit=20)
+        return page.model_dump_json()
 
     return mcp
 

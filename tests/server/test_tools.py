@@ -10,14 +10,15 @@ import hiveboard.board.tasks as tasks_module
 pytestmark = pytest.mark.anyio
 
 TOOLS = {"whoami", "create_task", "get_task", "list_tasks", "get_board", "claim_task", "renew_claim",
-         "release_task", "update_task", "complete_task"}
+         "release_task", "update_task", "complete_task", "publish_message", "get_messages", "ack_messages",
+         "subscribe"}
 
 
 def counts(board) -> tuple[int, int, int, int]:
     """Rows in every table a tool can write: nothing may change when a call is refused."""
     db = board.store.db
     return tuple(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                 for t in ("tasks", "task_history", "artifacts", "agents")) + (
+                 for t in ("tasks", "task_history", "artifacts", "agents", "messages", "inbox")) + (
         db.execute("SELECT coalesce(sum(version), 0) FROM tasks").fetchone()[0],)
 
 
@@ -29,6 +30,7 @@ async def test_tools_are_described_annotated_and_few(connect):
         assert tool.description, name
         assert tool.output_schema is not None, f"{name} has no structured output"
         assert tool.annotations is not None, name
+    assert len(tools) <= 15
     for name in ("get_task", "list_tasks", "get_board"):
         assert tools[name].annotations.read_only_hint is True
     for name in ("claim_task", "complete_task", "release_task", "update_task"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+import anyio
 import httpx
 import pytest
 from conftest import agent_token, call, call_error, http_client
@@ -24,7 +25,7 @@ def stdio_server(home, agent: str | None = None) -> Client:
 
 async def test_stdio_server_runs_a_whole_card(tmp_path):
     async with stdio_server(tmp_path, agent="claude-desktop") as c:
-        assert len((await c.list_tools()).tools) == 10
+        assert len((await c.list_tools()).tools) == 14
         assert (await call(c, "whoami"))["agent"] == "claude-desktop"
         card = await call(c, "create_task", title="write README", task_type="docs")
         claim = await call(c, "claim_task")
@@ -86,3 +87,23 @@ async def test_http_token_origin_and_binding_defaults(tmp_path, http_server):
         assert (await call(c, "whoami"))["agent"] == "alice"
     async with http_client(url, "team-secret") as c:  # the team token gets in, but is nobody
         assert (await call(c, "whoami"))["agent"] is None
+
+
+async def test_waiting_agent_on_one_process_gets_a_message_published_through_another(tmp_path):
+    async with stdio_server(tmp_path, agent="window-a") as a, stdio_server(tmp_path, agent="window-b") as b:
+        await call(a, "whoami")
+        await call(b, "whoami")
+        got: list = []
+
+        async def wait():
+            started = anyio.current_time()
+            page = await call(a, "get_messages", wait_seconds=60)
+            got.append((page["messages"], anyio.current_time() - started))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.sleep(1.0)  # a is now waiting inside its own process
+            await call(b, "publish_message", intent="info", recipient="window-a", content="from the other window")
+        messages, waited = got[0]
+        assert [(m["sender"], m["content"]) for m in messages] == [("window-b", "from the other window")]
+        assert waited < 30  # woken by the publish, not by the 60 s timeout

@@ -1,0 +1,354 @@
+"""The message pool: structured messages between agents, per-recipient inboxes, subscriptions.
+
+A message is stored once in `messages`; delivery is one small row per recipient in `inbox`, which
+holds that recipient's read and ack state. Recipients are worked out when the message is posted:
+
+- an agent name            → that agent
+- "role:<role>"            → every agent with that role
+- "everyone"               → every registered agent
+- no recipient (the pool)  → the people of its task (creator and assignee)
+- and in every case, agents subscribed to its intent, its task or its thread/channel,
+  minus the sender.
+
+Board events (task_assignment, task_claim, status_update, output.complete) are posted by the board
+in the same transaction as the change they describe, so the pool is the board's event log.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from sqlite_utils import Database
+
+from .agents import Agents
+from .db import Store, iso, now
+from .errors import InvalidInput
+
+KNOWN_INTENTS: tuple[str, ...] = (
+    "task_assignment", "task_claim", "status_update", "request_help", "answer", "output.complete",
+    "output.updated", "test_results", "critique", "approval", "proposal", "proposal.feedback",
+    "consensus_recommendation", "consensus_reached", "info",
+)
+INTENT_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
+THREAD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,79}$")
+Priority = Literal["low", "normal", "high", "urgent"]
+PRIORITY_RANK = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
+RANK_PRIORITY = {v: k for k, v in PRIORITY_RANK.items()}
+SubscriptionKind = Literal["intent", "task", "channel"]
+PREVIEW_CHARS = 280
+
+
+class NewMessage(BaseModel):
+    intent: str
+    content: str = ""
+    summary: str | None = None
+    recipient: str | None = None
+    task_id: int | None = None
+    thread: str | None = None
+    reply_to: int | None = None
+    priority: Priority = "normal"
+    metadata: dict = {}
+
+
+class Message(BaseModel):
+    """One message, as an agent reads it."""
+
+    id: int
+    intent: str
+    sender: str
+    recipient: str | None = Field(description="agent, role:<role>, everyone, or null for the pool")
+    task_id: int | None = None
+    thread: str
+    reply_to: int | None = None
+    priority: Priority
+    summary: str
+    content: str = Field(description="full text when full=true, else a preview")
+    content_chars: int
+    metadata: dict = {}
+    created_at: str
+    read: bool | None = Field(None, description="your read state (inbox only)")
+    acked: bool | None = Field(None, description="your ack state (inbox only)")
+
+
+class MessagePage(BaseModel):
+    messages: list[Message]
+    unread: int = Field(description="your unread messages in all (inbox), before this call marked any read")
+    next_cursor: str | None = None
+
+
+class Subscription(BaseModel):
+    kind: SubscriptionKind
+    value: str
+    created_at: str
+
+
+def _cursor(parts: tuple) -> str:
+    return base64.urlsafe_b64encode(json.dumps(parts).encode()).decode()
+
+
+def _uncursor(cursor: str) -> list:
+    try:
+        return json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput("cursor is not valid: pass next_cursor from the previous get_messages answer "
+                           "unchanged, or omit it") from exc
+
+
+def parse_time(value: str, what: str) -> float:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError as exc:
+        raise InvalidInput(f"{what} {value!r} is not an ISO 8601 time; send e.g. '2026-11-22T09:30:00Z'") from exc
+
+
+class Messages:
+    def __init__(self, store: Store, agents: Agents, limits) -> None:
+        self.store = store
+        self.agents = agents
+        self.limits = limits
+
+    # ----------------------------------------------------------------- posting
+
+    def _check(self, msg: NewMessage) -> None:
+        lim = self.limits
+        if not INTENT_RE.match(msg.intent):
+            raise InvalidInput(f"intent {msg.intent!r} is not valid: a short lowercase word such as "
+                               f"{', '.join(KNOWN_INTENTS[:6])}")
+        if len(msg.content) > lim.message_chars:
+            raise InvalidInput(f"content is {len(msg.content)} characters; the limit is {lim.message_chars}. "
+                               "Send a summary and put the rest in a task artifact")
+        if msg.summary is not None and len(msg.summary) > lim.message_summary:
+            raise InvalidInput(f"summary is {len(msg.summary)} characters; the limit is {lim.message_summary}")
+        if not msg.content.strip() and not (msg.summary or "").strip():
+            raise InvalidInput("a message needs content= or summary=")
+        meta = json.dumps(msg.metadata)
+        if len(meta) > lim.metadata_chars:
+            raise InvalidInput(f"metadata is {len(meta)} characters of JSON; the limit is {lim.metadata_chars}")
+        if msg.thread is not None and not THREAD_RE.match(msg.thread):
+            raise InvalidInput(f"thread {msg.thread!r} is not valid: 1-80 characters of letters, digits and "
+                               "_ . : / - (e.g. 'api-design')")
+
+    def _recipients(self, db: Database, sender: str, msg: NewMessage, thread: str) -> tuple[str | None, set[str]]:
+        """(the recipient as stored, the agents whose inbox gets the message)."""
+        to: set[str] = set()
+        recipient = msg.recipient.strip() if msg.recipient else None
+        if recipient == "everyone":
+            to |= {r[0] for r in db.execute("SELECT name FROM agents")}
+        elif recipient and recipient.startswith("role:"):
+            role = recipient[5:]
+            members = {r[0] for r in db.execute("SELECT name FROM agents WHERE role = ?", [role])}
+            if not members:
+                roles = sorted({r[0] for r in db.execute("SELECT DISTINCT role FROM agents WHERE role IS NOT NULL")})
+                raise InvalidInput(f"no agent has role {role!r}; roles in use: {', '.join(roles) or 'none'}")
+            to |= members
+        elif recipient:
+            recipient = recipient.lower()
+            if db.execute("SELECT 1 FROM agents WHERE name = ?", [recipient]).fetchone() is None:
+                raise InvalidInput(f"recipient {recipient!r} is not a registered agent; send to an agent name, "
+                                   f"'role:<role>', 'everyone', or leave it out to post to the pool. Known "
+                                   f"agents: {', '.join(self.agents.names(20))}")
+            to.add(recipient)
+        elif msg.task_id is not None:
+            row = db.execute("SELECT created_by, assignee FROM tasks WHERE id = ?", [msg.task_id]).fetchone()
+            to |= {p for p in row if p}
+        subs = db.execute(
+            "SELECT agent FROM subscriptions WHERE (kind = 'intent' AND value = ?) OR (kind = 'task' AND value = ?) "
+            "OR (kind = 'channel' AND value = ?)", [msg.intent, str(msg.task_id), thread]).fetchall()
+        to |= {r[0] for r in subs}
+        to.discard(sender)
+        return recipient, to
+
+    def post(self, db: Database, sender: str, msg: NewMessage) -> tuple[int, set[str]]:
+        """Store a message inside the caller's write transaction; returns its id and recipients."""
+        self._check(msg)
+        if msg.task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?", [msg.task_id]).fetchone() is None:
+            raise InvalidInput(f"task {msg.task_id} does not exist; omit task_id or use an id from list_tasks")
+        thread = msg.thread
+        recipient_in = msg.recipient
+        if msg.reply_to is not None:
+            parent = db.execute("SELECT thread, sender, task_id FROM messages WHERE id = ?", [msg.reply_to]).fetchone()
+            if parent is None:
+                raise InvalidInput(f"reply_to names message {msg.reply_to}, which does not exist")
+            thread = thread or parent[0]
+            if recipient_in is None and parent[1] != sender:
+                recipient_in = parent[1]  # a reply goes back to whoever wrote the message
+            if msg.task_id is None and parent[2] is not None:
+                msg = msg.model_copy(update=dict(task_id=parent[2]))
+        if thread is None and msg.task_id is not None:
+            thread = f"task-{msg.task_id}"
+        msg = msg.model_copy(update=dict(recipient=recipient_in))
+        recipient, to = self._recipients(db, sender, msg, thread or "")
+        summary = (msg.summary or msg.content.strip().splitlines()[0])[: self.limits.message_summary]
+        ts = now()
+        message_id = db["messages"].insert(dict(
+            intent=msg.intent, task_id=msg.task_id, sender=sender, recipient=recipient, thread=thread or "",
+            reply_to=msg.reply_to, summary=summary, content=msg.content, priority=PRIORITY_RANK[msg.priority],
+            metadata=json.dumps(msg.metadata), created_at=ts)).last_pk
+        if thread is None:
+            db.execute("UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
+        db.conn.executemany("INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)])
+        self.store.after_commit(("inbox", frozenset(to)))
+        return message_id, to
+
+    def publish(self, sender: str, msg: NewMessage) -> Message:
+        """Post a message from an agent (its own transaction)."""
+        with self.store.write() as db:
+            message_id, _ = self.post(db, sender, msg)
+            return self._messages(db, [message_id], full=True)[0]
+
+    # ----------------------------------------------------------------- reading
+
+    def _messages(self, db: Database, ids: list[int], full: bool, state: dict | None = None) -> list[Message]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = {r["id"]: r for r in db.query(f"SELECT * FROM messages WHERE id IN ({marks})", ids)}
+        out = []
+        for i in ids:
+            r = rows[i]
+            content = r["content"]
+            if not full and len(content) > PREVIEW_CHARS:
+                content = content[:PREVIEW_CHARS] + f"… ({len(r['content'])} characters; full=true for all)"
+            read = acked = None
+            if state is not None:
+                read, acked = state[i]
+            out.append(Message(
+                id=r["id"], intent=r["intent"], sender=r["sender"], recipient=r["recipient"], task_id=r["task_id"],
+                thread=r["thread"], reply_to=r["reply_to"], priority=RANK_PRIORITY[r["priority"]],
+                summary=r["summary"], content=content, content_chars=len(r["content"]),
+                metadata=json.loads(r["metadata"]), created_at=iso(r["created_at"]), read=read, acked=acked))
+        return out
+
+    def _filters(self, task_id, intent, thread, sender, since) -> tuple[list[str], list]:
+        where, params = [], []
+        if task_id is not None:
+            where.append("m.task_id = ?"), params.append(task_id)
+        if intent is not None:
+            where.append("m.intent = ?"), params.append(intent)
+        if thread is not None:
+            where.append("m.thread = ?"), params.append(thread)
+        if sender is not None:
+            where.append("m.sender = ?"), params.append(sender.strip().lower())
+        if since is not None:
+            where.append("m.created_at >= ?"), params.append(parse_time(since, "since"))
+        return where, params
+
+    def unread_count(self, agent: str) -> int:
+        return self.store.db.execute("SELECT count(*) FROM inbox WHERE agent = ? AND read_at IS NULL",
+                                     [agent]).fetchone()[0]
+
+    def inbox(self, agent: str, *, unread_only: bool = True, task_id: int | None = None, intent: str | None = None,
+              thread: str | None = None, sender: str | None = None, since: str | None = None, full: bool = False,
+              limit: int = 20, cursor: str | None = None, mark_read: bool = True) -> MessagePage:
+        """The agent's inbox: unread first (oldest first), then read ones (newest first).
+
+        Returned unread messages are marked read when unread_only and mark_read are both true;
+        browsing with unread_only=False never changes read state, so its pages stay stable.
+        """
+        if not 1 <= limit <= 100:
+            raise InvalidInput("limit must be between 1 and 100")
+        where, params = self._filters(task_id, intent, thread, sender, since)
+        phase, after = (_uncursor(cursor) if cursor else (0, 0))
+        base = "SELECT i.message_id, i.read_at, i.acked_at FROM inbox i JOIN messages m ON m.id = i.message_id " \
+               "WHERE i.agent = ?" + "".join(f" AND {w}" for w in where)
+        picked: list[tuple] = []
+        with self.store.read() as db:
+            unread = db.execute("SELECT count(*) FROM inbox WHERE agent = ? AND read_at IS NULL", [agent]).fetchone()[0]
+            if phase == 0:
+                picked += db.execute(base + " AND i.read_at IS NULL AND i.message_id > ? ORDER BY i.message_id "
+                                     "LIMIT ?", [agent, *params, after, limit + 1]).fetchall()
+            if not unread_only and len(picked) <= limit:
+                if phase == 0:
+                    phase, after = 1, None
+                read_clause = " AND i.read_at IS NOT NULL" + (" AND i.message_id < ?" if after else "")
+                picked += db.execute(base + read_clause + " ORDER BY i.message_id DESC LIMIT ?",
+                                     [agent, *params, *([after] if after else []), limit + 1 - len(picked)]
+                                     ).fetchall()
+            more = len(picked) > limit
+            picked = picked[:limit]
+            state = {p[0]: (p[1] is not None, p[2] is not None) for p in picked}
+            messages = self._messages(db, [p[0] for p in picked], full, state)
+        next_cursor = None
+        if more:
+            last = picked[-1]
+            next_cursor = _cursor((1 if last[1] is not None else 0, last[0]))
+        if unread_only and mark_read:
+            fresh = [m.id for m in messages if not m.read]
+            if fresh:
+                ts = now()
+                with self.store.write() as db:
+                    db.conn.executemany("UPDATE inbox SET read_at = ? WHERE agent = ? AND message_id = ? AND read_at IS NULL",
+                                   [(ts, agent, i) for i in fresh])
+        return MessagePage(messages=messages, unread=unread, next_cursor=next_cursor)
+
+    def pool(self, *, task_id: int | None = None, intent: str | None = None, thread: str | None = None,
+             sender: str | None = None, since: str | None = None, full: bool = False, limit: int = 20,
+             cursor: str | None = None) -> MessagePage:
+        """The shared log (any agent may read it): oldest first, e.g. a task's or a thread's whole history.
+
+        Direct messages between two agents are not part of the pool view; everything else is.
+        """
+        if not 1 <= limit <= 100:
+            raise InvalidInput("limit must be between 1 and 100")
+        where, params = self._filters(task_id, intent, thread, sender, since)
+        after = _uncursor(cursor)[1] if cursor else 0
+        where.append("(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')")
+        with self.store.read() as db:
+            ids = [r[0] for r in db.execute(
+                "SELECT m.id FROM messages m WHERE m.id > ?" + "".join(f" AND {w}" for w in where)
+                + " ORDER BY m.id LIMIT ?", [after, *params, limit + 1])]
+            more = len(ids) > limit
+            ids = ids[:limit]
+            messages = self._messages(db, ids, full)
+        return MessagePage(messages=messages, unread=0, next_cursor=_cursor((0, ids[-1])) if more else None)
+
+    def ack(self, agent: str, ids: list[int]) -> int:
+        """Acknowledge (and mark read) messages in the agent's inbox; all or nothing."""
+        if not ids or len(ids) > 500:
+            raise InvalidInput("pass 1-500 message ids to ack")
+        ids = list(dict.fromkeys(ids))
+        ts = now()
+        with self.store.write() as db:
+            marks = ",".join("?" * len(ids))
+            mine = {r[0] for r in db.execute(f"SELECT message_id FROM inbox WHERE agent = ? AND message_id IN ({marks})",
+                                             [agent, *ids])}
+            missing = [i for i in ids if i not in mine]
+            if missing:
+                raise InvalidInput(f"messages {missing} are not in your inbox; ack only ids get_messages gave you")
+            db.conn.executemany("UPDATE inbox SET acked_at = coalesce(acked_at, ?), read_at = coalesce(read_at, ?) "
+                           "WHERE agent = ? AND message_id = ?", [(ts, ts, agent, i) for i in ids])
+        return len(ids)
+
+    # ----------------------------------------------------------------- subscriptions
+
+    def subscribe(self, agent: str, kind: str, value: str, on: bool = True) -> list[Subscription]:
+        value = value.strip()
+        if kind == "intent" and not INTENT_RE.match(value):
+            raise InvalidInput(f"intent {value!r} is not valid (e.g. output.complete, critique)")
+        if kind == "task" and not value.isdigit():
+            raise InvalidInput(f"task {value!r} is not a task id")
+        if kind == "channel" and not THREAD_RE.match(value):
+            raise InvalidInput(f"channel {value!r} is not valid: letters, digits and _ . : / -")
+        with self.store.write() as db:
+            if kind == "task" and db.execute("SELECT 1 FROM tasks WHERE id = ?", [int(value)]).fetchone() is None:
+                raise InvalidInput(f"task {value} does not exist")
+            if on:
+                if db.execute("SELECT count(*) FROM subscriptions WHERE agent = ?", [agent]).fetchone()[0] >= 100:
+                    raise InvalidInput("you have 100 subscriptions already; unsubscribe from some first")
+                db.execute("INSERT OR IGNORE INTO subscriptions (agent, kind, value, created_at) VALUES (?, ?, ?, ?)",
+                           [agent, kind, value, now()])
+            else:
+                cur = db.execute("DELETE FROM subscriptions WHERE agent = ? AND kind = ? AND value = ?",
+                                 [agent, kind, value])
+                if cur.rowcount == 0:
+                    raise InvalidInput(f"you are not subscribed to {kind} {value!r}")
+        return self.subscriptions(agent)
+
+    def subscriptions(self, agent: str) -> list[Subscription]:
+        return [Subscription(kind=r[0], value=r[1], created_at=iso(r[2])) for r in self.store.db.execute(
+            "SELECT kind, value, created_at FROM subscriptions WHERE agent = ? ORDER BY kind, value", [agent])]

@@ -1,0 +1,237 @@
+"""The message pool through real MCP clients: the PRD's workflows, inboxes, read/ack state, waiting."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+from conftest import call, call_error
+
+pytestmark = pytest.mark.anyio
+
+
+async def inbox(client, **filters):
+    return (await call(client, "get_messages", **filters))["messages"]
+
+
+def intents(messages):
+    return [(m["intent"], m["sender"]) for m in messages]
+
+
+async def register(connect, *agents):
+    """Register agents with roles, the way each would on its own connection."""
+    for name, role in agents:
+        async with connect(None) as c:
+            await call(c, "whoami", name=name, role=role)
+
+
+async def test_workflow_a_assignment_claim_status_help_answer_output(connect, board):
+    await register(connect, ("pm", "lead"), ("eng1", "engineer"), ("eng2", "engineer"), ("research", "research"))
+    async with connect("pm") as pm, connect("eng1") as eng1, connect("eng2") as eng2, \
+            connect("research") as research:
+        card = await call(pm, "create_task", title="Implement feature X", description="requirements A, B, C")
+        tid = card["id"]
+        await call(pm, "publish_message", intent="task_assignment", recipient="role:engineer", task_id=tid,
+                   content="Feature X needs to be implemented with requirements A, B, C")
+        for eng in (eng1, eng2):
+            got = await inbox(eng)
+            assert intents(got) == [("task_assignment", "pm")] and got[0]["task_id"] == tid
+        claim = await call(eng1, "claim_task", task_id=tid)  # the board posts task_claim itself
+        assert intents(await inbox(pm)) == [("task_claim", "eng1")]
+        await call(eng1, "publish_message", intent="status_update", task_id=tid, content="50% done, stuck on API")
+        ask = await call(eng1, "publish_message", intent="request_help", recipient="role:research", task_id=tid,
+                         content="Looking for the best way to optimize algorithm Y")
+        assert intents(await inbox(pm)) == [("status_update", "eng1")]  # the task's creator follows it
+        help_req = await inbox(research)
+        assert intents(help_req) == [("request_help", "eng1")]
+        answer = await call(research, "publish_message", intent="answer", reply_to=help_req[0]["id"],
+                            content="Use a heap; O(n log k)")
+        assert answer["recipient"] == "eng1" and answer["thread"] == ask["thread"] == f"task-{tid}"
+        got = await inbox(eng1)
+        assert intents(got) == [("answer", "research")] and got[0]["reply_to"] == ask["id"]
+        await call(eng1, "complete_task", task_id=tid, token=claim["token"], output="def x(): ...",
+                   summary="feature X done")
+        done = await inbox(pm)
+        assert intents(done) == [("output.complete", "eng1")] and "feature X done" in done[0]["summary"]
+        assert await inbox(eng2) == [] and await inbox(research) == []  # nothing leaked to bystanders
+        log = await call(eng2, "get_messages", box="pool", task_id=tid, limit=100)
+        assert [m["intent"] for m in log["messages"]] == [
+            "task_assignment", "task_claim", "status_update", "request_help", "output.complete"]
+
+
+async def test_workflow_b_test_results_update_approval(connect):
+    await register(connect, ("eng1", "engineer"), ("qa", "qa"))
+    async with connect("eng1") as eng1, connect("qa") as qa:
+        await call(qa, "subscribe", kind="intent", value="output.complete")
+        card = await call(eng1, "create_task", title="Feature X", task_type="code")
+        claim = await call(eng1, "claim_task")
+        await call(eng1, "complete_task", task_id=card["id"], token=claim["token"], output="code")
+        seen = await inbox(qa)
+        assert intents(seen) == [("output.complete", "eng1")]
+        results = await call(qa, "publish_message", intent="test_results", recipient="eng1", task_id=card["id"],
+                             content="Test failed on edge case Z.", priority="high")
+        got = await inbox(eng1)
+        assert intents(got) == [("test_results", "qa")] and got[0]["priority"] == "high"
+        await call(eng1, "ack_messages", ids=[got[0]["id"]])
+        await call(eng1, "publish_message", intent="output.updated", reply_to=results["id"],
+                   content="Fixed edge case Z, please re-test.")
+        update = await inbox(qa)
+        assert intents(update) == [("output.updated", "eng1")]
+        await call(qa, "publish_message", intent="approval", reply_to=update[0]["id"],
+                   content="All tests passed. Feature X completed.")
+        approval = await inbox(eng1)
+        assert intents(approval) == [("approval", "qa")]
+        everything = await call(eng1, "get_messages", unread_only=False, limit=10)
+        states = {m["intent"]: (m["read"], m["acked"]) for m in everything["messages"]}
+        assert states == {"test_results": (True, True), "approval": (True, False)}
+
+
+async def test_read_and_ack_state_is_per_recipient_for_one_broadcast(connect, board):
+    await register(connect, ("a", None), ("b", None), ("c", None))
+    async with connect("a") as a, connect("b") as b, connect("c") as c:
+        sent = await call(a, "publish_message", intent="info", recipient="everyone", content="standup at 10")
+        assert board.store.db.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
+        assert (await call(b, "get_messages", unread_only=False))["unread"] == 1
+        await inbox(b)  # b reads it
+        assert (await call(c, "get_messages", unread_only=False))["messages"][0]["read"] is False
+        assert (await call(b, "get_messages", unread_only=False))["messages"][0]["read"] is True
+        acked = await call(c, "ack_messages", ids=[sent["id"]])
+        assert acked == {"acked": 1, "unread": 0}
+        assert await inbox(a) == []  # the sender does not get its own broadcast
+        assert "not in your inbox" in await call_error(a, "ack_messages", ids=[sent["id"]])
+
+
+async def test_sender_is_the_connection_and_direct_messages_stay_private(connect):
+    await register(connect, ("alice", None), ("bob", None), ("carol", None))
+    async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
+        tools = {t.name: t for t in (await alice.list_tools()).tools}
+        assert "sender" not in tools["publish_message"].input_schema["properties"]
+        forged = await alice.call_tool("publish_message", {"intent": "info", "recipient": "bob", "content": "hi",
+                                                           "sender": "carol"})
+        assert forged.is_error or forged.structured_content["sender"] == "alice"
+        sent = await call(alice, "publish_message", intent="info", recipient="bob", content="secret plan")
+        assert sent["sender"] == "alice"
+        got = await inbox(bob)
+        assert {m["sender"] for m in got} == {"alice"} and got[-1]["content"] == "secret plan"
+        assert await inbox(carol) == []
+        pool = await call(carol, "get_messages", box="pool", sender="alice")
+        assert pool["messages"] == []
+
+
+async def test_subscriptions_by_task_and_channel(connect):
+    await register(connect, ("lead", None), ("watcher", None), ("eng", None))
+    async with connect("lead") as lead, connect("watcher") as watcher, connect("eng") as eng:
+        card = await call(lead, "create_task", title="t")
+        subs = await call(watcher, "subscribe", kind="task", value=str(card["id"]))
+        assert subs["subscriptions"][0]["kind"] == "task"
+        await call(watcher, "subscribe", kind="channel", value="api-design")
+        await call(eng, "claim_task")
+        await call(eng, "publish_message", intent="proposal", thread="api-design", content="REST, not gRPC")
+        await call(eng, "publish_message", intent="info", thread="random", content="lunch?")
+        got = await inbox(watcher)
+        assert intents(got) == [("task_claim", "eng"), ("proposal", "eng")]
+        await call(watcher, "subscribe", kind="channel", value="api-design", unsubscribe=True)
+        await call(eng, "publish_message", intent="proposal.feedback", thread="api-design", content="ok")
+        assert await inbox(watcher) == []
+        assert "not subscribed" in await call_error(watcher, "subscribe", kind="channel", value="api-design",
+                                                    unsubscribe=True)
+
+
+async def test_filters_previews_and_cursor(connect):
+    await register(connect, ("a", None), ("b", None))
+    async with connect("a") as a, connect("b") as b:
+        card = await call(a, "create_task", title="t")
+        for i in range(45):
+            await call(a, "publish_message", intent="status_update" if i % 3 else "question", recipient="b",
+                       task_id=card["id"] if i % 2 else None, content=f"message {i} " + "x" * 400)
+        page = await call(b, "get_messages", unread_only=False, limit=20)
+        assert page["unread"] == 45 and len(page["messages"]) == 20
+        assert page["messages"][0]["content"].endswith("full=true for all)")
+        seen, cursor = [], None
+        while True:
+            page = await call(b, "get_messages", unread_only=False, limit=20, **({"cursor": cursor} if cursor else {}))
+            seen += [m["id"] for m in page["messages"]]
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+        assert len(seen) == len(set(seen)) == 45
+        questions = await call(b, "get_messages", intent="question", full=True, limit=100)
+        assert len(questions["messages"]) == 15 and len(questions["messages"][0]["content"]) > 400
+        about_task = await call(b, "get_messages", task_id=card["id"], limit=100)
+        # the 22 odd-numbered messages are about the task; 7 of them were questions, already read above
+        assert len(about_task["messages"]) == 22 - 7
+        future = await call(b, "get_messages", unread_only=False, since="2999-01-01T00:00:00Z")
+        assert future["messages"] == []
+
+
+async def test_bad_messages_are_refused_and_nothing_is_written(connect, board):
+    await register(connect, ("a", "coder"), ("b", None))
+    async with connect("a") as a:
+        before = board.store.db.execute("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM inbox)"
+                                        ).fetchone()
+        cases = [
+            (dict(intent="info", recipient="nobody", content="x"), "not a registered agent"),
+            (dict(intent="info", recipient="role:astronaut", content="x"), "no agent has role 'astronaut'"),
+            (dict(intent="Not An Intent", content="x"), "intent"),
+            (dict(intent="info", content="x" * 64_001), "limit is 64000"),
+            (dict(intent="info", content=""), "needs content"),
+            (dict(intent="info", content="x", task_id=999), "task 999 does not exist"),
+            (dict(intent="info", content="x", reply_to=999), "message 999"),
+            (dict(intent="info", content="x", thread="has spaces"), "thread"),
+            (dict(intent="info", content="x", priority="asap"), "priority"),
+            (dict(intent="info", content="x", metadata={"k": "v" * 9000}), "metadata"),
+        ]
+        for args, expected in cases:
+            assert expected in await call_error(a, "publish_message", **args)
+        for args, expected in [(dict(since="yesterday"), "ISO 8601"), (dict(cursor="@@"), "cursor"),
+                               (dict(limit=0), "limit")]:
+            assert expected in await call_error(a, "get_messages", **args)
+        assert "task" in await call_error(a, "subscribe", kind="task", value="abc")
+        after = board.store.db.execute("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM inbox)"
+                                       ).fetchone()
+        assert after == before
+
+
+async def test_waiting_get_messages_wakes_on_publish(connect):
+    await register(connect, ("waiter", None), ("sender", None))
+    async with connect("waiter") as waiter, connect("sender") as sender:
+        assert (await call(waiter, "get_messages", wait_seconds=0.3))["messages"] == []  # times out empty
+        woke_after: list[float] = []
+
+        async def wait():
+            started = time.monotonic()
+            page = await call(waiter, "get_messages", wait_seconds=30)
+            woke_after.append(time.monotonic() - started)
+            assert intents(page["messages"]) == [("info", "sender")]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.sleep(0.3)
+            sent_at = time.monotonic()
+            await call(sender, "publish_message", intent="info", recipient="waiter", content="wake up")
+            published = time.monotonic()
+        # woke long before the 30 s timeout, right after the publish
+        assert woke_after and woke_after[0] < 10
+        assert published - sent_at < 10
+
+
+async def test_inbox_resource_is_private_and_notifies_listeners(connect):
+    await register(connect, ("reader", None), ("other", None))
+    async with connect("reader") as reader, connect("other") as other:
+        await call(other, "publish_message", intent="info", recipient="reader", content="hello")
+        res = await reader.read_resource("hiveboard://inbox/reader")
+        assert '"hello"' in res.contents[0].text
+        with pytest.raises(Exception, match="only your own inbox"):
+            await other.read_resource("hiveboard://inbox/reader")
+
+
+async def test_inbox_listeners_are_told_when_a_message_lands(connect):
+    await register(connect, ("reader", None), ("other", None))
+    async with connect("reader") as reader, connect("other") as other:
+        async with reader.listen(resource_subscriptions=["hiveboard://inbox/reader"]) as sub:
+            await call(other, "publish_message", intent="info", recipient="reader", content="ping")
+            with anyio.fail_after(10):
+                event = await sub.__anext__()
+        assert event.uri == "hiveboard://inbox/reader"
+        assert intents(await inbox(reader)) == [("info", "other")]
