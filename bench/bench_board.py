@@ -1,6 +1,6 @@
 """Latency and throughput of the board tools over streamable HTTP, next to a bare no-op MCP tool.
 
-    /work/venv/bin/python bench/bench_board.py            # full run (~1-2 min on 2 cores)
+    /work/venv/bin/python bench/bench_board.py            # full run (about 30-60 s on 2 cores)
     /work/venv/bin/python bench/bench_board.py --quick    # smoke run (a few seconds)
     /work/venv/bin/python bench/bench_board.py --calls 500 --json out.json
 
@@ -142,8 +142,9 @@ def free_port() -> int:
 class ServerProcess:
     """bench/_server.py in its own process; stderr goes to a file shown if something fails."""
 
-    def __init__(self, home: Path, log_path: Path):
+    def __init__(self, home: Path, log_path: Path, script: Path = HERE / "_server.py"):
         self.home = home
+        self.script = script
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = log_path
@@ -157,7 +158,7 @@ class ServerProcess:
         env.update(HIVEBOARD_LOG_LEVEL="WARNING", HIVEBOARD_CONFIG=str(self.home / "no-config.toml"),
                    PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "_server.py"), "--home", str(self.home), "--port", str(self.port)],
+            [sys.executable, str(self.script), "--home", str(self.home), "--port", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=self._log, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -329,9 +330,9 @@ async def run_race(url: str, tokens: dict[str, str]) -> tuple[list[tuple[str, in
         while True:
             t0 = time.perf_counter()
             result = await call(a.client, "claim_task", {})
-            lat.append(time.perf_counter() - t0)
             if not result.get("claimed"):
-                return
+                return  # the board is empty (this last call is not counted in the latencies)
+            lat.append(time.perf_counter() - t0)
             claims.append((a.name, result["task"]["id"]))
 
     async with AsyncExitStack() as stack:
@@ -355,12 +356,12 @@ def seed(board: Board, n: int, actor: str, title: str, task_type: str = "code") 
                                     task_type=task_type, priority="medium", labels=["bench", "seed"]))
 
 
-def park_todo(board: Board) -> int:
-    """Take every todo card off the claimable set (so the race sees exactly its own cards)."""
-    with board.store.write() as db:
-        cur = db.execute("UPDATE tasks SET status = 'blocked', blocked_reason = 'parked by bench', "
-                         "version = version + 1 WHERE status = 'todo'")
-        return cur.rowcount
+def park_todo(board: Board, actor: str) -> int:
+    """Block every todo card (through the board, as any agent may) so the race sees exactly its own cards."""
+    ids = [r[0] for r in board.store.db.execute("SELECT id FROM tasks WHERE status = 'todo'").fetchall()]
+    for task_id in ids:
+        board.update(actor, task_id, status="blocked", reason="parked by bench before the claim race")
+    return len(ids)
 
 
 def direct_rows(tmp: Path, calls: int) -> list[Row]:
@@ -459,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=200, help="cards on the board before the run (default 200)")
     p.add_argument("--race-cards", type=int, default=RACE_CARDS, help=f"cards in the claim race ({RACE_CARDS})")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    p.add_argument("--server-script", default=str(HERE / "_server.py"), metavar="PATH",
+                   help="server to run, called as PATH --home DIR --port P (default bench/_server.py); "
+                   "for A/B-testing a change, e.g. a copy that patches something before calling _server.main")
     p.add_argument("--keep", action="store_true", help="keep the temp directory (database, server log)")
     args = p.parse_args(argv)
 
@@ -480,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="hiveboard-bench-"))
     home = tmp / "home"
-    server = ServerProcess(home, tmp / "server.log")
+    server = ServerProcess(home, tmp / "server.log", Path(args.server_script))
     try:
         board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
         names = [f"bench-{i:02d}" for i in range(RACE_CLIENTS)]
@@ -490,10 +494,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server: pid {server.proc.pid} at {server.url}")
 
         res.rows = anyio.run(run_matrix, server.url, tokens, plan, warm, server.proc.pid)
-        print_table(res.rows, "streamable HTTP, one server process (p50/noop: p50 ratio to noop at the same "
-                    "client count;\n srv cpu / cli cpu: CPU ms per call in the server / bench process; bytes: one result as JSON)")
+        print_table(res.rows, "streamable HTTP, one server process. p50/noop: p50 ratio to noop at the same client "
+                    "count;\nsrv cpu / cli cpu: CPU ms per call of the server / bench process; bytes: one result "
+                    "as JSON")
 
-        parked = park_todo(board)
+        parked = park_todo(board, names[0])
         seed(board, race_cards, names[0], "race card", task_type="race")
         claims, lat, wall = anyio.run(run_race, server.url, tokens)
         ids = [task_id for _, task_id in claims]

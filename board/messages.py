@@ -192,7 +192,7 @@ class Messages:
         if thread is None:
             db.execute("UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
         db.conn.executemany("INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)])
-        self.store.after_commit(("inbox", frozenset(to)))
+        self.store.after_commit(("inbox", message_id, frozenset(to)))
         return message_id, to
 
     def publish(self, sender: str, msg: NewMessage) -> Message:

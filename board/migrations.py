@@ -109,6 +109,7 @@ def m003_messages(db: Database) -> None:
             PRIMARY KEY (agent, message_id)
         ) WITHOUT ROWID""")
     db.execute("CREATE INDEX inbox_unread ON inbox (agent, read_at, message_id)")
+    db.execute("CREATE INDEX inbox_message ON inbox (message_id)")  # who got what: cross-process wake-ups
     db.execute("""
         CREATE TABLE subscriptions (
             agent TEXT NOT NULL,

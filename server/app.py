@@ -134,7 +134,8 @@ def build_server(board: Board, identity: Identity, *,
 
         wakeup.on_agents.append(inbox_changed)
         try:
-            yield {}
+            async with wakeup.watching():
+                yield {}
         finally:
             wakeup.on_agents.remove(inbox_changed)
 

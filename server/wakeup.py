@@ -1,13 +1,17 @@
 """Waking agents that wait for messages, in this process and across processes.
 
 In this process: the store calls `on_commit` after a write transaction that delivered messages
-commits, with the set of agents whose inbox changed; their waiters wake at once.
+commits, with the message ids and the agents whose inbox changed; their waiters wake at once.
 
-Across processes sharing the SQLite file: while anyone waits, a watcher reads
+Across processes sharing the SQLite file: while a server runs, a watcher reads
 `PRAGMA data_version` (a counter in SQLite's shared memory that changes when another connection
-commits) every `poll_interval` seconds and wakes every waiter of this process, which re-checks its
-inbox with one indexed query. So a message published through another process is seen within
-about one poll interval (20 ms by default) — the wait itself never polls the inbox.
+commits) every `poll_interval` seconds. When it moved, one indexed query finds the inbox rows
+written since the last look, and the agents they belong to are woken — so a message published
+through another process reaches a waiting agent within about one poll interval (20 ms by default).
+The waiting call itself never polls its inbox.
+
+Every wake-up also goes to `on_agents` callbacks (the server turns them into MCP resource-updated
+notifications for `hiveboard://inbox/<agent>`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import asyncio
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
+from contextlib import asynccontextmanager
 
 
 class Wakeup:
@@ -24,56 +29,53 @@ class Wakeup:
         self.poll_interval = poll_interval
         self._lock = threading.Lock()
         self._seq: dict[str, int] = {}
-        self._global = 0
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._delivered_here: set[int] = set()  # message ids already announced by on_commit
         self._watcher: asyncio.Task | None = None
-        self._watch_wanted: asyncio.Event | None = None
+        self._watching = 0
         self.on_agents: list[Callable[[set[str]], None]] = []
-        self.store_ref = None
 
-    # called from any thread
-    def notify(self, agents: Iterable[str] | None) -> None:
-        """Wake the waiters of these agents (None: every waiter in this process)."""
+    # ------------------------------------------------------------------ any thread
+
+    def notify(self, agents: Iterable[str]) -> None:
+        """Wake the waiters of these agents and tell the on_agents callbacks."""
+        names = set(agents)
+        if not names:
+            return
         with self._lock:
-            if agents is None:
-                self._global += 1
-                targets = [w for ws in self._waiters.values() for w in ws]
-                names: set[str] = set(self._waiters)
-            else:
-                names = set(agents)
-                for name in names:
-                    self._seq[name] = self._seq.get(name, 0) + 1
-                targets = [w for name in names for w in self._waiters.get(name, ())]
+            for name in names:
+                self._seq[name] = self._seq.get(name, 0) + 1
+            targets = [w for name in names for w in self._waiters.get(name, ())]
         for loop, event in targets:
             loop.call_soon_threadsafe(event.set)
-        if agents is not None:
-            for callback in self.on_agents:
-                callback(names)
+        for callback in list(self.on_agents):
+            callback(names)
 
     def on_commit(self, events: list) -> None:
-        """Store listener: events are ("inbox", frozenset of agents) tuples."""
+        """Store listener: ("inbox", message_id, agents) events from this process's own writes."""
         agents: set[str] = set()
-        for kind, who in events:
-            if kind == "inbox":
-                agents |= who
-        if agents:
-            self.notify(agents)
-
-    def mark(self, agent: str) -> tuple[int, int]:
-        """A snapshot to pass to wait(): taken before checking the inbox, so no wake-up is missed."""
         with self._lock:
-            return self._seq.get(agent, 0), self._global
+            for kind, message_id, who in events:
+                if kind == "inbox":
+                    self._delivered_here.add(message_id)
+                    agents |= who
+        self.notify(agents)
 
-    async def wait(self, agent: str, mark: tuple[int, int], timeout: float) -> bool:
+    def mark(self, agent: str) -> int:
+        """A snapshot to pass to wait(): take it before checking the inbox, so no wake-up is missed."""
+        with self._lock:
+            return self._seq.get(agent, 0)
+
+    # ------------------------------------------------------------------ event loop
+
+    async def wait(self, agent: str, mark: int, timeout: float) -> bool:
         """Wait until the agent is notified after `mark` was taken, or the timeout passes."""
-        loop = asyncio.get_running_loop()
         event = asyncio.Event()
-        entry = (loop, event)
+        entry = (asyncio.get_running_loop(), event)
         with self._lock:
-            if (self._seq.get(agent, 0), self._global) != mark:
+            if self._seq.get(agent, 0) != mark:
                 return True
             self._waiters.setdefault(agent, set()).add(entry)
-        self._ensure_watcher()
         try:
             await asyncio.wait_for(event.wait(), timeout)
             return True
@@ -87,42 +89,62 @@ class Wakeup:
                     if not waiters:
                         del self._waiters[agent]
 
-    # the cross-process watcher
-    def _ensure_watcher(self) -> None:
+    @asynccontextmanager
+    async def watching(self):
+        """Run the cross-process watcher while at least one server using this store is up."""
+        self._watching += 1
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        try:
+            yield
+        finally:
+            self._watching -= 1
+            if self._watching == 0 and self._watcher is not None:
+                self._watcher.cancel()
+                try:
+                    await self._watcher
+                except (asyncio.CancelledError, Exception):
+                    pass
+                self._watcher = None
 
     async def _watch(self) -> None:
         conn = sqlite3.connect(self.db_path, check_same_thread=False)
         try:
             version = conn.execute("PRAGMA data_version").fetchone()[0]
-            # A commit that landed between a waiter's inbox check and this baseline would go unseen:
-            # wake everyone once so they re-check against it.
-            self.notify(None)
+            last_id = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+            backlog = False
             while True:
-                with self._lock:
-                    if not self._waiters:
-                        return  # restarted by the next waiter
-                await asyncio.sleep(self.poll_interval)
+                await asyncio.sleep(0 if backlog else self.poll_interval)
                 current = conn.execute("PRAGMA data_version").fetchone()[0]
-                if current != version:
-                    version = current
-                    self.notify(None)
+                if current == version and not backlog:
+                    continue
+                version = current
+                ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1000",
+                                                  [last_id])]
+                backlog = len(ids) == 1000
+                if not ids:
+                    continue
+                rows = conn.execute("SELECT message_id, agent FROM inbox WHERE message_id BETWEEN ? AND ?",
+                                    [ids[0], ids[-1]]).fetchall()
+                with self._lock:
+                    agents = {agent for message_id, agent in rows if message_id not in self._delivered_here}
+                    last_id = ids[-1]
+                    self._delivered_here = {i for i in self._delivered_here if i > last_id}
+                self.notify(agents)
         finally:
             conn.close()
 
 
-_by_store: dict[int, Wakeup] = {}
+_by_store: dict[int, tuple[object, Wakeup]] = {}
 _by_store_lock = threading.Lock()
 
 
 def wakeup_for(store) -> Wakeup:
-    """The one Wakeup of a store in this process (several servers may share a store in tests)."""
+    """The one Wakeup of a store in this process (several servers may share a store, as in tests)."""
     with _by_store_lock:
-        wakeup = _by_store.get(id(store))
-        if wakeup is None or wakeup.store_ref is not store:
+        entry = _by_store.get(id(store))
+        if entry is None or entry[0] is not store:
             wakeup = Wakeup(store.path)
-            wakeup.store_ref = store
             store.listeners.append(wakeup.on_commit)
-            _by_store[id(store)] = wakeup
-        return wakeup
+            entry = _by_store[id(store)] = (store, wakeup)
+        return entry[1]

@@ -107,3 +107,14 @@ async def test_waiting_agent_on_one_process_gets_a_message_published_through_ano
         messages, waited = got[0]
         assert [(m["sender"], m["content"]) for m in messages] == [("window-b", "from the other window")]
         assert waited < 30  # woken by the publish, not by the 60 s timeout
+
+
+async def test_inbox_listener_on_one_process_hears_a_publish_through_another(tmp_path):
+    async with stdio_server(tmp_path, agent="window-a") as a, stdio_server(tmp_path, agent="window-b") as b:
+        await call(a, "whoami")
+        await call(b, "whoami")
+        async with a.listen(resource_subscriptions=["hiveboard://inbox/window-a"]) as sub:
+            await call(b, "publish_message", intent="info", recipient="window-a", content="ping")
+            with anyio.fail_after(20):
+                event = await sub.__anext__()
+        assert event.uri == "hiveboard://inbox/window-a"
