@@ -14,7 +14,7 @@ import sys
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 
-from hiveboard.board import STATUSES, Board, BoardError, Store
+from hiveboard.board import Board, BoardError, Limits, Store
 
 from .app import build_server, tool_token_costs
 from .config import Settings
@@ -35,7 +35,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def open_board(settings: Settings) -> Board:
-    return Board(Store(settings.db_path), lease_seconds=settings.lease_seconds)
+    limits = Limits(message_chars=settings.max_message_chars, output=settings.max_output_chars)
+    return Board(Store(settings.db_path), lease_seconds=settings.lease_seconds, limits=limits)
 
 
 class BearerAuth:

@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     http_token: str | None = Field(None, description="if set, HTTP requests need this bearer token or an agent's")
     allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on HTTP")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    max_message_chars: int = Field(64_000, ge=100, le=10_000_000, description="largest message content")
+    max_output_chars: int = Field(200_000, ge=100, le=50_000_000, description="largest complete_task output")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

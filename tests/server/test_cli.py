@@ -6,6 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import hiveboard_cmd
 
 from hiveboard.board import Board, NewTask, Store
@@ -59,3 +60,18 @@ def test_every_cli_command_and_flag_is_in_the_readme():
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help":
                     assert flag in readme, f"{name} {flag} not documented"
+
+
+def test_message_size_limit_is_configurable(tmp_path, monkeypatch):
+    from hiveboard.board import InvalidInput, NewTask
+    from hiveboard.board.messages import NewMessage
+    from hiveboard.server.cli import open_board
+    from hiveboard.server.config import Settings
+
+    monkeypatch.setenv("HIVEBOARD_MAX_MESSAGE_CHARS", "500")
+    board = open_board(Settings(home=tmp_path))
+    board.agents.ensure("a")
+    board.create("a", NewTask(title="t"))
+    board.messages.publish("a", NewMessage(intent="info", content="x" * 500, task_id=1))
+    with pytest.raises(InvalidInput, match="limit is 500"):
+        board.messages.publish("a", NewMessage(intent="info", content="x" * 501, task_id=1))
