@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sqlite_utils import Database
@@ -284,6 +285,19 @@ class Board:
             raise StaleToken(f"token {token} for task {task_id} is stale (the current claim has token "
                              f"{row['fencing_token']}); your earlier claim ended, so this is refused")
 
+    @contextmanager
+    def _holding(self, actor: str, task_id: int, token: int, doing: str, running: bool = False):
+        """A write transaction on a card the caller holds with its current token: yields (db, row, now)."""
+        ts = now()
+        with self.store.write() as db:
+            self._sweep(db, ts)
+            row = self._row(db, task_id)
+            self._holder_check(row, actor, token, doing)
+            if running and row["status"] != "in_progress":
+                raise IllegalTransition(f"task {task_id} is {row['status']}; resume it with update_task "
+                                        f"status='in_progress' before you {doing.split()[0]} it")
+            yield db, row, ts
+
     # ----------------------------------------------------------------- commands
 
     def create(self, actor: str, new: NewTask) -> Task:
@@ -392,24 +406,13 @@ class Board:
 
     def renew(self, actor: str, task_id: int, token: int) -> Claim:
         """Extend the holder's lease by the lease length from now."""
-        ts = now()
-        with self.store.write() as db:
-            self._sweep(db, ts)
-            row = self._row(db, task_id)
-            self._holder_check(row, actor, token, "renew the claim on")
-            if row["status"] != "in_progress":
-                raise IllegalTransition(f"task {task_id} is {row['status']}; a lease runs only while in_progress "
-                                        "(resume it with update_task status='in_progress')")
+        with self._holding(actor, task_id, token, "renew the claim on", running=True) as (db, row, ts):
             return self._renew(db, row, actor, ts, None)
 
     def release(self, actor: str, task_id: int, token: int, reason: str | None = None) -> Task:
         """Give a claimed card back to todo."""
         self._check_text(reason, self.limits.note, "reason")
-        ts = now()
-        with self.store.write() as db:
-            self._sweep(db, ts)
-            row = self._row(db, task_id)
-            self._holder_check(row, actor, token, "release")
+        with self._holding(actor, task_id, token, "release") as (db, row, ts):
             db.execute("UPDATE tasks SET status = 'todo', assignee = NULL, lease_expires_at = NULL, "
                        "blocked_reason = NULL, version = version + 1, updated_at = ? WHERE id = ?", [ts, task_id])
             self._event(db, actor, "status_update", task_id, f"{actor} released task {task_id} back to todo"
@@ -468,7 +471,8 @@ class Board:
                 if status in ("blocked", "needs_human") and not reason:
                     raise InvalidInput(f"moving task {task_id} to {status} needs reason= saying what it waits on")
                 transition = who
-            # Editing or noting a claimed card is the holder's business; an unheld card is open to anyone.
+            # Editing or noting a claimed card is the holder's business, and so is anything sent with a token
+            # (the caller believes it holds the card); an unheld card is open to anyone.
             if transition == "holder" or (transition is None and (held or token is not None)):
                 self._holder_check(row, actor, token, "update")
             sets = dict(changes)
@@ -512,14 +516,7 @@ class Board:
             self._check_text(a.content, self.limits.artifact_chars, f"artifact {a.name!r}")
         if not output.strip() and not artifacts:
             raise InvalidInput("complete_task needs output= describing what was done (or at least one artifact)")
-        ts = now()
-        with self.store.write() as db:
-            self._sweep(db, ts)
-            row = self._row(db, task_id)
-            self._holder_check(row, actor, token, "complete")
-            if row["status"] != "in_progress":
-                raise IllegalTransition(f"task {task_id} is {row['status']}; resume it with update_task "
-                                        "status='in_progress' before completing it")
+        with self._holding(actor, task_id, token, "complete", running=True) as (db, row, ts):
             cur = db.execute(
                 "UPDATE tasks SET status = ?, output = ?, summary = ?, lease_expires_at = NULL, "
                 "version = version + 1, updated_at = ? WHERE id = ? AND status = 'in_progress' AND assignee = ? "

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 import anyio
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -390,7 +390,6 @@ def build_server(board: Board, identity: Identity, *,
         try:
             return board.get(int(task_id)).model_dump_json()
         except BoardError as exc:
-            from mcp.server.mcpserver.exceptions import ResourceNotFoundError
             raise ResourceNotFoundError(str(exc)) from exc
 
     @mcp.resource("hiveboard://inbox/{agent}", name="inbox", mime_type="application/json",
@@ -398,7 +397,6 @@ def build_server(board: Board, identity: Identity, *,
     def inbox_resource(agent: str, ctx: Context) -> str:
         me = identity.current(ctx)
         if me != agent.lower():
-            from mcp.server.mcpserver.exceptions import ResourceError
             raise ResourceError(f"you can read only your own inbox (hiveboard://inbox/{me})")
         page = board.messages.inbox(me, unread_only=True, mark_read=False, limit=20)
         return page.model_dump_json()
