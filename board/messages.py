@@ -185,10 +185,11 @@ class Messages:
         recipient, to = self._recipients(db, sender, msg, thread or "")
         summary = (msg.summary or msg.content.strip().splitlines()[0])[: self.limits.message_summary]
         ts = now()
-        message_id = db["messages"].insert(dict(
-            intent=msg.intent, task_id=msg.task_id, sender=sender, recipient=recipient, thread=thread or "",
-            reply_to=msg.reply_to, summary=summary, content=msg.content, priority=PRIORITY_RANK[msg.priority],
-            metadata=json.dumps(msg.metadata), created_at=ts)).last_pk
+        message_id = db.execute(
+            "INSERT INTO messages (intent, task_id, sender, recipient, thread, reply_to, summary, content, priority, "
+            "metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [msg.intent, msg.task_id, sender, recipient, thread or "", msg.reply_to, summary, msg.content,
+             PRIORITY_RANK[msg.priority], json.dumps(msg.metadata), ts]).lastrowid
         if thread is None:
             db.execute("UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
         db.conn.executemany("INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)])

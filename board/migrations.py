@@ -35,6 +35,7 @@ def m001_tasks(db: Database) -> None:
     db.execute("CREATE INDEX tasks_claimable ON tasks (status, priority DESC, id)")
     db.execute("CREATE INDEX tasks_lease ON tasks (status, lease_expires_at)")
     db.execute("CREATE INDEX tasks_assignee ON tasks (assignee, status)")
+    db.execute("CREATE INDEX tasks_recent ON tasks (status, updated_at)")  # get_board's done column
     db.execute("""
         CREATE TABLE task_deps (
             task_id INTEGER NOT NULL REFERENCES tasks(id),

@@ -327,12 +327,11 @@ class Board:
                 missing = [d for d in deps if d not in found]
                 if missing:
                     raise InvalidInput(f"depends_on names tasks that do not exist: {missing}")
-            task_id = db["tasks"].insert(dict(
-                title=new.title.strip(), description=new.description, task_type=task_type,
-                priority=PRIORITY_RANK[new.priority], labels=json.dumps(labels),
-                acceptance_criteria=json.dumps(new.acceptance_criteria), status="todo", assignee=assignee,
-                created_by=actor, created_at=ts, updated_at=ts,
-            )).last_pk
+            task_id = db.execute(
+                "INSERT INTO tasks (title, description, task_type, priority, labels, acceptance_criteria, status, "
+                "assignee, created_by, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?)",
+                [new.title.strip(), new.description, task_type, PRIORITY_RANK[new.priority], json.dumps(labels),
+                 json.dumps(new.acceptance_criteria), assignee, actor, ts, ts]).lastrowid
             for dep in deps:
                 db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
             self._history(db, task_id, actor, "created", None, "todo",
@@ -375,8 +374,8 @@ class Board:
                           f"lease until {iso(expires)}", ts)
             self._event(db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}")
             return Claim(claimed=True, message=f"task {row['id']} is yours until {iso(expires)}",
-                         task=self._task(db, row), token=row["fencing_token"], lease_expires_at=iso(expires),
-                         lease_seconds=self.lease_seconds)
+                         task=self._task(db, row, history=0), token=row["fencing_token"],
+                         lease_expires_at=iso(expires), lease_seconds=self.lease_seconds)
 
     def _reclaim_or_refuse(self, db: Database, actor: str, task_id: int, ts: float) -> Claim:
         row = self._row(db, task_id)
@@ -401,8 +400,8 @@ class Board:
         self._history(db, row["id"], actor, "renewed", "in_progress", "in_progress", note, ts)
         row = self._row(db, row["id"])
         return Claim(claimed=True, message=f"task {row['id']} is yours until {iso(expires)}",
-                     task=self._task(db, row), token=row["fencing_token"], lease_expires_at=iso(expires),
-                     lease_seconds=self.lease_seconds)
+                     task=self._task(db, row, history=0), token=row["fencing_token"],
+                     lease_expires_at=iso(expires), lease_seconds=self.lease_seconds)
 
     def renew(self, actor: str, task_id: int, token: int) -> Claim:
         """Extend the holder's lease by the lease length from now."""

@@ -213,7 +213,7 @@ def build_server(board: Board, identity: Identity, *,
 
     @mcp.tool(annotations=READ)
     @board_errors
-    def get_board(top: Annotated[int, Field(description="cards shown per column", ge=0, le=50)] = 5) -> BoardView:
+    def get_board(top: Annotated[int, Field(description="cards shown per column", ge=0, le=50)] = 3) -> BoardView:
         """The board at a glance: each column's count and top cards, and how many cards are ready."""
         return board.board(top=top)
 
@@ -285,8 +285,7 @@ def build_server(board: Board, identity: Identity, *,
     ) -> TaskSummary:
         """Hand in your work on a card you hold: it moves to review (critics) or done."""
         actor = identity.require(ctx)
-        current = board.get(task_id, history=0)
-        to_status = "review" if wants_review is not None and wants_review(current) else "done"
+        to_status = "review" if wants_review is not None and wants_review(board.get(task_id, history=0)) else "done"
         return _summary(board.complete(actor, task_id, token, output, summary, artifacts, to_status))
 
     # ------------------------------------------------------------------ messages
