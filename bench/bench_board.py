@@ -65,7 +65,6 @@ class Row:
     p50_ms: float
     p99_ms: float
     calls_per_s: float
-    errors: int = 0
     ratio_vs_noop: float | None = None
     server_cpu_ms: float | None = None  # server process CPU (user+sys) per call
     client_cpu_ms: float | None = None  # bench (client) process CPU per call
@@ -106,9 +105,9 @@ def pct(samples: list[float], q: float) -> float:
     return s[k] * 1000
 
 
-def make_row(op: str, clients: int, lat: list[float], wall: float, errors: int = 0) -> Row:
+def make_row(op: str, clients: int, lat: list[float], wall: float) -> Row:
     return Row(op=op, clients=clients, calls=len(lat), wall_s=wall, p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),
-               calls_per_s=len(lat) / wall if wall > 0 else float("nan"), errors=errors)
+               calls_per_s=len(lat) / wall if wall > 0 else float("nan"))
 
 
 def machine_info() -> dict:
@@ -224,14 +223,10 @@ class Agent:
             self.seq += 1
             return dict(title=f"bench card {self.name} #{self.seq}", description="created by bench/bench_board.py",
                         task_type="code", priority="medium", labels=["bench"])
-        if op == "claim_task":
-            return {}
         if op == "complete_task":
             task_id, token = self.held.pop(0)
             return dict(task_id=task_id, token=token, output="done by the benchmark", summary="bench")
-        if op == "get_board":
-            return {}
-        return {}
+        return {}  # noop, claim_task (claim-next), get_board (default top=5)
 
     def after(self, op: str, result: dict) -> None:
         if op == "claim_task":
@@ -252,26 +247,43 @@ class Agent:
             self.last_result = result
 
 
-async def measure(agents: list[Agent], op: str, per_client: int, server_pid: int | None = None) -> Row:
-    """All agents call `op` per_client times concurrently; per-call latencies, wall time, CPU per call."""
-    lat: list[float] = []
+@dataclass
+class Sample:
+    """What one op accumulated over the rounds: latencies, wall time and CPU seconds."""
+
+    lat: list[float] = field(default_factory=list)
+    wall: float = 0.0
+    server_cpu: float | None = 0.0
+    client_cpu: float = 0.0
+    result_bytes: int | None = None
+
+    def row(self, op: str, clients: int) -> Row:
+        row = make_row(op, clients, self.lat, self.wall)
+        n = len(self.lat) or 1
+        row.client_cpu_ms = self.client_cpu / n * 1000
+        row.server_cpu_ms = self.server_cpu / n * 1000 if self.server_cpu is not None else None
+        row.result_bytes = self.result_bytes
+        return row
+
+
+async def measure(agents: list[Agent], op: str, per_client: int, acc: Sample, server_pid: int | None = None) -> None:
+    """All agents call `op` per_client times concurrently; adds latencies, wall time and CPU to acc."""
     s0 = proc_cpu_seconds(server_pid) if server_pid else None
     c0 = time.process_time()
     t0 = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for a in agents:
-            tg.start_soon(a.run, op, per_client, lat)
-    wall = time.perf_counter() - t0
-    c1 = time.process_time()
+            tg.start_soon(a.run, op, per_client, acc.lat)
+    acc.wall += time.perf_counter() - t0
+    acc.client_cpu += time.process_time() - c0
     s1 = proc_cpu_seconds(server_pid) if server_pid else None
-    row = make_row(op, len(agents), lat, wall)
-    row.client_cpu_ms = (c1 - c0) / len(lat) * 1000
+    if s0 is None or s1 is None or acc.server_cpu is None:
+        acc.server_cpu = None
+    else:
+        acc.server_cpu += s1 - s0
     last = agents[0].last_result
     if last is not None:
-        row.result_bytes = len(last.model_dump_json(by_alias=True, exclude_none=True))
-    if s0 is not None and s1 is not None:
-        row.server_cpu_ms = (s1 - s0) / len(lat) * 1000
-    return row
+        acc.result_bytes = len(last.model_dump_json(by_alias=True, exclude_none=True))
 
 
 async def open_agents(stack, url: str, tokens: dict[str, str]) -> list[Agent]:
@@ -298,8 +310,10 @@ async def warm_up(agents: list[Agent], calls: int) -> None:
             tg.start_soon(one, a)
 
 
-async def run_matrix(url: str, tokens: dict[str, str], plan: list[tuple[int, int]], warm: int,
+async def run_matrix(url: str, tokens: dict[str, str], plan: list[tuple[int, int]], warm: int, rounds: int,
                      server_pid: int | None = None) -> list[Row]:
+    """Each op in turn, in `rounds` rounds (so slow drift or other load on the machine hits every op
+    alike rather than whichever phase it coincides with); one row per op and client count."""
     from contextlib import AsyncExitStack
 
     rows: list[Row] = []
@@ -308,11 +322,16 @@ async def run_matrix(url: str, tokens: dict[str, str], plan: list[tuple[int, int
         async with AsyncExitStack() as stack:
             agents = await open_agents(stack, url, {n: tokens[n] for n in names})
             await warm_up(agents, warm)
-            group: list[Row] = []
-            for op in OPS:
-                row = await measure(agents, op, per_client, server_pid)
-                group.append(row)
-                print(f"  .. {op:<14} x{clients:<2} {row.calls:>5} calls  p50 {row.p50_ms:7.2f} ms", flush=True)
+            acc = {op: Sample() for op in OPS}
+            done = 0
+            for r in range(rounds):
+                n = per_client * (r + 1) // rounds - done  # split per_client calls over the rounds
+                done += n
+                for op in OPS:
+                    if n:
+                        await measure(agents, op, n, acc[op], server_pid)
+            group = [acc[op].row(op, clients) for op in OPS]
+            print("  .. " + ", ".join(f"{r.op} p50 {r.p50_ms:.2f}" for r in group) + f" ms (x{clients})", flush=True)
             noop = group[0].p50_ms
             for row in group:
                 row.ratio_vs_noop = row.p50_ms / noop if noop else None
@@ -337,8 +356,10 @@ async def run_race(url: str, tokens: dict[str, str]) -> tuple[list[tuple[str, in
 
     async with AsyncExitStack() as stack:
         agents = await open_agents(stack, url, tokens)
-        for a in agents:  # connect + list tools before the start line
+        for a in agents:  # before the start line: connect, list tools, compile claim_task's result validator
             await call(a.client, "noop", {})
+            miss = await call(a.client, "claim_task", {"task_type": "no-such-type"})
+            assert not miss.get("claimed"), miss
         t0 = time.perf_counter()
         async with anyio.create_task_group() as tg:
             for a in agents:
@@ -457,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, help="calls per op for 1 client (8 clients do half this each); "
                    "default 200, --quick 20")
     p.add_argument("--calls8", type=int, help="calls per op per client with 8 clients (default calls/2)")
+    p.add_argument("--rounds", type=int, default=4, help="split each op's calls over this many rounds through "
+                   "all ops (default 4)")
     p.add_argument("--seed", type=int, default=200, help="cards on the board before the run (default 200)")
     p.add_argument("--race-cards", type=int, default=RACE_CARDS, help=f"cards in the claim race ({RACE_CARDS})")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
@@ -473,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [(1, calls1), (8, calls8)]
 
     started = time.perf_counter()
-    res = Results(machine=machine_info(), settings=dict(calls_1_client=calls1, calls_per_client_8=calls8,
+    res = Results(machine=machine_info(), settings=dict(calls_1_client=calls1, calls_per_client_8=calls8, rounds=args.rounds,
                                                          seed_cards=args.seed, race_cards=race_cards,
                                                          race_clients=RACE_CLIENTS, quick=args.quick))
     m = res.machine
@@ -493,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
         print(f"server: pid {server.proc.pid} at {server.url}")
 
-        res.rows = anyio.run(run_matrix, server.url, tokens, plan, warm, server.proc.pid)
+        res.rows = anyio.run(run_matrix, server.url, tokens, plan, warm, args.rounds, server.proc.pid)
         print_table(res.rows, "streamable HTTP, one server process. p50/noop: p50 ratio to noop at the same client "
                     "count;\nsrv cpu / cli cpu: CPU ms per call of the server / bench process; bytes: one result "
                     "as JSON")

@@ -12,6 +12,7 @@ import logging
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -44,29 +45,39 @@ class Store:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self.listeners: list[Callable[[list], None]] = []
-        self._all: list[sqlite3.Connection] = []
+        self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
         with self.write() as db:
             apply_migrations(db)
+        self.optimize()
 
-    def _connect(self) -> Database:
+    def _connect(self) -> _Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA analysis_limit = 1000")  # keeps ANALYZE to about a millisecond
+        holder = _Connection(Database(conn))
         with self._all_lock:
-            self._all.append(conn)
-        return Database(conn)
+            self._all.add(holder)
+        return holder
 
     @property
     def db(self) -> Database:
         """This thread's connection (autocommit; use write() for changes)."""
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = self._local.db = self._connect()
-        return db
+        holder = getattr(self._local, "conn", None)
+        if holder is None:
+            holder = self._local.conn = self._connect()
+        return holder.db
+
+    def optimize(self) -> None:
+        """Refresh the query planner's statistics (cheap: analysis_limit bounds it).
+
+        Without them SQLite walks a whole inbox for a filtered fetch; run at open and as data grows.
+        """
+        self.db.execute("ANALYZE")
 
     @contextmanager
     def write(self) -> Iterator[Database]:
@@ -105,12 +116,31 @@ class Store:
         finally:
             db.execute("COMMIT")
 
+    def open_connections(self) -> int:
+        """How many connections this store holds open (one per live thread that used it)."""
+        with self._all_lock:
+            return len(self._all)
+
     def close(self) -> None:
         with self._all_lock:
-            for conn in self._all:
-                try:
-                    conn.close()
-                except sqlite3.Error:
-                    pass
-            self._all.clear()
+            for holder in list(self._all):
+                holder.close()
+            self._all = weakref.WeakSet()
         self._local = threading.local()
+
+
+class _Connection:
+    """A thread's connection; closed when the thread ends (worker threads retire when idle)."""
+
+    __slots__ = ("db", "__weakref__")
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def close(self) -> None:
+        try:
+            self.db.conn.close()
+        except sqlite3.Error:
+            pass
+
+    __del__ = close

@@ -194,6 +194,8 @@ class Messages:
             db.execute("UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
         db.conn.executemany("INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)])
         self.store.after_commit(("inbox", message_id, frozenset(to)))
+        if message_id % 10_000 == 0:
+            self.store.optimize()  # keep the planner's statistics in step with a growing pool
         return message_id, to
 
     def publish(self, sender: str, msg: NewMessage) -> Message:

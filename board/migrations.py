@@ -109,7 +109,7 @@ def m003_messages(db: Database) -> None:
             acked_at REAL,
             PRIMARY KEY (agent, message_id)
         ) WITHOUT ROWID""")
-    db.execute("CREATE INDEX inbox_unread ON inbox (agent, read_at, message_id)")
+    db.execute("CREATE INDEX inbox_unread ON inbox (agent, read_at, message_id, acked_at)")  # covers the fetch
     db.execute("CREATE INDEX inbox_message ON inbox (message_id)")  # who got what: cross-process wake-ups
     db.execute("""
         CREATE TABLE subscriptions (

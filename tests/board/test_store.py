@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 from hiveboard.board import Board, NewTask, Store
@@ -44,3 +45,16 @@ def test_threads_claiming_at_once_never_share_a_card(tmp_path):
     rows = board.store.db.execute("SELECT id, assignee FROM tasks").fetchall()
     owner = {i: name for name, got in won.items() for i in got}
     assert all(owner[task_id] == assignee for task_id, assignee in rows)
+
+
+def test_connections_of_finished_threads_are_closed(tmp_path):
+    board = Board(Store(tmp_path / "hb.db"))
+    board.create("lead", NewTask(title="t"))
+    for _ in range(5):  # bursts of short-lived worker threads, as anyio retires idle workers
+        threads = [threading.Thread(target=board.get, args=(1,)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    gc.collect()
+    assert board.store.open_connections() == 1  # only this thread's
