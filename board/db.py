@@ -47,6 +47,7 @@ class Store:
         self.listeners: list[Callable[[list], None]] = []
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
+        self._write_lock = threading.RLock()
         with self.write() as db:
             apply_migrations(db)
         self.optimize()
@@ -86,15 +87,18 @@ class Store:
         Events queued with after_commit() inside it reach the listeners once it has committed.
         """
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        self._local.pending = []
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
+        # Threads of this process queue on a mutex (an immediate hand-over); only other processes meet
+        # SQLite's busy handler, which sleeps in growing steps while it waits.
+        with self._write_lock:
+            db.execute("BEGIN IMMEDIATE")
             self._local.pending = []
-            raise
-        db.execute("COMMIT")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                self._local.pending = []
+                raise
+            db.execute("COMMIT")
         events, self._local.pending = self._local.pending, []
         for listener in self.listeners if events else ():
             try:

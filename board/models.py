@@ -124,10 +124,20 @@ class Page(BaseModel):
     next_cursor: str | None = Field(None, description="pass as cursor to get the next page; null on the last page")
 
 
+class Card(BaseModel):
+    """A card as the board shows it (get_task has the rest)."""
+
+    id: int
+    title: str
+    task_type: str
+    priority: Priority
+    assignee: str | None = None
+
+
 class Column(BaseModel):
     status: Status
     count: int
-    top: list[TaskSummary] = Field(description="highest priority cards of this column")
+    top: list[Card] = Field(description="highest priority cards of this column (done: most recent)")
 
 
 class BoardView(BaseModel):

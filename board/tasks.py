@@ -26,6 +26,7 @@ from .models import (
     STATUSES,
     Artifact,
     BoardView,
+    Card,
     Claim,
     Column,
     HistoryEntry,
@@ -209,11 +210,11 @@ class Board:
             for status in STATUSES:
                 # done is ordered newest first; the others by what should be picked up next
                 order = "updated_at DESC" if status == "done" else "priority DESC, id"
-                rows = list(db.query(f"SELECT * FROM tasks WHERE status = ? ORDER BY {order} LIMIT ?",
-                                     [status, top])) if top else []
-                deps = self._deps(db, [r["id"] for r in rows])
-                columns.append(Column(status=status, count=counts.get(status, 0),
-                                      top=[TaskSummary(**self._summary_fields(r, deps[r["id"]])) for r in rows]))
+                rows = db.execute(f"SELECT id, title, task_type, priority, assignee FROM tasks WHERE status = ? "
+                                  f"ORDER BY {order} LIMIT ?", [status, top]).fetchall() if top else []
+                columns.append(Column(status=status, count=counts.get(status, 0), top=[
+                    Card(id=r[0], title=r[1], task_type=r[2], priority=RANK_PRIORITY[r[3]], assignee=r[4])
+                    for r in rows]))
         return BoardView(columns=columns, total=sum(counts.values()), ready=ready)
 
     # ----------------------------------------------------------------- writing helpers

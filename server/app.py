@@ -18,7 +18,7 @@ import anyio
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from hiveboard.board.messages import Message, MessagePage, NewMessage, Subscription
@@ -77,13 +77,20 @@ class ListPage(Page):
     hint: str | None = Field(None, description="how to get the rest, when there is more")
 
 
+def as_result(value: BaseModel) -> CallToolResult:
+    """Structured output plus its text twin as compact JSON without nulls (the SDK's default text is
+    indented and keeps every null, which costs the reading model tokens and every call bytes)."""
+    return CallToolResult(content=[TextContent(type="text", text=value.model_dump_json(exclude_none=True))],
+                          structured_content=value.model_dump(mode="json"))
+
+
 def board_errors(fn: Callable) -> Callable:
-    """Turn board errors into tool errors the model can read (nothing was written)."""
+    """Turn board errors into tool errors the model can read (nothing was written); compact results."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            return as_result(fn(*args, **kwargs))
         except BoardError as exc:
             raise ToolError(str(exc)) from exc
 
@@ -342,12 +349,13 @@ def build_server(board: Board, identity: Identity, *,
             while True:
                 mark = wakeup.mark(agent) if agent else None
                 if agent is None:
-                    return await anyio.to_thread.run_sync(functools.partial(board.messages.pool, **filters))
+                    return as_result(await anyio.to_thread.run_sync(functools.partial(board.messages.pool,
+                                                                                      **filters)))
                 page = await anyio.to_thread.run_sync(functools.partial(
                     board.messages.inbox, agent, unread_only=unread_only, **filters))
                 remaining = deadline - time.monotonic()
                 if page.messages or remaining <= 0:
-                    return page
+                    return as_result(page)
                 await wakeup.wait(agent, mark, remaining)
         except BoardError as exc:
             raise ToolError(str(exc)) from exc

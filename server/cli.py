@@ -120,8 +120,7 @@ def cmd_board(args: argparse.Namespace) -> int:
         print(f"\n{column.status.upper()} ({column.count})")
         for t in column.top:
             who = f" @{t.assignee}" if t.assignee else ""
-            deps = f" after {t.depends_on}" if t.depends_on else ""
-            print(f"  #{t.id:<5} [{t.priority:<8}] {t.task_type:<9} {t.title}{who}{deps}")
+            print(f"  #{t.id:<5} [{t.priority:<8}] {t.task_type:<9} {t.title}{who}")
         if column.count > len(column.top):
             print(f"  … {column.count - len(column.top)} more (hiveboard board --top N)")
     return 0
