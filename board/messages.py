@@ -28,6 +28,7 @@ from sqlite_utils import Database
 from .agents import Agents
 from .db import Store, iso, now
 from .errors import InvalidInput
+from .knowledge import Knowledge
 
 KNOWN_INTENTS: tuple[str, ...] = (
     "task_assignment", "task_claim", "status_update", "request_help", "answer", "output.complete",
@@ -107,9 +108,10 @@ def parse_time(value: str, what: str) -> float:
 
 
 class Messages:
-    def __init__(self, store: Store, agents: Agents, limits) -> None:
+    def __init__(self, store: Store, agents: Agents, knowledge: Knowledge, limits) -> None:
         self.store = store
         self.agents = agents
+        self.knowledge = knowledge
         self.limits = limits
 
     # ----------------------------------------------------------------- posting
@@ -193,6 +195,14 @@ class Messages:
         if thread is None:
             db.execute("UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
         db.conn.executemany("INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)])
+        shared = recipient is None or recipient == "everyone" or recipient.startswith("role:")
+        if shared and not msg.metadata.get("event"):  # direct messages stay out of the shared memory
+            task_type = None
+            if msg.task_id is not None:
+                task_type = db.execute("SELECT task_type FROM tasks WHERE id = ?", [msg.task_id]).fetchone()[0]
+            self.knowledge.add(db, kind="message", text=f"{summary}\n{msg.content[:4000]}".strip(), created_by=sender,
+                               task_type=task_type, task_id=msg.task_id, title=summary, tags=[msg.intent],
+                               source=f"message:{message_id}")
         self.store.after_commit(("inbox", message_id, frozenset(to)))
         if message_id % 10_000 == 0:
             self.store.optimize()  # keep the planner's statistics in step with a growing pool

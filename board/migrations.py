@@ -122,7 +122,58 @@ def m003_messages(db: Database) -> None:
     db.execute("CREATE INDEX subscriptions_match ON subscriptions (kind, value)")
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages]
+def m004_memory(db: Database) -> None:
+    # The source of truth for shared memory; Chroma is an index rebuilt from here (hiveboard reindex).
+    db.execute("""
+        CREATE TABLE memory_items (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            task_type TEXT,
+            task_id INTEGER,
+            title TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '[]',
+            source TEXT,
+            created_by TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            deprecated INTEGER NOT NULL DEFAULT 0,
+            superseded_by INTEGER REFERENCES memory_items(id),
+            merged_count INTEGER NOT NULL DEFAULT 1,
+            embedding BLOB,
+            embedding_model TEXT
+        )""")
+    db.execute("CREATE INDEX memory_kind ON memory_items (kind, task_type)")
+    db.execute("CREATE INDEX memory_task ON memory_items (task_id)")
+    db.execute("CREATE VIRTUAL TABLE memory_fts USING fts5(title, text, content='memory_items', content_rowid='id', "
+               "tokenize='porter unicode61')")
+    db.execute("CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_items BEGIN "
+               "INSERT INTO memory_fts (rowid, title, text) VALUES (new.id, new.title, new.text); END")
+    db.execute("CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_items BEGIN "
+               "INSERT INTO memory_fts (memory_fts, rowid, title, text) VALUES ('delete', old.id, old.title, old.text); "
+               "END")
+    db.execute("CREATE TRIGGER memory_fts_au AFTER UPDATE OF title, text ON memory_items BEGIN "
+               "INSERT INTO memory_fts (memory_fts, rowid, title, text) VALUES ('delete', old.id, old.title, old.text); "
+               "INSERT INTO memory_fts (rowid, title, text) VALUES (new.id, new.title, new.text); END")
+    # Items waiting to be embedded and indexed; a worker leases them, so a crash only delays them.
+    db.execute("""
+        CREATE TABLE memory_outbox (
+            item_id INTEGER PRIMARY KEY REFERENCES memory_items(id),
+            queued_at REAL NOT NULL,
+            leased_until REAL
+        )""")
+    db.execute("""
+        CREATE TABLE memory_surfaced (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            item_id INTEGER NOT NULL REFERENCES memory_items(id),
+            agent TEXT NOT NULL,
+            task_id INTEGER,
+            surfaced_at REAL NOT NULL,
+            useful_at REAL
+        )""")
+    db.execute("CREATE INDEX memory_surfaced_task ON memory_surfaced (task_id, agent)")
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory]
 
 
 def apply_migrations(db: Database) -> list[str]:

@@ -18,6 +18,7 @@ from sqlite_utils import Database
 
 from .agents import Agents
 from .db import Store, iso, now
+from .knowledge import Knowledge
 from .messages import Messages, NewMessage
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound, NotYourClaim, StaleToken
 from .models import (
@@ -91,7 +92,8 @@ class Board:
     def __init__(self, store: Store, lease_seconds: int = 300, limits: Limits = Limits()):
         self.store = store
         self.agents = Agents(store)
-        self.messages = Messages(store, self.agents, limits)
+        self.knowledge = Knowledge(store)
+        self.messages = Messages(store, self.agents, self.knowledge, limits)
         self.lease_seconds = lease_seconds
         self.limits = limits
 
@@ -503,7 +505,8 @@ class Board:
             return self._task(db, self._row(db, task_id))
 
     def complete(self, actor: str, task_id: int, token: int, output: str, summary: str | None = None,
-                 artifacts: list[Artifact] | None = None, to_status: str = "done") -> Task:
+                 artifacts: list[Artifact] | None = None, to_status: str = "done",
+                 helpful: list[int] | None = None) -> Task:
         """Record the holder's output and artifacts and move the card to review (or done)."""
         if to_status not in ("review", "done"):
             raise ValueError("to_status must be review or done")
@@ -523,6 +526,8 @@ class Board:
                 "AND fencing_token = ?", [to_status, output, summary, ts, task_id, actor, token])
             if cur.rowcount != 1:  # cannot happen under the write lock; refuse rather than guess
                 raise Conflict(f"task {task_id} changed while completing; call get_task and retry")
+            if helpful:
+                self.knowledge.mark_useful(db, actor, task_id, helpful)
             db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
             for a in artifacts:
                 db.execute("INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
@@ -530,4 +535,8 @@ class Board:
             self._history(db, task_id, actor, "completed", "in_progress", to_status, summary, ts)
             self._event(db, actor, "output.complete", task_id,
                         f"task {task_id} complete ({to_status}): {summary or output.strip()[:200]}", output)
+            excerpts = "\n".join(f"--- {a.name} ({a.kind})\n{a.content[:2000]}" for a in artifacts)
+            self.knowledge.add(db, kind="output", text=f"{summary or ''}\n{output[:8000]}\n{excerpts}".strip(),
+                               created_by=actor, task_type=row["task_type"], task_id=task_id, title=row["title"],
+                               tags=json.loads(row["labels"]), source=f"task:{task_id}")
             return self._task(db, self._row(db, task_id))

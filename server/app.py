@@ -36,6 +36,10 @@ from hiveboard.board import (
     TaskSummary,
 )
 
+from hiveboard.memory.embeddings import EmbeddingError
+from hiveboard.memory.owner import IndexUnavailable
+from hiveboard.memory.service import Hit, Memory, Recorded, Results
+
 from .identity import Identity
 from .wakeup import wakeup_for
 
@@ -62,6 +66,11 @@ class WhoAmI(BaseModel):
     token: str | None = Field(None, description="bearer token for this agent, shown only when it was just "
                               "created; keep it to reconnect as this agent (whoami token=, or HTTP header)")
     message: str
+
+
+class ClaimAnswer(Claim):
+    lessons: list[Hit] = Field([], description="lessons and past critiques for this kind of work: read them "
+                               "first; pass the ids that helped to complete_task as helpful_lessons")
 
 
 class Acked(BaseModel):
@@ -91,7 +100,7 @@ def board_errors(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         try:
             return as_result(fn(*args, **kwargs))
-        except BoardError as exc:
+        except (BoardError, EmbeddingError, IndexUnavailable) as exc:
             raise ToolError(str(exc)) from exc
 
     return wrapper
@@ -119,7 +128,7 @@ def _trim(task: Task, full: bool) -> Task:
     ))
 
 
-def build_server(board: Board, identity: Identity, *,
+def build_server(board: Board, identity: Identity, *, memory: Memory | None = None,
                  wants_review: Callable[[Task], bool] | None = None) -> MCPServer:
     """The hiveboard MCP server over one board.
 
@@ -232,9 +241,12 @@ def build_server(board: Board, identity: Identity, *,
                                              ge=1)] = None,
         task_type: Annotated[str | None, Field(description="with no task_id: only cards of this type",
                                                max_length=40)] = None,
-    ) -> Claim:
-        """Take a card atomically: you get a lease and a fencing token, or a clear refusal."""
-        return board.claim(identity.require(ctx), task_id=task_id, task_type=task_type)
+    ) -> ClaimAnswer:
+        """Take a card atomically: you get a lease, a fencing token and lessons from past work, or a refusal."""
+        agent = identity.require(ctx)
+        claim = board.claim(agent, task_id=task_id, task_type=task_type)
+        lessons = memory.context_for(agent, claim.task) if memory is not None and claim.claimed else []
+        return ClaimAnswer(**dict(claim), lessons=lessons)
 
     @mcp.tool(annotations=IDEMPOTENT)
     @board_errors
@@ -289,11 +301,14 @@ def build_server(board: Board, identity: Identity, *,
         summary: Annotated[str | None, Field(description="one or two lines for the board", max_length=2000)] = None,
         artifacts: Annotated[list[Artifact], Field(description="files or texts produced, each with name, kind "
                                                    "and content")] = [],
+        helpful_lessons: Annotated[list[int], Field(description="ids of the lessons claim_task handed you that "
+                                                    "helped (feeds the memory's reuse rate)")] = [],
     ) -> TaskSummary:
         """Hand in your work on a card you hold: it moves to review (critics) or done."""
         actor = identity.require(ctx)
         to_status = "review" if wants_review is not None and wants_review(board.get(task_id, history=0)) else "done"
-        return _summary(board.complete(actor, task_id, token, output, summary, artifacts, to_status))
+        return _summary(board.complete(actor, task_id, token, output, summary, artifacts, to_status,
+                                       helpful=helpful_lessons))
 
     # ------------------------------------------------------------------ messages
 
@@ -383,6 +398,47 @@ def build_server(board: Board, identity: Identity, *,
         """Follow (or stop following) an intent, a task or a channel: matching messages land in your inbox."""
         agent = identity.require(ctx)
         return Subscriptions(subscriptions=board.messages.subscribe(agent, kind, value, on=not unsubscribe))
+
+    # ------------------------------------------------------------------ memory
+
+    if memory is not None:
+
+        @mcp.tool(annotations=READ)
+        @board_errors
+        def query_memory(
+            query: Annotated[str, Field(description="what you are looking for, in words", min_length=1,
+                                        max_length=2000)],
+            task_type: Annotated[str | None, Field(description="only items of this task type", max_length=40)] = None,
+            kinds: Annotated[list[Literal["lesson", "critique", "output", "message", "note"]] | None,
+                             Field(description="only these kinds")] = None,
+            tags: Annotated[list[str] | None, Field(description="only items with all these tags")] = None,
+            k: Annotated[int, Field(description="how many results", ge=1, le=20)] = 5,
+            include_deprecated: Annotated[bool, Field(description="also superseded items")] = False,
+            mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(description="hybrid: meaning and "
+                            "keywords fused (best); vector or keyword alone")] = "hybrid",
+        ) -> Results:
+            """Search the team's shared memory — lessons, critiques, task outputs, messages — by meaning and keyword."""
+            return memory.query(query, task_type=task_type, kinds=kinds, tags=tags, k=k,
+                                include_deprecated=include_deprecated, mode=mode)
+
+        @mcp.tool(annotations=CREATE)
+        @board_errors
+        def record_lesson(
+            ctx: Context,
+            problem: Annotated[str, Field(description="what went wrong (or could)", min_length=1, max_length=4000)],
+            fix: Annotated[str, Field(description="how it was fixed / what to do instead", min_length=1,
+                                      max_length=4000)],
+            task_type: Annotated[str, Field(description="the kind of task it applies to: code, test, docs, …",
+                                            max_length=40)],
+            title: Annotated[str | None, Field(max_length=200)] = None,
+            tags: Annotated[list[str], Field(description="e.g. ['sql', 'security']")] = [],
+            task_id: Annotated[int | None, Field(description="the task it came from", ge=1)] = None,
+            supersedes: Annotated[int | None, Field(description="id of an older lesson this one replaces (it is "
+                                                    "then hidden from searches)", ge=1)] = None,
+        ) -> Recorded:
+            """Teach the team: store a lesson for the next agent doing this type of task (duplicates are merged)."""
+            return memory.record_lesson(identity.require(ctx), problem=problem, fix=fix, task_type=task_type,
+                                        title=title, tags=tags, task_id=task_id, supersedes=supersedes)
 
     # ------------------------------------------------------------------ resources
 

@@ -17,6 +17,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from hiveboard.board import Board, BoardError, Limits, Store
 
+from hiveboard.memory.embeddings import get_embedder
+from hiveboard.memory.owner import IndexUnavailable
+from hiveboard.memory.service import Memory, open_memory
+
 from .app import build_server, tool_token_costs
 from .config import Settings
 from .identity import Identity
@@ -38,6 +42,12 @@ def _settings(args: argparse.Namespace) -> Settings:
 def open_board(settings: Settings) -> Board:
     limits = Limits(message_chars=settings.max_message_chars, output=settings.max_output_chars)
     return Board(Store(settings.db_path), lease_seconds=settings.lease_seconds, limits=limits)
+
+
+def open_memory_for(settings: Settings, board: Board, rebuild: bool = False) -> Memory:
+    embedder = get_embedder(settings.embedding_model, settings.embedding_base_url, settings.embedding_api_key)
+    return open_memory(board, embedder, settings.home, chroma_url=settings.chroma_url,
+                       base_url=settings.embedding_base_url, rebuild=rebuild)
 
 
 class BearerAuth:
@@ -64,10 +74,10 @@ class BearerAuth:
         await send({"type": "http.response.body", "body": body})
 
 
-def http_app(settings: Settings, board: Board):
+def http_app(settings: Settings, board: Board, memory: Memory | None = None):
     """The Starlette app for streamable HTTP, with Host/Origin checks and optional bearer auth."""
     identity = Identity(board.agents, "http", server_token=settings.http_token)
-    mcp = build_server(board, identity)
+    mcp = build_server(board, identity, memory=memory)
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*"]
     origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.allowed_origins]
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
@@ -89,6 +99,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     board = open_board(settings)
+    memory = open_memory_for(settings, board)
+    memory.start()
+    try:
+        return _serve(args, settings, board, memory)
+    finally:
+        memory.stop()
+
+
+def _serve(args: argparse.Namespace, settings: Settings, board: Board, memory: Memory) -> int:
     if args.http:
         import uvicorn
 
@@ -97,14 +116,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         settings.host)
         print(f"hiveboard: serving streamable HTTP on http://{settings.host}:{settings.port}/mcp "
               f"(data: {settings.db_path})", file=sys.stderr, flush=True)
-        app = http_app(settings, board)
+        app = http_app(settings, board, memory)
         _freeze_heap()
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
         return 0
     identity = Identity(board.agents, "stdio", agent=settings.agent, role=settings.agent_role)
     print(f"hiveboard: serving stdio (data: {settings.db_path}, agent: {settings.agent or 'set by whoami'})",
           file=sys.stderr, flush=True)
-    server = build_server(board, identity)
+    server = build_server(board, identity, memory=memory)
     _freeze_heap()
     server.run("stdio")
     return 0
@@ -144,9 +163,12 @@ def cmd_tools(args: argparse.Namespace) -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        board = Board(Store(f"{tmp}/tools.db"))
-        mcp = build_server(board, Identity(board.agents, "memory"))
+        settings = Settings(home=tmp)
+        board = open_board(settings)
+        memory = open_memory_for(settings, board)
+        mcp = build_server(board, Identity(board.agents, "memory"), memory=memory)
         tools = anyio.run(mcp.list_tools)
+        memory.stop()
         board.store.close()
     costs = tool_token_costs(tools)
     print(f"{'tool':<16} {'~tokens':>8} {'+output':>8}  description")
@@ -154,6 +176,25 @@ def cmd_tools(args: argparse.Namespace) -> int:
         print(f"{name:<16} {cost:>8} {output:>8}  {(tool.description or '').splitlines()[0]}")
     print(f"{'total':<16} {sum(c[1] for c in costs):>8} {sum(c[2] for c in costs):>8}  ({len(tools)} tools; "
           "~4 characters per token; +output = output schemas, sent to the model by some clients only)")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    board = open_board(settings)
+    try:
+        memory = open_memory_for(settings, board, rebuild=True)
+    except IndexUnavailable as exc:
+        print(f"hiveboard: {exc}", file=sys.stderr)
+        return 2
+    try:
+        count = memory.reindex()
+    except IndexUnavailable as exc:
+        print(f"hiveboard: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        memory.stop()
+    print(f"reindexed {count} memory items with {memory.embedder.name} ({memory.embedder.dim}-d)")
     return 0
 
 
@@ -184,6 +225,10 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("name", nargs="?")
     a.add_argument("--role")
     a.set_defaults(fn=cmd_agent)
+
+    r = sub.add_parser("reindex", help="rebuild the memory's vector index from SQLite (after changing the "
+                       "embedding model); stop the servers of this data directory first")
+    r.set_defaults(fn=cmd_reindex)
 
     t = sub.add_parser("tools", help="list the MCP tools and their context cost in tokens")
     t.set_defaults(fn=cmd_tools)

@@ -44,6 +44,11 @@ class Settings(BaseSettings):
     http_token: str | None = Field(None, description="if set, HTTP requests need this bearer token or an agent's")
     allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on HTTP")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    chroma_url: str | None = Field(None, description="a Chroma server (chroma run) instead of the embedded one")
+    embedding_model: str = Field("all-MiniLM-L6-v2-onnx-int8", description="the offline model, or a model name "
+                                 "at embedding_base_url")
+    embedding_base_url: str | None = Field(None, description="an OpenAI-compatible /v1 endpoint for embeddings")
+    embedding_api_key: str | None = None
     max_message_chars: int = Field(64_000, ge=100, le=10_000_000, description="largest message content")
     max_output_chars: int = Field(200_000, ge=100, le=50_000_000, description="largest complete_task output")
 

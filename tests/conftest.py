@@ -16,6 +16,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from hiveboard.board import Board, Store
+from hiveboard.memory.embeddings import get_embedder
+from hiveboard.memory.service import open_memory
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
 
@@ -37,12 +39,21 @@ def connect(board: Board):
     """connect("alice") -> an in-process MCP client whose connection acts as alice (None: unregistered)."""
 
     @asynccontextmanager
-    async def _connect(agent: str | None = None, *, mode: str = "auto", wants_review=None):
-        server = build_server(board, Identity(board.agents, "memory", agent=agent), wants_review=wants_review)
+    async def _connect(agent: str | None = None, *, mode: str = "auto", wants_review=None, memory=None):
+        server = build_server(board, Identity(board.agents, "memory", agent=agent), wants_review=wants_review,
+                              memory=memory)
         async with Client(server, mode=mode) as client:
             yield client
 
     return _connect
+
+
+@pytest.fixture
+def memory(board: Board, tmp_path: Path):
+    """The shared memory of the board's data directory: real offline embeddings, embedded Chroma."""
+    mem = open_memory(board, get_embedder(), tmp_path)
+    yield mem
+    mem.stop()
 
 
 class ToolFailed(AssertionError):

@@ -1,0 +1,224 @@
+"""The shared memory's source of truth in SQLite: items, keyword search (FTS5 BM25), the outbox.
+
+Every item — a critique, a lesson, a task's output, a message — is a row in `memory_items`, with its
+embedding once one is computed. Chroma only indexes these rows (see memory/), so it can always be
+rebuilt from here. New items are queued in `memory_outbox` in the same transaction as the write
+that made them; an indexing worker leases them, embeds them, and removes them when indexed, so an
+item is never lost if a process dies half-way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+import numpy as np
+from pydantic import BaseModel, Field
+from sqlite_utils import Database
+
+from .db import Store, iso, now
+from .errors import InvalidInput, NotFound
+
+KINDS: tuple[str, ...] = ("lesson", "critique", "output", "message", "note")
+WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+
+
+class MemoryItem(BaseModel):
+    id: int
+    kind: str
+    task_type: str | None = None
+    task_id: int | None = None
+    title: str = ""
+    text: str
+    tags: list[str] = []
+    source: str | None = None
+    created_by: str
+    created_at: str
+    deprecated: bool = False
+    superseded_by: int | None = None
+    merged_count: int = Field(1, description="how many times this was recorded (near-duplicates merged into it)")
+
+
+def _item(row: dict) -> MemoryItem:
+    return MemoryItem(
+        id=row["id"], kind=row["kind"], task_type=row["task_type"], task_id=row["task_id"], title=row["title"],
+        text=row["text"], tags=json.loads(row["tags"]), source=row["source"], created_by=row["created_by"],
+        created_at=iso(row["created_at"]), deprecated=bool(row["deprecated"]), superseded_by=row["superseded_by"],
+        merged_count=row["merged_count"])
+
+
+def fts_query(text: str) -> str | None:
+    """Free text to an FTS5 query: every word quoted (no syntax errors from user input), any may match."""
+    words = list(dict.fromkeys(w.lower() for w in WORD_RE.findall(text) if len(w) > 1))[:32]
+    return " OR ".join(f'"{w}"' for w in words) or None
+
+
+def to_blob(vector) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def from_blob(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+class Knowledge:
+    def __init__(self, store: Store):
+        self.store = store
+
+    # ----------------------------------------------------------------- writing
+
+    def add(self, db: Database, *, kind: str, text: str, created_by: str, task_type: str | None = None,
+            task_id: int | None = None, title: str = "", tags: Iterable[str] = (), source: str | None = None,
+            embedding=None, model: str | None = None) -> int:
+        """Store an item inside the caller's write transaction and queue it for indexing."""
+        if kind not in KINDS:
+            raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+        ts = now()
+        item_id = db.execute(
+            "INSERT INTO memory_items (kind, task_type, task_id, title, text, tags, source, created_by, created_at, "
+            "embedding, embedding_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [kind, task_type, task_id, title, text, json.dumps(list(tags)), source, created_by, ts,
+             None if embedding is None else to_blob(embedding), model]).lastrowid
+        db.execute("INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, ts])
+        self.store.after_commit(("memory", item_id, frozenset()))
+        return item_id
+
+    def merge_into(self, db: Database, item_id: int, source: str | None) -> None:
+        """Count a near-duplicate against an existing item instead of storing it twice."""
+        db.execute("UPDATE memory_items SET merged_count = merged_count + 1, source = coalesce(source, ?) WHERE id = ?",
+                   [source, item_id])
+
+    def supersede(self, db: Database, old_id: int, new_id: int) -> None:
+        row = db.execute("SELECT deprecated FROM memory_items WHERE id = ?", [old_id]).fetchone()
+        if row is None:
+            raise InvalidInput(f"supersedes names memory item {old_id}, which does not exist")
+        db.execute("UPDATE memory_items SET deprecated = 1, superseded_by = ? WHERE id = ?", [new_id, old_id])
+        db.execute("INSERT OR REPLACE INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [old_id, now()])
+
+    # ----------------------------------------------------------------- reading
+
+    def get(self, ids: list[int]) -> dict[int, MemoryItem]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return {r["id"]: _item(r) for r in self.store.db.query(
+            f"SELECT * FROM memory_items WHERE id IN ({marks})", ids)}
+
+    def item(self, item_id: int) -> MemoryItem:
+        found = self.get([item_id])
+        if item_id not in found:
+            raise NotFound(f"memory item {item_id} does not exist")
+        return found[item_id]
+
+    @staticmethod
+    def _filters(task_type: str | None, kinds: list[str] | None, tags: list[str] | None,
+                 include_deprecated: bool) -> tuple[str, list]:
+        where, params = [], []
+        if task_type:
+            where.append("m.task_type = ?"), params.append(task_type)
+        if kinds:
+            where.append(f"m.kind IN ({','.join('?' * len(kinds))})"), params.extend(kinds)
+        for tag in tags or ():
+            where.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)"), params.append(tag)
+        if not include_deprecated:
+            where.append("m.deprecated = 0")
+        return "".join(f" AND {w}" for w in where), params
+
+    def keyword(self, query: str, *, task_type: str | None = None, kinds: list[str] | None = None,
+                tags: list[str] | None = None, include_deprecated: bool = False, limit: int = 50) -> list[int]:
+        """Ids ranked by BM25 over title and text."""
+        match = fts_query(query)
+        if match is None:
+            return []
+        where, params = self._filters(task_type, kinds, tags, include_deprecated)
+        return [r[0] for r in self.store.db.execute(
+            f"SELECT m.id FROM memory_fts f JOIN memory_items m ON m.id = f.rowid WHERE memory_fts MATCH ?{where} "
+            f"ORDER BY bm25(memory_fts, 2.0, 1.0) LIMIT ?", [match, *params, limit])]
+
+    def allowed(self, ids: list[int], *, task_type: str | None = None, kinds: list[str] | None = None,
+                tags: list[str] | None = None, include_deprecated: bool = False) -> set[int]:
+        """Which of these ids pass the filters (vector hits are checked against SQLite, the source of truth)."""
+        if not ids:
+            return set()
+        where, params = self._filters(task_type, kinds, tags, include_deprecated)
+        marks = ",".join("?" * len(ids))
+        return {r[0] for r in self.store.db.execute(
+            f"SELECT m.id FROM memory_items m WHERE m.id IN ({marks}){where}", [*ids, *params])}
+
+    def vectors(self, *, kind: str, task_type: str | None) -> list[tuple[int, np.ndarray]]:
+        """Embedded, live items of one kind and task type (for near-duplicate checks)."""
+        return [(r[0], from_blob(r[1])) for r in self.store.db.execute(
+            "SELECT id, embedding FROM memory_items WHERE kind = ? AND task_type IS ? AND deprecated = 0 "
+            "AND embedding IS NOT NULL", [kind, task_type])]
+
+    def count(self) -> int:
+        return self.store.db.execute("SELECT count(*) FROM memory_items").fetchone()[0]
+
+    # ----------------------------------------------------------------- the outbox
+
+    def lease(self, limit: int = 64, lease_seconds: float = 120) -> list[MemoryItem]:
+        """Take up to `limit` queued items for indexing; ones a dead worker leased come back after the lease."""
+        ts = now()
+        with self.store.write() as db:
+            ids = [r[0] for r in db.execute(
+                "UPDATE memory_outbox SET leased_until = ? WHERE item_id IN (SELECT item_id FROM memory_outbox "
+                "WHERE leased_until IS NULL OR leased_until < ? ORDER BY item_id LIMIT ?) RETURNING item_id",
+                [ts + lease_seconds, ts, limit]).fetchall()]
+        found = self.get(sorted(ids))
+        return [found[i] for i in sorted(ids) if i in found]
+
+    def embeddings(self, ids: list[int], model: str) -> dict[int, np.ndarray]:
+        """Stored vectors of these items made by `model` (others must be embedded again)."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return {r[0]: from_blob(r[1]) for r in self.store.db.execute(
+            f"SELECT id, embedding FROM memory_items WHERE id IN ({marks}) AND embedding IS NOT NULL "
+            f"AND embedding_model = ?", [*ids, model])}
+
+    def indexed(self, vectors: dict[int, np.ndarray], model: str) -> None:
+        """Record vectors and take the items off the outbox."""
+        with self.store.write() as db:
+            db.conn.executemany("UPDATE memory_items SET embedding = ?, embedding_model = ? WHERE id = ?",
+                                [(to_blob(v), model, i) for i, v in vectors.items()])
+            db.conn.executemany("DELETE FROM memory_outbox WHERE item_id = ?", [(i,) for i in vectors])
+
+    def pending(self) -> int:
+        return self.store.db.execute("SELECT count(*) FROM memory_outbox").fetchone()[0]
+
+    def requeue_all(self) -> int:
+        """Queue every item for indexing again (reindex)."""
+        with self.store.write() as db:
+            db.execute("INSERT OR REPLACE INTO memory_outbox (item_id, queued_at) SELECT id, ? FROM memory_items",
+                       [now()])
+            return db.execute("SELECT count(*) FROM memory_outbox").fetchone()[0]
+
+    # ----------------------------------------------------------------- reuse
+
+    def surfaced(self, agent: str, task_id: int | None, ids: list[int]) -> None:
+        if not ids:
+            return
+        ts = now()
+        with self.store.write() as db:
+            db.conn.executemany("INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) VALUES (?, ?, ?, ?)",
+                                [(i, agent, task_id, ts) for i in ids])
+
+    def mark_useful(self, db: Database, agent: str, task_id: int, ids: list[int]) -> None:
+        """The agent says these surfaced items helped with this task (inside the caller's transaction)."""
+        ids = list(dict.fromkeys(ids))
+        marks = ",".join("?" * len(ids))
+        shown = {r[0] for r in db.execute(
+            f"SELECT item_id FROM memory_surfaced WHERE agent = ? AND task_id = ? AND item_id IN ({marks})",
+            [agent, task_id, *ids])}
+        missing = [i for i in ids if i not in shown]
+        if missing:
+            raise InvalidInput(f"memory items {missing} were not handed to you for task {task_id}; list only ids "
+                               "from the lessons claim_task gave you")
+        db.execute(f"UPDATE memory_surfaced SET useful_at = coalesce(useful_at, ?) WHERE agent = ? AND task_id = ? "
+                   f"AND item_id IN ({marks})", [now(), agent, task_id, *ids])
+
+    def reuse(self) -> tuple[int, int]:
+        """(items surfaced to agents, of which marked useful)."""
+        return tuple(self.store.db.execute(
+            "SELECT count(*), count(useful_at) FROM memory_surfaced").fetchone())

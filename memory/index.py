@@ -1,0 +1,126 @@
+"""The Chroma index over memory items: embedded (PersistentClient) or a Chroma server (HttpClient).
+
+One collection, cosine space; each vector's metadata carries kind, task_type, task_id, deprecated
+and created_at so searches filter inside Chroma. The collection records the embedding model's name
+and dimension; opening it with another model is refused (vectors of two models do not compare) and
+`hiveboard reindex` rebuilds it from SQLite.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+import chromadb
+import numpy as np
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
+from chromadb.config import Settings as ChromaSettings
+from chromadb.utils.embedding_functions import register_embedding_function
+
+from hiveboard.board.knowledge import MemoryItem
+
+from .embeddings import MINILM_NAME, Embedder, get_embedder
+
+COLLECTION = "hiveboard_memory"
+
+
+class EmbeddingMismatch(RuntimeError):
+    """The index was built with another embedding model."""
+
+
+@register_embedding_function
+class HiveboardEmbedding(EmbeddingFunction[Documents]):
+    """hiveboard's embedder as a Chroma embedding function, so the collection reopens with its model."""
+
+    def __init__(self, model: str = MINILM_NAME, base_url: str | None = None):
+        self.model = model
+        self.base_url = base_url
+
+    def __call__(self, input: Documents) -> Embeddings:
+        return list(get_embedder(self.model, self.base_url).embed(list(input)))
+
+    @staticmethod
+    def name() -> str:
+        return "hiveboard"
+
+    def get_config(self) -> dict:
+        return {"model": self.model, "base_url": self.base_url}
+
+    @staticmethod
+    def build_from_config(config: dict) -> HiveboardEmbedding:
+        return HiveboardEmbedding(config.get("model", MINILM_NAME), config.get("base_url"))
+
+    def default_space(self) -> str:
+        return "cosine"
+
+
+def chroma_client(path: Path | None = None, url: str | None = None):
+    settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+    if url:
+        parsed = urlparse(url)
+        return chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
+                                   ssl=parsed.scheme == "https", settings=settings)
+    return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+class VectorIndex:
+    def __init__(self, embedder: Embedder, *, path: Path | None = None, url: str | None = None,
+                 base_url: str | None = None, rebuild: bool = False):
+        self.embedder = embedder
+        self.client = chroma_client(path, url)
+        self.function = HiveboardEmbedding(embedder.name if base_url is None else embedder.model, base_url)
+        if rebuild:
+            self._drop()
+        self.collection = self._open()
+
+    def _drop(self) -> None:
+        names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
+        if COLLECTION in names:
+            self.client.delete_collection(COLLECTION)
+
+    def _open(self):
+        names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
+        if COLLECTION in names:
+            collection = self.client.get_collection(COLLECTION)
+            meta = collection.metadata or {}
+            if meta.get("hiveboard_model") != self.embedder.name or meta.get("hiveboard_dim") != self.embedder.dim:
+                raise EmbeddingMismatch(
+                    f"the memory index was built with {meta.get('hiveboard_model')} "
+                    f"({meta.get('hiveboard_dim')}-d) but this server embeds with {self.embedder.name} "
+                    f"({self.embedder.dim}-d); vectors of two models do not compare. Run `hiveboard reindex` "
+                    "to rebuild the index from SQLite with the configured model")
+            return self.client.get_collection(COLLECTION, embedding_function=self.function)
+        return self.client.create_collection(
+            COLLECTION, embedding_function=self.function, configuration={"hnsw": {"space": "cosine"}},
+            metadata={"hiveboard_model": self.embedder.name, "hiveboard_dim": self.embedder.dim})
+
+    def rebuild(self) -> None:
+        """Drop the collection and create it empty for the configured model."""
+        self._drop()
+        self.collection = self._open()
+
+    def upsert(self, items: list[MemoryItem], vectors: np.ndarray) -> None:
+        if not items:
+            return
+        self.collection.upsert(
+            ids=[str(i.id) for i in items], embeddings=[v for v in vectors],
+            metadatas=[{"kind": i.kind, "task_type": i.task_type or "", "task_id": i.task_id or 0,
+                        "deprecated": i.deprecated} for i in items])
+
+    def query(self, vector: np.ndarray, n: int, *, task_type: str | None = None, kinds: list[str] | None = None,
+              include_deprecated: bool = False) -> list[tuple[int, float]]:
+        """(item id, cosine similarity), best first."""
+        clauses: list[dict] = []
+        if task_type:
+            clauses.append({"task_type": task_type})
+        if kinds:
+            clauses.append({"kind": {"$in": list(kinds)}})
+        if not include_deprecated:
+            clauses.append({"deprecated": False})
+        where = clauses[0] if len(clauses) == 1 else ({"$and": clauses} if clauses else None)
+        result = self.collection.query(query_embeddings=[vector], n_results=n, where=where,
+                                       include=["distances"])
+        return [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0])]
+
+    def count(self) -> int:
+        return self.collection.count()

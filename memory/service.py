@@ -1,0 +1,256 @@
+"""Shared memory: hybrid search, lessons with near-duplicate merging, claim context, indexing.
+
+Search fuses two rankings by reciprocal rank: SQLite FTS5 BM25 (keywords; sees an item the moment it
+is written) and Chroma vector similarity (meaning; sees it once the worker has embedded it). SQLite is
+the source of truth: every vector hit is re-checked there against the filters, and `reindex()`
+rebuilds the Chroma collection from SQLite.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from hiveboard.board import Board, InvalidInput, Task
+from hiveboard.board.knowledge import KINDS, MemoryItem
+
+from .embeddings import Embedder
+from .index import VectorIndex
+from .owner import IndexUnavailable, SharedIndex
+
+log = logging.getLogger("hiveboard.memory")
+
+RRF_K = 60
+CANDIDATES = 50
+DUPLICATE_SIMILARITY = 0.9
+SNIPPET_CHARS = 300
+Mode = Literal["hybrid", "vector", "keyword"]
+
+
+class Hit(BaseModel):
+    id: int
+    kind: str
+    task_type: str | None = None
+    task_id: int | None = None
+    title: str
+    snippet: str
+    score: float = Field(description="fused rank score (higher is better)")
+    similarity: float | None = Field(None, description="cosine similarity to the query, when matched by meaning")
+    matched: list[Literal["vector", "keyword"]]
+    tags: list[str] = []
+    created_at: str
+    merged_count: int = 1
+    deprecated: bool = False
+    superseded_by: int | None = None
+
+
+class Results(BaseModel):
+    hits: list[Hit]
+    note: str | None = Field(None, description="set when part of the search could not run")
+
+
+class Recorded(BaseModel):
+    item: MemoryItem
+    merged: bool = Field(description="true when a near-duplicate lesson existed: it was counted, not stored again")
+    duplicate_of: int | None = None
+    similarity: float | None = None
+
+
+def _snippet(item: MemoryItem) -> str:
+    text = " ".join(item.text.split())
+    return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
+
+
+class Memory:
+    def __init__(self, board: Board, embedder: Embedder, index: SharedIndex | VectorIndex):
+        self.board = board
+        self.knowledge = board.knowledge
+        self.embedder = embedder
+        self.index = index
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        board.store.listeners.append(self._on_commit)
+
+    # ----------------------------------------------------------------- search
+
+    def _vector(self, query_vec: np.ndarray, n: int, **filters) -> list[tuple[int, float]]:
+        return self.index.query(query_vec, n, **filters)
+
+    def query(self, query: str, *, task_type: str | None = None, kinds: list[str] | None = None,
+              tags: list[str] | None = None, k: int = 5, include_deprecated: bool = False,
+              mode: Mode = "hybrid") -> Results:
+        """The k best items for a query, by meaning and keyword, within the filters."""
+        if not query.strip():
+            raise InvalidInput("query is empty: describe what you are looking for, e.g. 'SQL built from strings'")
+        if not 1 <= k <= 50:
+            raise InvalidInput("k must be between 1 and 50")
+        for kind in kinds or ():
+            if kind not in KINDS:
+                raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+        filters = dict(task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
+        rankings: dict[str, list[int]] = {}
+        similarity: dict[int, float] = {}
+        note = None
+        if mode in ("hybrid", "keyword"):
+            rankings["keyword"] = self.knowledge.keyword(query, limit=CANDIDATES, **filters)
+        if mode in ("hybrid", "vector"):
+            try:
+                vector_hits = self._vector(self.embedder.embed([query])[0], CANDIDATES, task_type=task_type,
+                                           kinds=kinds, include_deprecated=include_deprecated)
+                allowed = self.knowledge.allowed([i for i, _ in vector_hits], **filters)
+                rankings["vector"] = [i for i, _ in vector_hits if i in allowed]
+                similarity = {i: s for i, s in vector_hits}
+            except IndexUnavailable as exc:
+                note = f"search by meaning is unavailable ({exc}); these are keyword matches only"
+        scores: dict[int, float] = {}
+        matched: dict[int, list[str]] = {}
+        for source, ids in rankings.items():
+            for rank, item_id in enumerate(ids):
+                scores[item_id] = scores.get(item_id, 0.0) + 1.0 / (RRF_K + rank + 1)
+                matched.setdefault(item_id, []).append(source)
+        best = sorted(scores, key=lambda i: -scores[i])[:k]
+        items = self.knowledge.get(best)
+        hits = [Hit(id=i, kind=items[i].kind, task_type=items[i].task_type, task_id=items[i].task_id,
+                    title=items[i].title, snippet=_snippet(items[i]), score=round(scores[i], 5),
+                    similarity=round(similarity[i], 4) if i in similarity else None,
+                    matched=sorted(matched[i], reverse=True), tags=items[i].tags, created_at=items[i].created_at,
+                    merged_count=items[i].merged_count, deprecated=items[i].deprecated,
+                    superseded_by=items[i].superseded_by) for i in best if i in items]
+        return Results(hits=hits, note=note)
+
+    # ----------------------------------------------------------------- lessons
+
+    def record_lesson(self, actor: str, *, problem: str, fix: str, task_type: str, title: str | None = None,
+                      tags: list[str] | None = None, task_id: int | None = None,
+                      supersedes: int | None = None) -> Recorded:
+        """Store what went wrong and how it was fixed; a near-duplicate of a live lesson is merged into it."""
+        if not problem.strip() or not fix.strip():
+            raise InvalidInput("a lesson needs both problem= (what went wrong) and fix= (how it was fixed)")
+        if len(problem) + len(fix) > 8_000:
+            raise InvalidInput("a lesson is at most 8000 characters of problem and fix; keep it to the point")
+        task_type = task_type.strip().lower()
+        text = f"Problem: {problem.strip()}\nFix: {fix.strip()}"
+        vector = self.embedder.embed([text])[0]
+        source = f"task:{task_id}" if task_id else None
+        if supersedes is None:
+            existing = self.knowledge.vectors(kind="lesson", task_type=task_type)
+            if existing:
+                ids, matrix = zip(*existing)
+                sims = np.vstack(matrix) @ vector
+                best = int(np.argmax(sims))
+                if sims[best] >= DUPLICATE_SIMILARITY:
+                    with self.board.store.write() as db:
+                        self.knowledge.merge_into(db, ids[best], source)
+                    return Recorded(item=self.knowledge.item(ids[best]), merged=True, duplicate_of=ids[best],
+                                    similarity=round(float(sims[best]), 4))
+        with self.board.store.write() as db:
+            if task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?", [task_id]).fetchone() is None:
+                raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
+            item_id = self.knowledge.add(db, kind="lesson", text=text, created_by=actor, task_type=task_type,
+                                         task_id=task_id, title=title or problem.strip().splitlines()[0][:120],
+                                         tags=tags or [], source=source, embedding=vector, model=self.embedder.name)
+            if supersedes is not None:
+                self.knowledge.supersede(db, supersedes, item_id)
+        return Recorded(item=self.knowledge.item(item_id), merged=False)
+
+    def context_for(self, agent: str, task: Task, k: int = 3) -> list[Hit]:
+        """Lessons and critiques for a card just claimed: same task type first, then any; recorded as surfaced."""
+        query = f"{task.title}\n{task.description}\n" + "\n".join(task.acceptance_criteria)
+        kinds = ["lesson", "critique"]
+        hits = self.query(query, task_type=task.task_type, kinds=kinds, k=k).hits
+        if len(hits) < k:
+            seen = {h.id for h in hits}
+            hits += [h for h in self.query(query, kinds=kinds, k=k).hits if h.id not in seen][: k - len(hits)]
+        self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
+        return hits
+
+    # ----------------------------------------------------------------- indexing
+
+    def _on_commit(self, events: list) -> None:
+        if any(event[0] == "memory" for event in events):
+            self._wake.set()
+
+    def _local_index(self) -> VectorIndex | None:
+        if isinstance(self.index, SharedIndex):
+            return self.index.index  # None unless this process owns the embedded index
+        return self.index
+
+    def index_pending(self, batch: int = 64) -> int:
+        """Embed and index one batch from the outbox; returns how many items were indexed."""
+        index = self._local_index()
+        if index is None:
+            return 0
+        items: list[MemoryItem] = self.knowledge.lease(batch)
+        if not items:
+            return 0
+        stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
+        missing = [i for i in items if i.id not in stored]
+        if missing:
+            fresh = self.embedder.embed([f"{i.title}\n{i.text}" for i in missing])
+            stored.update({i.id: v for i, v in zip(missing, fresh)})
+        index.upsert(items, np.vstack([stored[i.id] for i in items]))
+        self.knowledge.indexed(stored, self.embedder.name)
+        return len(items)
+
+    def drain(self) -> int:
+        """Index everything queued (tests, reindex)."""
+        total = 0
+        while (done := self.index_pending(256)):
+            total += done
+        return total
+
+    def start(self, poll_seconds: float = 0.5) -> None:
+        """Run the indexing worker in a background thread (the owner process does the work)."""
+        def run() -> None:
+            while not self._stop.is_set():
+                try:
+                    if self.index_pending() == 0:
+                        self._wake.wait(poll_seconds)  # other processes' items are picked up on the poll
+                        self._wake.clear()
+                except Exception:  # keep indexing alive; leased items come back after their lease
+                    log.exception("memory indexing failed; retrying")
+                    self._stop.wait(2)
+
+        self._worker = threading.Thread(target=run, name="hiveboard-memory-indexer", daemon=True)
+        self._worker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._worker is not None:
+            self._worker.join(timeout=10)
+        if isinstance(self.index, SharedIndex):
+            self.index.close()
+
+    def reindex(self) -> int:
+        """Rebuild the vector index from SQLite with the configured model; returns the items indexed."""
+        index = self._local_index()
+        if index is None:
+            raise IndexUnavailable("another process owns the memory index; stop the running hiveboard servers "
+                                   "of this data directory, then run reindex again")
+        index.rebuild()
+        self.knowledge.requeue_all()
+        return self.drain()
+
+
+def open_memory(board: Board, embedder: Embedder, home: Path, chroma_url: str | None = None,
+                base_url: str | None = None, rebuild: bool = False) -> Memory:
+    """The memory of a data directory: the embedded Chroma shared through one owner, or a Chroma server.
+
+    rebuild=True drops the vector collection first (reindex, e.g. after changing the embedding model).
+    """
+    if chroma_url:
+        return Memory(board, embedder, VectorIndex(embedder, url=chroma_url, base_url=base_url, rebuild=rebuild))
+    holder: dict = {}
+    shared = SharedIndex(home, lambda: VectorIndex(embedder, path=Path(home) / "chroma", base_url=base_url,
+                                                   rebuild=rebuild),
+                         on_owner=lambda: holder["memory"]._wake.set() if "memory" in holder else None)
+    memory = Memory(board, embedder, shared)
+    holder["memory"] = memory
+    return memory

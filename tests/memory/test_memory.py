@@ -1,0 +1,177 @@
+"""Shared memory through a real MCP client, with the real offline embedding model and embedded Chroma."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import call, call_error
+
+from hiveboard.memory.embeddings import MINILM_DIM, MINILM_NAME, get_embedder
+from hiveboard.memory.index import EmbeddingMismatch, VectorIndex
+
+pytestmark = pytest.mark.anyio
+
+SQL_LESSON = dict(problem="The search endpoint built its SQL with an f-string from the request, so a quote in the "
+                  "name broke out of the query (SQL injection).",
+                  fix="Pass user values as parameters: cursor.execute('... WHERE name = ?', (name,)).",
+                  task_type="code", tags=["sql", "security"])
+DOCS_LESSON = dict(problem="The README showed a CLI flag that had been renamed, so the quick start failed.",
+                   fix="Generate the option list from --help in CI and compare.", task_type="docs", tags=["cli"])
+CACHE_LESSON = dict(problem="An lru_cache on a method kept every instance alive (memory leak).",
+                    fix="Cache at module level keyed by the id, or use cached_property.", task_type="code",
+                    tags=["performance"])
+
+
+async def test_lessons_are_found_by_meaning_and_by_keyword(connect, memory):
+    async with connect("alice", memory=memory) as c:
+        sql = await call(c, "record_lesson", **SQL_LESSON)
+        await call(c, "record_lesson", **DOCS_LESSON)
+        await call(c, "record_lesson", **CACHE_LESSON)
+        memory.drain()
+        # no word in common with the lesson: only meaning can find it
+        by_meaning = await call(c, "query_memory", query="concatenating untrusted strings into a database query",
+                                mode="vector", k=1)
+        assert by_meaning["hits"][0]["id"] == sql["item"]["id"]
+        assert by_meaning["hits"][0]["similarity"] > 0.2
+        by_keyword = await call(c, "query_memory", query="lru_cache", mode="keyword")
+        assert [h["title"] for h in by_keyword["hits"]] == [
+            "An lru_cache on a method kept every instance alive (memory leak)."]
+        hybrid = await call(c, "query_memory", query="SQL injection in an endpoint", k=3)
+        top = hybrid["hits"][0]
+        assert top["id"] == sql["item"]["id"] and top["matched"] == ["vector", "keyword"]
+        assert "f-string" in top["snippet"]
+
+
+async def test_task_type_kind_and_tag_filters(connect, memory):
+    async with connect("alice", memory=memory) as c:
+        for lesson in (SQL_LESSON, DOCS_LESSON, CACHE_LESSON):
+            await call(c, "record_lesson", **lesson)
+        memory.drain()
+        docs = await call(c, "query_memory", query="renamed flag in documentation", task_type="docs")
+        assert {h["task_type"] for h in docs["hits"]} == {"docs"}
+        code = await call(c, "query_memory", query="renamed flag in documentation", task_type="code")
+        assert {h["task_type"] for h in code["hits"]} == {"code"}
+        tagged = await call(c, "query_memory", query="problem", tags=["performance"])
+        assert [h["tags"] for h in tagged["hits"]] == [["performance"]]
+        outputs = await call(c, "query_memory", query="SQL injection", kinds=["output"])
+        assert outputs["hits"] == []
+
+
+async def test_near_duplicate_lessons_are_merged_and_counted(connect, memory):
+    async with connect("alice", memory=memory) as alice, connect("bob", memory=memory) as bob:
+        first = await call(alice, "record_lesson", **SQL_LESSON)
+        again = await call(bob, "record_lesson", **{**SQL_LESSON, "problem": SQL_LESSON["problem"] + " "})
+        assert again["merged"] is True and again["duplicate_of"] == first["item"]["id"]
+        assert again["item"]["merged_count"] == 2 and again["similarity"] > 0.9
+        other_type = await call(bob, "record_lesson", **{**SQL_LESSON, "task_type": "test"})
+        assert other_type["merged"] is False  # same words, another task type: kept apart
+        different = await call(bob, "record_lesson", **CACHE_LESSON)
+        assert different["merged"] is False
+    assert memory.knowledge.count() == 3
+
+
+async def test_a_superseding_lesson_hides_the_old_one(connect, memory):
+    async with connect("alice", memory=memory) as c:
+        old = await call(c, "record_lesson", problem="Tests hit the real payment API and were flaky.",
+                         fix="Skip payment tests in CI.", task_type="test")
+        new = await call(c, "record_lesson", problem="Tests hit the real payment API and were flaky.",
+                         fix="Run a local fake of the payment API on 127.0.0.1 and point the client at it.",
+                         task_type="test", supersedes=old["item"]["id"])
+        memory.drain()
+        found = await call(c, "query_memory", query="flaky payment tests")
+        assert [h["id"] for h in found["hits"]] == [new["item"]["id"]]
+        everything = await call(c, "query_memory", query="flaky payment tests", include_deprecated=True)
+        hidden = next(h for h in everything["hits"] if h["id"] == old["item"]["id"])
+        assert hidden["deprecated"] is True and hidden["superseded_by"] == new["item"]["id"]
+        assert "does not exist" in await call_error(c, "record_lesson", problem="p", fix="f", task_type="test",
+                                                    supersedes=999)
+
+
+async def test_reindex_from_sqlite_gives_the_same_answers(connect, memory):
+    async with connect("alice", memory=memory) as c:
+        for lesson in (SQL_LESSON, DOCS_LESSON, CACHE_LESSON):
+            await call(c, "record_lesson", **lesson)
+        memory.drain()
+        queries = ["database query safety", "documentation drift", "object lifetime and caching"]
+        before = [[h["id"] for h in (await call(c, "query_memory", query=q, mode="vector"))["hits"]] for q in queries]
+        assert memory.reindex() == 3
+        after = [[h["id"] for h in (await call(c, "query_memory", query=q, mode="vector"))["hits"]] for q in queries]
+    assert after == before
+
+
+async def test_claim_hands_relevant_lessons_and_records_reuse(connect, memory, board):
+    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+        sql = await call(lead, "record_lesson", **SQL_LESSON)
+        await call(lead, "record_lesson", **DOCS_LESSON)
+        memory.drain()
+        card = await call(lead, "create_task", title="Add a /users/search endpoint",
+                          description="Look users up by name in the users table.", task_type="code")
+        claim = await call(dev, "claim_task")
+        lessons = claim["lessons"]
+        assert lessons and lessons[0]["id"] == sql["item"]["id"]
+        wrong = await call_error(dev, "complete_task", task_id=card["id"], token=claim["token"], output="done",
+                                 helpful_lessons=[12345])
+        assert "were not handed to you" in wrong
+        await call(dev, "complete_task", task_id=card["id"], token=claim["token"], output="endpoint with "
+                   "parameterised SQL", helpful_lessons=[sql["item"]["id"]])
+    surfaced, useful = memory.knowledge.reuse()
+    assert surfaced == len(lessons) and useful == 1
+
+
+async def test_outputs_and_shared_messages_are_remembered_but_direct_messages_are_not(connect, memory):
+    async with connect("alice", memory=memory) as alice, connect("bob", memory=memory) as bob:
+        await call(bob, "whoami")
+        card = await call(alice, "create_task", title="Rate limiter", task_type="code")
+        claim = await call(alice, "claim_task")
+        await call(alice, "complete_task", task_id=card["id"], token=claim["token"],
+                   output="Token bucket per API key, refilled every second.",
+                   artifacts=[{"name": "limiter.py", "kind": "code", "content": "class TokenBucket: ..."}])
+        await call(alice, "publish_message", intent="proposal", recipient="everyone",
+                   content="Let us standardise on exponential backoff with jitter for retries.")
+        await call(alice, "publish_message", intent="info", recipient="bob", content="my salary is confidential")
+        memory.drain()
+        output = await call(bob, "query_memory", query="TokenBucket", kinds=["output"])
+        assert output["hits"][0]["task_id"] == card["id"]
+        message = await call(bob, "query_memory", query="how should clients retry", kinds=["message"])
+        assert "backoff" in message["hits"][0]["snippet"]
+        secret = await call(bob, "query_memory", query="salary confidential")
+        assert all("salary" not in h["snippet"] for h in secret["hits"])
+
+
+async def test_the_worker_indexes_in_the_background(connect, memory):
+    memory.start(poll_seconds=0.05)
+    async with connect("alice", memory=memory) as c:
+        lesson = await call(c, "record_lesson", **CACHE_LESSON)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            hits = (await call(c, "query_memory", query="objects never freed", mode="vector"))["hits"]
+            if hits and hits[0]["id"] == lesson["item"]["id"]:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the background worker never indexed the lesson")
+    assert memory.knowledge.pending() == 0
+
+
+async def test_bad_memory_input_is_refused(connect, memory):
+    async with connect("alice", memory=memory) as c:
+        assert "query" in await call_error(c, "query_memory", query="")
+        assert "kinds" in await call_error(c, "query_memory", query="x", kinds=["gossip"])
+        assert "k" in await call_error(c, "query_memory", query="x", k=0)
+        assert "fix" in await call_error(c, "record_lesson", problem="p", task_type="code")
+        assert "task 999 does not exist" in await call_error(c, "record_lesson", problem="p", fix="f",
+                                                             task_type="code", task_id=999)
+    assert memory.knowledge.count() == 0
+
+
+def test_opening_the_index_with_another_model_is_refused(memory, tmp_path):
+    memory.drain()
+
+    class OtherModel:
+        name, dim = "some-other-model", 768
+
+    with pytest.raises(EmbeddingMismatch, match="hiveboard reindex"):
+        VectorIndex(OtherModel(), path=tmp_path / "chroma")
+    embedder = get_embedder()
+    assert (embedder.name, embedder.dim) == (MINILM_NAME, MINILM_DIM)
