@@ -94,11 +94,12 @@ class Store:
             self._local.pending = []
             try:
                 yield db
+                db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.conn.in_transaction:  # a failed COMMIT must not leave the write lock held
+                    db.execute("ROLLBACK")
                 self._local.pending = []
                 raise
-            db.execute("COMMIT")
         events, self._local.pending = self._local.pending, []
         for listener in self.listeners if events else ():
             try:

@@ -48,9 +48,19 @@ def _item(row: dict) -> MemoryItem:
         merged_count=row["merged_count"])
 
 
+STOPWORDS = frozenset(
+    "a an and are as at be been but by can do does for from had has have how i if in into is it its me my no "
+    "not of on or our so than that the their them then there these they this to was we were what when where "
+    "which who why will with you your".split())
+
+
 def fts_query(text: str) -> str | None:
-    """Free text to an FTS5 query: every word quoted (no syntax errors from user input), any may match."""
-    words = list(dict.fromkeys(w.lower() for w in WORD_RE.findall(text) if len(w) > 1))[:32]
+    """Free text to an FTS5 query: every word quoted (no syntax errors from user input), any may match.
+
+    Stopwords are dropped: matching "the" in fifty items would rank noise next to real matches.
+    """
+    words = list(dict.fromkeys(w.lower() for w in WORD_RE.findall(text)
+                               if len(w) > 1 and w.lower() not in STOPWORDS))[:32]
     return " OR ".join(f'"{w}"' for w in words) or None
 
 

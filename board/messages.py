@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -94,15 +94,21 @@ def _cursor(parts: tuple) -> str:
 
 def _uncursor(cursor: str) -> list:
     try:
-        return json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, UnicodeDecodeError) as exc:
+        phase, after = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if phase not in (0, 1) or not isinstance(after, int):
+            raise ValueError(cursor)
+        return [phase, after]
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
         raise InvalidInput("cursor is not valid: pass next_cursor from the previous get_messages answer "
                            "unchanged, or omit it") from exc
 
 
 def parse_time(value: str, what: str) -> float:
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if moment.tzinfo is None:  # a time without a zone is UTC, like every time hiveboard shows
+            moment = moment.replace(tzinfo=timezone.utc)
+        return moment.timestamp()
     except ValueError as exc:
         raise InvalidInput(f"{what} {value!r} is not an ISO 8601 time; send e.g. '2026-11-22T09:30:00Z'") from exc
 
@@ -156,12 +162,15 @@ class Messages:
                                    f"agents: {', '.join(self.agents.names(20))}")
             to.add(recipient)
         elif msg.task_id is not None:
-            row = db.execute("SELECT created_by, assignee FROM tasks WHERE id = ?", [msg.task_id]).fetchone()
+            row = db.execute("SELECT created_by, assignee, reserved_for FROM tasks WHERE id = ?",
+                             [msg.task_id]).fetchone()
             to |= {p for p in row if p}
-        subs = db.execute(
-            "SELECT agent FROM subscriptions WHERE (kind = 'intent' AND value = ?) OR (kind = 'task' AND value = ?) "
-            "OR (kind = 'channel' AND value = ?)", [msg.intent, str(msg.task_id), thread]).fetchall()
-        to |= {r[0] for r in subs}
+        direct = recipient is not None and recipient != "everyone" and not recipient.startswith("role:")
+        if not direct:  # a direct message reaches its addressee only, whoever follows its intent or task
+            subs = db.execute(
+                "SELECT agent FROM subscriptions WHERE (kind = 'intent' AND value = ?) OR (kind = 'task' AND "
+                "value = ?) OR (kind = 'channel' AND value = ?)", [msg.intent, str(msg.task_id), thread]).fetchall()
+            to |= {r[0] for r in subs}
         to.discard(sender)
         return recipient, to
 
@@ -304,13 +313,15 @@ class Messages:
              cursor: str | None = None) -> MessagePage:
         """The shared log (any agent may read it): oldest first, e.g. a task's or a thread's whole history.
 
-        Direct messages between two agents are not part of the pool view; everything else is.
+        A task's log (task_id given) holds every message about the task, as the PRD's shared pool does;
+        otherwise direct messages between agents are left out.
         """
         if not 1 <= limit <= 100:
             raise InvalidInput("limit must be between 1 and 100")
         where, params = self._filters(task_id, intent, thread, sender, since)
         after = _uncursor(cursor)[1] if cursor else 0
-        where.append("(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')")
+        if task_id is None:  # a task's log is whole; elsewhere direct messages stay with their recipients
+            where.append("(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')")
         with self.store.read() as db:
             ids = [r[0] for r in db.execute(
                 "SELECT m.id FROM messages m WHERE m.id > ?" + "".join(f" AND {w}" for w in where)
@@ -343,8 +354,10 @@ class Messages:
         value = value.strip()
         if kind == "intent" and not INTENT_RE.match(value):
             raise InvalidInput(f"intent {value!r} is not valid (e.g. output.complete, critique)")
-        if kind == "task" and not value.isdigit():
-            raise InvalidInput(f"task {value!r} is not a task id")
+        if kind == "task":
+            if not (value.isascii() and value.isdigit() and len(value) < 19):
+                raise InvalidInput(f"task {value!r} is not a task id; send the number, e.g. '42'")
+            value = str(int(value))
         if kind == "channel" and not THREAD_RE.match(value):
             raise InvalidInput(f"channel {value!r} is not valid: letters, digits and _ . : / -")
         with self.store.write() as db:

@@ -22,6 +22,7 @@ def m001_tasks(db: Database) -> None:
             acceptance_criteria TEXT NOT NULL DEFAULT '[]',
             status TEXT NOT NULL DEFAULT 'todo',
             assignee TEXT,
+            reserved_for TEXT,
             lease_expires_at REAL,
             fencing_token INTEGER NOT NULL DEFAULT 0,
             version INTEGER NOT NULL DEFAULT 1,

@@ -47,7 +47,8 @@ class TaskSummary(BaseModel):
     task_type: str
     priority: Priority
     status: Status
-    assignee: str | None = None
+    assignee: str | None = Field(None, description="the agent holding the claim")
+    reserved_for: str | None = Field(None, description="only this agent may claim the card")
     labels: list[str] = []
     depends_on: list[int] = []
     lease_expires_at: str | None = None

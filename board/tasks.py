@@ -128,6 +128,7 @@ class Board:
         return dict(
             id=row["id"], title=row["title"], task_type=row["task_type"],
             priority=RANK_PRIORITY[row["priority"]], status=row["status"], assignee=row["assignee"],
+            reserved_for=row["reserved_for"],
             labels=json.loads(row["labels"]), depends_on=[d for d, _ in deps],
             lease_expires_at=iso(row["lease_expires_at"]) if row["status"] == "in_progress" else None,
             version=row["version"],
@@ -172,8 +173,9 @@ class Board:
             where.append("status = ?"), params.append(status)
         if task_type:
             where.append("task_type = ?"), params.append(task_type.strip().lower())
-        if assignee:
-            where.append("assignee = ?"), params.append(assignee.strip().lower())
+        if assignee:  # an agent's cards: the ones it holds and the ones reserved for it
+            where.append("(assignee = ? OR reserved_for = ?)")
+            params += [assignee.strip().lower()] * 2
         if label:
             where.append("EXISTS (SELECT 1 FROM json_each(tasks.labels) WHERE value = ?)"), params.append(label)
         if ready is not None:
@@ -306,6 +308,8 @@ class Board:
     def create(self, actor: str, new: NewTask) -> Task:
         """Add a card to todo."""
         task_type = new.task_type.strip().lower()
+        if not new.title.strip():
+            raise InvalidInput("title is blank: give the card a short imperative title")
         if not TASK_TYPE_RE.match(task_type):
             raise InvalidInput(f"task_type {new.task_type!r} is not valid: use a short lowercase word such as "
                                "code, test, refactor, docs, design or bug")
@@ -332,7 +336,7 @@ class Board:
                     raise InvalidInput(f"depends_on names tasks that do not exist: {missing}")
             task_id = db.execute(
                 "INSERT INTO tasks (title, description, task_type, priority, labels, acceptance_criteria, status, "
-                "assignee, created_by, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?)",
+                "reserved_for, created_by, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?)",
                 [new.title.strip(), new.description, task_type, PRIORITY_RANK[new.priority], json.dumps(labels),
                  json.dumps(new.acceptance_criteria), assignee, actor, ts, ts]).lastrowid
             for dep in deps:
@@ -357,11 +361,12 @@ class Board:
                 type_clause = ""
                 if task_type:
                     type_clause, params = " AND t.task_type = ?", [actor, task_type.strip().lower()]
-                target = (f"(SELECT id FROM tasks t WHERE t.status = 'todo' AND (t.assignee IS NULL OR "
-                          f"t.assignee = ?){type_clause} AND {ready} ORDER BY t.priority DESC, t.id LIMIT 1)")
+                target = (f"(SELECT id FROM tasks t WHERE t.status = 'todo' AND (t.reserved_for IS NULL OR "
+                          f"t.reserved_for = ?){type_clause} AND {ready} ORDER BY t.priority DESC, t.id LIMIT 1)")
             else:
                 params = [task_id, actor]
-                target = f"(SELECT id FROM tasks t WHERE t.id = ? AND (t.assignee IS NULL OR t.assignee = ?) AND {ready})"
+                target = (f"(SELECT id FROM tasks t WHERE t.id = ? AND (t.reserved_for IS NULL OR "
+                          f"t.reserved_for = ?) AND {ready})")
             # The compare-and-swap: only a card still in todo is taken, by exactly one caller.
             row = next(db.query(
                 f"UPDATE tasks SET status = 'in_progress', assignee = ?, fencing_token = fencing_token + 1, "
@@ -391,8 +396,8 @@ class Board:
                                "ready card")
         if row["status"] != "todo":
             raise IllegalTransition(f"task {task_id} is {row['status']}; only todo cards can be claimed")
-        if row["assignee"] not in (None, actor):
-            raise Forbidden(f"task {task_id} is reserved for {row['assignee']}; claim another card")
+        if row["reserved_for"] not in (None, actor):
+            raise Forbidden(f"task {task_id} is reserved for {row['reserved_for']}; claim another card")
         waiting = [d for d, status in self._deps(db, [task_id])[task_id] if status != "done"]
         raise Conflict(f"task {task_id} waits on tasks {waiting} that are not done yet; claim one of those, "
                        "or call claim_task without task_id for a ready card")
@@ -475,7 +480,7 @@ class Board:
                 transition = who
             # Editing or noting a claimed card is the holder's business, and so is anything sent with a token
             # (the caller believes it holds the card); an unheld card is open to anyone.
-            if transition == "holder" or (transition is None and (held or token is not None)):
+            if transition == "holder" or token is not None or (transition is None and held):
                 self._holder_check(row, actor, token, "update")
             sets = dict(changes)
             action = "edited" if changes else "progress"
@@ -493,12 +498,12 @@ class Board:
             elif row["status"] == "in_progress" and held:
                 sets["lease_expires_at"] = ts + self.lease_seconds  # activity renews the lease
             sets["updated_at"] = ts
+            if "status" in sets:  # posted before the change, so a holder losing the card is still told
+                self._event(db, actor, "status_update", task_id,
+                            f"task {task_id} {row['status']} → {status}" + (f": {reason}" if reason else ""))
             assignments = ", ".join(f"{k} = ?" for k in sets)
             db.execute(f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ?",
                        list(sets.values()) + [task_id])
-            if "status" in sets:
-                self._event(db, actor, "status_update", task_id,
-                            f"task {task_id} {row['status']} → {status}" + (f": {reason}" if reason else ""))
             text = "; ".join(x for x in (reason, note, ("changed " + ", ".join(changes)) if changes else None) if x)
             self._history(db, task_id, actor, action, row["status"], sets.get("status", row["status"]),
                           text or None, ts)

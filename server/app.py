@@ -50,8 +50,9 @@ release_task and complete_task. Your lease is renewed by update_task; an expired
 card to todo and your token stops working. complete_task moves the card on (to review when critics
 are configured, else to done)."""
 
-TaskId = Annotated[int, Field(description="task id, as shown by list_tasks or get_board", ge=1)]
-Token = Annotated[int, Field(description="the fencing token claim_task returned for this card", ge=0)]
+MAX_ID = 2**63 - 1  # SQLite's INTEGER range
+TaskId = Annotated[int, Field(description="task id, as shown by list_tasks or get_board", ge=1, le=MAX_ID)]
+Token = Annotated[int, Field(description="the fencing token claim_task returned for this card", ge=0, le=MAX_ID)]
 PREVIEW_CHARS = 4_000
 
 READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
@@ -187,7 +188,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
                                         "or your own lowercase word", max_length=40)] = "code",
         priority: Literal["critical", "high", "medium", "low"] = "medium",
         labels: Annotated[list[str], Field(description="free labels, e.g. ['auth', 'backend']")] = [],
-        depends_on: Annotated[list[int], Field(description="ids of tasks that must be done first")] = [],
+        depends_on: Annotated[list[Annotated[int, Field(ge=1, le=MAX_ID)]], Field(description="ids of tasks that must be done first")] = [],
         acceptance_criteria: Annotated[list[str], Field(description="checkable statements of done")] = [],
         assignee: Annotated[str | None, Field(description="reserve the card for this agent")] = None,
     ) -> TaskSummary:
@@ -238,7 +239,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
     def claim_task(
         ctx: Context,
         task_id: Annotated[int | None, Field(description="the card to take; omit to take the next ready one",
-                                             ge=1)] = None,
+                                             ge=1, le=MAX_ID)] = None,
         task_type: Annotated[str | None, Field(description="with no task_id: only cards of this type",
                                                max_length=40)] = None,
     ) -> ClaimAnswer:
@@ -271,7 +272,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         ctx: Context,
         task_id: TaskId,
         token: Annotated[int | None, Field(description="your fencing token; needed on a card you hold",
-                                           ge=0)] = None,
+                                           ge=0, le=MAX_ID)] = None,
         note: Annotated[str | None, Field(description="a progress note for the history")] = None,
         status: Annotated[Literal["blocked", "in_progress", "todo", "needs_human"] | None,
                           Field(description="blocked/needs_human (with reason), in_progress to resume a blocked "
@@ -283,7 +284,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         labels: list[str] | None = None,
         acceptance_criteria: list[str] | None = None,
         expected_version: Annotated[int | None, Field(description="refuse the update if the card changed since "
-                                                      "this version (from get_task)", ge=1)] = None,
+                                                      "this version (from get_task)", ge=1, le=MAX_ID)] = None,
     ) -> TaskSummary:
         """Note progress (renews your lease), block/unblock/escalate a card, or edit its fields."""
         edit = TaskEdit(title=title, description=description, priority=priority, labels=labels,
@@ -301,7 +302,8 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         summary: Annotated[str | None, Field(description="one or two lines for the board", max_length=2000)] = None,
         artifacts: Annotated[list[Artifact], Field(description="files or texts produced, each with name, kind "
                                                    "and content")] = [],
-        helpful_lessons: Annotated[list[int], Field(description="ids of the lessons claim_task handed you that "
+        helpful_lessons: Annotated[list[Annotated[int, Field(ge=1, le=MAX_ID)]], Field(
+                                   max_length=50, description="ids of the lessons claim_task handed you that "
                                                     "helped (feeds the memory's reuse rate)")] = [],
     ) -> TaskSummary:
         """Hand in your work on a card you hold: it moves to review (critics) or done."""
@@ -324,10 +326,10 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         recipient: Annotated[str | None, Field(description="an agent name, 'role:<role>', 'everyone', or omit "
                                                "to post to the pool (the task's people and subscribers see "
                                                "it); a reply goes to the replied-to sender by default")] = None,
-        task_id: Annotated[int | None, Field(description="the task this is about", ge=1)] = None,
+        task_id: Annotated[int | None, Field(description="the task this is about", ge=1, le=MAX_ID)] = None,
         thread: Annotated[str | None, Field(description="channel or thread name, e.g. 'api-design'; defaults "
                                             "to the task's thread or the replied-to message's")] = None,
-        reply_to: Annotated[int | None, Field(description="id of the message this answers", ge=1)] = None,
+        reply_to: Annotated[int | None, Field(description="id of the message this answers", ge=1, le=MAX_ID)] = None,
         priority: Literal["low", "normal", "high", "urgent"] = "normal",
         metadata: Annotated[dict, Field(description="small JSON object of extra fields")] = {},
     ) -> Message:
@@ -344,7 +346,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
                                                        "(e.g. a task's or thread's whole history)")] = "inbox",
         unread_only: Annotated[bool, Field(description="inbox: only unread (they are then marked read); "
                                            "false: unread first, then read, without changing read state")] = True,
-        task_id: Annotated[int | None, Field(ge=1)] = None,
+        task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         intent: Annotated[str | None, Field(max_length=40)] = None,
         thread: Annotated[str | None, Field(max_length=80)] = None,
         sender: Annotated[str | None, Field(max_length=64)] = None,
@@ -379,7 +381,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
     @board_errors
     def ack_messages(
         ctx: Context,
-        ids: Annotated[list[int], Field(description="message ids from your inbox", min_length=1, max_length=500)],
+        ids: Annotated[list[Annotated[int, Field(ge=1, le=MAX_ID)]], Field(description="message ids from your inbox", min_length=1, max_length=500)],
     ) -> Acked:
         """Acknowledge messages you have handled (they are also marked read)."""
         agent = identity.require(ctx)
@@ -432,9 +434,9 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
                                             max_length=40)],
             title: Annotated[str | None, Field(max_length=200)] = None,
             tags: Annotated[list[str], Field(description="e.g. ['sql', 'security']")] = [],
-            task_id: Annotated[int | None, Field(description="the task it came from", ge=1)] = None,
+            task_id: Annotated[int | None, Field(description="the task it came from", ge=1, le=MAX_ID)] = None,
             supersedes: Annotated[int | None, Field(description="id of an older lesson this one replaces (it is "
-                                                    "then hidden from searches)", ge=1)] = None,
+                                                    "then hidden from searches)", ge=1, le=MAX_ID)] = None,
         ) -> Recorded:
             """Teach the team: store a lesson for the next agent doing this type of task (duplicates are merged)."""
             return memory.record_lesson(identity.require(ctx), problem=problem, fix=fix, task_type=task_type,

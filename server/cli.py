@@ -59,11 +59,11 @@ class BearerAuth:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         scheme, _, token = headers.get("authorization", "").partition(" ")
         token = token.strip()
         ok = scheme.lower() == "bearer" and bool(token) and (
-            hmac.compare_digest(token, self.server_token)
+            hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
             or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None)
         if ok:
             return await self.app(scope, receive, send)

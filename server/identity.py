@@ -3,17 +3,20 @@
 - stdio and in-process: one connection per server process, so one agent per process — set by
   HIVEBOARD_AGENT (the operator's mcp.json) or by the agent's first `whoami(name=...)`; fixed after.
 - streamable HTTP: `Authorization: Bearer <agent token>` names the agent on every request; on the
-  session-based protocol a `whoami(name=...)` also binds the MCP session (its id is issued and
-  checked by the transport).
+  session-based protocol (2025-11-25) a `whoami(name=...)` also binds the server-side MCP session
+  object (not a header), and the binding ends with the session.
 """
 
 from __future__ import annotations
 
+import hmac
 import threading
+import weakref
 from typing import Literal
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from hiveboard.board import Agent, Agents
 
@@ -29,9 +32,17 @@ def _bearer(ctx: Context | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-def _session_id(ctx: Context | None) -> str | None:
-    headers = ctx.headers if ctx is not None else None
-    return headers.get("mcp-session-id") if headers else None
+def _session(ctx: Context | None):
+    """The server-side session of a handshake-era (2025-11-25 and earlier) HTTP connection, else None.
+
+    Only those connections have a session the transport created and checks; on 2026-07-28 every
+    request stands alone, so identity there comes from the bearer token alone.
+    """
+    if ctx is None or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    # ctx.session is rebuilt for every request; the Connection behind it lives as long as the MCP
+    # session (the SDK exposes it only as this attribute).
+    return getattr(ctx.session, "_connection", None)
 
 
 class Identity:
@@ -41,21 +52,21 @@ class Identity:
         self.transport = transport
         self.server_token = server_token
         self._process_agent = agents.ensure(agent, role).name if agent else None
-        self._sessions: dict[str, str] = {}
+        self._sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ends with the session
         self._lock = threading.Lock()
 
     def current(self, ctx: Context | None) -> str | None:
         """The acting agent's name, or None if this connection has not said who it is."""
         token = _bearer(ctx)
-        if token and token != self.server_token:
+        if token and not (self.server_token and hmac.compare_digest(token.encode(), self.server_token.encode())):
             agent = self.agents.by_token(token)
             if agent is None:
                 raise ToolError("the bearer token sent with this request belongs to no agent; ask the operator for "
                                 "a token (`hiveboard agent add NAME`) or register with whoami(name=...)")
             return agent.name
         if self.transport == "http":
-            sid = _session_id(ctx)
-            return self._sessions.get(sid) if sid else None
+            session = _session(ctx)
+            return self._sessions.get(session) if session is not None else None
         return self._process_agent
 
     def require(self, ctx: Context | None) -> str:
@@ -76,12 +87,12 @@ class Identity:
                 return self.agents.get(current), None, "already registered on this connection"
             agent, new_token = self.agents.register(name, role, token)
             if self.transport == "http":
-                sid = _session_id(ctx)
-                if sid is None:
+                session = _session(ctx)
+                if session is None:
                     return agent, new_token, ("this HTTP connection has no MCP session to bind to: send "
                                               "'Authorization: Bearer <token>' with every request to act as "
                                               f"{agent.name}")
-                self._sessions[sid] = agent.name
+                self._sessions[session] = agent.name
                 return agent, new_token, f"this MCP session now acts as {agent.name}"
             self._process_agent = agent.name
             return agent, new_token, f"this connection now acts as {agent.name}"

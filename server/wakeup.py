@@ -17,10 +17,13 @@ notifications for `hiveboard://inbox/<agent>`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
+
+log = logging.getLogger("hiveboard")
 
 
 class Wakeup:
@@ -33,6 +36,7 @@ class Wakeup:
         self._delivered_here: set[int] = set()  # message ids already announced by on_commit
         self._watcher: asyncio.Task | None = None
         self._watching = 0
+        self._conn_lock = threading.Lock()
         self.on_agents: list[Callable[[set[str]], None]] = []
 
     # ------------------------------------------------------------------ any thread
@@ -108,31 +112,46 @@ class Wakeup:
                 self._watcher = None
 
     async def _watch(self) -> None:
-        conn = sqlite3.connect(self.db_path, check_same_thread=False)
+        conn = await asyncio.to_thread(sqlite3.connect, self.db_path, check_same_thread=False)
         try:
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-            last_id = conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+            version, last_id = await asyncio.to_thread(self._baseline, conn)
             backlog = False
             while True:
                 await asyncio.sleep(0 if backlog else self.poll_interval)
-                current = conn.execute("PRAGMA data_version").fetchone()[0]
-                if current == version and not backlog:
+                try:  # the database work runs off the event loop: a busy file must not stall every session
+                    version, last_id, backlog, agents = await asyncio.to_thread(
+                        self._changes, conn, version, last_id, backlog)
+                except sqlite3.Error:
+                    log.exception("cross-process wake-up check failed; retrying")
+                    await asyncio.sleep(1)
                     continue
-                version = current
-                ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1000",
-                                                  [last_id])]
-                backlog = len(ids) == 1000
-                if not ids:
-                    continue
-                rows = conn.execute("SELECT message_id, agent FROM inbox WHERE message_id BETWEEN ? AND ?",
-                                    [ids[0], ids[-1]]).fetchall()
-                with self._lock:
-                    agents = {agent for message_id, agent in rows if message_id not in self._delivered_here}
-                    last_id = ids[-1]
-                    self._delivered_here = {i for i in self._delivered_here if i > last_id}
                 self.notify(agents)
         finally:
-            conn.close()
+            with self._conn_lock:  # a cancelled check may still be running on its thread
+                conn.close()
+
+    def _baseline(self, conn: sqlite3.Connection) -> tuple[int, int]:
+        with self._conn_lock:
+            return (conn.execute("PRAGMA data_version").fetchone()[0],
+                    conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0])
+
+    def _changes(self, conn: sqlite3.Connection, version: int, last_id: int,
+                 force: bool = False) -> tuple[int, int, bool, set[str]]:
+        """If another connection committed: the agents with inbox rows newer than last_id."""
+        with self._conn_lock:
+            current = conn.execute("PRAGMA data_version").fetchone()[0]
+            if current == version and not force:
+                return version, last_id, False, set()
+            ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE id > ? ORDER BY id LIMIT 1000",
+                                              [last_id])]
+            if not ids:
+                return current, last_id, False, set()
+            rows = conn.execute("SELECT message_id, agent FROM inbox WHERE message_id BETWEEN ? AND ?",
+                                [ids[0], ids[-1]]).fetchall()
+        with self._lock:
+            agents = {agent for message_id, agent in rows if message_id not in self._delivered_here}
+            self._delivered_here = {i for i in self._delivered_here if i > ids[-1]}
+        return current, ids[-1], len(ids) == 1000, agents
 
 
 _by_store: dict[int, tuple[object, Wakeup]] = {}

@@ -50,8 +50,10 @@ async def test_task_type_kind_and_tag_filters(connect, memory):
         memory.drain()
         docs = await call(c, "query_memory", query="renamed flag in documentation", task_type="docs")
         assert {h["task_type"] for h in docs["hits"]} == {"docs"}
-        code = await call(c, "query_memory", query="renamed flag in documentation", task_type="code")
-        assert {h["task_type"] for h in code["hits"]} == {"code"}
+        code = await call(c, "query_memory", query="SQL injection and a memory leak", task_type="code")
+        assert len(code["hits"]) == 2 and {h["task_type"] for h in code["hits"]} == {"code"}
+        nothing = await call(c, "query_memory", query="renamed flag in documentation", task_type="code")
+        assert nothing["hits"] == []  # nothing relevant of that type: nothing, rather than noise
         tagged = await call(c, "query_memory", query="problem", tags=["performance"])
         assert [h["tags"] for h in tagged["hits"]] == [["performance"]]
         outputs = await call(c, "query_memory", query="SQL injection", kinds=["output"])

@@ -56,8 +56,8 @@ async def test_workflow_a_assignment_claim_status_help_answer_output(connect, bo
         assert intents(done) == [("output.complete", "eng1")] and "feature X done" in done[0]["summary"]
         assert await inbox(eng2) == [] and await inbox(research) == []  # nothing leaked to bystanders
         log = await call(eng2, "get_messages", box="pool", task_id=tid, limit=100)
-        assert [m["intent"] for m in log["messages"]] == [
-            "task_assignment", "task_claim", "status_update", "request_help", "output.complete"]
+        assert [m["intent"] for m in log["messages"]] == [  # a task's log is whole, replies included
+            "task_assignment", "task_claim", "status_update", "request_help", "answer", "output.complete"]
 
 
 async def test_workflow_b_test_results_update_approval(connect):
@@ -235,3 +235,28 @@ async def test_inbox_listeners_are_told_when_a_message_lands(connect):
                 event = await sub.__anext__()
         assert event.uri == "hiveboard://inbox/reader"
         assert intents(await inbox(reader)) == [("info", "other")]
+
+
+async def test_subscribers_never_see_direct_messages(connect):
+    await register(connect, ("alice", None), ("bob", None), ("carol", None))
+    async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
+        card = await call(alice, "create_task", title="t")
+        await call(carol, "subscribe", kind="intent", value="info")
+        await call(carol, "subscribe", kind="task", value=f"0{card['id']}")  # canonicalised to the id
+        await call(alice, "publish_message", intent="info", recipient="bob", task_id=card["id"], content="secret")
+        assert await inbox(carol) == []
+        assert [m["content"] for m in await inbox(bob)] == ["secret"]
+        await call(alice, "publish_message", intent="info", task_id=card["id"], content="for the pool")
+        assert [m["content"] for m in await inbox(carol)] == ["for the pool"]
+
+
+async def test_the_holder_hears_when_someone_else_unblocks_its_card(connect):
+    await register(connect, ("alice", None), ("bob", None), ("carol", None))
+    async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
+        card = await call(alice, "create_task", title="t")
+        claim = await call(bob, "claim_task")
+        await call(bob, "update_task", task_id=card["id"], token=claim["token"], status="blocked", reason="keys")
+        await inbox(bob)
+        await call(carol, "update_task", task_id=card["id"], status="todo", reason="keys arrived")
+        told = await inbox(bob)
+        assert [m["intent"] for m in told] == ["status_update"] and "keys arrived" in told[0]["summary"]

@@ -324,3 +324,45 @@ async def test_legacy_protocol_clients_work_too(connect):
         claim = await call(c, "claim_task")
         done = await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="ok")
     assert done["status"] == "done"
+
+
+async def test_a_stale_token_is_refused_even_for_moves_anyone_may_make(connect, monkeypatch):
+    clock = [3_000_000.0]
+    monkeypatch.setattr(tasks_module, "now", lambda: clock[0])
+    async with connect("bob") as bob:
+        card = await call(bob, "create_task", title="t")
+        claim = await call(bob, "claim_task")
+        clock[0] += 301
+        err = await call_error(bob, "update_task", task_id=card["id"], token=claim["token"], status="blocked",
+                               reason="late")
+        assert "back in todo" in err
+        assert (await call(bob, "get_task", task_id=card["id"]))["status"] == "todo"
+
+
+async def test_a_reservation_outlives_release_and_cannot_skip_the_claim(connect):
+    async with connect("lead") as lead, connect("bob") as bob, connect("carol") as carol:
+        await call(bob, "whoami")
+        card = await call(lead, "create_task", title="reserved", assignee="bob")
+        assert card["reserved_for"] == "bob" and card["assignee"] is None
+        await call(carol, "update_task", task_id=card["id"], status="blocked", reason="waiting")
+        assert "not claimed" in await call_error(bob, "update_task", task_id=card["id"], token=0,
+                                                 status="in_progress")
+        await call(carol, "update_task", task_id=card["id"], status="todo", reason="ready again")
+        claim = await call(bob, "claim_task")
+        await call(bob, "release_task", task_id=card["id"], token=claim["token"])
+        assert "reserved for bob" in await call_error(carol, "claim_task", task_id=card["id"])
+        assert (await call(carol, "claim_task"))["claimed"] is False
+        mine = await call(bob, "list_tasks", assignee="bob")
+        assert [t["id"] for t in mine["tasks"]] == [card["id"]]
+
+
+async def test_more_bad_input_is_refused_cleanly(connect, board):
+    async with connect("alice") as c:
+        before = counts(board)
+        assert "title is blank" in await call_error(c, "create_task", title="   ")
+        assert "task_id" in await call_error(c, "get_task", task_id=2**70)
+        assert "not a task id" in await call_error(c, "subscribe", kind="task", value="\u00b2")
+        assert "not a task id" in await call_error(c, "subscribe", kind="task", value="9" * 30)
+        weird_cursor = "WzcsICJ4Il0="  # valid base64 of [7, "x"]
+        assert "cursor is not valid" in await call_error(c, "get_messages", cursor=weird_cursor)
+        assert counts(board) == before

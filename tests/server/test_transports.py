@@ -25,7 +25,7 @@ def stdio_server(home, agent: str | None = None) -> Client:
 
 async def test_stdio_server_runs_a_whole_card(tmp_path):
     async with stdio_server(tmp_path, agent="claude-desktop") as c:
-        assert len((await c.list_tools()).tools) == 14
+        assert len((await c.list_tools()).tools) == 16
         assert (await call(c, "whoami"))["agent"] == "claude-desktop"
         card = await call(c, "create_task", title="write README", task_type="docs")
         claim = await call(c, "claim_task")
@@ -118,3 +118,30 @@ async def test_inbox_listener_on_one_process_hears_a_publish_through_another(tmp
             with anyio.fail_after(20):
                 event = await sub.__anext__()
         assert event.uri == "hiveboard://inbox/window-a"
+
+
+async def test_a_forged_session_header_does_not_borrow_an_identity(tmp_path, http_server):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    url = http_server(home=tmp_path / "home", token="team-secret")
+    seen: dict = {}
+
+    async def keep_session_id(response):
+        seen["sid"] = response.headers.get("mcp-session-id") or seen.get("sid")
+
+    victim_http = httpx2.AsyncClient(headers={"Authorization": "Bearer team-secret"}, timeout=60,
+                                     event_hooks={"response": [keep_session_id]})
+    async with Client(streamable_http_client(url, http_client=victim_http), mode="legacy") as victim:
+        await call(victim, "whoami", name="vscode")
+        forged_http = httpx2.AsyncClient(headers={"Authorization": "Bearer team-secret",
+                                                  "Mcp-Session-Id": seen["sid"]}, timeout=60)
+        async with Client(streamable_http_client(url, http_client=forged_http)) as forger:
+            assert (await call(forger, "whoami"))["agent"] is None
+            assert "whoami" in await call_error(forger, "publish_message", intent="info", recipient="everyone",
+                                                content="forged")
+    async with httpx.AsyncClient() as raw:  # a header that is not ASCII is refused, not a crash
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        response = await raw.post(url, json=body, headers={"Accept": "application/json, text/event-stream",
+                                                           "Authorization": "Bearer t\u00e9st".encode()})
+        assert response.status_code == 401
