@@ -413,6 +413,83 @@ async def measure_level(level: int, board: Board, memory: Memory, ids: list[int]
         print("\n".join("    " + line for line in out.getvalue().splitlines()[:40] if line.strip()))
 
 
+# ----------------------------------------------------------------------------- 5. what-if (--whatif)
+
+
+async def whatif_level(level: int, board: Board, memory: Memory, queries, res: Results) -> None:
+    """The requirement's row (query_memory hybrid through MCP) again with one change at a time, patched in
+    this process only (product code is untouched): candidate fixes, measured on the same data and queries."""
+    texts = [q.text for q in queries]
+    collection = memory.index.index.collection
+    server = build_server(board, Identity(board.agents, "memory", agent="bench"), memory=memory)
+    fast = MiniLM(threads=2)
+    product_embedder = memory.embedder
+
+    def no_deprecated_where(vec, n, **filters):  # deprecated items are dropped by knowledge.allowed() anyway
+        return memory.index.query(vec, n, **{**filters, "include_deprecated": True})
+
+    def set_embedder(e):
+        memory.embedder = e
+
+    def set_vector(fn):
+        if fn is None:
+            memory.__dict__.pop("_vector", None)
+        else:
+            memory._vector = fn
+
+    def set_candidates(n):
+        memory_service.CANDIDATES = n
+
+    def set_ef(ef):
+        collection.modify(configuration={"hnsw": {"ef_search": ef}})
+
+    variants = [
+        ("what-if: ORT intra_op threads=2", [(set_embedder, fast, product_embedder)]),
+        ("what-if: no Chroma where on deprecated", [(set_vector, no_deprecated_where, None)]),
+        ("what-if: threads=2 + no deprecated where", [(set_embedder, fast, product_embedder),
+                                                      (set_vector, no_deprecated_where, None)]),
+        ("what-if: CANDIDATES 50 -> 20", [(set_candidates, 20, memory_service.CANDIDATES)]),
+        ("what-if: HNSW ef_search 100 -> 40", [(set_ef, 40, 100)]),
+    ]
+    chroma_p50 = next(r.p50_ms for r in res.rows if r.level == level and r.measurement.startswith("raw Chroma query"))
+    base = next(r.p50_ms for r in res.rows if r.level == level and r.measurement.startswith("query_memory hybrid (MCP"))
+    async with Client(server) as client:
+        for k in range(10):
+            await call(client, "query_memory", dict(query=texts[k]))
+        for name, patches in variants:
+            try:
+                for setter, value, _ in patches:
+                    setter(value)
+            except Exception as exc:  # e.g. a Chroma that cannot change ef_search
+                print(f"  .. {name}: not applied ({exc})")
+                for setter, _, old in patches:
+                    try:
+                        setter(old)
+                    except Exception:
+                        pass
+                continue
+            try:
+                for k in range(5):
+                    await call(client, "query_memory", dict(query=texts[k]))
+                lat = await timed_calls(client, "query_memory", [dict(query=t) for t in texts])
+            finally:
+                for setter, _, old in patches:
+                    setter(old)
+            r = make_row(level, name, lat)
+            r.note = f"{r.p50_ms / base - 1:+.0%} p50 vs the hybrid (MCP) row"
+            r.vs_chroma = r.p50_ms / chroma_p50 if chroma_p50 else None
+            res.rows.append(r)
+            print(f"  .. {name:<44} p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms", flush=True)
+        if any(r.measurement.startswith("what-if: HNSW") for r in res.rows if r.level == level):
+            set_ef(20)
+            lat = timed_raw([lambda t=t, v=product_embedder.embed([t])[0]: collection.query(
+                query_embeddings=[v], n_results=50, include=["distances"]) for t in texts])
+            set_ef(100)
+            r = make_row(level, "what-if: raw Chroma, ef_search 20", lat)
+            r.vs_chroma = r.p50_ms / chroma_p50 if chroma_p50 else None
+            res.rows.append(r)
+
+
 # ----------------------------------------------------------------------------- printing
 
 
@@ -502,6 +579,8 @@ def run_level(level: int, items: list[Item], vectors: np.ndarray, n_real: int, q
               f"in {drain_s:.1f} s ({lv.drain_per_s:.0f}/s)", flush=True)
         memory.start()  # the worker, idle, as the server runs it
         anyio.run(measure_level, level, board, memory, ids, items[:level], vectors[:level], queries, cfg, res, lv)
+        if cfg["whatif"]:
+            anyio.run(whatif_level, level, board, memory, queries, res)
     finally:
         if GC_FREEZE:
             gc.unfreeze()
@@ -520,13 +599,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="levels 1k and 10k, 60 queries per row (< 2 min)")
     p.add_argument("--levels", help="comma-separated item counts, e.g. 1k,10k,100k (default; --quick 1k,10k)")
     p.add_argument("--queries", type=int, help="searches per row (200; --quick 60)")
-    p.add_argument("--real", type=int, default=10_000,
-                   help="items embedded for real (10000); items beyond reuse a real vector plus noise")
+    p.add_argument("--real", type=int,
+                   help="items embedded for real (10000; --quick 1000); items beyond reuse a real vector plus noise")
     p.add_argument("--noise", type=float, default=0.02, help="gaussian sigma per dimension for reused vectors")
     p.add_argument("--embed-threads", type=int, default=2,
                    help="onnxruntime threads of the bench's own embedder for the bulk setup (2); the measured "
                    "query path always uses the product's get_embedder()")
     p.add_argument("--profile", action="store_true", help="print a cProfile of Memory.query at each level")
+    p.add_argument("--whatif", action="store_true",
+                   help="also time query_memory with candidate fixes patched in (ORT threads=2, no Chroma where "
+                   "on deprecated, fewer candidates, lower HNSW ef_search)")
     p.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
                    help="skip gc.freeze() before the timed rows (`hiveboard serve` freezes its start-up heap)")
     p.add_argument("--seed", type=int, default=1)
@@ -538,9 +620,10 @@ def main(argv: list[str] | None = None) -> int:
 
     q = args.quick
     levels = sorted({parse_count(x) for x in (args.levels or ("1k,10k" if q else "1k,10k,100k")).split(",") if x})
-    cfg = dict(levels=levels, queries=args.queries or (60 if q else 200), real=min(args.real, max(levels)),
+    real = args.real if args.real is not None else (1_000 if q else 10_000)
+    cfg = dict(levels=levels, queries=args.queries or (60 if q else 200), real=min(real, max(levels)),
                noise=args.noise, embed_threads=args.embed_threads, seed=args.seed, quick=q, profile=args.profile,
-               gc_freeze=args.gc_freeze, throughput_texts=96 if q else 256, load_batch=LOAD_BATCH,
+               gc_freeze=args.gc_freeze, whatif=args.whatif, throughput_texts=48 if q else 128, load_batch=LOAD_BATCH,
                candidates=memory_service.CANDIDATES)
     started = time.perf_counter()
     res = Results(machine=machine_info(), settings=cfg)
@@ -548,6 +631,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {m['cpu_count']} cpus ({m['usable_cpus']} usable), {m['implementation']} {m['python']}, "
           f"mcp {m['mcp']}, chromadb {m['chromadb']}, onnxruntime {m['onnxruntime']}, sqlite {m['sqlite']}, "
           f"{m['platform']}")
+    load = os.getloadavg()[0]
+    res.machine["loadavg_start"] = load
+    if load > 0.5:
+        print(f"warning: load average {load:.2f} at start: something else is running, latencies will be noisy")
 
     top = max(levels)
     items = [item(args.seed, i) for i in range(top)]
@@ -602,7 +689,9 @@ def main(argv: list[str] | None = None) -> int:
         print_tables(res)
     finally:
         res.total_s = time.perf_counter() - started
-        print(f"total {res.total_s:.1f} s")
+        res.machine["loadavg_end"] = os.getloadavg()[0]
+        print(f"total {res.total_s:.1f} s (load average {res.machine['loadavg_start']:.2f} at start, "
+              f"{res.machine['loadavg_end']:.2f} at end)")
         if args.json:
             Path(args.json).write_text(json.dumps(asdict(res), indent=2, ensure_ascii=False, default=float))
             print(f"wrote {args.json}")

@@ -1,0 +1,178 @@
+"""Memory as it really runs: servers in their own processes, a Chroma server, and no network at all."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import call, free_port, wait_for_port
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from hiveboard.memory.embeddings import get_embedder
+from hiveboard.memory.service import open_memory
+
+pytestmark = pytest.mark.anyio
+
+LESSON = dict(problem="Retries hammered the API in lockstep after an outage.",
+              fix="Back off exponentially with random jitter between attempts.", task_type="code")
+
+GUARD = textwrap.dedent('''
+    """Test guard: refuse and record every connection or name lookup that leaves this machine."""
+    import os
+    import socket
+
+    _log_path = os.environ["HB_NET_LOG"]
+    _connect, _connect_ex, _getaddrinfo = socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+
+
+    def _local(host):
+        return host is None or str(host) in ("localhost", "::1", "") or str(host).startswith("127.")
+
+
+    def _refuse(what):
+        with open(_log_path, "a") as f:
+            f.write(what + "\\n")
+        raise OSError(101, "network is unreachable (hiveboard test guard)")
+
+
+    def connect(self, address):
+        if isinstance(address, tuple) and not _local(address[0]):
+            _refuse(f"connect {address}")
+        return _connect(self, address)
+
+
+    def connect_ex(self, address):
+        if isinstance(address, tuple) and not _local(address[0]):
+            _refuse(f"connect {address}")
+        return _connect_ex(self, address)
+
+
+    def getaddrinfo(host, *args, **kwargs):
+        if not _local(host):
+            _refuse(f"resolve {host}")
+        return _getaddrinfo(host, *args, **kwargs)
+
+
+    socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = connect, connect_ex, getaddrinfo
+''')
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
+    env.update(extra)
+    return env
+
+
+def stdio_server(home: Path, agent: str, env: dict | None = None, offline: bool = False) -> Client:
+    args = ["-m", "hiveboard.server", "--home", str(home), "serve"]
+    env = env or _clean_env(HIVEBOARD_AGENT=agent)
+    if offline and shutil.which("unshare") and subprocess.run(
+            ["unshare", "-n", "true"], capture_output=True).returncode == 0:
+        # a network namespace with only loopback: even native code cannot reach out
+        script = f"ip link set lo up 2>/dev/null; exec {sys.executable} " + " ".join(args)
+        return Client(StdioServerParameters(command="unshare", args=["-n", "sh", "-c", script], env=env))
+    return Client(StdioServerParameters(command=sys.executable, args=args, env=env))
+
+
+async def until(check, seconds: float = 30, what: str = "condition"):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = await check()
+        if result:
+            return result
+        await anyio.sleep(0.1)
+    pytest.fail(f"{what} did not happen within {seconds} s")
+
+
+async def vector_ids(client, query: str) -> list[int]:
+    return [h["id"] for h in (await call(client, "query_memory", query=query, mode="vector"))["hits"]]
+
+
+async def test_nothing_is_downloaded_the_model_runs_offline(tmp_path):
+    guard_dir = tmp_path / "guard"
+    guard_dir.mkdir()
+    (guard_dir / "sitecustomize.py").write_text(GUARD)
+    log = tmp_path / "net.log"
+    env = _clean_env(HIVEBOARD_AGENT="offline-agent", HB_NET_LOG=str(log),
+                     PYTHONPATH=os.pathsep.join([str(guard_dir), os.environ.get("PYTHONPATH", "")]))
+    async with stdio_server(tmp_path / "home", "offline-agent", env=env, offline=True) as c:
+        lesson = await call(c, "record_lesson", **LESSON)
+        found = await until(lambda: vector_ids(c, "thundering herd of clients reconnecting"), what="indexing")
+        assert found[0] == lesson["item"]["id"]
+        card = await call(c, "create_task", title="Add retries to the HTTP client", task_type="code")
+        claim = await call(c, "claim_task")
+        assert [h["id"] for h in claim["lessons"]] == [lesson["item"]["id"]]
+        await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="retries with jitter",
+                   helpful_lessons=[lesson["item"]["id"]])
+    assert not log.exists() or log.read_text() == "", f"network use attempted:\n{log.read_text()}"
+
+
+async def test_two_windows_share_fresh_memory_and_the_owner_can_leave(tmp_path):
+    home = tmp_path / "home"
+    async with stdio_server(home, "window-b") as b:
+        async with stdio_server(home, "window-a") as a:
+            await call(a, "whoami")
+            await anyio.sleep(0.5)
+            from_a = await call(a, "record_lesson", **LESSON)
+            # b asks by meaning; whichever process owns the index answers, and sees a's fresh lesson
+            await until(lambda: _contains(vector_ids(b, "clients retrying all at the same moment"),
+                                          from_a["item"]["id"]), what="b seeing a's lesson")
+            from_b = await call(b, "record_lesson", problem="Docs said the default port was 8000.",
+                                fix="Read defaults from the settings class when building docs.", task_type="docs")
+            await until(lambda: _contains(vector_ids(a, "documentation stating the wrong default"),
+                                          from_b["item"]["id"]), what="a seeing b's lesson")
+        # a has exited; b still finds both by meaning (taking the index over if a owned it)
+        assert await _contains(vector_ids(b, "clients retrying all at the same moment"), from_a["item"]["id"])
+        later = await call(b, "record_lesson", problem="A cron job ran twice after a DST change.",
+                           fix="Schedule in UTC.", task_type="ops")
+        await until(lambda: _contains(vector_ids(b, "timezone change caused a job to run twice"),
+                                      later["item"]["id"]), what="indexing after the owner left")
+
+
+async def _contains(ids_coroutine, item_id: int) -> bool:
+    return item_id in await ids_coroutine
+
+
+@pytest.fixture
+def chroma_server(tmp_path):
+    chroma = Path(sys.executable).parent / "chroma"
+    if not chroma.exists():
+        pytest.skip("the chroma CLI is not installed next to this Python")
+    port = free_port()
+    proc = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, proc, timeout=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+async def test_memory_on_a_local_chroma_server(board, connect, chroma_server, tmp_path):
+    memory = open_memory(board, get_embedder(), tmp_path, chroma_url=chroma_server)
+    try:
+        async with connect("alice", memory=memory) as c:
+            lesson = await call(c, "record_lesson", **LESSON)
+            await call(c, "record_lesson", problem="The changelog was not updated.", fix="Add it to the PR "
+                       "template.", task_type="docs")
+            memory.drain()
+            assert await vector_ids(c, "clients retrying all at the same moment") == [lesson["item"]["id"]]
+            hybrid = await call(c, "query_memory", query="jitter", task_type="code")
+            assert hybrid["hits"][0]["matched"] == ["vector", "keyword"]
+            assert memory.reindex() == 2
+            assert await vector_ids(c, "clients retrying all at the same moment") == [lesson["item"]["id"]]
+        assert memory.index.count() == 2
+    finally:
+        memory.stop()
