@@ -62,14 +62,16 @@ from pathlib import Path
 
 import anyio
 import numpy as np
+import onnxruntime as ort
 from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _memory_corpus import PATTERNS, Item, item, query_pool  # noqa: E402
 
 from hiveboard.board import Board, Store  # noqa: E402
+from hiveboard.board import knowledge as knowledge_mod  # noqa: E402
 from hiveboard.memory import service as memory_service  # noqa: E402
-from hiveboard.memory.embeddings import MiniLM, get_embedder  # noqa: E402
+from hiveboard.memory.embeddings import MiniLM, get_embedder, minilm_files  # noqa: E402
 from hiveboard.memory.service import Memory, open_memory  # noqa: E402
 from hiveboard.server.app import build_server  # noqa: E402
 from hiveboard.server.identity import Identity  # noqa: E402
@@ -77,6 +79,7 @@ from hiveboard.server.identity import Identity  # noqa: E402
 TARGETS_P50_MS = {10_000: 15.0, 100_000: 30.0}  # query_memory hybrid through MCP, query embedding included
 LOAD_BATCH = 1_000
 GC_FREEZE = True
+TRUE_TOP: dict[int, list[set[str]]] = {}  # level -> exact top-50 ids (as Chroma's string ids) per query
 
 
 # ----------------------------------------------------------------------------- results
@@ -392,6 +395,7 @@ async def measure_level(level: int, board: Board, memory: Memory, ids: list[int]
         top = exact_top(matrix, v, 50)
         exact.append(time.perf_counter() - t0)
         exact_ids.append({str(i) for i in id_at[top]})
+    TRUE_TOP[level] = exact_ids
     recall = sum(len(set(c) & e) for c, e in zip(chroma_top, exact_ids)) / (50 * len(qvecs))
     lv.chroma_recall_at_50 = recall
     add("exact numpy top-50 over all vectors", exact, note=f"Chroma recall@50 vs exact: {recall:.3f}")
@@ -416,78 +420,125 @@ async def measure_level(level: int, board: Board, memory: Memory, ids: list[int]
 # ----------------------------------------------------------------------------- 5. what-if (--whatif)
 
 
-async def whatif_level(level: int, board: Board, memory: Memory, queries, res: Results) -> None:
-    """The requirement's row (query_memory hybrid through MCP) again with one change at a time, patched in
-    this process only (product code is untouched): candidate fixes, measured on the same data and queries."""
-    texts = [q.text for q in queries]
+STOPWORDS = frozenset(
+    "a an and are as at be but by can did do does for from had has have how i if in into is it its may no not of "
+    "on or so than that the their then there these this to too was we were what when where which while who why "
+    "will with without you your".split())
+
+
+def fts_query_without_stopwords(text: str) -> str | None:
+    """What-if: knowledge.fts_query with common English words left out (they match most items, and BM25
+    then scores every one of them)."""
+    words = [w for w in dict.fromkeys(w.lower() for w in knowledge_mod.WORD_RE.findall(text) if len(w) > 1)
+             if w not in STOPWORDS][:32]
+    return " OR ".join(f'"{w}"' for w in words) or knowledge_mod.fts_query(text)
+
+
+async def whatif_level(level: int, board: Board, memory: Memory, queries, res: Results, n_queries: int) -> None:
+    """query_memory hybrid through MCP (the requirement's row) with candidate fixes patched in, in this process
+    only (product code is untouched). Variants are interleaved query by query, so drift on a noisy machine
+    hits them all alike; "as shipped" is measured the same way and every variant is compared with it."""
+    queries = queries[:n_queries]
     collection = memory.index.index.collection
+    index = memory.index
     server = build_server(board, Identity(board.agents, "memory", agent="bench"), memory=memory)
-    fast = MiniLM(threads=2)
-    product_embedder = memory.embedder
+    shipped_embedder = memory.embedder
+    spin = MiniLM(threads=2)
+    nospin = MiniLM(threads=2)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 2
+    opts.log_severity_level = 3
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    nospin.session = ort.InferenceSession(str(minilm_files()[0]), opts, providers=["CPUExecutionProvider"])
+    shipped_fts = knowledge_mod.fts_query
 
-    def no_deprecated_where(vec, n, **filters):  # deprecated items are dropped by knowledge.allowed() anyway
-        return memory.index.query(vec, n, **{**filters, "include_deprecated": True})
+    def postfilter(vec, n, task_type=None, kinds=None, include_deprecated=False):
+        """Ask Chroma with no where clause (over-fetch 4x when a filter is set) and let Memory.query's
+        knowledge.allowed() check the filters in SQLite; fall back to the filtered Chroma query only when
+        the filter is so selective that fewer than 10 candidates survive."""
+        if not (task_type or kinds):
+            return index.query(vec, n, include_deprecated=True)
+        hits = index.query(vec, 4 * n, include_deprecated=True)
+        ok = board.knowledge.allowed([i for i, _ in hits], task_type=task_type, kinds=kinds,
+                                     include_deprecated=include_deprecated)
+        if len(ok) >= 10:
+            return [h for h in hits if h[0] in ok][:n]
+        return index.query(vec, n, task_type=task_type, kinds=kinds, include_deprecated=include_deprecated)
 
-    def set_embedder(e):
-        memory.embedder = e
-
-    def set_vector(fn):
-        if fn is None:
-            memory.__dict__.pop("_vector", None)
-        else:
-            memory._vector = fn
-
-    def set_candidates(n):
-        memory_service.CANDIDATES = n
-
-    def set_ef(ef):
-        collection.modify(configuration={"hnsw": {"ef_search": ef}})
+    def use(embedder=None, vector=None, fts=None):
+        def apply():
+            memory.embedder = embedder or shipped_embedder
+            if vector is None:
+                memory.__dict__.pop("_vector", None)
+            else:
+                memory._vector = vector
+            knowledge_mod.fts_query = fts or shipped_fts
+        return apply
 
     variants = [
-        ("what-if: ORT intra_op threads=2", [(set_embedder, fast, product_embedder)]),
-        ("what-if: no Chroma where on deprecated", [(set_vector, no_deprecated_where, None)]),
-        ("what-if: threads=2 + no deprecated where", [(set_embedder, fast, product_embedder),
-                                                      (set_vector, no_deprecated_where, None)]),
-        ("what-if: CANDIDATES 50 -> 20", [(set_candidates, 20, memory_service.CANDIDATES)]),
-        ("what-if: HNSW ef_search 100 -> 40", [(set_ef, 40, 100)]),
+        ("as shipped", use()),
+        ("ORT intra_op threads=2", use(embedder=spin)),
+        ("ORT threads=2, allow_spinning=0", use(embedder=nospin)),
+        ("Chroma: no where, filters checked in SQLite", use(vector=postfilter)),
+        ("FTS5: stopwords left out of the query", use(fts=fts_query_without_stopwords)),
+        ("all three (no-spin threads=2)", use(embedder=nospin, vector=postfilter, fts=fts_query_without_stopwords)),
     ]
+    restore = use()
     chroma_p50 = next(r.p50_ms for r in res.rows if r.level == level and r.measurement.startswith("raw Chroma query"))
-    base = next(r.p50_ms for r in res.rows if r.level == level and r.measurement.startswith("query_memory hybrid (MCP"))
+    workloads = [("hybrid", [dict(query=q.text) for q in queries]),
+                 ("hybrid + task_type", [dict(query=q.text, task_type=q.task_type) for q in queries])]
     async with Client(server) as client:
-        for k in range(10):
-            await call(client, "query_memory", dict(query=texts[k]))
-        for name, patches in variants:
-            try:
-                for setter, value, _ in patches:
-                    setter(value)
-            except Exception as exc:  # e.g. a Chroma that cannot change ef_search
-                print(f"  .. {name}: not applied ({exc})")
-                for setter, _, old in patches:
-                    try:
-                        setter(old)
-                    except Exception:
-                        pass
-                continue
-            try:
-                for k in range(5):
-                    await call(client, "query_memory", dict(query=texts[k]))
-                lat = await timed_calls(client, "query_memory", [dict(query=t) for t in texts])
-            finally:
-                for setter, _, old in patches:
-                    setter(old)
-            r = make_row(level, name, lat)
-            r.note = f"{r.p50_ms / base - 1:+.0%} p50 vs the hybrid (MCP) row"
+        for _, apply in variants:  # warm up each variant
+            apply()
+            for k in range(5):
+                await call(client, "query_memory", dict(query=queries[k].text))
+        restore()
+        try:
+            for workload, arg_list in workloads:
+                lat = {name: Lat() for name, _ in variants}
+                cpu = {name: 0.0 for name, _ in variants}
+                for k, args in enumerate(arg_list):
+                    order = variants[k % len(variants):] + variants[:k % len(variants)]
+                    for name, apply in order:
+                        apply()
+                        c0, t0 = time.process_time(), time.perf_counter()
+                        await call(client, "query_memory", args)
+                        lat[name].append(time.perf_counter() - t0)
+                        cpu[name] += time.process_time() - c0
+                restore()
+                base = pct(lat["as shipped"], 50)
+                for name, _ in variants:
+                    lat[name].cpu_s = cpu[name]
+                    r = make_row(level, f"what-if {workload}: {name}", lat[name])
+                    r.vs_chroma = r.p50_ms / chroma_p50 if chroma_p50 else None
+                    if name != "as shipped":
+                        r.note = f"{r.p50_ms / base - 1:+.0%} p50 vs as shipped (interleaved)"
+                    res.rows.append(r)
+                    print(f"  .. {r.measurement:<60} p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms", flush=True)
+        finally:
+            restore()
+
+    # HNSW ef_search on the raw Chroma query: latency and recall@50 against exact search
+    vecs = [shipped_embedder.embed([q.text])[0] for q in queries]
+    try:
+        for ef in (100, 40):
+            collection.modify(configuration={"hnsw": {"ef_search": ef}})
+            lat = timed_raw([lambda v=v: collection.query(query_embeddings=[v], n_results=50, include=["distances"])
+                             for v in vecs])
+            got = [collection.query(query_embeddings=[v], n_results=50, include=[])["ids"][0] for v in vecs]
+            recall = sum(len(set(g) & t) for g, t in zip(got, TRUE_TOP[level])) / (50 * len(vecs))
+            r = make_row(level, f"what-if raw Chroma: HNSW ef_search={ef}", lat,
+                         note=f"recall@50 vs exact {recall:.3f}" + (" (Chroma's default)" if ef == 100 else ""))
             r.vs_chroma = r.p50_ms / chroma_p50 if chroma_p50 else None
             res.rows.append(r)
-            print(f"  .. {name:<44} p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms", flush=True)
-        if any(r.measurement.startswith("what-if: HNSW") for r in res.rows if r.level == level):
-            set_ef(20)
-            lat = timed_raw([lambda t=t, v=product_embedder.embed([t])[0]: collection.query(
-                query_embeddings=[v], n_results=50, include=["distances"]) for t in texts])
-            set_ef(100)
-            r = make_row(level, "what-if: raw Chroma, ef_search 20", lat)
-            r.vs_chroma = r.p50_ms / chroma_p50 if chroma_p50 else None
-            res.rows.append(r)
+            print(f"  .. {r.measurement:<60} p50 {r.p50_ms:7.2f} ms  {r.note}", flush=True)
+    except Exception as exc:  # a Chroma that cannot change ef_search on an existing collection
+        print(f"  .. HNSW ef_search could not be changed: {exc}")
+    finally:
+        try:
+            collection.modify(configuration={"hnsw": {"ef_search": 100}})
+        except Exception:
+            pass
 
 
 # ----------------------------------------------------------------------------- printing
@@ -580,7 +631,9 @@ def run_level(level: int, items: list[Item], vectors: np.ndarray, n_real: int, q
         memory.start()  # the worker, idle, as the server runs it
         anyio.run(measure_level, level, board, memory, ids, items[:level], vectors[:level], queries, cfg, res, lv)
         if cfg["whatif"]:
-            anyio.run(whatif_level, level, board, memory, queries, res)
+            print(f"  what-if rows ({min(cfg['queries'], cfg['whatif_queries'])} queries, variants interleaved):",
+                  flush=True)
+            anyio.run(whatif_level, level, board, memory, queries, res, cfg["whatif_queries"])
     finally:
         if GC_FREEZE:
             gc.unfreeze()
@@ -623,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
     real = args.real if args.real is not None else (1_000 if q else 10_000)
     cfg = dict(levels=levels, queries=args.queries or (60 if q else 200), real=min(real, max(levels)),
                noise=args.noise, embed_threads=args.embed_threads, seed=args.seed, quick=q, profile=args.profile,
-               gc_freeze=args.gc_freeze, whatif=args.whatif, throughput_texts=48 if q else 128, load_batch=LOAD_BATCH,
+               gc_freeze=args.gc_freeze, whatif=args.whatif, whatif_queries=100, throughput_texts=48 if q else 128, load_batch=LOAD_BATCH,
                candidates=memory_service.CANDIDATES)
     started = time.perf_counter()
     res = Results(machine=machine_info(), settings=cfg)

@@ -65,8 +65,9 @@ def chroma_client(path: Path | None = None, url: str | None = None):
 
 class VectorIndex:
     def __init__(self, embedder: Embedder, *, path: Path | None = None, url: str | None = None,
-                 base_url: str | None = None, rebuild: bool = False):
+                 base_url: str | None = None, rebuild: bool = False, collection: str = COLLECTION):
         self.embedder = embedder
+        self.name = collection
         self.client = chroma_client(path, url)
         self.function = HiveboardEmbedding(embedder.name if base_url is None else embedder.model, base_url)
         if rebuild:
@@ -75,13 +76,13 @@ class VectorIndex:
 
     def _drop(self) -> None:
         names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
-        if COLLECTION in names:
-            self.client.delete_collection(COLLECTION)
+        if self.name in names:
+            self.client.delete_collection(self.name)
 
     def _open(self):
         names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
-        if COLLECTION in names:
-            collection = self.client.get_collection(COLLECTION)
+        if self.name in names:
+            collection = self.client.get_collection(self.name)
             meta = collection.metadata or {}
             if meta.get("hiveboard_model") != self.embedder.name or meta.get("hiveboard_dim") != self.embedder.dim:
                 raise EmbeddingMismatch(
@@ -89,9 +90,9 @@ class VectorIndex:
                     f"({meta.get('hiveboard_dim')}-d) but this server embeds with {self.embedder.name} "
                     f"({self.embedder.dim}-d); vectors of two models do not compare. Run `hiveboard reindex` "
                     "to rebuild the index from SQLite with the configured model")
-            return self.client.get_collection(COLLECTION, embedding_function=self.function)
+            return self.client.get_collection(self.name, embedding_function=self.function)
         return self.client.create_collection(
-            COLLECTION, embedding_function=self.function, configuration={"hnsw": {"space": "cosine"}},
+            self.name, embedding_function=self.function, configuration={"hnsw": {"space": "cosine"}},
             metadata={"hiveboard_model": self.embedder.name, "hiveboard_dim": self.embedder.dim})
 
     def rebuild(self) -> None:

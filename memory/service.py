@@ -20,7 +20,7 @@ from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.knowledge import KINDS, MemoryItem
 
 from .embeddings import Embedder
-from .index import VectorIndex
+from .index import COLLECTION, VectorIndex
 from .owner import IndexUnavailable, SharedIndex
 
 log = logging.getLogger("hiveboard.memory")
@@ -244,13 +244,15 @@ class Memory:
 
 
 def open_memory(board: Board, embedder: Embedder, home: Path, chroma_url: str | None = None,
-                base_url: str | None = None, rebuild: bool = False) -> Memory:
+                base_url: str | None = None, rebuild: bool = False, collection: str = COLLECTION) -> Memory:
     """The memory of a data directory: the embedded Chroma shared through one owner, or a Chroma server.
 
     rebuild=True drops the vector collection first (reindex, e.g. after changing the embedding model).
+    `collection` lets several boards share one Chroma server.
     """
     if chroma_url:
-        return Memory(board, embedder, VectorIndex(embedder, url=chroma_url, base_url=base_url, rebuild=rebuild))
+        return Memory(board, embedder, VectorIndex(embedder, url=chroma_url, base_url=base_url, rebuild=rebuild,
+                                                   collection=collection))
     holder: dict = {}
     shared = SharedIndex(home, lambda: VectorIndex(embedder, path=Path(home) / "chroma", base_url=base_url,
                                                    rebuild=rebuild),

@@ -47,7 +47,7 @@ def open_board(settings: Settings) -> Board:
 def open_memory_for(settings: Settings, board: Board, rebuild: bool = False) -> Memory:
     embedder = get_embedder(settings.embedding_model, settings.embedding_base_url, settings.embedding_api_key)
     return open_memory(board, embedder, settings.home, chroma_url=settings.chroma_url,
-                       base_url=settings.embedding_base_url, rebuild=rebuild)
+                       base_url=settings.embedding_base_url, rebuild=rebuild, collection=settings.chroma_collection)
 
 
 class BearerAuth:

@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on HTTP")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     chroma_url: str | None = Field(None, description="a Chroma server (chroma run) instead of the embedded one")
+    chroma_collection: str = Field("hiveboard_memory", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{2,62}$",
+                                   description="collection name, so several boards can share one Chroma server")
     embedding_model: str = Field("all-MiniLM-L6-v2-onnx-int8", description="the offline model, or a model name "
                                  "at embedding_base_url")
     embedding_base_url: str | None = Field(None, description="an OpenAI-compatible /v1 endpoint for embeddings")

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -48,10 +49,36 @@ def connect(board: Board):
     return _connect
 
 
-@pytest.fixture
-def memory(board: Board, tmp_path: Path):
-    """The shared memory of the board's data directory: real offline embeddings, embedded Chroma."""
-    mem = open_memory(board, get_embedder(), tmp_path)
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    """A local `chroma run` server on a free loopback port, for the whole test session."""
+    chroma = Path(sys.executable).parent / "chroma"
+    if not chroma.exists():
+        pytest.skip("the chroma CLI is not installed next to this Python")
+    port = free_port()
+    proc = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path_factory.mktemp("chroma-server")),
+                             "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, proc, timeout=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(params=["embedded", "chroma-server"])
+def memory(request, board: Board, tmp_path: Path):
+    """The board's shared memory with real offline embeddings, on the embedded Chroma and on a Chroma server."""
+    if request.param == "embedded":
+        mem = open_memory(board, get_embedder(), tmp_path)
+    else:
+        url = request.getfixturevalue("chroma_server")
+        mem = open_memory(board, get_embedder(), tmp_path, chroma_url=url,
+                          collection=f"t{uuid.uuid4().hex[:16]}")  # each test its own collection
     yield mem
     mem.stop()
 

@@ -167,13 +167,17 @@ async def test_bad_memory_input_is_refused(connect, memory):
     assert memory.knowledge.count() == 0
 
 
-def test_opening_the_index_with_another_model_is_refused(memory, tmp_path):
+def test_opening_the_index_with_another_model_is_refused(memory, tmp_path, request):
     memory.drain()
+    if isinstance(memory.index, VectorIndex):  # on a Chroma server
+        where = dict(url=request.getfixturevalue("chroma_server"), collection=memory.index.name)
+    else:
+        where = dict(path=tmp_path / "chroma")
 
     class OtherModel:
         name, dim = "some-other-model", 768
 
     with pytest.raises(EmbeddingMismatch, match="hiveboard reindex"):
-        VectorIndex(OtherModel(), path=tmp_path / "chroma")
+        VectorIndex(OtherModel(), **where)
     embedder = get_embedder()
     assert (embedder.name, embedder.dim) == (MINILM_NAME, MINILM_DIM)

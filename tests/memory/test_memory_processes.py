@@ -16,8 +16,6 @@ from conftest import call, free_port, wait_for_port
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from hiveboard.memory.embeddings import get_embedder
-from hiveboard.memory.service import open_memory
 
 pytestmark = pytest.mark.anyio
 
@@ -141,38 +139,11 @@ async def _contains(ids_coroutine, item_id: int) -> bool:
     return item_id in await ids_coroutine
 
 
-@pytest.fixture
-def chroma_server(tmp_path):
-    chroma = Path(sys.executable).parent / "chroma"
-    if not chroma.exists():
-        pytest.skip("the chroma CLI is not installed next to this Python")
-    port = free_port()
-    proc = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_for_port(port, proc, timeout=60)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-async def test_memory_on_a_local_chroma_server(board, connect, chroma_server, tmp_path):
-    memory = open_memory(board, get_embedder(), tmp_path, chroma_url=chroma_server)
-    try:
-        async with connect("alice", memory=memory) as c:
-            lesson = await call(c, "record_lesson", **LESSON)
-            await call(c, "record_lesson", problem="The changelog was not updated.", fix="Add it to the PR "
-                       "template.", task_type="docs")
-            memory.drain()
-            assert await vector_ids(c, "clients retrying all at the same moment") == [lesson["item"]["id"]]
-            hybrid = await call(c, "query_memory", query="jitter", task_type="code")
-            assert hybrid["hits"][0]["matched"] == ["vector", "keyword"]
-            assert memory.reindex() == 2
-            assert await vector_ids(c, "clients retrying all at the same moment") == [lesson["item"]["id"]]
-        assert memory.index.count() == 2
-    finally:
-        memory.stop()
+async def test_a_server_started_on_a_chroma_server_uses_it(tmp_path, chroma_server):
+    env = _clean_env(HIVEBOARD_AGENT="team-a", HIVEBOARD_CHROMA_URL=chroma_server,
+                     HIVEBOARD_CHROMA_COLLECTION="team_a_memory")
+    async with stdio_server(tmp_path / "home", "team-a", env=env) as c:
+        lesson = await call(c, "record_lesson", **LESSON)
+        await until(lambda: _contains(vector_ids(c, "clients retrying all at the same moment"),
+                                      lesson["item"]["id"]), what="indexing on the Chroma server")
+    assert not (tmp_path / "home" / "chroma").exists()  # nothing embedded was opened
