@@ -37,6 +37,7 @@ from hiveboard.board import (
 )
 
 from hiveboard.memory.embeddings import EmbeddingError
+from hiveboard.memory.index import EmbeddingMismatch
 from hiveboard.memory.owner import IndexUnavailable
 from hiveboard.memory.service import Hit, Memory, Recorded, Results
 
@@ -101,7 +102,7 @@ def board_errors(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         try:
             return as_result(fn(*args, **kwargs))
-        except (BoardError, EmbeddingError, IndexUnavailable) as exc:
+        except (BoardError, EmbeddingError, EmbeddingMismatch, IndexUnavailable) as exc:
             raise ToolError(str(exc)) from exc
 
     return wrapper

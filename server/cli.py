@@ -17,7 +17,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from hiveboard.board import Board, BoardError, Limits, Store
 
-from hiveboard.memory.embeddings import get_embedder
+from hiveboard.memory.embeddings import EmbeddingError, get_embedder
+from hiveboard.memory.index import EmbeddingMismatch
 from hiveboard.memory.owner import IndexUnavailable
 from hiveboard.memory.service import Memory, open_memory
 
@@ -99,7 +100,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     board = open_board(settings)
-    memory = open_memory_for(settings, board)
+    try:
+        memory = open_memory_for(settings, board)
+    except (EmbeddingMismatch, EmbeddingError) as exc:
+        print(f"hiveboard: {exc}", file=sys.stderr)
+        return 2
     memory.start()
     try:
         return _serve(args, settings, board, memory)

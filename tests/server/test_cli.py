@@ -75,3 +75,18 @@ def test_message_size_limit_is_configurable(tmp_path, monkeypatch):
     board.messages.publish("a", NewMessage(intent="info", content="x" * 500, task_id=1))
     with pytest.raises(InvalidInput, match="limit is 500"):
         board.messages.publish("a", NewMessage(intent="info", content="x" * 501, task_id=1))
+
+
+def test_serve_refuses_an_index_of_another_model_and_reindex_repairs_it(tmp_path):
+    from hiveboard.memory.embeddings import get_embedder
+    from hiveboard.memory.index import VectorIndex, chroma_client
+
+    assert run("--home", str(tmp_path), "reindex").returncode == 0  # an index for the offline model
+    # as if it had been built with another model
+    chroma_client(tmp_path / "chroma").get_collection("hiveboard_memory").modify(
+        metadata={"hiveboard_model": "text-embedding-3-large", "hiveboard_dim": 3072})
+    serve = run("--home", str(tmp_path), "serve", "--http", "--port", "1")
+    assert serve.returncode == 2 and "hiveboard reindex" in serve.stderr
+    fixed = run("--home", str(tmp_path), "reindex")
+    assert fixed.returncode == 0 and "all-MiniLM-L6-v2-onnx-int8 (384-d)" in fixed.stdout
+    VectorIndex(get_embedder(), path=tmp_path / "chroma")  # opens without complaint again
