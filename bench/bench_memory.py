@@ -272,9 +272,20 @@ async def call(client: Client, tool: str, args: dict) -> dict:
     return result.structured_content or {}
 
 
+ROW_SECONDS = 30.0  # --row-seconds: a row stops early once it has run this long (and has MIN_SAMPLES)
+MIN_SAMPLES = 30
+
+
+def over_budget(started: float, n: int) -> bool:
+    return n >= MIN_SAMPLES and time.perf_counter() - started > ROW_SECONDS
+
+
 async def timed_calls(client: Client, tool: str, arg_list: list[dict], check=None) -> Lat:
     lat, cpu = Lat(), 0.0
+    started = time.perf_counter()
     for args in arg_list:
+        if over_budget(started, len(lat)):
+            break
         c0, t0 = time.process_time(), time.perf_counter()
         out = await call(client, tool, args)
         lat.append(time.perf_counter() - t0)
@@ -287,7 +298,10 @@ async def timed_calls(client: Client, tool: str, arg_list: list[dict], check=Non
 
 def timed_raw(fns: list, check=None) -> Lat:
     lat, cpu = Lat(), 0.0
+    started = time.perf_counter()
     for fn in fns:
+        if over_budget(started, len(lat)):
+            break
         c0, t0 = time.process_time(), time.perf_counter()
         out = fn()
         lat.append(time.perf_counter() - t0)
@@ -497,7 +511,10 @@ async def whatif_level(level: int, board: Board, memory: Memory, queries, res: R
             for workload, arg_list in workloads:
                 lat = {name: Lat() for name, _ in variants}
                 cpu = {name: 0.0 for name, _ in variants}
+                started = time.perf_counter()
                 for k, args in enumerate(arg_list):
+                    if k >= MIN_SAMPLES and time.perf_counter() - started > 2 * ROW_SECONDS:
+                        break
                     order = variants[k % len(variants):] + variants[:k % len(variants)]
                     for name, apply in order:
                         apply()
@@ -561,7 +578,7 @@ def print_tables(res: Results) -> None:
     print("\nvs chroma: row p50 / raw Chroma p50 (collection.query, precomputed vector, n_results=50) at the same "
           "level.\ncpu ms: this process's CPU per call, all threads (client, server, SQLite, ONNX and Chroma all run "
           "here).")
-    head = f"{'level':>6} {'measurement':<46} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'vs chroma':>9} {'cpu ms':>7}"
+    head = f"{'level':>6} {'measurement':<58} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'vs chroma':>9} {'cpu ms':>7}"
     print()
     print(head)
     print("-" * len(head))
@@ -574,7 +591,7 @@ def print_tables(res: Results) -> None:
         vs = f"{r.vs_chroma:>8.1f}x" if r.vs_chroma is not None else f"{'-':>9}"
         cpu = f"{r.cpu_ms:>7.2f}" if r.cpu_ms is not None else f"{'':>7}"
         note = f"  {r.note}" if r.note else ""
-        print(f"{label(r.level):>6} {r.measurement[:46]:<46} {r.n:>5} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {vs} {cpu}{note}")
+        print(f"{label(r.level):>6} {r.measurement[:58]:<58} {r.n:>5} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {vs} {cpu}{note}")
 
 
 def verdict(res: Results) -> list[str]:
@@ -648,6 +665,7 @@ def run_level(level: int, items: list[Item], vectors: np.ndarray, n_real: int, q
 
 
 def main(argv: list[str] | None = None) -> int:
+    global GC_FREEZE, ROW_SECONDS
     p = argparse.ArgumentParser(description="hiveboard shared memory: query_memory at 1k/10k/100k items vs raw Chroma")
     p.add_argument("--quick", action="store_true", help="levels 1k and 10k, 60 queries per row (< 2 min)")
     p.add_argument("--levels", help="comma-separated item counts, e.g. 1k,10k,100k (default; --quick 1k,10k)")
@@ -664,19 +682,22 @@ def main(argv: list[str] | None = None) -> int:
                    "on deprecated, fewer candidates, lower HNSW ef_search)")
     p.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
                    help="skip gc.freeze() before the timed rows (`hiveboard serve` freezes its start-up heap)")
+    p.add_argument("--row-seconds", type=float, default=ROW_SECONDS,
+                   help=f"stop a row after this long once it has {MIN_SAMPLES} samples ({ROW_SECONDS:g}; what-if "
+                   "workloads get twice this); keeps the 100k level, where a query can take 100+ ms, in bounds")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--keep", action="store_true", help="keep the temp data directories")
     args = p.parse_args(argv)
-    global GC_FREEZE
     GC_FREEZE = args.gc_freeze
+    ROW_SECONDS = args.row_seconds
 
     q = args.quick
     levels = sorted({parse_count(x) for x in (args.levels or ("1k,10k" if q else "1k,10k,100k")).split(",") if x})
     real = args.real if args.real is not None else (1_000 if q else 10_000)
     cfg = dict(levels=levels, queries=args.queries or (60 if q else 200), real=min(real, max(levels)),
                noise=args.noise, embed_threads=args.embed_threads, seed=args.seed, quick=q, profile=args.profile,
-               gc_freeze=args.gc_freeze, whatif=args.whatif, whatif_queries=100, throughput_texts=48 if q else 128, load_batch=LOAD_BATCH,
+               gc_freeze=args.gc_freeze, whatif=args.whatif, whatif_queries=100, row_seconds=args.row_seconds, throughput_texts=48 if q else 128, load_batch=LOAD_BATCH,
                candidates=memory_service.CANDIDATES)
     started = time.perf_counter()
     res = Results(machine=machine_info(), settings=cfg)

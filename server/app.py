@@ -10,6 +10,7 @@ import asyncio
 import functools
 import json
 import time
+import weakref
 from contextlib import asynccontextmanager
 from collections.abc import Callable
 from typing import Annotated, Literal
@@ -18,7 +19,16 @@ import anyio
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    EmptyResult,
+    SubscribeRequestParams,
+    TextContent,
+    ToolAnnotations,
+    UnsubscribeRequestParams,
+)
 from pydantic import BaseModel, Field
 
 from hiveboard.board.messages import Message, MessagePage, NewMessage, Subscription
@@ -147,8 +157,11 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         def inbox_changed(agents: set[str]) -> None:
             # any thread: tell MCP clients listening on these inboxes' resources
             for agent in agents:
-                asyncio.run_coroutine_threadsafe(bus.publish(ResourceUpdated(uri=f"hiveboard://inbox/{agent}")),
-                                                 loop)
+                uri = f"hiveboard://inbox/{agent}"
+                asyncio.run_coroutine_threadsafe(bus.publish(ResourceUpdated(uri=uri)), loop)
+                for connection in list(legacy_subscribers.get(uri, ())):
+                    asyncio.run_coroutine_threadsafe(
+                        connection.notify("notifications/resources/updated", {"uri": uri}), loop)
 
         wakeup.on_agents.append(inbox_changed)
         try:
@@ -158,6 +171,27 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
             wakeup.on_agents.remove(inbox_changed)
 
     mcp = MCPServer("hiveboard", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan, subscriptions=bus)
+
+    # Clients on the session protocol (2025-11-25) subscribe with resources/subscribe instead of
+    # subscriptions/listen; keep their connections per inbox URI until the connection goes away.
+    legacy_subscribers: dict[str, weakref.WeakSet] = {}
+
+    def _own_inbox(rctx, uri: str) -> None:
+        me = identity.current(Context(request_context=rctx, mcp_server=mcp))
+        if uri != f"hiveboard://inbox/{me}":
+            raise MCPError(INVALID_PARAMS, f"you can subscribe only to your own inbox (hiveboard://inbox/{me})")
+
+    async def subscribe_resource(rctx, params: SubscribeRequestParams) -> EmptyResult:
+        _own_inbox(rctx, params.uri)
+        legacy_subscribers.setdefault(params.uri, weakref.WeakSet()).add(rctx.session._connection)
+        return EmptyResult()
+
+    async def unsubscribe_resource(rctx, params: UnsubscribeRequestParams) -> EmptyResult:
+        legacy_subscribers.get(params.uri, weakref.WeakSet()).discard(rctx.session._connection)
+        return EmptyResult()
+
+    mcp._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe_resource)
+    mcp._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe_resource)
 
     @mcp.tool(annotations=IDEMPOTENT)
     @board_errors

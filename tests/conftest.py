@@ -40,10 +40,11 @@ def connect(board: Board):
     """connect("alice") -> an in-process MCP client whose connection acts as alice (None: unregistered)."""
 
     @asynccontextmanager
-    async def _connect(agent: str | None = None, *, mode: str = "auto", wants_review=None, memory=None):
+    async def _connect(agent: str | None = None, *, mode: str = "auto", wants_review=None, memory=None,
+                       **client_options):
         server = build_server(board, Identity(board.agents, "memory", agent=agent), wants_review=wants_review,
                               memory=memory)
-        async with Client(server, mode=mode) as client:
+        async with Client(server, mode=mode, **client_options) as client:
             yield client
 
     return _connect

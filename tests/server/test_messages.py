@@ -260,3 +260,25 @@ async def test_the_holder_hears_when_someone_else_unblocks_its_card(connect):
         await call(carol, "update_task", task_id=card["id"], status="todo", reason="keys arrived")
         told = await inbox(bob)
         assert [m["intent"] for m in told] == ["status_update"] and "keys arrived" in told[0]["summary"]
+
+
+async def test_session_protocol_clients_subscribe_to_their_inbox(connect):
+    import mcp_types
+
+    await register(connect, ("reader", None), ("other", None))
+    updates: list[str] = []
+
+    async def on_message(message):
+        if isinstance(message, mcp_types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+
+    async with connect("reader", mode="legacy", message_handler=on_message) as reader, \
+            connect("other") as other:
+        await reader.subscribe_resource("hiveboard://inbox/reader")
+        with pytest.raises(Exception, match="only to your own inbox"):
+            await reader.subscribe_resource("hiveboard://inbox/other")
+        await call(other, "publish_message", intent="info", recipient="reader", content="ping")
+        with anyio.fail_after(10):
+            while not updates:
+                await anyio.sleep(0.01)
+    assert updates == ["hiveboard://inbox/reader"]
