@@ -100,9 +100,16 @@ class Knowledge:
                    [source, item_id])
 
     def supersede(self, db: Database, old_id: int, new_id: int) -> None:
-        row = db.execute("SELECT deprecated FROM memory_items WHERE id = ?", [old_id]).fetchone()
+        """Hide a live lesson behind the one that replaces it (only lessons of the same task type)."""
+        row = db.execute("SELECT kind, task_type, deprecated FROM memory_items WHERE id = ?", [old_id]).fetchone()
+        new_type = db.execute("SELECT task_type FROM memory_items WHERE id = ?", [new_id]).fetchone()[0]
         if row is None:
             raise InvalidInput(f"supersedes names memory item {old_id}, which does not exist")
+        if row[0] != "lesson" or row[1] != new_type:
+            raise InvalidInput(f"memory item {old_id} is a {row[0]} of task type {row[1]}; a lesson can "
+                               f"supersede only a lesson of its own task type ({new_type})")
+        if row[2]:
+            raise InvalidInput(f"lesson {old_id} is already superseded; supersede the lesson that replaced it")
         db.execute("UPDATE memory_items SET deprecated = 1, superseded_by = ? WHERE id = ?", [new_id, old_id])
         db.execute("INSERT OR REPLACE INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [old_id, now()])
 
@@ -156,27 +163,29 @@ class Knowledge:
         return {r[0] for r in self.store.db.execute(
             f"SELECT m.id FROM memory_items m WHERE m.id IN ({marks}){where}", [*ids, *params])}
 
-    def vectors(self, *, kind: str, task_type: str | None) -> list[tuple[int, np.ndarray]]:
-        """Embedded, live items of one kind and task type (for near-duplicate checks)."""
+    def vectors(self, *, kind: str, task_type: str | None, model: str) -> list[tuple[int, np.ndarray]]:
+        """Live items of one kind and task type embedded by `model` (for near-duplicate checks)."""
         return [(r[0], from_blob(r[1])) for r in self.store.db.execute(
             "SELECT id, embedding FROM memory_items WHERE kind = ? AND task_type IS ? AND deprecated = 0 "
-            "AND embedding IS NOT NULL", [kind, task_type])]
+            "AND embedding IS NOT NULL AND embedding_model = ?", [kind, task_type, model])]
 
     def count(self) -> int:
         return self.store.db.execute("SELECT count(*) FROM memory_items").fetchone()[0]
 
     # ----------------------------------------------------------------- the outbox
 
-    def lease(self, limit: int = 64, lease_seconds: float = 120) -> list[MemoryItem]:
-        """Take up to `limit` queued items for indexing; ones a dead worker leased come back after the lease."""
+    def lease(self, limit: int = 64, lease_seconds: float = 120) -> tuple[float, list[MemoryItem]]:
+        """Take up to `limit` queued items for indexing: (the lease, the items). Items a dead worker
+        leased come back when its lease runs out."""
         ts = now()
+        lease = ts + lease_seconds
         with self.store.write() as db:
             ids = [r[0] for r in db.execute(
                 "UPDATE memory_outbox SET leased_until = ? WHERE item_id IN (SELECT item_id FROM memory_outbox "
                 "WHERE leased_until IS NULL OR leased_until < ? ORDER BY item_id LIMIT ?) RETURNING item_id",
-                [ts + lease_seconds, ts, limit]).fetchall()]
+                [lease, ts, limit]).fetchall()]
         found = self.get(sorted(ids))
-        return [found[i] for i in sorted(ids) if i in found]
+        return lease, [found[i] for i in sorted(ids) if i in found]
 
     def embeddings(self, ids: list[int], model: str) -> dict[int, np.ndarray]:
         """Stored vectors of these items made by `model` (others must be embedded again)."""
@@ -187,12 +196,14 @@ class Knowledge:
             f"SELECT id, embedding FROM memory_items WHERE id IN ({marks}) AND embedding IS NOT NULL "
             f"AND embedding_model = ?", [*ids, model])}
 
-    def indexed(self, vectors: dict[int, np.ndarray], model: str) -> None:
-        """Record vectors and take the items off the outbox."""
+    def indexed(self, vectors: dict[int, np.ndarray], model: str, lease: float) -> None:
+        """Record vectors and take the items off the outbox — unless they were queued again meanwhile
+        (e.g. superseded while being indexed), which resets the lease and keeps them queued."""
         with self.store.write() as db:
             db.conn.executemany("UPDATE memory_items SET embedding = ?, embedding_model = ? WHERE id = ?",
                                 [(to_blob(v), model, i) for i, v in vectors.items()])
-            db.conn.executemany("DELETE FROM memory_outbox WHERE item_id = ?", [(i,) for i in vectors])
+            db.conn.executemany("DELETE FROM memory_outbox WHERE item_id = ? AND leased_until = ?",
+                                [(i, lease) for i in vectors])
 
     def pending(self) -> int:
         return self.store.db.execute("SELECT count(*) FROM memory_outbox").fetchone()[0]

@@ -182,12 +182,15 @@ class Messages:
         thread = msg.thread
         recipient_in = msg.recipient
         if msg.reply_to is not None:
-            parent = db.execute("SELECT thread, sender, task_id FROM messages WHERE id = ?", [msg.reply_to]).fetchone()
+            parent = db.execute("SELECT thread, sender, task_id, recipient FROM messages WHERE id = ?",
+                                [msg.reply_to]).fetchone()
             if parent is None:
                 raise InvalidInput(f"reply_to names message {msg.reply_to}, which does not exist")
             thread = thread or parent[0]
-            if recipient_in is None and parent[1] != sender:
-                recipient_in = parent[1]  # a reply goes back to whoever wrote the message
+            if recipient_in is None:
+                # a reply goes back to whoever wrote the message; a follow-up to your own message keeps
+                # that message's audience (a private thread stays private)
+                recipient_in = parent[1] if parent[1] != sender else parent[3]
             if msg.task_id is None and parent[2] is not None:
                 msg = msg.model_copy(update=dict(task_id=parent[2]))
         if thread is None and msg.task_id is not None:

@@ -15,6 +15,7 @@ import chromadb
 import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import NotFoundError
 from chromadb.utils.embedding_functions import register_embedding_function
 
 from hiveboard.board.knowledge import MemoryItem
@@ -26,6 +27,10 @@ COLLECTION = "hiveboard_memory"
 
 class EmbeddingMismatch(RuntimeError):
     """The index was built with another embedding model."""
+
+
+class IndexUnavailable(RuntimeError):
+    """No vector index could answer right now (searches fall back to keywords)."""
 
 
 @register_embedding_function
@@ -68,11 +73,16 @@ class VectorIndex:
                  base_url: str | None = None, rebuild: bool = False, collection: str = COLLECTION):
         self.embedder = embedder
         self.name = collection
-        self.client = chroma_client(path, url)
         self.function = HiveboardEmbedding(embedder.name if base_url is None else embedder.model, base_url)
-        if rebuild:
-            self._drop()
-        self.collection = self._open()
+        try:
+            self.client = chroma_client(path, url)
+            if rebuild:
+                self._drop()
+            self.collection = self._open()
+        except EmbeddingMismatch:
+            raise
+        except Exception as exc:  # an unreachable server, a damaged directory: say where
+            raise IndexUnavailable(f"cannot open the Chroma index at {url or path}: {exc}") from exc
 
     def _drop(self) -> None:
         names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
@@ -103,25 +113,42 @@ class VectorIndex:
     def upsert(self, items: list[MemoryItem], vectors: np.ndarray) -> None:
         if not items:
             return
-        self.collection.upsert(
+        self._call(lambda: self.collection.upsert(
             ids=[str(i.id) for i in items], embeddings=[v for v in vectors],
             metadatas=[{"kind": i.kind, "task_type": i.task_type or "", "task_id": i.task_id or 0,
-                        "deprecated": i.deprecated} for i in items])
+                        "deprecated": i.deprecated, "created_at": i.created_at,
+                        **{f"tag:{t}": True for t in i.tags}} for i in items]))
 
     def query(self, vector: np.ndarray, n: int, *, task_type: str | None = None, kinds: list[str] | None = None,
-              include_deprecated: bool = False) -> list[tuple[int, float]]:
-        """(item id, cosine similarity), best first."""
+              tags: list[str] | None = None, include_deprecated: bool = False) -> list[tuple[int, float]]:
+        """(item id, cosine similarity), best first, filtered inside Chroma."""
         clauses: list[dict] = []
         if task_type:
             clauses.append({"task_type": task_type})
         if kinds:
             clauses.append({"kind": {"$in": list(kinds)}})
+        for tag in tags or ():
+            clauses.append({f"tag:{tag}": True})
         if not include_deprecated:
             clauses.append({"deprecated": False})
         where = clauses[0] if len(clauses) == 1 else ({"$and": clauses} if clauses else None)
-        result = self.collection.query(query_embeddings=[vector], n_results=n, where=where,
-                                       include=["distances"])
+        result = self._call(lambda: self.collection.query(query_embeddings=[vector], n_results=n, where=where,
+                                                          include=["distances"]))
         return [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0])]
 
+    def _call(self, operation):
+        """Run a Chroma call; a collection rebuilt under us (reindex) is opened again, other failures are
+        reported as IndexUnavailable so searches fall back to keywords."""
+        try:
+            try:
+                return operation()
+            except NotFoundError:
+                self.collection = self._open()
+                return operation()
+        except EmbeddingMismatch:
+            raise
+        except Exception as exc:  # Chroma raises many types (HTTP, Rust bindings); callers need one
+            raise IndexUnavailable(f"the vector index failed: {exc}") from exc
+
     def count(self) -> int:
-        return self.collection.count()
+        return self._call(self.collection.count)

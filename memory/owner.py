@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from .index import VectorIndex
+from .index import IndexUnavailable, VectorIndex
 
 log = logging.getLogger("hiveboard.memory")
 
@@ -33,10 +33,6 @@ try:
 except ImportError:  # Windows: msvcrt locks the first byte instead
     fcntl = None
     import msvcrt
-
-
-class IndexUnavailable(RuntimeError):
-    """No process could answer a vector query right now."""
 
 
 def _try_lock(handle) -> bool:
@@ -61,6 +57,7 @@ class SharedIndex:
         self._lock = threading.Lock()
         self._lock_file = None
         self._server: ThreadingHTTPServer | None = None
+        self._closed = False
         self.index: VectorIndex | None = None
         self.acquire()
 
@@ -73,13 +70,20 @@ class SharedIndex:
         with self._lock:
             if self.index is not None:
                 return True
+            if self._closed:
+                return False
             handle = open(self.home / "memory.lock", "a+")
             if not _try_lock(handle):
                 handle.close()
                 return False
+            try:
+                self.index = self._open_index()
+                self._serve()
+            except BaseException:
+                self.index = None
+                handle.close()  # never keep the lock without an open index: another process may do better
+                raise
             self._lock_file = handle
-            self.index = self._open_index()
-            self._serve()
         log.info("this process owns the memory index in %s", self.home)
         self._on_owner()
         return True
@@ -90,14 +94,22 @@ class SharedIndex:
 
         class Relay(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 (http.server's naming)
-                if not hmac.compare_digest(self.headers.get("x-hiveboard-secret", ""), secret):
+                given = self.headers.get("x-hiveboard-secret", "").encode("utf-8", "replace")
+                if not hmac.compare_digest(given, secret.encode()):
                     self.send_error(403)
                     return
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
                 try:
-                    hits = index.query(np.asarray(body["vector"], dtype=np.float32), body["n"],
-                                       task_type=body.get("task_type"), kinds=body.get("kinds"),
-                                       include_deprecated=body.get("include_deprecated", False))
+                    body = json.loads(self.rfile.read(min(int(self.headers.get("content-length", 0)), 1 << 20)))
+                    vector = np.asarray(body["vector"], dtype=np.float32)
+                    n = int(body["n"])
+                    if vector.ndim != 1 or not 1 <= n <= 200:
+                        raise ValueError("vector must be 1-d and n within 1..200")
+                    filters = {k: body.get(k) for k in ("task_type", "kinds", "tags")}
+                except (ValueError, KeyError, TypeError) as exc:
+                    self.send_error(400, str(exc))
+                    return
+                try:
+                    hits = index.query(vector, n, include_deprecated=bool(body.get("include_deprecated")), **filters)
                     payload, status = json.dumps({"hits": hits}).encode(), 200
                 except Exception as exc:  # report to the relaying process rather than drop the connection
                     payload, status = json.dumps({"error": str(exc)}).encode(), 500
@@ -127,6 +139,8 @@ class SharedIndex:
             response = httpx.post(f"http://127.0.0.1:{info['port']}/query", timeout=10,
                                   headers={"x-hiveboard-secret": info["secret"]},
                                   json={"vector": [float(x) for x in vector], "n": n, **filters})
+            if response.status_code == 500:
+                raise IndexUnavailable(f"the owner's index failed: {response.json().get('error')}")
             response.raise_for_status()
             return [(int(i), float(s)) for i, s in response.json()["hits"]]
         except (OSError, ValueError, KeyError, httpx.HTTPError) as exc:
@@ -136,6 +150,7 @@ class SharedIndex:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self._server is not None:
                 self._server.shutdown()
                 self._server.server_close()

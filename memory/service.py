@@ -19,9 +19,10 @@ from pydantic import BaseModel, Field
 from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.knowledge import KINDS, MemoryItem
 
-from .embeddings import Embedder
+from .embeddings import Embedder, EmbeddingError
 from .index import COLLECTION, VectorIndex
-from .owner import IndexUnavailable, SharedIndex
+from .index import IndexUnavailable
+from .owner import SharedIndex
 
 log = logging.getLogger("hiveboard.memory")
 
@@ -87,8 +88,12 @@ class Memory:
 
     def query(self, query: str, *, task_type: str | None = None, kinds: list[str] | None = None,
               tags: list[str] | None = None, k: int = 5, include_deprecated: bool = False,
-              mode: Mode = "hybrid") -> Results:
-        """The k best items for a query, by meaning and keyword, within the filters."""
+              mode: Mode = "hybrid", vector: np.ndarray | None = None) -> Results:
+        """The k best items for a query, by meaning and keyword, within the filters.
+
+        `vector` is the query's embedding when the caller has it already.
+        """
+        task_type = task_type.strip().lower() if task_type else None
         if not query.strip():
             raise InvalidInput("query is empty: describe what you are looking for, e.g. 'SQL built from strings'")
         if not 1 <= k <= 50:
@@ -104,13 +109,15 @@ class Memory:
             rankings["keyword"] = self.knowledge.keyword(query, limit=CANDIDATES, **filters)
         if mode in ("hybrid", "vector"):
             try:
-                vector_hits = self._vector(self.embedder.embed([query])[0], CANDIDATES, task_type=task_type,
-                                           kinds=kinds, include_deprecated=include_deprecated)
+                if vector is None:
+                    vector = self.embedder.embed([query])[0]
+                vector_hits = self._vector(vector, CANDIDATES, task_type=task_type, kinds=kinds, tags=tags,
+                                           include_deprecated=include_deprecated)
                 vector_hits = [(i, sim) for i, sim in vector_hits if sim >= MIN_SIMILARITY]
                 allowed = self.knowledge.allowed([i for i, _ in vector_hits], **filters)
                 rankings["vector"] = [i for i, _ in vector_hits if i in allowed]
                 similarity = {i: s for i, s in vector_hits}
-            except IndexUnavailable as exc:
+            except (IndexUnavailable, EmbeddingError) as exc:
                 note = f"search by meaning is unavailable ({exc}); these are keyword matches only"
         scores: dict[int, float] = {}
         matched: dict[int, list[str]] = {}
@@ -143,7 +150,7 @@ class Memory:
         vector = self.embedder.embed([text])[0]
         source = f"task:{task_id}" if task_id else None
         if supersedes is None:
-            existing = self.knowledge.vectors(kind="lesson", task_type=task_type)
+            existing = self.knowledge.vectors(kind="lesson", task_type=task_type, model=self.embedder.name)
             if existing:
                 ids, matrix = zip(*existing)
                 sims = np.vstack(matrix) @ vector
@@ -164,15 +171,27 @@ class Memory:
         return Recorded(item=self.knowledge.item(item_id), merged=False)
 
     def context_for(self, agent: str, task: Task, k: int = 3) -> list[Hit]:
-        """Lessons and critiques for a card just claimed: same task type first, then any; recorded as surfaced."""
-        query = f"{task.title}\n{task.description}\n" + "\n".join(task.acceptance_criteria)
-        kinds = ["lesson", "critique"]
-        hits = self.query(query, task_type=task.task_type, kinds=kinds, k=k).hits
-        if len(hits) < k:
-            seen = {h.id for h in hits}
-            hits += [h for h in self.query(query, kinds=kinds, k=k).hits if h.id not in seen][: k - len(hits)]
-        self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
-        return hits
+        """Lessons and critiques for a card just claimed: same task type first, then any; recorded as surfaced.
+
+        Never fails: the claim is already made, and a card must not be lost to a memory hiccup.
+        """
+        try:
+            query = f"{task.title}\n{task.description}\n" + "\n".join(task.acceptance_criteria)
+            kinds = ["lesson", "critique"]
+            try:
+                vector = self.embedder.embed([query])[0]
+            except EmbeddingError:
+                vector = None  # keyword matches still help
+            hits = self.query(query, task_type=task.task_type, kinds=kinds, k=k, vector=vector).hits
+            if len(hits) < k:
+                seen = {h.id for h in hits}
+                more = self.query(query, kinds=kinds, k=k, vector=vector).hits
+                hits += [h for h in more if h.id not in seen][: k - len(hits)]
+            self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
+            return hits
+        except Exception:
+            log.exception("could not gather lessons for task %s; the claim stands without them", task.id)
+            return []
 
     # ----------------------------------------------------------------- indexing
 
@@ -182,6 +201,8 @@ class Memory:
 
     def _local_index(self) -> VectorIndex | None:
         if isinstance(self.index, SharedIndex):
+            if not self.index.owner:
+                self.index.acquire()  # a cheap lock attempt: take over when the owner has left
             return self.index.index  # None unless this process owns the embedded index
         return self.index
 
@@ -190,17 +211,32 @@ class Memory:
         index = self._local_index()
         if index is None:
             return 0
-        items: list[MemoryItem] = self.knowledge.lease(batch)
+        lease, items = self.knowledge.lease(batch)
         if not items:
             return 0
+        try:
+            self._index(index, items, lease)
+        except Exception:
+            if len(items) == 1:
+                raise
+            # one bad item (e.g. text an embeddings endpoint rejects) must not hold back the rest; the
+            # ones that fail again stay leased and are retried when the lease runs out
+            log.exception("indexing a batch of %d failed; retrying one by one", len(items))
+            for item in items:
+                try:
+                    self._index(index, [item], lease)
+                except Exception:
+                    log.exception("memory item %s could not be indexed; it will be retried", item.id)
+        return len(items)
+
+    def _index(self, index: VectorIndex, items: list[MemoryItem], lease: float) -> None:
         stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
         missing = [i for i in items if i.id not in stored]
         if missing:
             fresh = self.embedder.embed([f"{i.title}\n{i.text}" for i in missing])
             stored.update({i.id: v for i, v in zip(missing, fresh)})
         index.upsert(items, np.vstack([stored[i.id] for i in items]))
-        self.knowledge.indexed(stored, self.embedder.name)
-        return len(items)
+        self.knowledge.indexed(stored, self.embedder.name, lease)
 
     def drain(self) -> int:
         """Index everything queued (tests, reindex)."""

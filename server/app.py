@@ -47,8 +47,7 @@ from hiveboard.board import (
 )
 
 from hiveboard.memory.embeddings import EmbeddingError
-from hiveboard.memory.index import EmbeddingMismatch
-from hiveboard.memory.owner import IndexUnavailable
+from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
 from hiveboard.memory.service import Hit, Memory, Recorded, Results
 
 from .identity import Identity

@@ -18,8 +18,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from hiveboard.board import Board, BoardError, Limits, Store
 
 from hiveboard.memory.embeddings import EmbeddingError, get_embedder
-from hiveboard.memory.index import EmbeddingMismatch
-from hiveboard.memory.owner import IndexUnavailable
+from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
 from hiveboard.memory.service import Memory, open_memory
 
 from .app import build_server, tool_token_costs
@@ -102,7 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     board = open_board(settings)
     try:
         memory = open_memory_for(settings, board)
-    except (EmbeddingMismatch, EmbeddingError) as exc:
+    except (EmbeddingMismatch, EmbeddingError, IndexUnavailable) as exc:
         print(f"hiveboard: {exc}", file=sys.stderr)
         return 2
     memory.start()
@@ -147,6 +146,10 @@ def cmd_board(args: argparse.Namespace) -> int:
             print(f"  #{t.id:<5} [{t.priority:<8}] {t.task_type:<9} {t.title}{who}")
         if column.count > len(column.top):
             print(f"  … {column.count - len(column.top)} more (hiveboard board --top N)")
+    surfaced, useful = board.knowledge.reuse()
+    rate = f", reuse rate {useful / surfaced:.0%}" if surfaced else ""
+    print(f"\nmemory: {board.knowledge.count()} items; {surfaced} handed to agents at claims, "
+          f"{useful} marked helpful{rate}")
     return 0
 
 
