@@ -21,7 +21,7 @@ from .db import Store, iso, now
 from .errors import InvalidInput, NotFound
 
 KINDS: tuple[str, ...] = ("lesson", "critique", "output", "message", "note")
-WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+WORD_RE = re.compile(r"\w+")  # any script: FTS5's unicode61 tokenizer splits the same way
 
 
 class MemoryItem(BaseModel):
@@ -94,10 +94,14 @@ class Knowledge:
         self.store.after_commit(("memory", item_id, frozenset()))
         return item_id
 
-    def merge_into(self, db: Database, item_id: int, source: str | None) -> None:
-        """Count a near-duplicate against an existing item instead of storing it twice."""
-        db.execute("UPDATE memory_items SET merged_count = merged_count + 1, source = coalesce(source, ?) WHERE id = ?",
-                   [source, item_id])
+    def merge_into(self, db: Database, item_id: int, source: str | None, tags: Iterable[str] = ()) -> None:
+        """Count a near-duplicate against an existing item instead of storing it twice (its tags join)."""
+        current = json.loads(db.execute("SELECT tags FROM memory_items WHERE id = ?", [item_id]).fetchone()[0])
+        merged = list(dict.fromkeys([*current, *tags]))
+        db.execute("UPDATE memory_items SET merged_count = merged_count + 1, source = coalesce(source, ?), tags = ? "
+                   "WHERE id = ?", [source, json.dumps(merged), item_id])
+        if merged != current:  # the index filters on tags: refresh it
+            db.execute("INSERT OR REPLACE INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, now()])
 
     def supersede(self, db: Database, old_id: int, new_id: int) -> None:
         """Hide a live lesson behind the one that replaces it (only lessons of the same task type)."""

@@ -88,10 +88,11 @@ class MiniLM:
 class OpenAIEmbedder:
     """Any OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM, LM Studio…)."""
 
-    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, timeout: float = 30):
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, timeout: float = 15):
         from openai import OpenAI
 
-        self.client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2)
+        # a tool call waits on this: fail within ~30 s rather than retry for minutes
+        self.client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=1)
         self.model = model
         self.name = f"openai:{model}"
         self.dim = len(self._call(["dimension probe"])[0])

@@ -157,7 +157,7 @@ class Memory:
                 best = int(np.argmax(sims))
                 if sims[best] >= DUPLICATE_SIMILARITY:
                     with self.board.store.write() as db:
-                        self.knowledge.merge_into(db, ids[best], source)
+                        self.knowledge.merge_into(db, ids[best], source, tags or [])
                     return Recorded(item=self.knowledge.item(ids[best]), merged=True, duplicate_of=ids[best],
                                     similarity=round(float(sims[best]), 4))
         with self.board.store.write() as db:
