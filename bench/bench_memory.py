@@ -36,9 +36,9 @@ same server is the MCP baseline.
    where={"task_type": …}; exact numpy top-50 over all vectors (with Chroma's recall@50 against it).
    A row stops early after --row-seconds (20) once it has 30 samples, so slow rows at 100k stay
    bounded; its n says how many ran.
-5. --whatif: the requirement's row again with one candidate fix at a time patched into this process
-   (never into the product's files), interleaved query by query with "as shipped"; and raw Chroma
-   with a lower HNSW ef_search.
+5. --whatif: the requirement's row (and its task_type twin) again with candidate fixes patched into
+   this process (never into the product's files), interleaved query by query with "as shipped", each
+   with its share of on-topic top-5 results so a faster variant that finds worse items shows it.
 
 Targets (issue, on 2 cores): query_memory p50 through MCP, hybrid, query embedding included,
 ≤ 15 ms at 10k items and ≤ 30 ms at 100k. PASS/FAIL is printed; the exit code is 1 only for a wrong
@@ -119,6 +119,8 @@ class Level:
     chroma_mb: float
     on_topic_top5: float | None = None  # share of hybrid queries whose top 5 hold an item of the query's pattern
     chroma_recall_at_50: float | None = None
+    measure_s: float = 0.0  # load + measurements of this level
+    whatif_s: float = 0.0
 
 
 @dataclass
@@ -163,7 +165,14 @@ def machine_info() -> dict:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
         usable = os.cpu_count()
-    return dict(cpu_count=os.cpu_count(), usable_cpus=usable, python=platform.python_version(),
+    try:
+        import subprocess
+        here = Path(__file__).resolve().parent
+        commit = subprocess.run(["git", "-C", str(here), "describe", "--always", "--dirty"], capture_output=True,
+                                text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return dict(hiveboard_commit=commit, cpu_count=os.cpu_count(), usable_cpus=usable, python=platform.python_version(),
                 implementation=platform.python_implementation(), platform=platform.platform(),
                 mcp=version("mcp"), sqlite=sqlite3.sqlite_version, chromadb=version("chromadb"),
                 onnxruntime=version("onnxruntime"), numpy=np.__version__)
@@ -451,27 +460,45 @@ async def measure_level(level: int, board: Board, memory: Memory, ids: list[int]
 # ----------------------------------------------------------------------------- 5. what-if (--whatif)
 
 
-STOPWORDS = frozenset(
-    "a an and are as at be but by can did do does for from had has have how i if in into is it its may no not of "
-    "on or so than that the their then there these this to too was we were what when where which while who why "
-    "will with without you your".split())
+class RareTerms:
+    """What-if for knowledge.fts_query: keep only the query's words that occur in at most `share` of the items.
+
+    A paraphrase's words are ordinary ones ("error", "request", "page"): at 100k items the OR of them
+    matched ~20% of all items, and BM25 ranks every match. Common words add little to BM25 anyway.
+    Document frequencies come from an fts5vocab table over memory_fts (created in the bench's copy).
+    """
+
+    def __init__(self, board: Board, share: float = 0.05):
+        self.board = board
+        self.share = share
+        with board.store.write() as db:
+            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS bench_vocab USING fts5vocab(memory_fts, row)")
+        self.total = board.knowledge.count()
+        self.df: dict[str, int] = {}
+
+    def _df(self, word: str) -> int:
+        if word not in self.df:
+            db = self.board.store.db
+            row = db.execute("SELECT doc FROM bench_vocab WHERE term = ?", [word]).fetchone()
+            self.df[word] = row[0] if row else db.execute(  # the porter stem differs: count its matches
+                "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", [f'"{word}"']).fetchone()[0]
+        return self.df[word]
+
+    def __call__(self, text: str) -> str | None:
+        words = list(dict.fromkeys(w.lower() for w in knowledge_mod.WORD_RE.findall(text) if len(w) > 1))[:32]
+        self.df.clear()  # no cache across queries: each query pays its own look-ups
+        rare = [w for w in words if self._df(w) <= self.share * self.total]
+        return " OR ".join(f'"{w}"' for w in rare or words) or None
 
 
-def fts_query_without_stopwords(text: str) -> str | None:
-    """What-if: knowledge.fts_query with common English words left out (they match most items, and BM25
-    then scores every one of them)."""
-    words = [w for w in dict.fromkeys(w.lower() for w in knowledge_mod.WORD_RE.findall(text) if len(w) > 1)
-             if w not in STOPWORDS][:32]
-    return " OR ".join(f'"{w}"' for w in words) or knowledge_mod.fts_query(text)
-
-
-async def whatif_level(level: int, board: Board, memory: Memory, queries, res: Results, n_queries: int) -> None:
+async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int], items: list[Item], queries,
+                       res: Results, n_queries: int) -> None:
     """query_memory hybrid through MCP (the requirement's row) with candidate fixes patched in, in this process
     only (product code is untouched). Variants are interleaved query by query, so drift on a noisy machine
     hits them all alike; "as shipped" is measured the same way and every variant is compared with it."""
     queries = queries[:n_queries]
-    collection = memory.index.index.collection
     index = memory.index
+    pattern_of = {i: it.pattern for i, it in zip(ids, items)}
     server = build_server(board, Identity(board.agents, "memory", agent="bench"), memory=memory)
     shipped_embedder = memory.embedder
     spin = MiniLM(threads=2)
@@ -482,19 +509,20 @@ async def whatif_level(level: int, board: Board, memory: Memory, queries, res: R
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     nospin.session = ort.InferenceSession(str(minilm_files()[0]), opts, providers=["CPUExecutionProvider"])
     shipped_fts = knowledge_mod.fts_query
+    rare_terms = RareTerms(board)
 
-    def postfilter(vec, n, task_type=None, kinds=None, include_deprecated=False):
+    def postfilter(vec, n, task_type=None, kinds=None, tags=None, include_deprecated=False):
         """Ask Chroma with no where clause (over-fetch 4x when a filter is set) and let Memory.query's
         knowledge.allowed() check the filters in SQLite; fall back to the filtered Chroma query only when
         the filter is so selective that fewer than 10 candidates survive."""
-        if not (task_type or kinds):
+        if not (task_type or kinds or tags):
             return index.query(vec, n, include_deprecated=True)
         hits = index.query(vec, 4 * n, include_deprecated=True)
-        ok = board.knowledge.allowed([i for i, _ in hits], task_type=task_type, kinds=kinds,
+        ok = board.knowledge.allowed([i for i, _ in hits], task_type=task_type, kinds=kinds, tags=tags,
                                      include_deprecated=include_deprecated)
         if len(ok) >= 10:
             return [h for h in hits if h[0] in ok][:n]
-        return index.query(vec, n, task_type=task_type, kinds=kinds, include_deprecated=include_deprecated)
+        return index.query(vec, n, task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
 
     def use(embedder=None, vector=None, fts=None):
         def apply():
@@ -508,11 +536,11 @@ async def whatif_level(level: int, board: Board, memory: Memory, queries, res: R
 
     variants = [
         ("as shipped", use()),
-        ("ORT intra_op threads=2", use(embedder=spin)),
-        ("ORT threads=2, allow_spinning=0", use(embedder=nospin)),
-        ("Chroma: no where, filters checked in SQLite", use(vector=postfilter)),
-        ("FTS5: stopwords left out of the query", use(fts=fts_query_without_stopwords)),
-        ("all three (no-spin threads=2)", use(embedder=nospin, vector=postfilter, fts=fts_query_without_stopwords)),
+        ("ORT threads=2", use(embedder=spin)),
+        ("ORT threads=2, no spinning", use(embedder=nospin)),
+        ("Chroma without where, SQLite filters", use(vector=postfilter)),
+        ("FTS5 words in <=5% of items only", use(fts=rare_terms)),
+        ("both: Chroma without where + FTS5", use(vector=postfilter, fts=rare_terms)),
     ]
     restore = use()
     chroma_p50 = next(r.p50_ms for r in res.rows if r.level == level and r.measurement.startswith("raw Chroma query"))
@@ -528,51 +556,33 @@ async def whatif_level(level: int, board: Board, memory: Memory, queries, res: R
             for workload, arg_list in workloads:
                 lat = {name: Lat() for name, _ in variants}
                 cpu = {name: 0.0 for name, _ in variants}
+                on_topic = {name: 0 for name, _ in variants}
                 started = time.perf_counter()
-                for k, args in enumerate(arg_list):
+                for k, (q, args) in enumerate(zip(queries, arg_list)):
                     if k >= MIN_SAMPLES and time.perf_counter() - started > 2 * ROW_SECONDS:
                         break
                     order = variants[k % len(variants):] + variants[:k % len(variants)]
                     for name, apply in order:
                         apply()
                         c0, t0 = time.process_time(), time.perf_counter()
-                        await call(client, "query_memory", args)
+                        out = await call(client, "query_memory", args)
                         lat[name].append(time.perf_counter() - t0)
                         cpu[name] += time.process_time() - c0
+                        on_topic[name] += any(pattern_of.get(h["id"]) == q.pattern for h in out["hits"])
                 restore()
                 base = pct(lat["as shipped"], 50)
                 for name, _ in variants:
                     lat[name].cpu_s = cpu[name]
                     r = make_row(level, f"what-if {workload}: {name}", lat[name])
                     r.vs_chroma = r.p50_ms / chroma_p50 if chroma_p50 else None
+                    r.note = f"on topic {on_topic[name] / len(lat[name]):.0%}"
                     if name != "as shipped":
-                        r.note = f"{r.p50_ms / base - 1:+.0%} p50 vs as shipped (interleaved)"
+                        r.note += f", {r.p50_ms / base - 1:+.0%} p50 vs as shipped"
                     res.rows.append(r)
-                    print(f"  .. {r.measurement:<60} p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms", flush=True)
+                    print(f"  .. {r.measurement:<64} p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms  {r.note}",
+                          flush=True)
         finally:
             restore()
-
-    # HNSW ef_search on the raw Chroma query: latency and recall@50 against exact search
-    vecs = [shipped_embedder.embed([q.text])[0] for q in queries]
-    try:
-        for ef in (100, 40):
-            collection.modify(configuration={"hnsw": {"ef_search": ef}})
-            lat = timed_raw([lambda v=v: collection.query(query_embeddings=[v], n_results=50, include=["distances"])
-                             for v in vecs])
-            got = [collection.query(query_embeddings=[v], n_results=50, include=[])["ids"][0] for v in vecs]
-            recall = sum(len(set(g) & t) for g, t in zip(got, TRUE_TOP[level])) / (50 * len(vecs))
-            r = make_row(level, f"what-if raw Chroma: HNSW ef_search={ef}", lat,
-                         note=f"recall@50 vs exact {recall:.3f}" + (" (Chroma's default)" if ef == 100 else ""))
-            r.vs_chroma = r.p50_ms / chroma_p50 if chroma_p50 else None
-            res.rows.append(r)
-            print(f"  .. {r.measurement:<60} p50 {r.p50_ms:7.2f} ms  {r.note}", flush=True)
-    except Exception as exc:  # a Chroma that cannot change ef_search on an existing collection
-        print(f"  .. HNSW ef_search could not be changed: {exc}")
-    finally:
-        try:
-            collection.modify(configuration={"hnsw": {"ef_search": 100}})
-        except Exception:
-            pass
 
 
 # ----------------------------------------------------------------------------- printing
@@ -595,7 +605,7 @@ def print_tables(res: Results) -> None:
     print("\nvs chroma: row p50 / raw Chroma p50 (collection.query, precomputed vector, n_results=50) at the same "
           "level.\ncpu ms: this process's CPU per call, all threads (client, server, SQLite, ONNX and Chroma all run "
           "here).")
-    head = f"{'level':>6} {'measurement':<58} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'vs chroma':>9} {'cpu ms':>7}"
+    head = f"{'level':>6} {'measurement':<64} {'n':>5} {'p50 ms':>8} {'p99 ms':>8} {'vs chroma':>9} {'cpu ms':>7}"
     print()
     print(head)
     print("-" * len(head))
@@ -608,7 +618,7 @@ def print_tables(res: Results) -> None:
         vs = f"{r.vs_chroma:>8.1f}x" if r.vs_chroma is not None else f"{'-':>9}"
         cpu = f"{r.cpu_ms:>7.2f}" if r.cpu_ms is not None else f"{'':>7}"
         note = f"  {r.note}" if r.note else ""
-        print(f"{label(r.level):>6} {r.measurement[:58]:<58} {r.n:>5} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {vs} {cpu}{note}")
+        print(f"{label(r.level):>6} {r.measurement[:64]:<64} {r.n:>5} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {vs} {cpu}{note}")
 
 
 def verdict(res: Results) -> list[str]:
@@ -642,6 +652,7 @@ def verdict(res: Results) -> list[str]:
 
 def run_level(level: int, items: list[Item], vectors: np.ndarray, n_real: int, queries, tmp: Path, cfg: dict,
               res: Results) -> None:
+    t_level = time.perf_counter()
     home = tmp / f"level-{label(level)}"
     print(f"\n[{label(level)} items] data directory {home}", flush=True)
     board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
@@ -670,10 +681,15 @@ def run_level(level: int, items: list[Item], vectors: np.ndarray, n_real: int, q
               f"in {drain_s:.1f} s ({lv.drain_per_s:.0f}/s)", flush=True)
         memory.start()  # the worker, idle, as the server runs it
         anyio.run(measure_level, level, board, memory, ids, items[:level], vectors[:level], queries, cfg, res, lv)
+        lv.measure_s = time.perf_counter() - t_level
         if cfg["whatif"]:
             print(f"  what-if rows ({min(cfg['queries'], cfg['whatif_queries'])} queries, variants interleaved):",
                   flush=True)
-            anyio.run(whatif_level, level, board, memory, queries, res, cfg["whatif_queries"])
+            t_whatif = time.perf_counter()
+            anyio.run(whatif_level, level, board, memory, ids, items[:level], queries, res, cfg["whatif_queries"])
+            lv.whatif_s = time.perf_counter() - t_whatif
+        print(f"  level {label(level)} took {lv.measure_s:.0f} s" +
+              (f" + {lv.whatif_s:.0f} s of what-if rows" if lv.whatif_s else ""), flush=True)
     finally:
         if GC_FREEZE:
             gc.unfreeze()
@@ -701,8 +717,8 @@ def main(argv: list[str] | None = None) -> int:
                    "query path always uses the product's get_embedder()")
     p.add_argument("--profile", action="store_true", help="print a cProfile of Memory.query at each level")
     p.add_argument("--whatif", action="store_true",
-                   help="also time query_memory with candidate fixes patched in (ORT threads=2, no Chroma where "
-                   "on deprecated, fewer candidates, lower HNSW ef_search)")
+                   help="also time query_memory with candidate fixes patched into this process (ORT threads=2, "
+                   "Chroma queried without a where clause, FTS5 on rare words only), interleaved with as-shipped")
     p.add_argument("--stale-stats", action="store_true",
                    help="load without refreshing planner statistics after the first batch (what a fresh data "
                    "directory does until its next ANALYZE): shows the O(items) insert cost; slow at 100k")
@@ -731,6 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     res = Results(machine=machine_info(), settings=cfg)
     m = res.machine
     print(f"machine: {m['cpu_count']} cpus ({m['usable_cpus']} usable), {m['implementation']} {m['python']}, "
+          f"hiveboard {m['hiveboard_commit']}, "
           f"mcp {m['mcp']}, chromadb {m['chromadb']}, onnxruntime {m['onnxruntime']}, sqlite {m['sqlite']}, "
           f"{m['platform']}")
     logging.getLogger("hiveboard").setLevel(logging.WARNING)  # "this process owns the memory index", per level
