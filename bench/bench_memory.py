@@ -31,7 +31,7 @@ same server is the MCP baseline.
    paraphrases (not item texts). Rows: query_memory through MCP (hybrid, hybrid + task_type,
    vector, keyword, hybrid with the client's output-schema check off); Memory.query directly; the
    parts of a hybrid query on their own (query embedding, FTS5 BM25 candidates, the vector index
-   call as Memory makes it); raw Chroma `collection.query(query_embeddings=[v], n_results=50)` with
+   call as Memory makes it, and Chroma with its where clause); raw Chroma `collection.query(query_embeddings=[v], n_results=50)` with
    a precomputed vector (the baseline every row's p50 is divided by), and with
    where={"task_type": …}; exact numpy top-50 over all vectors (with Chroma's recall@50 against it).
    A row stops early after --row-seconds (20) once it has 30 samples, so slow rows at 100k stay
@@ -422,10 +422,14 @@ async def measure_level(level: int, board: Board, memory: Memory, ids: list[int]
     add("  part: embed the query (embedder.embed)", timed_raw([lambda t=t: embedder.embed([t]) for t in texts]))
     add("  part: FTS5 BM25 top-50 (Knowledge.keyword)", timed_raw(
         [lambda t=t: board.knowledge.keyword(t, limit=memory_service.CANDIDATES) for t in texts]))
-    add("  part: vector index top-50 as Memory calls it", timed_raw(
-        [lambda v=v: memory.index.query(v, memory_service.CANDIDATES, task_type=None, kinds=None,
-                                        include_deprecated=False) for v in qvecs]),
-        note='where={"deprecated": False}')
+    overfetch = getattr(memory_service, "OVERFETCH", None)
+    if overfetch:  # Memory asks Chroma for an unfiltered over-fetch and checks the filters in SQLite
+        add(f"  part: vector top-{overfetch} unfiltered (Memory's call)", timed_raw(
+            [lambda v=v: memory.index.query(v, overfetch, include_deprecated=True) for v in qvecs]))
+    add(f"  part: vector top-{memory_service.CANDIDATES} with Chroma where", timed_raw(
+        [lambda v=v: memory.index.query(v, memory_service.CANDIDATES, include_deprecated=False) for v in qvecs]),
+        note='where={"deprecated": False}' + (": Memory's fallback when too few survive" if overfetch else
+                                               ": Memory's call"))
     chroma_top = [collection.query(query_embeddings=[v], n_results=50, include=[])["ids"][0] for v in qvecs]
     id_at = np.asarray(ids)
     exact = Lat()
@@ -491,6 +495,31 @@ class RareTerms:
         return " OR ".join(f'"{w}"' for w in rare or words) or None
 
 
+def fts_first_keyword(board: Board, pre_factor: int = 4):
+    """What-if for Knowledge.keyword: rank inside FTS5 first (top limit × pre_factor by the same BM25), then
+    join memory_items for the filters. The shipped query joins every match to memory_items (rows that
+    carry a 1.5 KB embedding blob) before it sorts; a paraphrase's words matched ~20% of 100k items.
+    Falls back to the shipped query when the filters leave fewer than `limit` of the pre-ranked rows."""
+    knowledge = board.knowledge
+    shipped = type(knowledge).keyword
+
+    def keyword(query: str, *, task_type=None, kinds=None, tags=None, include_deprecated=False, limit=50):
+        match = knowledge_mod.fts_query(query)
+        if match is None:
+            return []
+        where, params = knowledge._filters(task_type, kinds, tags, include_deprecated)
+        ids = [r[0] for r in knowledge.store.db.execute(
+            "SELECT m.id FROM (SELECT rowid AS id, bm25(memory_fts, 2.0, 1.0) AS r FROM memory_fts WHERE memory_fts "
+            f"MATCH ? ORDER BY r LIMIT ?) f JOIN memory_items m ON m.id = f.id WHERE 1{where} ORDER BY f.r LIMIT ?",
+            [match, limit * pre_factor, *params, limit])]
+        if len(ids) < limit:
+            return shipped(knowledge, query, task_type=task_type, kinds=kinds, tags=tags,
+                           include_deprecated=include_deprecated, limit=limit)
+        return ids
+
+    return keyword
+
+
 async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int], items: list[Item], queries,
                        res: Results, n_queries: int) -> None:
     """query_memory hybrid through MCP (the requirement's row) with candidate fixes patched in, in this process
@@ -501,7 +530,6 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
     pattern_of = {i: it.pattern for i, it in zip(ids, items)}
     server = build_server(board, Identity(board.agents, "memory", agent="bench"), memory=memory)
     shipped_embedder = memory.embedder
-    spin = MiniLM(threads=2)
     nospin = MiniLM(threads=2)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 2
@@ -511,20 +539,28 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
     shipped_fts = knowledge_mod.fts_query
     rare_terms = RareTerms(board)
 
-    def postfilter(vec, n, task_type=None, kinds=None, tags=None, include_deprecated=False):
-        """Ask Chroma with no where clause (over-fetch 4x when a filter is set) and let Memory.query's
-        knowledge.allowed() check the filters in SQLite; fall back to the filtered Chroma query only when
-        the filter is so selective that fewer than 10 candidates survive."""
-        if not (task_type or kinds or tags):
-            return index.query(vec, n, include_deprecated=True)
-        hits = index.query(vec, 4 * n, include_deprecated=True)
+    last_unfiltered: list = []  # (vector, hits) of this query's unfiltered over-fetch
+
+    def filter_floor(vec, n, task_type=None, kinds=None, tags=None, include_deprecated=False):
+        """Memory's vector call, but Chroma's metadata filter runs only when fewer than 10 of an unfiltered
+        over-fetch pass the filters in SQLite (Memory.query checks them again with knowledge.allowed())."""
+        if not (task_type or kinds or tags) and include_deprecated:  # the unfiltered over-fetch
+            hits = index.query(vec, n, include_deprecated=True)
+            last_unfiltered[:] = [vec, hits]
+            return hits
+        if last_unfiltered and last_unfiltered[0] is vec:
+            hits = last_unfiltered[1]
+        else:  # a Memory without the over-fetch: do it here
+            hits = index.query(vec, max(4 * n, getattr(memory_service, "OVERFETCH", 0)), include_deprecated=True)
         ok = board.knowledge.allowed([i for i, _ in hits], task_type=task_type, kinds=kinds, tags=tags,
                                      include_deprecated=include_deprecated)
         if len(ok) >= 10:
             return [h for h in hits if h[0] in ok][:n]
         return index.query(vec, n, task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
 
-    def use(embedder=None, vector=None, fts=None):
+    ranked_first = fts_first_keyword(board)
+
+    def use(embedder=None, vector=None, fts=None, keyword=None):
         def apply():
             memory.embedder = embedder or shipped_embedder
             if vector is None:
@@ -532,15 +568,20 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
             else:
                 memory._vector = vector
             knowledge_mod.fts_query = fts or shipped_fts
+            if keyword is None:
+                board.knowledge.__dict__.pop("keyword", None)
+            else:
+                board.knowledge.keyword = keyword
         return apply
 
     variants = [
         ("as shipped", use()),
-        ("ORT threads=2", use(embedder=spin)),
         ("ORT threads=2, no spinning", use(embedder=nospin)),
-        ("Chroma without where, SQLite filters", use(vector=postfilter)),
+        ("Chroma filter only if <10 survive", use(vector=filter_floor)),
+        ("FTS5 ranks first (top 200), then join", use(keyword=ranked_first)),
         ("FTS5 words in <=5% of items only", use(fts=rare_terms)),
-        ("both: Chroma without where + FTS5", use(vector=postfilter, fts=rare_terms)),
+        ("FTS5 ranks first + rare words", use(keyword=ranked_first, fts=rare_terms)),
+        ("all: Chroma floor + FTS5 first + rare", use(vector=filter_floor, keyword=ranked_first, fts=rare_terms)),
     ]
     restore = use()
     chroma_p50 = next(r.p50_ms for r in res.rows if r.level == level and r.measurement.startswith("raw Chroma query"))
@@ -718,7 +759,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true", help="print a cProfile of Memory.query at each level")
     p.add_argument("--whatif", action="store_true",
                    help="also time query_memory with candidate fixes patched into this process (ORT threads=2, "
-                   "Chroma queried without a where clause, FTS5 on rare words only), interleaved with as-shipped")
+                   "Chroma's filter only as a last resort, FTS5 ranking before the join, FTS5 on rare words), "
+                   "interleaved query by query with as-shipped")
     p.add_argument("--stale-stats", action="store_true",
                    help="load without refreshing planner statistics after the first batch (what a fresh data "
                    "directory does until its next ANALYZE): shows the O(items) insert cost; slow at 100k")
