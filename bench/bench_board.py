@@ -23,25 +23,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import platform
 import shutil
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 
 import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+
+from _common import machine_info, pct  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 from hiveboard.board import Board, NewTask, Store
 
@@ -96,28 +94,9 @@ class Results:
     total_s: float = 0.0
 
 
-def pct(samples: list[float], q: float) -> float:
-    """Nearest-rank percentile of samples (seconds) in milliseconds."""
-    if not samples:
-        return float("nan")
-    s = sorted(samples)
-    k = max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))
-    return s[k] * 1000
-
-
 def make_row(op: str, clients: int, lat: list[float], wall: float) -> Row:
     return Row(op=op, clients=clients, calls=len(lat), wall_s=wall, p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),
                calls_per_s=len(lat) / wall if wall > 0 else float("nan"))
-
-
-def machine_info() -> dict:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    return dict(cpu_count=os.cpu_count(), usable_cpus=usable, python=platform.python_version(),
-                implementation=platform.python_implementation(), platform=platform.platform(),
-                mcp=version("mcp"), sqlite=sqlite3.sqlite_version, uvicorn=version("uvicorn"))
 
 
 # ----------------------------------------------------------------------------- server process
@@ -496,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [(1, calls1), (8, calls8)]
 
     started = time.perf_counter()
-    res = Results(machine=machine_info(), settings=dict(calls_1_client=calls1, calls_per_client_8=calls8, rounds=args.rounds,
+    res = Results(machine=machine_info("uvicorn"), settings=dict(calls_1_client=calls1, calls_per_client_8=calls8, rounds=args.rounds,
                                                          seed_cards=args.seed, race_cards=race_cards,
                                                          race_clients=RACE_CLIENTS, quick=args.quick))
     m = res.machine

@@ -53,18 +53,14 @@ import cProfile
 import gc
 import json
 import logging
-import math
 import os
-import platform
 import pstats
 import random
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import version
 from io import StringIO
 from pathlib import Path
 
@@ -74,6 +70,8 @@ import onnxruntime as ort
 from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_info as common_machine_info  # noqa: E402
+from _common import pct  # noqa: E402
 from _memory_corpus import PATTERNS, Item, item, query_pool  # noqa: E402
 
 from hiveboard.board import Board, Store  # noqa: E402
@@ -139,15 +137,6 @@ class BenchError(RuntimeError):
     """Something the bench checks came out wrong (a wrong answer, not a slow one)."""
 
 
-def pct(samples: list[float], q: float) -> float:
-    """Nearest-rank percentile of samples (seconds) in milliseconds."""
-    if not samples:
-        return float("nan")
-    s = sorted(samples)
-    k = max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))
-    return s[k] * 1000
-
-
 class Lat(list):
     """Latencies in seconds, plus the process CPU time (all threads) the timed work took."""
 
@@ -161,21 +150,14 @@ def make_row(level: int, name: str, lat: Lat, note: str = "") -> Row:
 
 
 def machine_info() -> dict:
+    import subprocess
     try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    try:
-        import subprocess
         here = Path(__file__).resolve().parent
         commit = subprocess.run(["git", "-C", str(here), "describe", "--always", "--dirty"], capture_output=True,
                                 text=True, timeout=10).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         commit = None
-    return dict(hiveboard_commit=commit, cpu_count=os.cpu_count(), usable_cpus=usable, python=platform.python_version(),
-                implementation=platform.python_implementation(), platform=platform.platform(),
-                mcp=version("mcp"), sqlite=sqlite3.sqlite_version, chromadb=version("chromadb"),
-                onnxruntime=version("onnxruntime"), numpy=np.__version__)
+    return dict(hiveboard_commit=commit, **common_machine_info("chromadb", "onnxruntime", "numpy"))
 
 
 def parse_count(text: str) -> int:

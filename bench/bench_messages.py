@@ -41,23 +41,21 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import os
-import platform
 import random
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from _common import machine_info, pct  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 from hiveboard.board import Board, Store
 from hiveboard.board.messages import NewMessage, _cursor
@@ -130,15 +128,6 @@ class Results:
     total_s: float = 0.0
 
 
-def pct(samples: list[float], q: float) -> float:
-    """Nearest-rank percentile of samples (seconds) in milliseconds."""
-    if not samples:
-        return float("nan")
-    s = sorted(samples)
-    k = max(0, min(len(s) - 1, math.ceil(q / 100 * len(s)) - 1))
-    return s[k] * 1000
-
-
 def row(section: str, name: str, lat: list[float], per_s: float | None = None, note: str = "",
         gc_since: int | None = None) -> Row:
     if gc_since is not None:
@@ -147,16 +136,6 @@ def row(section: str, name: str, lat: list[float], per_s: float | None = None, n
     cpu_ms = cpu_s / (getattr(lat, "cpu_per", None) or len(lat)) * 1000 if cpu_s is not None and lat else None
     return Row(section=section, measurement=name, n=len(lat), p50_ms=pct(lat, 50), p99_ms=pct(lat, 99),
                per_s=per_s, cpu_ms=cpu_ms, note=note)
-
-
-def machine_info() -> dict:
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    return dict(cpu_count=os.cpu_count(), usable_cpus=usable, python=platform.python_version(),
-                implementation=platform.python_implementation(), platform=platform.platform(),
-                mcp=version("mcp"), sqlite=sqlite3.sqlite_version)
 
 
 class BenchError(RuntimeError):

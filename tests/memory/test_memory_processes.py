@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import call, free_port, wait_for_port
+from conftest import call
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
