@@ -120,7 +120,7 @@ class Memory:
                 allowed = self.knowledge.allowed([i for i, _ in vector_hits], **filters)
                 kept = [(i, sim) for i, sim in vector_hits if i in allowed][:CANDIDATES]
                 narrowing = task_type or kinds or tags
-                if narrowing and len(kept) < CANDIDATES and len(vector_hits) == OVERFETCH:
+                if narrowing and len(kept) < max(k, 10) and len(vector_hits) == OVERFETCH:
                     filtered = self._vector(vector, CANDIDATES, task_type=task_type, kinds=kinds, tags=tags,
                                             include_deprecated=include_deprecated)
                     filtered = [(i, sim) for i, sim in filtered if sim >= MIN_SIMILARITY]
