@@ -381,9 +381,7 @@ class Board:
             self._history(db, row["id"], actor, "claimed", "todo", "in_progress",
                           f"lease until {iso(expires)}", ts)
             self._event(db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}")
-            return Claim(claimed=True, message=f"task {row['id']} is yours until {iso(expires)}",
-                         task=self._task(db, row, history=0), token=row["fencing_token"],
-                         lease_expires_at=iso(expires), lease_seconds=self.lease_seconds)
+            return self._granted(db, row, expires)
 
     def _reclaim_or_refuse(self, db: Database, actor: str, task_id: int, ts: float) -> Claim:
         row = self._row(db, task_id)
@@ -407,6 +405,10 @@ class Board:
         db.execute("UPDATE tasks SET lease_expires_at = ?, updated_at = ? WHERE id = ?", [expires, ts, row["id"]])
         self._history(db, row["id"], actor, "renewed", "in_progress", "in_progress", note, ts)
         row = self._row(db, row["id"])
+        return self._granted(db, row, expires)
+
+    def _granted(self, db: Database, row: dict, expires: float) -> Claim:
+        """The answer to the claim holder: its card, token and lease."""
         return Claim(claimed=True, message=f"task {row['id']} is yours until {iso(expires)}",
                      task=self._task(db, row, history=0), token=row["fencing_token"],
                      lease_expires_at=iso(expires), lease_seconds=self.lease_seconds)

@@ -53,7 +53,7 @@ class SharedIndex:
         self.home = Path(home)
         self.home.mkdir(parents=True, exist_ok=True)
         self._open_index = open_index
-        self._on_owner = on_owner
+        self.on_owner = on_owner
         self._lock = threading.Lock()
         self._lock_file = None
         self._server: ThreadingHTTPServer | None = None
@@ -85,7 +85,7 @@ class SharedIndex:
                 raise
             self._lock_file = handle
         log.info("this process owns the memory index in %s", self.home)
-        self._on_owner()
+        self.on_owner()
         return True
 
     def _serve(self) -> None:

@@ -81,6 +81,8 @@ class Memory:
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         board.store.listeners.append(self._on_commit)
+        if isinstance(index, SharedIndex):
+            index.on_owner = self._wake.set  # taking the index over: index what waited at once
 
     # ----------------------------------------------------------------- search
 
@@ -300,10 +302,6 @@ def open_memory(board: Board, embedder: Embedder, home: Path, chroma_url: str | 
     if chroma_url:
         return Memory(board, embedder, VectorIndex(embedder, url=chroma_url, base_url=base_url, rebuild=rebuild,
                                                    collection=collection))
-    holder: dict = {}
     shared = SharedIndex(home, lambda: VectorIndex(embedder, path=Path(home) / "chroma", base_url=base_url,
-                                                   rebuild=rebuild),
-                         on_owner=lambda: holder["memory"]._wake.set() if "memory" in holder else None)
-    memory = Memory(board, embedder, shared)
-    holder["memory"] = memory
-    return memory
+                                                   rebuild=rebuild))
+    return Memory(board, embedder, shared)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
 import time
 import weakref
@@ -104,14 +105,27 @@ def as_result(value: BaseModel) -> CallToolResult:
                           structured_content=value.model_dump(mode="json"))
 
 
+TOOL_ERRORS = (BoardError, EmbeddingError, EmbeddingMismatch, IndexUnavailable)
+
+
 def board_errors(fn: Callable) -> Callable:
-    """Turn board errors into tool errors the model can read (nothing was written); compact results."""
+    """Turn board and memory errors into tool errors the model can read (nothing was written);
+    compact results. Works on sync and async tools."""
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_wrapper(*args, **kwargs):
+            try:
+                return as_result(await fn(*args, **kwargs))
+            except TOOL_ERRORS as exc:
+                raise ToolError(str(exc)) from exc
+
+        return async_wrapper
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return as_result(fn(*args, **kwargs))
-        except (BoardError, EmbeddingError, EmbeddingMismatch, IndexUnavailable) as exc:
+        except TOOL_ERRORS as exc:
             raise ToolError(str(exc)) from exc
 
     return wrapper
@@ -373,6 +387,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
             thread=thread, reply_to=reply_to, priority=priority, metadata=metadata))
 
     @mcp.tool(annotations=CREATE)  # not read-only: reading the inbox marks messages read
+    @board_errors
     async def get_messages(
         ctx: Context,
         box: Annotated[Literal["inbox", "pool"], Field(description="inbox: messages to you, your role, "
@@ -392,24 +407,20 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
                                              "a new message instead of returning empty", ge=0, le=300)] = 0,
     ) -> MessagePage:
         """Read your inbox (or the shared pool); optionally wait for the next message to arrive."""
-        try:
-            agent = await anyio.to_thread.run_sync(identity.require, ctx) if box == "inbox" else None
-            deadline = time.monotonic() + wait_seconds
-            filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,
-                           limit=limit, cursor=cursor)
-            while True:
-                mark = wakeup.mark(agent) if agent else None
-                if agent is None:
-                    return as_result(await anyio.to_thread.run_sync(functools.partial(board.messages.pool,
-                                                                                      **filters)))
-                page = await anyio.to_thread.run_sync(functools.partial(
-                    board.messages.inbox, agent, unread_only=unread_only, **filters))
-                remaining = deadline - time.monotonic()
-                if page.messages or remaining <= 0:
-                    return as_result(page)
-                await wakeup.wait(agent, mark, remaining)
-        except BoardError as exc:
-            raise ToolError(str(exc)) from exc
+        filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,
+                       limit=limit, cursor=cursor)
+        if box == "pool":
+            return await anyio.to_thread.run_sync(functools.partial(board.messages.pool, **filters))
+        agent = await anyio.to_thread.run_sync(identity.require, ctx)
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            mark = wakeup.mark(agent)  # before the check, so a publish in between still wakes us
+            page = await anyio.to_thread.run_sync(functools.partial(
+                board.messages.inbox, agent, unread_only=unread_only, **filters))
+            remaining = deadline - time.monotonic()
+            if page.messages or remaining <= 0:
+                return page
+            await wakeup.wait(agent, mark, remaining)
 
     @mcp.tool(annotations=IDEMPOTENT)
     @board_errors
