@@ -23,7 +23,7 @@ from hiveboard.memory.service import Memory, open_memory
 
 from .app import build_server, tool_token_costs
 from .config import Settings
-from .identity import Identity
+from .identity import Identity, bearer_token
 
 log = logging.getLogger("hiveboard")
 
@@ -60,9 +60,8 @@ class BearerAuth:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        token = token.strip()
-        ok = scheme.lower() == "bearer" and bool(token) and (
+        token = bearer_token(headers.get("authorization"))
+        ok = token is not None and (
             hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
             or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None)
         if ok:

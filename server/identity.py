@@ -23,13 +23,15 @@ from hiveboard.board import Agent, Agents
 Transport = Literal["stdio", "http", "memory"]
 
 
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value, else None."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
 def _bearer(ctx: Context | None) -> str | None:
     headers = ctx.headers if ctx is not None else None
-    if not headers:
-        return None
-    value = headers.get("authorization") or ""
-    scheme, _, token = value.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    return bearer_token(headers.get("authorization")) if headers else None
 
 
 def _session(ctx: Context | None):
