@@ -27,10 +27,21 @@ from .models import (
     TaskEdit,
     TaskSummary,
 )
+from .reviews import (
+    BoardStats,
+    Critique,
+    CritiqueRecord,
+    ReviewIssue,
+    ReviewJob,
+    ReviewTrail,
+    Resolution,
+    Synthesis,
+)
 from .tasks import Board, Limits
 
 __all__ = [
-    "Agent", "Agents", "Artifact", "Board", "BoardError", "BoardView", "Claim", "Conflict", "Forbidden",
+    "Agent", "Agents", "Artifact", "Board", "BoardError", "BoardStats", "BoardView", "Claim", "Conflict", "Critique",
+    "CritiqueRecord", "Forbidden", "Resolution", "ReviewIssue", "ReviewJob", "ReviewTrail", "Synthesis",
     "HistoryEntry", "IllegalTransition", "InvalidInput", "KNOWN_TASK_TYPES", "Lease", "Limits", "NewTask", "NotFound",
     "NotYourClaim", "Page", "STATUSES", "StaleToken", "Store", "Task", "TaskEdit", "TaskSummary", "check_name",
     "iso", "now",

@@ -54,14 +54,34 @@ STOPWORDS = frozenset(
     "which who why will with you your".split())
 
 
-def fts_query(text: str) -> str | None:
-    """Free text to an FTS5 query: every word quoted (no syntax errors from user input), any may match.
+def query_words(text: str) -> list[str]:
+    """The words of free text that keyword search looks for: lowercased, deduplicated, stopwords dropped.
 
     Stopwords are dropped: matching "the" in fifty items would rank noise next to real matches.
     """
-    words = list(dict.fromkeys(w.lower() for w in WORD_RE.findall(text)
-                               if len(w) > 1 and w.lower() not in STOPWORDS))[:32]
+    return list(dict.fromkeys(w.lower() for w in WORD_RE.findall(text)
+                              if len(w) > 1 and w.lower() not in STOPWORDS))[:32]
+
+
+def fts_query(text: str | list[str]) -> str | None:
+    """Free text (or its query_words) to an FTS5 query: every word quoted (no syntax errors from user
+    input), any may match."""
+    words = query_words(text) if isinstance(text, str) else text
     return " OR ".join(f'"{w}"' for w in words) or None
+
+
+# FTS5 computes BM25 for every row that matches any query word before it can sort them, and that cost
+# grows with the memory: at 100k items a paraphrase's ordinary words ("error", "request", "page")
+# matched ~20% of the items and ranking them took 25-60 ms. So keyword search keeps a query's rarest
+# words and drops the most common ones once the rows they match would pass SCORED_ROWS (always keeping
+# the rarest word). Below that — every query on a memory of a few thousand items — nothing is dropped.
+# A common word adds little to BM25 (its IDF is low); the vector half of a hybrid search still sees
+# the whole query.
+SCORED_ROWS = 20_000
+PREFETCH = 200  # rows ranked by FTS5 alone before the filters are checked in memory_items
+_DF_TTL_SECONDS = 300.0
+_DF_CACHE_SIZE = 20_000
+_DF_CACHE_MIN = 1_000
 
 
 def to_blob(vector) -> bytes:
@@ -75,6 +95,7 @@ def from_blob(blob: bytes) -> np.ndarray:
 class Knowledge:
     def __init__(self, store: Store):
         self.store = store
+        self._df: dict[str, tuple[int, float]] = {}  # word -> (items matching it, when counted)
 
     # ----------------------------------------------------------------- writing
 
@@ -146,16 +167,65 @@ class Knowledge:
             where.append("m.deprecated = 0")
         return "".join(f" AND {w}" for w in where), params
 
+    def _document_frequency(self, word: str) -> int:
+        """How many items match the quoted word (its porter stem, or its phrase for a word FTS5 splits, as
+        in "lru_cache"). Common words' counts are cached a few minutes (they only decide which words to
+        drop, and move slowly); a rare word is counted afresh each time, which is cheap, so an item
+        written a moment ago is found by its rare words at once."""
+        ts = now()
+        cached = self._df.get(word)
+        if cached is not None and ts - cached[1] < _DF_TTL_SECONDS:
+            return cached[0]
+        if len(self._df) >= _DF_CACHE_SIZE:
+            self._df.clear()
+        df = self.store.db.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?",
+                                   [f'"{word}"']).fetchone()[0]
+        if df >= _DF_CACHE_MIN:
+            self._df[word] = (df, ts)
+        return df
+
+    def keyword_words(self, query: str) -> list[str]:
+        """The words keyword search matches for this query: those found in some item, the most common
+        dropped while the rows they match would pass SCORED_ROWS (the rarest is always kept)."""
+        df = {w: self._document_frequency(w) for w in query_words(query)}
+        kept, scored = [], 0
+        for word in sorted((w for w in df if df[w]), key=df.__getitem__):
+            if kept and scored + df[word] > SCORED_ROWS:
+                break
+            kept.append(word)
+            scored += df[word]
+        return [w for w in df if w in kept]  # in the query's order
+
     def keyword(self, query: str, *, task_type: str | None = None, kinds: list[str] | None = None,
                 tags: list[str] | None = None, include_deprecated: bool = False, limit: int = 50) -> list[int]:
-        """Ids ranked by BM25 over title and text."""
-        match = fts_query(query)
+        """Ids ranked by BM25 over title and text.
+
+        FTS5 ranks first, then the filters are checked against memory_items for the best PREFETCH rows
+        only (joining every match to memory_items before sorting cost more than the ranking itself); when
+        the filters leave too few of those, the ranking is read on in growing chunks.
+        """
+        match = fts_query(self.keyword_words(query))
         if match is None:
             return []
-        where, params = self._filters(task_type, kinds, tags, include_deprecated)
-        return [r[0] for r in self.store.db.execute(
-            f"SELECT m.id FROM memory_fts f JOIN memory_items m ON m.id = f.rowid WHERE memory_fts MATCH ?{where} "
-            f"ORDER BY bm25(memory_fts, 2.0, 1.0) LIMIT ?", [match, *params, limit])]
+        db = self.store.db
+        ranked = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 2.0, 1.0)"
+        filters = dict(task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
+        rows = [r[0] for r in db.execute(f"{ranked} LIMIT ?", [match, max(limit, PREFETCH)])]
+        if not self._filters(**filters)[0]:
+            return rows[:limit]
+        allowed = self.allowed(rows, **filters)
+        found = [i for i in rows if i in allowed]
+        if len(found) >= limit or len(rows) < max(limit, PREFETCH):
+            return found[:limit]
+        # a selective filter: read the whole ranking in growing chunks until enough rows pass
+        cursor = db.execute(ranked, [match])
+        found, chunk = [], PREFETCH
+        while len(found) < limit and (rows := [r[0] for r in cursor.fetchmany(chunk)]):
+            allowed = self.allowed(rows, **filters)
+            found += [i for i in rows if i in allowed]
+            chunk = min(4 * chunk, 8_000)
+        cursor.close()
+        return found[:limit]
 
     def allowed(self, ids: list[int], *, task_type: str | None = None, kinds: list[str] | None = None,
                 tags: list[str] | None = None, include_deprecated: bool = False) -> set[int]:

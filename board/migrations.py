@@ -174,7 +174,65 @@ def m004_memory(db: Database) -> None:
     db.execute("CREATE INDEX memory_surfaced_task ON memory_surfaced (task_id, agent)")
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory]
+def m006_reviews(db: Database) -> None:
+    # One row per review round: a durable job (queued → running → finished) holding a snapshot of the
+    # work it reviews, leased by one worker at a time so a dead worker's job is picked up again.
+    db.execute("""
+        CREATE TABLE reviews (
+            id INTEGER PRIMARY KEY,
+            task_id INTEGER NOT NULL REFERENCES tasks(id),
+            round INTEGER NOT NULL,
+            agent TEXT NOT NULL,
+            fencing_token INTEGER NOT NULL,
+            task_type TEXT NOT NULL,
+            output TEXT NOT NULL,
+            summary TEXT,
+            artifacts TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'finished')),
+            verdict TEXT,
+            outcome TEXT,
+            worker TEXT,
+            leased_until REAL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            agent_deadline REAL,
+            synthesis TEXT,
+            created_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL
+        )""")
+    db.execute("CREATE INDEX reviews_task ON reviews (task_id, id)")
+    db.execute("CREATE INDEX reviews_queue ON reviews (status, id)")
+    # Every critique of every round, including critics that errored, timed out, were skipped, or (agent
+    # slots) were never taken: nothing is silently dropped.
+    db.execute("""
+        CREATE TABLE critiques (
+            id INTEGER PRIMARY KEY,
+            review_id INTEGER NOT NULL REFERENCES reviews(id),
+            task_id INTEGER NOT NULL,
+            round INTEGER NOT NULL,
+            critic TEXT NOT NULL,
+            lens TEXT NOT NULL,
+            backend TEXT NOT NULL,
+            model TEXT,
+            status TEXT NOT NULL,
+            verdict TEXT,
+            score INTEGER,
+            summary TEXT,
+            issues TEXT NOT NULL DEFAULT '[]',
+            resolutions TEXT NOT NULL DEFAULT '[]',
+            error TEXT,
+            submitted_by TEXT,
+            decisive INTEGER NOT NULL DEFAULT 0,
+            followed INTEGER NOT NULL DEFAULT 0,
+            resolved INTEGER NOT NULL DEFAULT 0,
+            started_at REAL,
+            finished_at REAL,
+            UNIQUE (review_id, critic)
+        )""")
+    db.execute("CREATE INDEX critiques_task ON critiques (task_id, round)")
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews]
 
 
 def apply_migrations(db: Database) -> list[str]:

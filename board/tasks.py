@@ -20,6 +20,7 @@ from .agents import Agents
 from .db import Store, iso, now
 from .knowledge import Knowledge
 from .messages import Messages, NewMessage
+from .reviews import Reviews
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound, NotYourClaim, StaleToken
 from .models import (
     PRIORITY_RANK,
@@ -96,6 +97,7 @@ class Board:
         self.messages = Messages(store, self.agents, self.knowledge, limits)
         self.lease_seconds = lease_seconds
         self.limits = limits
+        self.reviews = Reviews(self)
 
     def _event(self, db: Database, actor: str, intent: str, task_id: int, summary: str, content: str = "",
                recipient: str | None = None) -> None:
@@ -540,6 +542,8 @@ class Board:
                 db.execute("INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
                            "VALUES (?, ?, ?, ?, ?, ?)", [task_id, token, a.name, a.kind, a.content, ts])
             self._history(db, task_id, actor, "completed", "in_progress", to_status, summary, ts)
+            if to_status == "review":  # the durable job commits with the card's move, or neither does
+                self.reviews.enqueue(db, row, output, summary, artifacts, ts)
             self._event(db, actor, "output.complete", task_id,
                         f"task {task_id} complete ({to_status}): {summary or output.strip()[:200]}", output)
             excerpts = "\n".join(f"--- {a.name} ({a.kind})\n{a.content[:2000]}" for a in artifacts)

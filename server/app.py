@@ -47,6 +47,8 @@ from hiveboard.board import (
     TaskSummary,
 )
 
+from hiveboard.board.reviews import BoardStats, Critique, CritiqueRecord, ReviewIssue, Resolution, ReviewTrail
+from hiveboard.critics.engine import ReviewEngine
 from hiveboard.memory.embeddings import EmbeddingError
 from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
 from hiveboard.memory.service import Hit, Memory, Recorded, Results
@@ -58,8 +60,10 @@ INSTRUCTIONS = """hiveboard: a Kanban board shared by a team of agents.
 Start with whoami (set your name once if the operator did not), then get_board or claim_task.
 claim_task gives you a card and a fencing token; pass the token to update_task, renew_claim,
 release_task and complete_task. Your lease is renewed by update_task; an expired lease returns the
-card to todo and your token stops working. complete_task moves the card on (to review when critics
-are configured, else to done)."""
+card to todo and your token stops working. complete_task moves the card to review: critics check it in the
+background and it comes back to you (a 'critique' message with a revision brief) or goes to done;
+follow it with get_review(task_id, wait_seconds=…). Agents with the role 'critic' receive review
+requests and answer with submit_critique."""
 
 MAX_ID = 2**63 - 1  # SQLite's INTEGER range
 TaskId = Annotated[int, Field(description="task id, as shown by list_tasks or get_board", ge=1, le=MAX_ID)]
@@ -154,12 +158,15 @@ def _trim(task: Task, full: bool) -> Task:
 
 
 def build_server(board: Board, identity: Identity, *, memory: Memory | None = None,
-                 wants_review: Callable[[Task], bool] | None = None) -> MCPServer:
+                 review: ReviewEngine | None = None, wants_review: Callable[[Task], bool] | None = None) -> MCPServer:
     """The hiveboard MCP server over one board.
 
-    `wants_review` is the seam for the review engine: when it returns True for a completed card,
-    the card goes to `review` instead of `done`. With no critics configured it is None.
+    With `review` (the review engine), completed cards go to `review` and a job is queued for the
+    review worker (which the caller runs: `hiveboard serve` starts one); `wants_review` overrides
+    which cards. With neither, completed cards go straight to done.
     """
+    if wants_review is None and review is not None:
+        wants_review = review.wants_review
     wakeup = wakeup_for(board.store)
     bus = InMemorySubscriptionBus()
 
@@ -354,11 +361,74 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
                                    max_length=50, description="ids of the lessons claim_task handed you that "
                                                     "helped (feeds the memory's reuse rate)")] = [],
     ) -> TaskSummary:
-        """Hand in your work on a card you hold: it moves to review (critics) or done."""
+        """Hand in your work on a card you hold: it moves to review (critics run in the background; see
+        get_review) or, with review off, to done. Returns at once."""
         actor = identity.require(ctx)
         to_status = "review" if wants_review is not None and wants_review(board.get(task_id, history=0)) else "done"
         return _summary(board.complete(actor, task_id, token, output, summary, artifacts, to_status,
                                        helpful=helpful_lessons))
+
+    # ------------------------------------------------------------------ review
+
+    @mcp.tool(annotations=READ)
+    @board_errors
+    async def get_review(
+        ctx: Context,
+        task_id: Annotated[int | None, Field(description="the card whose review trajectory you want", ge=1,
+                                             le=MAX_ID)] = None,
+        review_id: Annotated[int | None, Field(description="or a review id (from a review.request message)",
+                                               ge=1, le=MAX_ID)] = None,
+        wait_seconds: Annotated[float, Field(description="wait up to this long for the latest round to finish, "
+                                             "with progress notifications while critics report", ge=0,
+                                             le=600)] = 0,
+    ) -> ReviewTrail:
+        """A card's whole review: every round, every critique (including failed ones), every synthesis."""
+        if (task_id is None) == (review_id is None):
+            raise ToolError("pass task_id or review_id (one of them)")
+        if task_id is None:
+            task_id = await anyio.to_thread.run_sync(board.reviews.review_of, review_id)
+        trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
+        deadline = time.monotonic() + wait_seconds
+        reported = None
+        while trail.rounds and trail.rounds[-1].status != "finished" and time.monotonic() < deadline:
+            latest = trail.rounds[-1]
+            done = sum(c.status not in ("running", "pending") for c in latest.critiques)
+            if (done, len(latest.critiques)) != reported:
+                reported = (done, len(latest.critiques))
+                await ctx.report_progress(done, len(latest.critiques) or None,
+                                          f"round {latest.round}: {done} of {len(latest.critiques)} critics done")
+            await anyio.sleep(0.2)
+            trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
+        return trail
+
+    @mcp.tool(annotations=CREATE)
+    @board_errors
+    def submit_critique(
+        ctx: Context,
+        review_id: Annotated[int, Field(description="from the review.request message", ge=1, le=MAX_ID)],
+        lens: Annotated[str, Field(description="one open lens of that review (security, correctness, …)",
+                                   max_length=40)],
+        verdict: Literal["PASS", "CONDITIONAL", "FAIL"],
+        score: Annotated[int, Field(description="10 excellent, 7-9 good, 4-6 significant issues, 1-3 major "
+                                    "problems", ge=1, le=10)],
+        summary: Annotated[str, Field(min_length=1, max_length=4000)],
+        issues: Annotated[list[ReviewIssue], Field(description="what is wrong, each with severity (critical, "
+                                                   "major, minor, info), category, location, description, "
+                                                   "suggestion", max_length=50)] = [],
+        resolutions: Annotated[list[Resolution], Field(description="round 2+: for each of your earlier issues "
+                                                       "(ref from get_review), resolved / partial / "
+                                                       "not_addressed", max_length=50)] = [],
+    ) -> CritiqueRecord:
+        """As an agent critic, review one lens of someone else's work (first submission per lens counts)."""
+        critique = Critique(verdict=verdict, score=score, summary=summary, issues=issues, resolutions=resolutions)
+        return board.reviews.submit(identity.require(ctx), review_id, lens.strip().lower(), critique)
+
+    @mcp.tool(annotations=READ)
+    @board_errors
+    def board_stats() -> BoardStats:
+        """How review and memory are doing: first-pass PASS rate, rounds per card, critique success and
+        per-critic contribution, review latency, messages per task, memory reuse."""
+        return board.reviews.stats()
 
     # ------------------------------------------------------------------ messages
 
@@ -493,6 +563,11 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
                   mime_type="application/json")
     def board_resource() -> str:
         return board.board(top=10).model_dump_json()
+
+    @mcp.resource("hiveboard://stats", name="stats", description="Review and memory metrics (board_stats)",
+                  mime_type="application/json")
+    def stats_resource() -> str:
+        return board.reviews.stats().model_dump_json()
 
     @mcp.resource("hiveboard://tasks/{task_id}", name="task", description="One card in full, with its history",
                   mime_type="application/json")

@@ -20,6 +20,7 @@ from hiveboard.board import Board, BoardError, Limits, Store
 from hiveboard.memory.embeddings import EmbeddingError, get_embedder
 from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
 from hiveboard.memory.service import Memory, open_memory
+from hiveboard.critics.engine import ReviewEngine, ReviewWorker
 
 from .app import build_server, tool_token_costs
 from .config import Settings
@@ -76,7 +77,7 @@ class BearerAuth:
 def http_app(settings: Settings, board: Board, memory: Memory | None = None):
     """The Starlette app for streamable HTTP, with Host/Origin checks and optional bearer auth."""
     identity = Identity(board.agents, "http", server_token=settings.http_token)
-    mcp = build_server(board, identity, memory=memory)
+    mcp = build_server(board, identity, memory=memory, review=review_engine(settings, board, memory))
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*"]
     origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.allowed_origins]
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
@@ -104,10 +105,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"hiveboard: {exc}", file=sys.stderr)
         return 2
     memory.start()
+    worker = start_review_worker(settings, board, memory)
     try:
         return _serve(args, settings, board, memory)
     finally:
+        if worker is not None:
+            worker.stop()
         memory.stop()
+
+
+def review_engine(settings: Settings, board: Board, memory: Memory | None) -> ReviewEngine | None:
+    return ReviewEngine(board, settings.review, memory) if settings.review.enabled else None
+
+
+def start_review_worker(settings: Settings, board: Board, memory: Memory) -> ReviewWorker | None:
+    """The background review worker of this process (every serving process runs one; jobs are leased)."""
+    engine = review_engine(settings, board, memory)
+    if engine is None or settings.review_workers == 0:
+        return None
+    print(f"hiveboard: {engine.describe()}", file=sys.stderr, flush=True)
+    return ReviewWorker(engine, threads=settings.review_workers).start()
 
 
 def _serve(args: argparse.Namespace, settings: Settings, board: Board, memory: Memory) -> int:
@@ -126,7 +143,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, memory: M
     identity = Identity(board.agents, "stdio", agent=settings.agent, role=settings.agent_role)
     print(f"hiveboard: serving stdio (data: {settings.db_path}, agent: {settings.agent or 'set by whoami'})",
           file=sys.stderr, flush=True)
-    server = build_server(board, identity, memory=memory)
+    server = build_server(board, identity, memory=memory, review=review_engine(settings, board, memory))
     _freeze_heap()
     server.run("stdio")
     return 0
@@ -173,7 +190,8 @@ def cmd_tools(args: argparse.Namespace) -> int:
         settings = Settings(home=tmp)
         board = open_board(settings)
         memory = open_memory_for(settings, board)
-        mcp = build_server(board, Identity(board.agents, "memory"), memory=memory)
+        mcp = build_server(board, Identity(board.agents, "memory"), memory=memory,
+                           review=review_engine(settings, board, memory))
         tools = anyio.run(mcp.list_tools)
         memory.stop()
         board.store.close()

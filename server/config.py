@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
+from hiveboard.critics.config import ReviewConfig
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 
@@ -32,7 +33,7 @@ def _config_file() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="HIVEBOARD_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="HIVEBOARD_", env_nested_delimiter="__", extra="ignore")
 
     home: Path = Field(default_factory=default_home, description="data directory")
     db: Path | None = Field(None, description="SQLite file; default <home>/hiveboard.db")
@@ -53,6 +54,9 @@ class Settings(BaseSettings):
     embedding_api_key: str | None = None
     max_message_chars: int = Field(64_000, ge=100, le=10_000_000, description="largest message content")
     max_output_chars: int = Field(200_000, ge=100, le=50_000_000, description="largest complete_task output")
+    review: ReviewConfig = Field(default_factory=ReviewConfig, description="critics: the [review] table "
+                                 "(HIVEBOARD_REVIEW__EXECUTE=true and so on)")
+    review_workers: int = Field(2, ge=0, le=32, description="review jobs this process runs at once (0: none)")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

@@ -1,0 +1,526 @@
+"""Review rounds in SQLite: durable jobs, every critique, syntheses, card outcomes and review metrics.
+
+The review engine (critics/) decides; this module stores and moves cards. A job is leased by one
+worker at a time with a guarded UPDATE, so two server processes never run the same job, and a job
+whose worker died is picked up again once its lease runs out. Each critic's row is written as soon
+as that critic finishes, so a resumed job only re-runs the critics that had not finished.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
+from sqlite_utils import Database
+
+from .db import iso, now
+from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
+from .models import Artifact
+
+if TYPE_CHECKING:
+    from .tasks import Board
+
+Severity = Literal["critical", "major", "minor", "info"]
+Verdict = Literal["PASS", "CONDITIONAL", "FAIL"]
+CriticStatus = Literal["running", "ok", "error", "timeout", "skipped", "pending", "missed"]
+Outcome = Literal["done", "in_progress", "needs_human"]
+SEVERITY_RANK: dict[str, int] = {"critical": 3, "major": 2, "minor": 1, "info": 0}
+MAX_ISSUES = 50  # per critique; a critic that floods is cut, with a note in its summary
+
+
+class ReviewIssue(BaseModel):
+    """One problem a critic found."""
+
+    severity: Severity
+    category: str = Field(description="short kind of problem, e.g. sql-injection, unused-import", max_length=80)
+    location: str = Field("", description="file:line or section, when known", max_length=300)
+    description: str = Field(description="what is wrong", max_length=4000)
+    suggestion: str = Field("", description="how to fix it", max_length=4000)
+    rule: str | None = Field(None, description="the analyser's rule id (e.g. B307), for static critics", max_length=40)
+    ref: str | None = Field(None, description="stable id of this issue, set by the board (r<round>:<critic>#n); "
+                            "the next round's resolutions refer to it")
+
+
+class Resolution(BaseModel):
+    """A critic's judgement, in the next round, of one of its own earlier issues."""
+
+    ref: str = Field(description="the earlier issue's ref", max_length=120)
+    status: Literal["resolved", "partial", "not_addressed"]
+    note: str = Field("", max_length=2000)
+
+
+class Critique(BaseModel):
+    """What one critic returns: the critique schema shared by every backend."""
+
+    verdict: Verdict
+    score: int = Field(ge=1, le=10, description="10 excellent, 7-9 good but improvable, 4-6 significant "
+                       "issues, 1-3 major problems")
+    summary: str = Field(max_length=4000)
+    issues: list[ReviewIssue] = []
+    resolutions: list[Resolution] = Field([], description="from round 2 on: one per earlier issue of yours")
+
+
+class CritiqueRecord(BaseModel):
+    """A critic's part in one round, including critics that failed or never ran."""
+
+    critic: str
+    lens: str
+    backend: str
+    model: str | None = None
+    status: CriticStatus
+    verdict: Verdict | None = None
+    score: int | None = None
+    summary: str | None = None
+    issues: list[ReviewIssue] = []
+    resolutions: list[Resolution] = []
+    error: str | None = Field(None, description="why it errored, timed out, was skipped or missed")
+    submitted_by: str | None = Field(None, description="the agent, for agent critics")
+    seconds: float | None = None
+
+
+class MergedIssue(BaseModel):
+    """An issue after synthesis: duplicates across critics merged, with who found it."""
+
+    rank: int
+    severity: Severity
+    lens: str
+    category: str
+    location: str = ""
+    description: str
+    suggestion: str = ""
+    found_by: list[str]
+    refs: list[str]
+
+
+class Contradiction(BaseModel):
+    """Critics that disagree; the precedence rule says which way the synthesis went."""
+
+    about: str
+    positions: dict[str, str] = Field(description="critic → its position")
+    decided: str
+
+
+class Synthesis(BaseModel):
+    """One verdict from all critiques of a round."""
+
+    verdict: Literal["PASS", "FAIL"]
+    score: float | None = Field(None, description="mean critic score")
+    issues: list[MergedIssue] = []
+    contradictions: list[Contradiction] = []
+    brief: str = Field("", description="the revision brief: what to fix, most important first")
+    lenses_ran: list[str] = []
+    lenses_failed: list[str] = Field([], description="lenses whose every critic errored or timed out")
+    lenses_uncovered: list[str] = Field([], description="lenses of this task type that no critic could review")
+    decisive: list[str] = Field([], description="critics without whose issues the verdict would have been PASS")
+    synthesiser: str = "deterministic"
+    note: str | None = None
+
+
+class ReviewRound(BaseModel):
+    review_id: int
+    round: int
+    status: Literal["queued", "running", "finished"]
+    verdict: Literal["PASS", "FAIL"] | None = None
+    outcome: Outcome | None = None
+    queued_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    attempts: int = Field(description="how many times a worker took the job (more than 1: resumed)")
+    open_lenses: list[str] = Field([], description="lenses waiting for an agent critic (submit_critique)")
+    agent_deadline: str | None = None
+    summary: str | None = Field(None, description="the work's summary in this round")
+    critiques: list[CritiqueRecord] = []
+    synthesis: Synthesis | None = None
+
+
+class ReviewTrail(BaseModel):
+    """The whole review trajectory of a card: every round, every critique, every synthesis."""
+
+    task_id: int
+    title: str
+    task_type: str
+    status: str
+    agent: str | None
+    rounds: list[ReviewRound]
+
+
+class ReviewJob(BaseModel):
+    """A review a worker holds: the card's brief and a snapshot of the work as completed."""
+
+    id: int
+    task_id: int
+    round: int
+    agent: str
+    fencing_token: int
+    task_type: str
+    title: str
+    description: str
+    acceptance_criteria: list[str]
+    output: str
+    summary: str | None
+    artifacts: list[Artifact]
+    attempts: int
+    agent_deadline: float | None = None
+
+
+class DayRate(BaseModel):
+    day: str
+    reviewed: int
+    passed: int
+    rate: float
+
+
+class CriticStats(BaseModel):
+    critic: str
+    lens: str
+    critiques: int = Field(description="critiques it delivered")
+    failures: int = Field(description="times it errored, timed out or (agent slots) was missed")
+    issues: int
+    decisive: int = Field(description="rounds whose verdict its issues changed")
+    contribution_rate: float | None
+
+
+class BoardStats(BaseModel):
+    """How well review and memory are working."""
+
+    reviews: int = Field(description="finished review rounds")
+    queued: int
+    running: int
+    cards_reviewed: int
+    first_pass_pass_rate: float | None = Field(description="cards that passed their first round")
+    first_pass_by_day: list[DayRate]
+    rounds_per_card: float | None = Field(description="mean rounds of cards whose review has ended")
+    max_rounds_seen: int
+    needs_human: int = Field(description="cards sent to a human after the last round")
+    critique_success_rate: float | None = Field(description="earlier issues marked resolved in the next round")
+    issues_followed_up: int
+    review_latency_p50: float | None = Field(description="seconds from complete_task to verdict")
+    review_latency_p95: float | None
+    critics: list[CriticStats]
+    messages_per_task: float | None
+    memory_surfaced: int
+    memory_useful: int
+    memory_reuse_rate: float | None
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 3) if whole else None
+
+
+class Reviews:
+    """Review jobs and critiques of one board."""
+
+    def __init__(self, board: Board):
+        self.board = board
+        self.store = board.store
+
+    # ----------------------------------------------------------------- the job
+
+    def enqueue(self, db: Database, row: dict, output: str, summary: str | None, artifacts: list[Artifact],
+                ts: float) -> int:
+        """Queue a review of a card just completed (inside complete's own transaction)."""
+        task_id = row["id"]
+        review_id = db.execute(
+            "INSERT INTO reviews (task_id, round, agent, fencing_token, task_type, output, summary, artifacts, "
+            "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
+            [task_id, self._round(db, task_id) + 1, row["assignee"], row["fencing_token"], row["task_type"], output,
+             summary, json.dumps([a.model_dump() for a in artifacts]), ts]).lastrowid
+        self.store.after_commit(("review", review_id, None))
+        return review_id
+
+    @staticmethod
+    def _round(db: Database, task_id: int) -> int:
+        """Rounds so far in the card's current cycle (a human's intervention starts a new cycle)."""
+        return db.execute(
+            "SELECT count(*) FROM reviews WHERE task_id = ? AND id > coalesce((SELECT max(id) FROM reviews "
+            "WHERE task_id = ? AND outcome = 'needs_human'), 0)", [task_id, task_id]).fetchone()[0]
+
+    def claim_job(self, worker: str, lease_seconds: float) -> ReviewJob | None:
+        """Take the oldest queued job, or one whose worker stopped renewing its lease."""
+        ts = now()
+        with self.store.write() as db:
+            row = next(db.query(
+                "UPDATE reviews SET status = 'running', worker = ?, leased_until = ?, attempts = attempts + 1, "
+                "started_at = coalesce(started_at, ?) WHERE id = (SELECT id FROM reviews WHERE status = 'queued' "
+                "OR (status = 'running' AND leased_until < ?) ORDER BY id LIMIT 1) RETURNING *",
+                [worker, ts + lease_seconds, ts, ts]), None)
+            if row is None:
+                return None
+            task = self.board._row(db, row["task_id"])
+            return ReviewJob(
+                id=row["id"], task_id=row["task_id"], round=row["round"], agent=row["agent"],
+                fencing_token=row["fencing_token"], task_type=row["task_type"], title=task["title"],
+                description=task["description"], acceptance_criteria=json.loads(task["acceptance_criteria"]),
+                output=row["output"], summary=row["summary"],
+                artifacts=[Artifact(**a) for a in json.loads(row["artifacts"])], attempts=row["attempts"],
+                agent_deadline=row["agent_deadline"])
+
+    def heartbeat(self, review_id: int, worker: str, lease_seconds: float) -> bool:
+        """Extend the worker's lease on its job; False when it no longer holds it."""
+        with self.store.write() as db:
+            return db.execute("UPDATE reviews SET leased_until = ? WHERE id = ? AND worker = ? AND status = "
+                              "'running'", [now() + lease_seconds, review_id, worker]).rowcount == 1
+
+    def _held(self, db: Database, review_id: int, worker: str) -> bool:
+        return db.execute("SELECT 1 FROM reviews WHERE id = ? AND worker = ? AND status = 'running'",
+                          [review_id, worker]).fetchone() is not None
+
+    def begin(self, job: ReviewJob, worker: str, critics: list[tuple[str, str, str, str | None]],
+              agent_lenses: list[str], agent_deadline: float | None) -> list[str]:
+        """Record the round's critics (name, lens, backend, model) and open agent slots; returns the
+        critics still to run (all of them, or on a resumed job those that had not finished)."""
+        ts = now()
+        with self.store.write() as db:
+            if not self._held(db, job.id, worker):
+                return []
+            for name, lens, backend, model in critics:
+                db.execute("INSERT OR IGNORE INTO critiques (review_id, task_id, round, critic, lens, backend, model, "
+                           "status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)",
+                           [job.id, job.task_id, job.round, name, lens, backend, model, ts])
+            for lens in agent_lenses:
+                db.execute("INSERT OR IGNORE INTO critiques (review_id, task_id, round, critic, lens, backend, "
+                           "status, started_at) VALUES (?, ?, ?, ?, ?, 'agent', 'pending', ?)",
+                           [job.id, job.task_id, job.round, f"agent:{lens}", lens, ts])
+            if agent_lenses and job.agent_deadline is None:
+                db.execute("UPDATE reviews SET agent_deadline = ? WHERE id = ?", [agent_deadline, job.id])
+            names = [c[0] for c in critics]
+            marks = ",".join("?" * len(names))
+            return [r[0] for r in db.execute(
+                f"SELECT critic FROM critiques WHERE review_id = ? AND status = 'running' AND critic IN ({marks})",
+                [job.id, *names])] if names else []
+
+    def record(self, job: ReviewJob, worker: str, critic: str, status: CriticStatus, critique: Critique | None,
+               error: str | None = None, seconds: float | None = None, resolved: tuple[int, int] = (0, 0)) -> bool:
+        """Store one critic's result as soon as it is in; False if the worker lost the job meanwhile."""
+        issues = _with_refs(job.round, critic, critique.issues if critique else [])
+        with self.store.write() as db:
+            if not self._held(db, job.id, worker):
+                return False
+            return db.execute(
+                "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, resolutions = ?, "
+                "error = ?, followed = ?, resolved = ?, finished_at = ?, started_at = coalesce(?, started_at) "
+                "WHERE review_id = ? AND critic = ? AND status = 'running'",
+                [status, critique.verdict if critique else None, critique.score if critique else None,
+                 critique.summary if critique else None, json.dumps([i.model_dump() for i in issues]),
+                 json.dumps([r.model_dump() for r in critique.resolutions] if critique else []), error,
+                 resolved[0], resolved[1], now(), (now() - seconds) if seconds is not None else None,
+                 job.id, critic]).rowcount == 1
+
+    def announce(self, task_id: int, intent: str, summary: str, content: str = "", recipient: str | None = None) -> None:
+        """Post a review event to the pool (review.started, review.request to role:critic, …)."""
+        with self.store.write() as db:
+            self.board._event(db, "review", intent, task_id, summary, content, recipient=recipient)
+
+    def critic_agents(self, exclude: str) -> list[str]:
+        """Registered agents with the critic role, other than the work's author."""
+        return [r[0] for r in self.store.db.execute("SELECT name FROM agents WHERE role = 'critic' AND name != ? "
+                                                    "ORDER BY name", [exclude])]
+
+    # ----------------------------------------------------------------- agent critics
+
+    def open_lenses(self, review_id: int) -> list[str]:
+        return [r[0] for r in self.store.db.execute(
+            "SELECT lens FROM critiques WHERE review_id = ? AND status = 'pending' ORDER BY lens", [review_id])]
+
+    def submit(self, agent: str, review_id: int, lens: str, critique: Critique) -> CritiqueRecord:
+        """An agent critic's critique for one open lens of a running review."""
+        ts = now()
+        with self.store.write() as db:
+            review = next(db.query("SELECT * FROM reviews WHERE id = ?", [review_id]), None)
+            if review is None:
+                raise NotFound(f"review {review_id} does not exist; the review request message names the review id")
+            if review["agent"] == agent:
+                raise Forbidden(f"review {review_id} is of your own work on task {review['task_id']}; "
+                                "critics must be other agents")
+            if review["status"] != "running":
+                raise IllegalTransition(f"review {review_id} is {review['status']}, not taking critiques"
+                                        + ("" if review["status"] == "queued" else
+                                           "; call get_review to see its verdict"))
+            slots = {r["lens"]: r for r in db.query("SELECT lens, status, submitted_by FROM critiques WHERE "
+                                                    "review_id = ? AND backend = 'agent'", [review_id])}
+            open_ = sorted(lens_ for lens_, r in slots.items() if r["status"] == "pending")
+            if review["agent_deadline"] is not None and ts > review["agent_deadline"]:
+                raise IllegalTransition(f"the deadline for agent critiques of review {review_id} passed at "
+                                        f"{iso(review['agent_deadline'])}; the review went on without them")
+            if lens not in slots:
+                raise InvalidInput(f"lens {lens!r} is not open to agents in review {review_id}; open lenses: "
+                                   f"{', '.join(open_) or 'none'}")
+            if slots[lens]["status"] != "pending":
+                raise IllegalTransition(f"lens {lens!r} of review {review_id} was already "
+                                        + (f"reviewed by {slots[lens]['submitted_by']}" if slots[lens]["submitted_by"]
+                                           else "closed") + f"; open lenses: {', '.join(open_) or 'none'}")
+            issues = _with_refs(review["round"], f"agent:{lens}", critique.issues)
+            followed, resolved = _count_resolved(critique.resolutions)
+            db.execute("UPDATE critiques SET status = 'ok', verdict = ?, score = ?, summary = ?, issues = ?, "
+                       "resolutions = ?, submitted_by = ?, followed = ?, resolved = ?, finished_at = ? "
+                       "WHERE review_id = ? AND critic = ?",
+                       [critique.verdict, critique.score, critique.summary,
+                        json.dumps([i.model_dump() for i in issues]),
+                        json.dumps([r.model_dump() for r in critique.resolutions]), agent, followed, resolved, ts,
+                        review_id, f"agent:{lens}"])
+            self.store.after_commit(("review", review_id, None))
+            return _record(next(db.query("SELECT * FROM critiques WHERE review_id = ? AND critic = ?",
+                                         [review_id, f"agent:{lens}"])))
+
+    def close_slots(self, job: ReviewJob, worker: str) -> None:
+        """The deadline passed: lenses no agent took are recorded as missed, not dropped."""
+        with self.store.write() as db:
+            if self._held(db, job.id, worker):
+                db.execute("UPDATE critiques SET status = 'missed', error = 'no critic agent submitted this lens "
+                           "before the deadline', finished_at = ? WHERE review_id = ? AND status = 'pending'",
+                           [now(), job.id])
+
+    # ----------------------------------------------------------------- reading
+
+    def critiques(self, review_id: int) -> list[CritiqueRecord]:
+        return [_record(r) for r in self.store.db.query(
+            "SELECT * FROM critiques WHERE review_id = ? ORDER BY id", [review_id])]
+
+    def previous(self, job: ReviewJob) -> dict[str, CritiqueRecord]:
+        """The critiques of the round before this one in the same cycle, by critic."""
+        if job.round <= 1:
+            return {}
+        prev = self.store.db.execute("SELECT max(id) FROM reviews WHERE task_id = ? AND id < ? AND round = ?",
+                                     [job.task_id, job.id, job.round - 1]).fetchone()[0]
+        return {c.critic: c for c in self.critiques(prev)} if prev else {}
+
+    def rounds(self, task_id: int, since_review: int = 0) -> list[ReviewRound]:
+        out = []
+        for r in self.store.db.query("SELECT * FROM reviews WHERE task_id = ? AND id > ? ORDER BY id",
+                                     [task_id, since_review]):
+            out.append(ReviewRound(
+                review_id=r["id"], round=r["round"], status=r["status"], verdict=r["verdict"], outcome=r["outcome"],
+                queued_at=iso(r["created_at"]), started_at=iso(r["started_at"]), finished_at=iso(r["finished_at"]),
+                attempts=r["attempts"], agent_deadline=iso(r["agent_deadline"]), summary=r["summary"],
+                open_lenses=self.open_lenses(r["id"]) if r["status"] == "running" else [],
+                critiques=self.critiques(r["id"]),
+                synthesis=Synthesis.model_validate_json(r["synthesis"]) if r["synthesis"] else None))
+        return out
+
+    def trail(self, task_id: int) -> ReviewTrail:
+        """Every round of a card's review, oldest first."""
+        row = self.board.get(task_id, history=0)
+        return ReviewTrail(task_id=task_id, title=row.title, task_type=row.task_type, status=row.status,
+                           agent=row.assignee, rounds=self.rounds(task_id))
+
+    def review_of(self, review_id: int) -> int:
+        """The task id of a review."""
+        found = self.store.db.execute("SELECT task_id FROM reviews WHERE id = ?", [review_id]).fetchone()
+        if found is None:
+            raise NotFound(f"review {review_id} does not exist; get_review with a task_id lists its reviews")
+        return found[0]
+
+    # ----------------------------------------------------------------- the verdict
+
+    def finish(self, job: ReviewJob, worker: str, synthesis: Synthesis, outcome: Outcome, message: str,
+               decisive: list[str]) -> bool:
+        """Store the synthesis and move the card: done, back to its agent, or to a human."""
+        ts = now()
+        board = self.board
+        with self.store.write() as db:
+            if not self._held(db, job.id, worker):
+                return False
+            row = board._row(db, job.task_id)
+            if row["status"] == "review" and row["fencing_token"] == job.fencing_token:
+                sets: dict = {"status": outcome, "updated_at": ts}
+                if outcome == "in_progress":
+                    sets.update(assignee=job.agent, lease_expires_at=ts + board.lease_seconds, blocked_reason=None)
+                elif outcome == "needs_human":
+                    sets.update(blocked_reason=message[: board.limits.note])
+                assignments = ", ".join(f"{k} = ?" for k in sets)
+                db.execute(f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ?",
+                           [*sets.values(), job.task_id])
+                board._history(db, job.task_id, "review", f"reviewed round {job.round}", "review", outcome,
+                               f"{synthesis.verdict}: {synthesis.brief[:500]}" if synthesis.verdict == "FAIL"
+                               else f"{synthesis.verdict}", ts)
+                intent = {"done": "approval", "in_progress": "critique", "needs_human": "needs_human"}[outcome]
+                # to the pool: the card's author (its holder), its creator and the task's subscribers
+                board._event(db, "review", intent, job.task_id, message.split("\n", 1)[0], message)
+            if decisive:
+                marks = ",".join("?" * len(decisive))
+                db.execute(f"UPDATE critiques SET decisive = 1 WHERE review_id = ? AND critic IN ({marks})",
+                           [job.id, *decisive])
+            db.execute("UPDATE reviews SET status = 'finished', verdict = ?, outcome = ?, synthesis = ?, "
+                       "finished_at = ?, leased_until = NULL WHERE id = ?",
+                       [synthesis.verdict, outcome, synthesis.model_dump_json(), ts, job.id])
+            for c in self.critiques(job.id):
+                if c.status == "ok" and (c.issues or c.summary):
+                    text = f"{c.summary or ''}\n" + "\n".join(
+                        f"[{i.severity}] {i.category} {i.location}: {i.description} — {i.suggestion}"
+                        for i in c.issues)
+                    board.knowledge.add(db, kind="critique", text=text.strip(), created_by=c.submitted_by or c.critic,
+                                        task_type=job.task_type, task_id=job.task_id,
+                                        title=f"{c.lens} critique of task {job.task_id} round {job.round}: {c.verdict}",
+                                        tags=[c.lens, c.verdict.lower() if c.verdict else "none"],
+                                        source=f"review:{job.id}:{c.critic}")
+            self.store.after_commit(("review", job.id, None))
+            return True
+
+    # ----------------------------------------------------------------- metrics
+
+    def stats(self) -> BoardStats:
+        db = self.store.db
+        counts = dict(db.execute("SELECT status, count(*) FROM reviews GROUP BY status").fetchall())
+        firsts = db.execute("SELECT created_at, verdict FROM reviews WHERE round = 1 AND status = 'finished' "
+                            "ORDER BY id").fetchall()
+        by_day: dict[str, list[int]] = {}
+        for created, verdict in firsts:
+            day = datetime.fromtimestamp(created, timezone.utc).date().isoformat()
+            tally = by_day.setdefault(day, [0, 0])
+            tally[0] += 1
+            tally[1] += verdict == "PASS"
+        # a card's review has ended when its last round sent it to done or to a human
+        ended = db.execute("SELECT round FROM reviews WHERE status = 'finished' AND outcome IN ('done', "
+                           "'needs_human')").fetchall()
+        latencies = [r[0] for r in db.execute("SELECT finished_at - created_at FROM reviews WHERE status = "
+                                              "'finished' ORDER BY id DESC LIMIT 10000")]
+        followed, resolved = db.execute("SELECT coalesce(sum(followed), 0), coalesce(sum(resolved), 0) "
+                                        "FROM critiques").fetchone()
+        critics = []
+        for name, lens, ok, failed, decisive, issues_json in db.execute(
+                "SELECT critic, lens, sum(status = 'ok'), sum(status IN ('error', 'timeout', 'missed')), "
+                "sum(decisive), json_group_array(json(issues)) FROM critiques GROUP BY critic, lens ORDER BY critic"):
+            issues = sum(len(i) for i in json.loads(issues_json))
+            critics.append(CriticStats(critic=name, lens=lens, critiques=ok, failures=failed, issues=issues,
+                                       decisive=decisive, contribution_rate=_rate(decisive, ok)))
+        tasks, messages = db.execute("SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM messages "
+                                     "WHERE task_id IS NOT NULL)").fetchone()
+        surfaced, useful = self.board.knowledge.reuse()
+        p95 = statistics.quantiles(latencies, n=20)[18] if len(latencies) >= 2 else (latencies or [None])[0]
+        return BoardStats(
+            reviews=counts.get("finished", 0), queued=counts.get("queued", 0), running=counts.get("running", 0),
+            cards_reviewed=db.execute("SELECT count(DISTINCT task_id) FROM reviews").fetchone()[0],
+            first_pass_pass_rate=_rate(sum(v == "PASS" for _, v in firsts), len(firsts)),
+            first_pass_by_day=[DayRate(day=d, reviewed=n, passed=p, rate=_rate(p, n)) for d, (n, p) in
+                               sorted(by_day.items())][-30:],
+            rounds_per_card=round(statistics.fmean(r[0] for r in ended), 2) if ended else None,
+            max_rounds_seen=max((r[0] for r in ended), default=0),
+            needs_human=db.execute("SELECT count(*) FROM reviews WHERE outcome = 'needs_human'").fetchone()[0],
+            critique_success_rate=_rate(resolved, followed), issues_followed_up=followed,
+            review_latency_p50=round(statistics.median(latencies), 3) if latencies else None,
+            review_latency_p95=round(p95, 3) if p95 is not None else None,
+            critics=critics, messages_per_task=_rate(messages, tasks),
+            memory_surfaced=surfaced, memory_useful=useful, memory_reuse_rate=_rate(useful, surfaced))
+
+
+def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[ReviewIssue]:
+    """Stable ids (r<round>:<critic>#<n>), most severe first; at most MAX_ISSUES per critique."""
+    kept = sorted(issues, key=lambda i: -SEVERITY_RANK[i.severity])[:MAX_ISSUES]
+    return [i.model_copy(update={"ref": f"r{round_}:{critic}#{n}"}) for n, i in enumerate(kept, 1)]
+
+
+def _count_resolved(resolutions: list[Resolution]) -> tuple[int, int]:
+    return len(resolutions), sum(r.status == "resolved" for r in resolutions)
+
+
+def _record(r: dict) -> CritiqueRecord:
+    seconds = r["finished_at"] - r["started_at"] if r["finished_at"] and r["started_at"] else None
+    return CritiqueRecord(
+        critic=r["critic"], lens=r["lens"], backend=r["backend"], model=r["model"], status=r["status"],
+        verdict=r["verdict"], score=r["score"], summary=r["summary"],
+        issues=[ReviewIssue(**i) for i in json.loads(r["issues"])],
+        resolutions=[Resolution(**x) for x in json.loads(r["resolutions"])], error=r["error"],
+        submitted_by=r["submitted_by"], seconds=round(seconds, 3) if seconds is not None else None)

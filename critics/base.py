@@ -1,0 +1,104 @@
+"""What every critic shares: the work it reviews, the critic interface, and how a critic declines.
+
+A critic sees only the work, its own lens and rubric, its own earlier issues, and past lessons and
+critiques from memory — never another critic's critique of this round.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from hiveboard.board import Artifact, Critique, ReviewIssue
+
+
+class Skipped(Exception):
+    """The critic has nothing to review here (e.g. no Python artifact); recorded as skipped, with why."""
+
+
+class CriticFailed(Exception):
+    """The critic could not deliver a critique; recorded as an error with this message."""
+
+
+class CriticTimeout(CriticFailed):
+    """The critic's backend did not answer in time; recorded as a timeout."""
+
+
+@dataclass(frozen=True)
+class Work:
+    """One round's work on a card, as the critics see it."""
+
+    task_id: int
+    round: int
+    task_type: str
+    title: str
+    description: str
+    acceptance_criteria: list[str]
+    output: str
+    summary: str | None
+    artifacts: list[Artifact]
+    context: list[str] = field(default_factory=list)
+
+    def render(self, limit: int = 60_000) -> str:
+        """The work as text for a model or an agent: the card, then the output and each artifact."""
+        parts = [f"# Task {self.task_id} ({self.task_type}): {self.title}", self.description or ""]
+        if self.acceptance_criteria:
+            parts.append("## Acceptance criteria\n" + "\n".join(f"- {c}" for c in self.acceptance_criteria))
+        parts.append(f"## Output (round {self.round})\n{self.summary or ''}\n{self.output}")
+        for a in self.artifacts:
+            parts.append(f"## Artifact {a.name} ({a.kind})\n```\n{a.content}\n```")
+        text = "\n\n".join(p for p in parts if p)
+        return text if len(text) <= limit else text[:limit] + f"\n… cut: {len(text) - limit} more characters"
+
+
+class Critic(ABC):
+    """A lens with a backend. `review` runs on a worker thread, in parallel with the other critics."""
+
+    backend: str = ""
+
+    def __init__(self, name: str, lens: str, model: str | None = None):
+        self.name = name
+        self.lens = lens
+        self.model = model
+
+    @abstractmethod
+    def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
+        """A critique of the work; `earlier` are this critic's issues from the previous round, each of
+        which the critique's resolutions should judge. Raise Skipped or CriticFailed to decline."""
+
+
+FENCE = re.compile(r"```(?:python|py)\s*\n(.*?)```", re.S)
+
+
+def python_sources(work: Work) -> dict[str, str]:
+    """Python files of the work: artifacts named *.py, plus ```python blocks of the output."""
+    files = {safe_path(a.name): a.content for a in work.artifacts
+             if a.name.endswith((".py", ".pyi")) and a.kind != "diff"}
+    for n, block in enumerate(FENCE.findall(work.output), 1):
+        files.setdefault(f"output_block_{n}.py", block)
+    return files
+
+
+def safe_path(name: str) -> str:
+    """An artifact name as a relative path that stays inside the review's directory."""
+    parts = [p for p in PurePosixPath(name.replace("\\", "/")).parts if p not in ("/", "..", ".", "")]
+    return "/".join(parts) or "artifact"
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+
+
+def verdict_of(issues: list[ReviewIssue]) -> tuple[str, int]:
+    """(verdict, score) for an analyser's findings: any critical or major issue fails."""
+    worst = max((i.severity for i in issues), key=["info", "minor", "major", "critical"].index, default=None)
+    if worst in ("critical", "major"):
+        return "FAIL", 2 if worst == "critical" else 4
+    if worst == "minor":
+        return "CONDITIONAL", 7
+    return "PASS", 10 if not issues else 9

@@ -1,0 +1,147 @@
+"""Which critics review which cards: lenses with rubrics, critics with backends, built-in defaults.
+
+Everything here can be changed in the `[review]` table of hiveboard's config.toml (see README):
+task types map to lenses, lenses carry a rubric, critics bind a lens to a backend (and, for LLM
+critics, a model and endpoint each). The defaults run offline: ruff and bandit on Python artifacts,
+and the acceptance check once the operator enables execution.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+# When critics contradict, the lens earlier in this list wins (seed 000: safety > correctness > style).
+PRECEDENCE: tuple[str, ...] = ("security", "correctness", "accuracy", "performance", "tests", "docs", "clarity",
+                               "style")
+
+RUBRICS: dict[str, str] = {
+    "security": "Security only: injection (SQL, shell, template), eval/exec of untrusted input, unsafe "
+                "deserialisation, secrets in code, missing authentication or authorisation checks, path "
+                "traversal, weak cryptography, unsafe defaults. Not style, not performance.",
+    "correctness": "Correctness only: does the work do what the card and its acceptance criteria ask? Logic "
+                   "errors, wrong edge cases, unhandled errors, undefined names, broken contracts, race "
+                   "conditions. Not style.",
+    "performance": "Performance only: algorithmic complexity, needless work in loops, N+1 queries, unbounded "
+                   "memory or reads, blocking calls on hot paths. Only flag costs that matter at the card's scale.",
+    "tests": "Tests only: are the acceptance criteria covered by tests that can fail? Missing edge cases, "
+             "assertions that cannot fail, tests that depend on timing or the network.",
+    "docs": "Documentation only: are public functions, commands and configuration documented, accurate and "
+            "current? Missing usage examples, stale statements.",
+    "style": "Style and maintainability only: naming, structure, duplication, dead code, comments that say what "
+             "instead of why, overly long functions. Never block on taste alone: use minor or info.",
+    "accuracy": "Accuracy only: are the statements, numbers, commands and references correct and verifiable? "
+                "Flag claims that are wrong, unsupported or out of date.",
+    "clarity": "Clarity only: can the intended reader follow it? Structure, missing context, ambiguity, jargon, "
+               "length. Not factual accuracy.",
+}
+
+TASK_TYPE_LENSES: dict[str, list[str]] = {
+    "code": ["security", "correctness", "performance", "tests", "style"],
+    "bug": ["security", "correctness", "tests", "style"],
+    "refactor": ["correctness", "performance", "tests", "style"],
+    "test": ["correctness", "tests", "style"],
+    "docs": ["accuracy", "clarity"],
+    "design": ["security", "correctness", "performance", "clarity"],
+    "research": ["accuracy", "clarity"],
+    "ops": ["security", "correctness", "docs"],
+    "default": ["correctness", "clarity"],
+}
+
+Backend = Literal["llm", "ruff", "bandit", "acceptance"]
+
+# ruff rule selections per lens: real defects for correctness, conventions for style.
+RUFF_RULES: dict[str, list[str]] = {
+    "correctness": ["F", "E9", "PLE", "B"],
+    "style": ["E", "W", "N", "UP", "SIM", "C4", "RET"],
+}
+
+
+class Endpoint(BaseModel):
+    """An OpenAI-compatible chat endpoint and model (OpenAI, Ollama, vLLM, LM Studio, …)."""
+
+    model: str = Field(min_length=1)
+    base_url: str | None = Field(None, description="e.g. http://localhost:11434/v1 for Ollama; none: OpenAI")
+    api_key_env: str | None = Field("OPENAI_API_KEY", description="environment variable holding the key")
+    timeout: float | None = Field(None, gt=0, le=3600, description="seconds; default review.critic_timeout")
+    temperature: float = Field(0.0, ge=0, le=2)
+
+
+class CriticConfig(BaseModel):
+    """One critic: a lens and the backend that reviews through it."""
+
+    lens: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,39}$")
+    backend: Backend
+    enabled: bool = True
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    timeout: float | None = Field(None, gt=0, le=3600)
+    temperature: float = Field(0.0, ge=0, le=2)
+    rules: list[str] | None = Field(None, description="ruff: rule codes to select (default per lens)")
+
+    @model_validator(mode="after")
+    def _llm_needs_model(self) -> CriticConfig:
+        if self.backend == "llm" and not self.model:
+            raise ValueError("an llm critic needs model= (e.g. model = \"gpt-4o-mini\" or \"llama3.1\")")
+        return self
+
+
+class SynthesisConfig(BaseModel):
+    backend: Literal["deterministic", "llm"] = "deterministic"
+    endpoint: Endpoint | None = None
+
+    @model_validator(mode="after")
+    def _llm_needs_endpoint(self) -> SynthesisConfig:
+        if self.backend == "llm" and self.endpoint is None:
+            raise ValueError("synthesis backend 'llm' needs [review.synthesis.endpoint] with a model")
+        return self
+
+
+BUILTIN_CRITICS: dict[str, CriticConfig] = {
+    "bandit": CriticConfig(lens="security", backend="bandit"),
+    "ruff": CriticConfig(lens="correctness", backend="ruff"),
+    "ruff-style": CriticConfig(lens="style", backend="ruff"),
+    "acceptance": CriticConfig(lens="tests", backend="acceptance"),
+}
+
+
+class ReviewConfig(BaseModel):
+    """The `[review]` table of config.toml."""
+
+    enabled: bool = Field(True, description="false: complete_task moves cards straight to done")
+    max_rounds: int = Field(3, ge=1, le=20, description="FAIL rounds before the card goes to needs_human")
+    critic_timeout: float = Field(120, gt=0, le=3600, description="seconds a critic may take")
+    repair_attempts: int = Field(2, ge=0, le=5, description="re-asks of a model whose critique was malformed")
+    execute: bool = Field(False, description="allow the acceptance check to run the card's tests or command")
+    execute_timeout: float = Field(120, gt=0, le=3600)
+    agent_deadline: float = Field(120, ge=0, le=86_400, description="seconds agent critics (role critic) get; "
+                                  "0: do not ask agents")
+    worker_lease: float = Field(30, ge=1, le=3600, description="a worker that stops renewing loses the job after "
+                                "this long, and another worker resumes it")
+    poll_seconds: float = Field(1.0, gt=0, le=60, description="how often a worker looks for jobs another process "
+                                "queued")
+    task_types: dict[str, list[str]] = Field({}, description="task type → lenses (merged over the defaults)")
+    rubrics: dict[str, str] = Field({}, description="lens → rubric (new lenses or overrides)")
+    critics: dict[str, CriticConfig] = Field({}, description="name → critic (merged over the built-in ones)")
+    llm: Endpoint | None = Field(None, description="a default LLM critic for every lens that has none")
+    synthesis: SynthesisConfig = SynthesisConfig()
+
+    def lenses_for(self, task_type: str) -> list[str]:
+        table = {**TASK_TYPE_LENSES, **self.task_types}
+        return list(table.get(task_type, table["default"]))
+
+    def rubric(self, lens: str) -> str:
+        return {**RUBRICS, **self.rubrics}.get(lens) or f"{lens.capitalize()} only: review the work through " \
+            f"this lens and nothing else."
+
+    def all_critics(self) -> dict[str, CriticConfig]:
+        """Built-in critics, the configured ones, and one LLM critic per lens from `llm` if set."""
+        merged = {name: c for name, c in {**BUILTIN_CRITICS, **self.critics}.items() if c.enabled}
+        if self.llm is not None:
+            lenses = {lens for lenses in {**TASK_TYPE_LENSES, **self.task_types}.values() for lens in lenses}
+            covered = {c.lens for c in merged.values() if c.backend == "llm"}
+            for lens in sorted(lenses - covered):
+                merged[f"llm-{lens}"] = CriticConfig(lens=lens, backend="llm", **self.llm.model_dump())
+        return merged

@@ -1,0 +1,352 @@
+"""The review engine: fan-out to the critics of a card's lenses, synthesis, the card's next move, lessons.
+
+A `ReviewWorker` (started by `hiveboard serve`) takes queued jobs from SQLite and hands each to
+`ReviewEngine.run`. Critics run in parallel threads and each result is stored the moment it is in;
+agent critics (role `critic`) are asked through the message pool and have until a deadline. While a
+job runs its worker renews the job's lease; if the process dies, another worker (or the restarted
+server) takes the job after the lease and re-runs only the critics that had not finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Resolution, Synthesis, now
+from hiveboard.board.db import iso
+from hiveboard.memory.service import Memory
+
+from .acceptance import AcceptanceCritic
+from .base import Critic, CriticFailed, CriticTimeout, Skipped, Work
+from .config import PRECEDENCE, Endpoint, ReviewConfig
+from .llm import LLMCritic, LLMSynthesiser
+from .static import BanditCritic, RuffCritic
+from .synthesis import convergence_summary, synthesise
+
+log = logging.getLogger("hiveboard.critics")
+MAX_ATTEMPTS = 3  # a job whose run crashed this often goes to a human instead of looping
+LESSONS_PER_REVIEW = 10
+
+
+def build_critics(config: ReviewConfig) -> dict[str, Critic]:
+    """The configured critics, built-in ones included, by name."""
+    critics: dict[str, Critic] = {}
+    for name, c in config.all_critics().items():
+        timeout = c.timeout or config.critic_timeout
+        if c.backend == "ruff":
+            critics[name] = RuffCritic(name, c.lens, timeout, c.rules)
+        elif c.backend == "bandit":
+            critics[name] = BanditCritic(name, c.lens, timeout)
+        elif c.backend == "acceptance":
+            critics[name] = AcceptanceCritic(name, c.lens, config.execute, c.timeout or config.execute_timeout)
+        else:
+            endpoint = Endpoint(model=c.model, base_url=c.base_url, api_key_env=c.api_key_env, timeout=c.timeout,
+                                temperature=c.temperature)
+            critics[name] = LLMCritic(name, c.lens, config.rubric(c.lens), endpoint, timeout, config.repair_attempts)
+    return critics
+
+
+def _judged(critique: Critique, earlier: list[ReviewIssue]) -> Critique:
+    """Keep resolutions of this critic's own earlier issues only, and name any it did not judge."""
+    refs = {i.ref for i in earlier}
+    given = {r.ref: r for r in critique.resolutions if r.ref in refs}
+    missing = [Resolution(ref=ref, status="not_addressed", note="the critic did not judge this issue")
+               for ref in sorted(refs - set(given))]
+    return critique.model_copy(update={"resolutions": [*given.values(), *missing]})
+
+
+class ReviewEngine:
+    """Runs one review round of a card."""
+
+    def __init__(self, board: Board, config: ReviewConfig, memory: Memory | None = None,
+                 critics: dict[str, Critic] | None = None):
+        self.board = board
+        self.config = config
+        self.memory = memory
+        self.critics = critics if critics is not None else build_critics(config)
+        synth = config.synthesis
+        self.synthesiser = LLMSynthesiser(synth.endpoint, config.critic_timeout, config.repair_attempts, PRECEDENCE) \
+            if synth.backend == "llm" and synth.endpoint else None
+        self.changed = threading.Event()  # set when a critique lands; agent-slot waits wake on it
+
+    def wants_review(self, task) -> bool:
+        return self.config.enabled
+
+    def describe(self) -> str:
+        """Which critics will run, for the operator's log."""
+        parts = [f"{c.name} ({c.lens}, {c.backend}{': ' + c.model if c.model else ''})" for c in self.critics.values()
+                 if not (isinstance(c, AcceptanceCritic) and not c.enabled)]
+        if not self.config.execute:
+            parts.append("acceptance check off (review.execute = false)")
+        if not any(c.backend == "llm" for c in self.critics.values()):
+            parts.append("no LLM critic configured")
+        return "review critics: " + "; ".join(parts)
+
+    # ----------------------------------------------------------------- one round
+
+    def _work(self, job: ReviewJob) -> Work:
+        context = []
+        if self.memory is not None:
+            try:
+                hits = self.memory.query(f"{job.title}\n{job.description}\n{job.summary or ''}",
+                                         task_type=job.task_type, kinds=["lesson", "critique"], k=6).hits
+                # not this card's own critiques: a critic must not see the other critics' views of this work
+                context = [f"{h.kind} #{h.id} ({h.title}): {h.snippet}" for h in hits if h.task_id != job.task_id][:5]
+            except Exception:
+                log.exception("memory context for review %s failed; critics go on without it", job.id)
+        return Work(task_id=job.task_id, round=job.round, task_type=job.task_type, title=job.title,
+                    description=job.description, acceptance_criteria=job.acceptance_criteria, output=job.output,
+                    summary=job.summary, artifacts=job.artifacts, context=context)
+
+    def _one(self, job: ReviewJob, worker: str, critic: Critic, work: Work, earlier: list[ReviewIssue]) -> None:
+        """Run one critic on its own thread and store what it gave, whatever happened."""
+        started = time.monotonic()
+        critique, error, status = None, None, "ok"
+        try:
+            critique = _judged(critic.review(work, earlier), earlier)
+        except Skipped as exc:
+            status, error = "skipped", str(exc)
+        except CriticTimeout as exc:
+            status, error = "timeout", str(exc)
+        except CriticFailed as exc:
+            status, error = "error", str(exc)
+        except Exception as exc:  # a critic's bug is recorded against it, never silently dropped
+            log.exception("critic %s crashed on review %s", critic.name, job.id)
+            status, error = "error", f"{type(exc).__name__}: {exc}"
+        followed = (len(critique.resolutions), sum(r.status == "resolved" for r in critique.resolutions)) \
+            if critique else (0, 0)
+        self.board.reviews.record(job, worker, critic.name, status, critique, error, time.monotonic() - started,
+                                  followed)
+        self.changed.set()
+
+    @contextmanager
+    def _leased(self, job: ReviewJob, worker: str):
+        """Renew the job's lease in the background while it runs."""
+        stop = threading.Event()
+        every = self.config.worker_lease / 3
+
+        def beat() -> None:
+            while not stop.wait(every):
+                try:
+                    if not self.board.reviews.heartbeat(job.id, worker, self.config.worker_lease):
+                        log.warning("review %s: lease lost to another worker", job.id)
+                        return
+                except Exception:
+                    log.exception("review %s: lease renewal failed", job.id)
+
+        thread = threading.Thread(target=beat, name=f"review-{job.id}-lease", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+    def run(self, job: ReviewJob, worker: str) -> Synthesis | None:
+        """Review one round; returns the synthesis, or None if another worker took the job meanwhile."""
+        reviews = self.board.reviews
+        lenses = self.config.lenses_for(job.task_type)
+        chosen = [c for c in self.critics.values() if c.lens in lenses]
+        agents = reviews.critic_agents(job.agent) if self.config.agent_deadline > 0 else []
+        agent_lenses = lenses if agents else []
+        deadline = job.agent_deadline or now() + self.config.agent_deadline
+        with self._leased(job, worker):
+            to_run = set(reviews.begin(job, worker, [(c.name, c.lens, c.backend, c.model) for c in chosen],
+                                       agent_lenses, deadline if agent_lenses else None))
+            self._announce(job, chosen, agent_lenses, deadline)
+            work = self._work(job)
+            previous = reviews.previous(job)
+            running = [c for c in chosen if c.name in to_run]
+            started = time.monotonic()
+            # not a `with` block: leaving one would wait for a critic that overran its timeout
+            pool = ThreadPoolExecutor(max_workers=max(1, len(running)), thread_name_prefix=f"review-{job.id}")
+            futures = [pool.submit(self._one, job, worker, c, work,
+                                   previous[c.name].issues if c.name in previous and
+                                   previous[c.name].status == "ok" else []) for c in running]
+            while True:
+                critics_busy = any(not f.done() for f in futures) and \
+                    time.monotonic() - started < self.config.critic_timeout
+                agents_busy = bool(agent_lenses) and now() < deadline and bool(reviews.open_lenses(job.id))
+                if not (critics_busy or agents_busy):
+                    break
+                self.changed.wait(0.1 if critics_busy else 0.25)  # agent critiques may come from another process
+                self.changed.clear()
+            for critic, future in zip(running, futures):
+                if not future.done():  # recorded as a timeout; its late answer will be refused
+                    reviews.record(job, worker, critic.name, "timeout", None,
+                                   f"no critique within {self.config.critic_timeout:.0f} s")
+            pool.shutdown(wait=False, cancel_futures=True)
+            if agent_lenses:
+                reviews.close_slots(job, worker)
+            critiques = reviews.critiques(job.id)
+            synthesis = self._synthesise(work, critiques, lenses)
+            outcome, message = self._decide(job, synthesis, critiques)
+            if not reviews.finish(job, worker, synthesis, outcome, message, synthesis.decisive):
+                return None
+        self._mine_lessons(job, work, critiques, previous)
+        return synthesis
+
+    def _announce(self, job: ReviewJob, chosen: list[Critic], agent_lenses: list[str], deadline: float) -> None:
+        reviews = self.board.reviews
+        names = ", ".join(f"{c.name} ({c.lens})" for c in chosen) or "no automatic critic"
+        if job.attempts > 1:
+            reviews.announce(job.task_id, "review.resumed", f"review {job.id} of task {job.task_id} resumed "
+                             f"(attempt {job.attempts}); critics that had finished keep their critiques")
+            return
+        reviews.announce(job.task_id, "review.started", f"review round {job.round} of task {job.task_id} started: "
+                         f"{names}" + (f"; agent critics until {iso(deadline)}" if agent_lenses else ""))
+        if agent_lenses:
+            reviews.announce(
+                job.task_id, "review.request",
+                f"review {job.id}: critique task {job.task_id} ({job.task_type}) \"{job.title}\" round {job.round}; "
+                f"lenses {', '.join(agent_lenses)}; deadline {iso(deadline)}",
+                f"Read the work with get_task(task_id={job.task_id}) and your earlier issues with "
+                f"get_review(task_id={job.task_id}). Then call submit_critique(review_id={job.id}, lens=<one of "
+                f"{', '.join(agent_lenses)}>, verdict, score, summary, issues). First submission per lens counts; "
+                "stay inside your lens.", recipient="role:critic")
+
+    def _synthesise(self, work: Work, critiques: list[CritiqueRecord], lenses: list[str]) -> Synthesis:
+        synthesis = synthesise(critiques, lenses, work.round)
+        if self.synthesiser is None or not any(c.status == "ok" for c in critiques):
+            return synthesis
+        try:
+            verdict, brief, contradictions = self.synthesiser.synthesise(work, critiques)
+        except CriticFailed as exc:
+            note = f"LLM synthesis failed ({exc}); the deterministic synthesis decided"
+            return synthesis.model_copy(update={"note": "; ".join(x for x in (synthesis.note, note) if x)})
+        if synthesis.verdict == "FAIL" and verdict == "PASS" and any(
+                i.severity == "critical" and i.lens == PRECEDENCE[0] for i in synthesis.issues):
+            verdict = "FAIL"  # a model may not wave through a critical security issue
+        extra = [f"(synthesiser) {c}" for c in contradictions]
+        return synthesis.model_copy(update={
+            "verdict": verdict, "brief": brief, "synthesiser": f"llm:{self.synthesiser.endpoint.model}",
+            "note": "; ".join(x for x in (synthesis.note, *extra) if x) or None})
+
+    def _decide(self, job: ReviewJob, synthesis: Synthesis, critiques: list[CritiqueRecord]) -> tuple[str, str]:
+        """(card outcome, message) for a synthesis."""
+        delivered = [c for c in critiques if c.status == "ok"]
+        failed = [c for c in critiques if c.status in ("error", "timeout")]
+        ran = f"lenses reviewed: {', '.join(synthesis.lenses_ran) or 'none'}" + (
+            f"; not covered: {', '.join(synthesis.lenses_uncovered)}" if synthesis.lenses_uncovered else "") + (
+            f"; failed: {', '.join(synthesis.lenses_failed)}" if synthesis.lenses_failed else "")
+        if not delivered and failed:
+            synthesis.verdict = "FAIL"
+            return "needs_human", (f"task {job.task_id}: the review could not run ({ran}); a human decides.\n"
+                                   + "\n".join(f"- {c.critic}: {c.status}: {c.error}" for c in failed))
+        if synthesis.verdict == "PASS":
+            head = f"task {job.task_id} passed review round {job.round}" + (
+                f" (score {synthesis.score}/10)" if synthesis.score is not None else
+                " without review: no critic could review this work") + f"; {ran}"
+            return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
+        if job.round >= self.config.max_rounds:
+            rounds = [r.critiques for r in self.board.reviews.rounds(job.task_id) if r.round <= job.round]
+            return "needs_human", f"task {job.task_id}: " + convergence_summary(rounds[-job.round:],
+                                                                               self.config.max_rounds)
+        return "in_progress", (f"task {job.task_id} failed review round {job.round} of {self.config.max_rounds}; "
+                               f"{ran}\n{synthesis.brief}\nRevise the work and call complete_task again with "
+                               f"task_id={job.task_id} and your token; each critic will check its issues.")
+
+    def _mine_lessons(self, job: ReviewJob, work: Work, critiques: list[CritiqueRecord],
+                      previous: dict[str, CritiqueRecord]) -> None:
+        """Issues raised last round and resolved in this one become lessons for this task type."""
+        earlier = {i.ref: (c, i) for c in previous.values() for i in c.issues}
+        done = 0
+        for c in critiques:
+            for r in c.resolutions:
+                if r.status != "resolved" or r.ref not in earlier or done >= LESSONS_PER_REVIEW:
+                    continue
+                critic, issue = earlier[r.ref]
+                if issue.severity == "info":
+                    continue
+                problem = (f"[{issue.severity}] {issue.category}: {issue.description}"
+                           + (f" (at {issue.location})" if issue.location else "")
+                           + f" — raised by the {critic.lens} critic {critic.critic} in round {job.round - 1} "
+                             f"of task {job.task_id}")
+                fix = ((issue.suggestion + ". ") if issue.suggestion else "") + \
+                    f"Fixed in round {job.round}: {(work.summary or work.output)[:600]}"
+                try:
+                    self._lesson(job, problem, fix, [critic.lens, issue.category],
+                                 f"{critic.lens}: {issue.category} ({job.task_type})")
+                    done += 1
+                except Exception:
+                    log.exception("could not record a lesson from review %s", job.id)
+
+    def _lesson(self, job: ReviewJob, problem: str, fix: str, tags: list[str], title: str) -> None:
+        tags = [t[:50] for t in tags if t]
+        if self.memory is not None:
+            self.memory.record_lesson("review", problem=problem, fix=fix, task_type=job.task_type, title=title,
+                                      tags=tags, task_id=job.task_id)
+            return
+        with self.board.store.write() as db:
+            self.board.knowledge.add(db, kind="lesson", text=f"Problem: {problem}\nFix: {fix}", created_by="review",
+                                     task_type=job.task_type, task_id=job.task_id, title=title, tags=tags,
+                                     source=f"review:{job.id}")
+
+    def give_up(self, job: ReviewJob, worker: str, error: str) -> None:
+        """A job that crashed MAX_ATTEMPTS times goes to a human with the error."""
+        synthesis = Synthesis(verdict="FAIL", note=f"the review crashed {job.attempts} times: {error}")
+        self.board.reviews.finish(job, worker, synthesis, "needs_human",
+                                  f"task {job.task_id}: the review failed {job.attempts} times ({error}); a human "
+                                  "decides", [])
+
+
+class ReviewWorker:
+    """Background threads that take review jobs from SQLite and run them (several jobs at once)."""
+
+    def __init__(self, engine: ReviewEngine, threads: int = 2, name: str | None = None):
+        self.engine = engine
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.threads = threads
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def _on_commit(self, events: list) -> None:
+        if any(event[0] == "review" for event in events):
+            self._wake.set()
+            self.engine.changed.set()
+
+    def start(self) -> ReviewWorker:
+        self.engine.board.store.listeners.append(self._on_commit)
+        for n in range(self.threads):
+            thread = threading.Thread(target=self._loop, args=(f"{self.name}/{n}",), name=f"review-worker-{n}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def _loop(self, worker: str) -> None:
+        reviews = self.engine.board.reviews
+        while not self._stop.is_set():
+            try:
+                job = reviews.claim_job(worker, self.engine.config.worker_lease)
+            except Exception:
+                log.exception("could not take a review job")
+                job = None
+            if job is None:
+                self._wake.wait(self.engine.config.poll_seconds)
+                self._wake.clear()
+                continue
+            try:
+                if job.attempts > MAX_ATTEMPTS:
+                    self.engine.give_up(job, worker, "see the server log")
+                else:
+                    self.engine.run(job, worker)
+            except Exception as exc:  # the lease runs out and the job is retried, up to MAX_ATTEMPTS
+                log.exception("review %s failed", job.id)
+                if job.attempts >= MAX_ATTEMPTS:
+                    self.engine.give_up(job, worker, f"{type(exc).__name__}: {exc}")
+
+    def stop(self, timeout: float = 10) -> None:
+        self._stop.set()
+        self._wake.set()
+        for thread in self._threads:
+            thread.join(timeout=timeout)
+        if self._on_commit in self.engine.board.store.listeners:
+            self.engine.board.store.listeners.remove(self._on_commit)

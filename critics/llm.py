@@ -1,0 +1,175 @@
+"""LLM critics and the optional LLM synthesiser, through the `openai` package.
+
+Any OpenAI-compatible endpoint works (OpenAI, Ollama, vLLM, LM Studio): each critic has its own model
+and base_url. The answer is asked for as JSON by schema; a reply that is not valid JSON for the
+schema is repaired locally when it only wraps the JSON (code fences, prose around it), else the model
+is shown its error and asked again, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import openai
+from pydantic import BaseModel, Field, ValidationError
+
+from hiveboard.board import Critique, CritiqueRecord, ReviewIssue
+
+from .base import Critic, CriticFailed, CriticTimeout, Work
+from .config import Endpoint
+
+ISSUE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "severity": {"type": "string", "enum": ["critical", "major", "minor", "info"]},
+        "category": {"type": "string"},
+        "location": {"type": "string"},
+        "description": {"type": "string"},
+        "suggestion": {"type": "string"},
+    },
+    "required": ["severity", "category", "location", "description", "suggestion"],
+    "additionalProperties": False,
+}
+CRITIQUE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "string", "enum": ["PASS", "CONDITIONAL", "FAIL"]},
+        "score": {"type": "integer", "minimum": 1, "maximum": 10},
+        "summary": {"type": "string"},
+        "issues": {"type": "array", "items": ISSUE_SCHEMA},
+        "resolutions": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"ref": {"type": "string"},
+                           "status": {"type": "string", "enum": ["resolved", "partial", "not_addressed"]},
+                           "note": {"type": "string"}},
+            "required": ["ref", "status", "note"], "additionalProperties": False}},
+    },
+    "required": ["verdict", "score", "summary", "issues", "resolutions"],
+    "additionalProperties": False,
+}
+
+SYSTEM = """You are the {lens} critic in a review team. Each critic reviews the same work through one lens
+and never sees the others. Stay strictly inside your lens:
+{rubric}
+
+Severity: critical = must not ship (exploitable, broken, data loss); major = must fix before done;
+minor = should fix; info = optional. Verdict: FAIL if any critical or major issue, CONDITIONAL if only
+minor ones, PASS otherwise. Score 1-10: 10 excellent, 7-9 good but improvable, 4-6 significant issues,
+1-3 major problems. Point each issue at a location (file:line or section) and give a concrete suggestion.
+Reply with one JSON object only, matching this schema:
+{schema}"""
+
+
+class _SynthesisReply(BaseModel):
+    verdict: str = Field(pattern="^(PASS|FAIL)$")
+    brief: str
+    contradictions: list[str] = []
+
+
+JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+
+
+def _client(base_url: str | None, api_key_env: str | None, timeout: float) -> openai.OpenAI:
+    key = os.environ.get(api_key_env) if api_key_env else None
+    # Local servers (Ollama, vLLM) ignore the key, but the client insists on one.
+    return openai.OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=timeout, max_retries=0)
+
+
+def _parse(text: str, model: type[BaseModel]) -> BaseModel:
+    """Validate a reply; on failure try the JSON object inside it (fences or prose around it)."""
+    try:
+        return model.model_validate_json(text)
+    except ValidationError:
+        found = JSON_OBJECT.search(text)
+        if found is None:
+            raise
+        return model.model_validate_json(found.group(0))
+
+
+def _ask(client: openai.OpenAI, model: str, messages: list[dict], schema: dict, name: str, reply: type[BaseModel],
+         temperature: float, attempts: int) -> BaseModel:
+    """One structured answer, asking again with the error when the reply does not validate."""
+    last = ""
+    for _ in range(attempts + 1):
+        try:
+            response = client.chat.completions.create(
+                model=model, messages=messages, temperature=temperature,
+                response_format={"type": "json_schema", "json_schema": {"name": name, "schema": schema}})
+        except openai.APITimeoutError as exc:
+            raise CriticTimeout(f"model {model} did not answer within {client.timeout} s") from exc
+        except openai.APIConnectionError as exc:
+            raise CriticFailed(f"could not reach model {model} at {client.base_url}: {exc.__cause__ or exc}") from exc
+        except openai.APIStatusError as exc:
+            raise CriticFailed(f"model {model} at {client.base_url} answered HTTP {exc.status_code}: "
+                               f"{exc.message}") from exc
+        text = (response.choices[0].message.content or "") if response.choices else ""
+        try:
+            return _parse(text, reply)
+        except ValidationError as exc:
+            last = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors()[:5])
+            messages = [*messages, {"role": "assistant", "content": text[:4000]},
+                        {"role": "user", "content": f"That reply was not valid ({last}). Reply again with only "
+                                                    "the JSON object, matching the schema exactly."}]
+    raise CriticFailed(f"model {model} gave malformed output {attempts + 1} time(s); last problem: {last}")
+
+
+class LLMCritic(Critic):
+    backend = "llm"
+
+    def __init__(self, name: str, lens: str, rubric: str, endpoint: Endpoint, timeout: float, repair_attempts: int):
+        super().__init__(name, lens, endpoint.model)
+        self.rubric = rubric
+        self.endpoint = endpoint
+        self.repair_attempts = repair_attempts
+        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
+
+    def messages(self, work: Work, earlier: list[ReviewIssue]) -> list[dict]:
+        system = SYSTEM.format(lens=self.lens, rubric=self.rubric, schema=json.dumps(CRITIQUE_SCHEMA))
+        user = work.render()
+        if work.context:
+            user += "\n\n## From the team's memory (past lessons and critiques of similar work)\n" + \
+                "\n".join(f"- {c}" for c in work.context)
+        if earlier:
+            user += ("\n\n## Your issues from the previous round\nFor each, add a resolution with its ref: resolved, "
+                     "partial or not_addressed. Then review the whole work again.\n" +
+                     "\n".join(f"- ref {i.ref}: [{i.severity}] {i.location} {i.description}" for i in earlier))
+        else:
+            user += "\n\nThis is the first round: resolutions is an empty list."
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
+        return _ask(self.client, self.endpoint.model, self.messages(work, earlier), CRITIQUE_SCHEMA, "critique",
+                    Critique, self.endpoint.temperature, self.repair_attempts)
+
+
+SYNTHESIS_SYSTEM = """You consolidate independent critiques of one piece of work into one verdict.
+Precedence when critics contradict: {precedence}. Grade the critiques, not the work; do not add issues
+of your own; never drop a critic's input; surface contradictions instead of smoothing them.
+FAIL if any critic's critical or major issue stands. The brief tells the author what to fix, most
+important first. Reply with JSON: {{"verdict": "PASS"|"FAIL", "brief": "...", "contradictions": ["..."]}}"""
+
+
+class LLMSynthesiser:
+    """The optional model-written verdict and brief (configured with review.synthesis)."""
+
+    def __init__(self, endpoint: Endpoint, timeout: float, repair_attempts: int, precedence: tuple[str, ...]):
+        self.endpoint = endpoint
+        self.repair_attempts = repair_attempts
+        self.precedence = precedence
+        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
+
+    def synthesise(self, work: Work, critiques: list[CritiqueRecord]) -> tuple[str, str, list[str]]:
+        bundle = [c.model_dump(include={"critic", "lens", "status", "verdict", "score", "summary", "issues", "error"})
+                  for c in critiques]
+        messages = [{"role": "system", "content": SYNTHESIS_SYSTEM.format(precedence=" > ".join(self.precedence))},
+                    {"role": "user", "content": f"Task {work.task_id} round {work.round}: {work.title}\n\n"
+                                                f"Critiques:\n{json.dumps(bundle)}"}]
+        schema = {"type": "object", "properties": {
+            "verdict": {"type": "string", "enum": ["PASS", "FAIL"]}, "brief": {"type": "string"},
+            "contradictions": {"type": "array", "items": {"type": "string"}}},
+            "required": ["verdict", "brief", "contradictions"], "additionalProperties": False}
+        reply = _ask(self.client, self.endpoint.model, messages, schema, "synthesis", _SynthesisReply,
+                     self.endpoint.temperature, self.repair_attempts)
+        return reply.verdict, reply.brief, reply.contradictions

@@ -1,0 +1,150 @@
+"""Static analysers as critics: ruff (correctness and style) and bandit (security), the real tools.
+
+Each writes the work's Python files into a temporary directory, runs the analyser there as a
+subprocess (it never imports or executes the code), and maps the findings into the critique schema.
+In later rounds an earlier finding is resolved when the same rule no longer fires in the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from hiveboard.board import Critique, ReviewIssue, Resolution
+
+from .base import Critic, CriticFailed, CriticTimeout, Skipped, Work, python_sources, verdict_of, write_tree
+from .config import RUFF_RULES
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float) -> str:
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise CriticTimeout(f"{Path(cmd[0]).name} took longer than {timeout:.0f} s") from exc
+    except OSError as exc:
+        raise CriticFailed(f"could not run {cmd[0]}: {exc}") from exc
+    if not done.stdout.strip():
+        raise CriticFailed(f"{' '.join(cmd[:3])} exited {done.returncode} without a report: {done.stderr[-1000:]}")
+    return done.stdout
+
+
+def resolutions(earlier: list[ReviewIssue], now: list[ReviewIssue]) -> list[Resolution]:
+    """Judge earlier findings by whether their rule still fires in their file."""
+    current = Counter((i.rule, i.location.split(":")[0]) for i in now)
+    before = Counter((i.rule, i.location.split(":")[0]) for i in earlier)
+    out = []
+    for issue in earlier:
+        key = (issue.rule, issue.location.split(":")[0])
+        if current[key] == 0:
+            status, note = "resolved", "no longer reported"
+        elif current[key] < before[key]:
+            status, note = "partial", f"{current[key]} of {before[key]} {issue.rule} findings remain in this file"
+        else:
+            status, note = "not_addressed", "still reported"
+        out.append(Resolution(ref=issue.ref or "", status=status, note=note))
+    return out
+
+
+class StaticCritic(Critic):
+    """A critic whose backend is an analyser run over the work's Python files."""
+
+    def __init__(self, name: str, lens: str, timeout: float):
+        super().__init__(name, lens)
+        self.timeout = timeout
+
+    def findings(self, root: Path) -> list[ReviewIssue]:
+        raise NotImplementedError
+
+    def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
+        files = python_sources(work)
+        if not files:
+            raise Skipped(f"{self.backend} reviews Python files; this work has none (no *.py artifact or "
+                          "```python block)")
+        with tempfile.TemporaryDirectory(prefix="hiveboard-review-") as tmp:
+            write_tree(Path(tmp), files)
+            issues = self.findings(Path(tmp))
+        verdict, score = verdict_of(issues)
+        counts = Counter(i.severity for i in issues)
+        summary = (f"{self.backend} checked {len(files)} Python file(s) for {self.lens}: "
+                   + (", ".join(f"{n} {sev}" for sev, n in counts.most_common()) or "no findings"))
+        return Critique(verdict=verdict, score=score, summary=summary, issues=issues,
+                        resolutions=resolutions(earlier, issues))
+
+
+class RuffCritic(StaticCritic):
+    backend = "ruff"
+
+    def __init__(self, name: str, lens: str, timeout: float, rules: list[str] | None = None):
+        super().__init__(name, lens, timeout)
+        self.rules = rules or RUFF_RULES.get(lens) or RUFF_RULES["correctness"]
+
+    def findings(self, root: Path) -> list[ReviewIssue]:
+        from ruff.__main__ import find_ruff_bin  # the ruff binary installed with the package
+
+        report = json.loads(_run([find_ruff_bin(), "check", "--isolated", "--no-cache", "--exit-zero",
+                                  "--output-format", "json", "--line-length", "120", "--select",
+                                  ",".join(self.rules), "."], root, self.timeout))
+        issues = []
+        for f in report:
+            code = f.get("code") or "syntax"
+            issues.append(ReviewIssue(
+                severity=self._severity(code), category=f.get("name") or code, rule=code,
+                location=f"{Path(f['filename']).relative_to(root)}:{f['location']['row']}",
+                description=f"{f['message']} ({code})",
+                suggestion=(f.get("fix") or {}).get("message") or f"see {f.get('url') or 'the ruff docs'}"))
+        return issues
+
+    def _severity(self, code: str) -> str:
+        if self.lens == "style":
+            return "info" if code.startswith(("UP", "C4", "RET", "SIM")) else "minor"
+        if code == "syntax" or code.startswith(("E9", "F82", "F63", "F7")):
+            return "critical"  # the code cannot run as written
+        if code.startswith(("PLE", "F8", "B0")):
+            return "major"
+        return "minor"
+
+
+# A readable category and what to do instead, for bandit's most common findings.
+BANDIT_KNOWN: dict[str, tuple[str, str]] = {
+    "B102": ("exec", "do not exec code built at run time; dispatch to known functions instead"),
+    "B105": ("hardcoded-secret", "read secrets from the environment or a secret store, not from source code"),
+    "B301": ("pickle", "do not unpickle untrusted data; use JSON or another data-only format"),
+    "B307": ("eval", "do not eval input; parse it (int(), json.loads, ast.literal_eval) or dispatch on known values"),
+    "B311": ("weak-random", "use the secrets module for tokens and anything security-related"),
+    "B324": ("weak-hash", "use hashlib.sha256 (or a password hash such as hashlib.scrypt for passwords)"),
+    "B506": ("unsafe-yaml", "use yaml.safe_load"),
+    "B602": ("shell-injection", "pass an argument list to subprocess without shell=True"),
+    "B608": ("sql-injection", "use a parameterised query: placeholders (?) and a parameter list, never string "
+                              "formatting"),
+}
+
+
+class BanditCritic(StaticCritic):
+    backend = "bandit"
+    SEVERITY = {("HIGH", "HIGH"): "critical", ("HIGH", "MEDIUM"): "critical", ("HIGH", "LOW"): "major",
+                ("MEDIUM", "HIGH"): "major", ("MEDIUM", "MEDIUM"): "major", ("MEDIUM", "LOW"): "minor"}
+
+    def findings(self, root: Path) -> list[ReviewIssue]:
+        report = json.loads(_run([sys.executable, "-m", "bandit", "-q", "-f", "json", "-r", "."], root, self.timeout))
+        issues = []
+        for r in report.get("results", []):
+            severity = self.SEVERITY.get((r["issue_severity"], r["issue_confidence"]), "minor")
+            if r["issue_severity"] in ("LOW", "UNDEFINED"):
+                severity = "info" if r["issue_confidence"] != "HIGH" else "minor"
+            cwe = (r.get("issue_cwe") or {}).get("id")
+            category, fix = BANDIT_KNOWN.get(r["test_id"], (r["test_name"], f"see {r['more_info']}"))
+            issues.append(ReviewIssue(
+                severity=severity, category=category, rule=r["test_id"],
+                location=f"{Path(r['filename']).as_posix().removeprefix('./')}:{r['line_number']}",
+                description=f"{r['issue_text']} ({r['test_id']}" + (f", CWE-{cwe})" if cwe else ")"),
+                suggestion=fix))
+        for e in report.get("errors", []):
+            issues.append(ReviewIssue(severity="major", category="unparsable", rule="bandit-error",
+                                      location=Path(e.get("filename", "")).as_posix().removeprefix("./"),
+                                      description=f"bandit could not analyse the file: {e.get('reason')}",
+                                      suggestion="make the file valid Python so it can be checked"))
+        return issues

@@ -1,0 +1,166 @@
+"""The deterministic synthesis: one verdict, ranked issues and a revision brief from a round's critiques.
+
+Rules (seed 000): critics are never dropped — errors, timeouts and missed agent slots are listed;
+duplicates across critics are merged with who found them; contradictions are surfaced and decided by
+lens precedence (security > correctness > … > style); the verdict is FAIL when any critic failed the
+work or raised a critical or major issue, else PASS.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hiveboard.board import CritiqueRecord, ReviewIssue, Synthesis
+from hiveboard.board.reviews import SEVERITY_RANK, Contradiction, MergedIssue
+
+from .config import PRECEDENCE
+
+WORD = re.compile(r"[a-z0-9_]+")
+BLOCKING = ("critical", "major")
+
+
+def _rank(lens: str) -> int:
+    return PRECEDENCE.index(lens) if lens in PRECEDENCE else len(PRECEDENCE)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in WORD.findall(text.lower()) if len(w) > 2}
+
+
+def _similar(a: ReviewIssue, b: ReviewIssue) -> bool:
+    if a.rule and a.rule == b.rule:
+        return True
+    if a.category.lower() == b.category.lower():
+        return True
+    wa, wb = _words(a.description), _words(b.description)
+    return bool(wa and wb) and len(wa & wb) / len(wa | wb) >= 0.5
+
+
+def blocking(c: CritiqueRecord) -> bool:
+    """A critique that on its own fails the work."""
+    return c.status == "ok" and (c.verdict == "FAIL" or any(i.severity in BLOCKING for i in c.issues))
+
+
+def merge(critiques: list[CritiqueRecord]) -> list[MergedIssue]:
+    """All issues, duplicates merged (same place and same lens or same problem), ranked."""
+    merged: list[tuple[MergedIssue, ReviewIssue]] = []
+    ordered = sorted((c for c in critiques if c.status == "ok"), key=lambda c: _rank(c.lens))
+    for c in ordered:
+        for issue in c.issues:
+            for entry, first in merged:
+                same_place = issue.location and issue.location == entry.location
+                if (same_place and (entry.lens == c.lens or _similar(first, issue))) or \
+                        (not issue.location and not entry.location and _similar(first, issue)):
+                    if SEVERITY_RANK[issue.severity] > SEVERITY_RANK[entry.severity]:
+                        entry.severity = issue.severity
+                    if c.critic not in entry.found_by:
+                        entry.found_by.append(c.critic)
+                    entry.refs.append(issue.ref or "")
+                    if not entry.suggestion and issue.suggestion:
+                        entry.suggestion = issue.suggestion
+                    break
+            else:
+                merged.append((MergedIssue(rank=0, severity=issue.severity, lens=c.lens, category=issue.category,
+                                           location=issue.location, description=issue.description,
+                                           suggestion=issue.suggestion, found_by=[c.critic],
+                                           refs=[issue.ref or ""]), issue))
+    issues = sorted((m for m, _ in merged),
+                    key=lambda m: (-SEVERITY_RANK[m.severity], _rank(m.lens), -len(m.found_by)))
+    for n, m in enumerate(issues, 1):
+        m.rank = n
+    return issues
+
+
+def contradictions(critiques: list[CritiqueRecord], issues: list[MergedIssue]) -> list[Contradiction]:
+    """Critics of one lens that disagree on the verdict, and one place where lenses ask different things."""
+    out = []
+    delivered = [c for c in critiques if c.status == "ok"]
+    for lens in sorted({c.lens for c in delivered}, key=_rank):
+        same = [c for c in delivered if c.lens == lens]
+        if len({blocking(c) for c in same}) > 1:
+            out.append(Contradiction(
+                about=f"{lens}: critics disagree on whether the work passes",
+                positions={c.critic: f"{c.verdict} ({c.score}/10): {(c.summary or '')[:200]}" for c in same},
+                decided="FAIL stands: a blocking issue is not overruled by a critic that missed it"))
+    by_place: dict[str, list[MergedIssue]] = {}
+    for m in issues:
+        if m.location:
+            by_place.setdefault(m.location, []).append(m)
+    for place, found in by_place.items():
+        lenses = {m.lens for m in found}
+        if len(lenses) > 1 and len({m.suggestion for m in found if m.suggestion}) > 1:
+            top = min(lenses, key=_rank)
+            out.append(Contradiction(
+                about=f"{place}: {', '.join(sorted(lenses, key=_rank))} ask for different changes",
+                positions={"/".join(m.found_by): f"[{m.lens}] {m.suggestion}" for m in found},
+                decided=f"{top} takes precedence where the changes conflict"))
+    return out
+
+
+def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[CritiqueRecord]) -> str:
+    """The revision brief: what to fix, most important first, then what could not be reviewed."""
+    lines = []
+    must = [m for m in issues if m.severity in BLOCKING]
+    should = [m for m in issues if m.severity not in BLOCKING]
+    if verdict == "FAIL":
+        lines.append(f"Round {round_}: FAIL. Fix these first, in order:")
+        failing = [c for c in critiques if c.status == "ok" and c.verdict == "FAIL" and not
+                   any(i.severity in BLOCKING for i in c.issues)]
+        for c in failing:
+            lines.append(f"- {c.critic} ({c.lens}) failed the work: {c.summary}")
+    else:
+        lines.append(f"Round {round_}: PASS.")
+    for m in must:
+        lines.append(f"{m.rank}. [{m.severity}] [{m.lens}] {m.location or '(general)'} — {m.description}"
+                     + (f" Fix: {m.suggestion}" if m.suggestion else "") + f" (found by {', '.join(m.found_by)})")
+    if should:
+        lines.append("Also worth fixing:" if verdict == "FAIL" else "Suggestions (not blocking):")
+        for m in should[:15]:
+            lines.append(f"{m.rank}. [{m.severity}] [{m.lens}] {m.location or '(general)'} — {m.description}")
+        if len(should) > 15:
+            lines.append(f"… {len(should) - 15} more minor/info issues: call get_review for all of them")
+    return "\n".join(lines)
+
+
+def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int) -> Synthesis:
+    """One verdict for a round. No critic is dropped: failures and missed lenses are listed."""
+    delivered = [c for c in critiques if c.status == "ok"]
+    ran = sorted({c.lens for c in delivered}, key=_rank)
+    failed = sorted({c.lens for c in critiques if c.status in ("error", "timeout", "missed")} - set(ran), key=_rank)
+    uncovered = [lens for lens in lenses if lens not in ran and lens not in failed]
+    issues = merge(critiques)
+    decisive = [c.critic for c in delivered if blocking(c)]
+    verdict = "FAIL" if decisive else "PASS"
+    notes = []
+    for c in critiques:
+        if c.status in ("error", "timeout", "missed"):
+            notes.append(f"{c.critic} ({c.lens}) {c.status}: {c.error}")
+    if not delivered:
+        notes.append("no critic delivered a critique")
+    scores = [c.score for c in delivered if c.score is not None]
+    return Synthesis(
+        verdict=verdict, score=round(sum(scores) / len(scores), 2) if scores else None, issues=issues,
+        contradictions=contradictions(critiques, issues), brief=brief(verdict, issues, round_, critiques),
+        lenses_ran=ran, lenses_failed=failed, lenses_uncovered=uncovered, decisive=decisive,
+        note="; ".join(notes) or None)
+
+
+def convergence_summary(rounds: list[list[CritiqueRecord]], max_rounds: int) -> str:
+    """For a human after the last round: final verdicts, then resolved and unresolved issues per critic."""
+    last = rounds[-1]
+    lines = [f"Review did not converge after {len(rounds)} of {max_rounds} rounds; a human decides.",
+             "Final verdicts: " + ", ".join(f"{c.critic}: {c.verdict or c.status}" for c in last)]
+    issue_of = {i.ref: (n, c.critic, i) for n, rnd in enumerate(rounds, 1) for c in rnd for i in c.issues}
+    resolved = [(issue_of[r.ref], n) for n, rnd in enumerate(rounds, 1) for c in rnd for r in c.resolutions
+                if r.status == "resolved" and r.ref in issue_of]
+    lines.append(f"RESOLVED issues ({len(resolved)}):")
+    for (_, critic, issue), n in resolved:
+        lines.append(f"  - [{critic}] {issue.location} {issue.description} — resolved in round {n}")
+    open_ = [(c.critic, i) for c in last for i in c.issues]
+    lines.append(f"UNRESOLVED issues ({len(open_)}):")
+    for critic, issue in sorted(open_, key=lambda x: -SEVERITY_RANK[x[1].severity]):
+        lines.append(f"  - [{critic}] [{issue.severity}] {issue.location} {issue.description}"
+                     + (f" — suggests: {issue.suggestion}" if issue.suggestion else ""))
+    lines.append("Decide: fix it yourself, re-scope the card, or move it to todo (update_task status='todo') "
+                 "for another round.")
+    return "\n".join(lines)
