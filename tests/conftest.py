@@ -16,7 +16,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from fake_llm import FakeLLM
 from hiveboard.board import Board, Store
+from hiveboard.critics.config import ReviewConfig
+from hiveboard.critics.engine import ReviewEngine, ReviewWorker
 from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import open_memory
 from hiveboard.server.app import build_server
@@ -40,10 +43,10 @@ def connect(board: Board):
     """connect("alice") -> an in-process MCP client whose connection acts as alice (None: unregistered)."""
 
     @asynccontextmanager
-    async def _connect(agent: str | None = None, *, mode: str = "auto", wants_review=None, memory=None,
-                       **client_options):
-        server = build_server(board, Identity(board.agents, "memory", agent=agent), wants_review=wants_review,
-                              memory=memory)
+    async def _connect(agent: str | None = None, *, mode: str = "auto", wants_review=None, memory=None, review=None,
+                       role: str | None = None, **client_options):
+        server = build_server(board, Identity(board.agents, "memory", agent=agent, role=role),
+                              wants_review=wants_review, memory=memory, review=review)
         async with Client(server, mode=mode, **client_options) as client:
             yield client
 
@@ -163,3 +166,33 @@ def agent_token(home: Path, name: str) -> str:
     out = subprocess.run(hiveboard_cmd("--home", str(home), "agent", "add", name), capture_output=True,
                          text=True, check=True)
     return out.stdout.strip()
+
+
+# ---------------------------------------------------------------- review (tests/critics)
+
+@pytest.fixture
+def fake_llm():
+    """A fake OpenAI-compatible chat server on 127.0.0.1 (tests/fake_llm.py)."""
+    fake = FakeLLM()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def reviewer(board):
+    """reviewer(config=ReviewConfig(), memory=None) -> a running ReviewEngine (its worker stops at teardown).
+
+    Agent critics are off unless the config sets agent_deadline."""
+    workers: list[ReviewWorker] = []
+
+    def start(config: ReviewConfig | None = None, memory=None) -> ReviewEngine:
+        config = config or ReviewConfig()
+        config = config.model_copy(update={"poll_seconds": 0.1, "agent_deadline": config.agent_deadline
+                                           if "agent_deadline" in config.model_fields_set else 0})
+        engine = ReviewEngine(board, config, memory)
+        workers.append(ReviewWorker(engine).start())
+        return engine
+
+    yield start
+    for worker in workers:
+        worker.stop()

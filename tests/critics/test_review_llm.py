@@ -1,0 +1,244 @@
+"""LLM critics through the real openai client against a fake OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import call, free_port
+from fake_llm import critique, issue
+from hiveboard.critics.config import Endpoint, ReviewConfig, SynthesisConfig
+from hiveboard.memory.embeddings import get_embedder
+from hiveboard.memory.service import open_memory
+from reviewing import NO_BUILTINS, critic, hand_in, llm_critic, verdict
+
+pytestmark = pytest.mark.anyio
+
+
+def config(fake, *lenses: str, **extra) -> ReviewConfig:
+    """One LLM critic per lens on the fake server, built-in critics off, a 'code' card reviewed by those lenses."""
+    critics = {**NO_BUILTINS, **{f"llm-{lens}": llm_critic(fake, lens, model=f"model-{lens}") for lens in lenses}}
+    return ReviewConfig(critics=critics, task_types={"code": list(lenses)}, **extra)
+
+
+def resolve_all(request: dict) -> dict:
+    """A round-2 critic that finds its earlier issues fixed (refs read from the prompt it was sent)."""
+    prompt = request["messages"][-1]["content"]
+    refs = re.findall(r"- ref (\S+):", prompt)
+    return critique("PASS", 9, "all fixed", resolutions=[{"ref": r, "status": "resolved", "note": "fixed"}
+                                                         for r in refs])
+
+
+async def test_pass_path_uses_each_critics_own_model_and_a_json_schema(connect, reviewer, fake_llm):
+    engine = reviewer(config(fake_llm, "correctness", "clarity"))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, output="implemented the parser")
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        assert round1["verdict"] == "PASS" and round1["outcome"] == "done"
+        assert {x["critic"]: x["model"] for x in round1["critiques"]} == {
+            "llm-correctness": "model-correctness", "llm-clarity": "model-clarity"}
+    calls = fake_llm.calls()
+    assert sorted((r["lens"], r["model"]) for r in calls) == [("clarity", "model-clarity"),
+                                                              ("correctness", "model-correctness")]
+    body = calls[0]["body"]
+    assert body["response_format"]["type"] == "json_schema"
+    assert set(body["response_format"]["json_schema"]["schema"]["required"]) >= {"verdict", "score", "issues"}
+    assert "implemented the parser" in body["messages"][-1]["content"]
+    # a critic sees only its own lens's rubric
+    system = next(m["content"] for m in body["messages"] if m["role"] == "system")
+    other = "clarity" if calls[0]["lens"] == "correctness" else "correctness"
+    assert f"You are the {calls[0]['lens']} critic" in system and f"You are the {other}" not in system
+
+
+async def test_fail_then_revise_then_pass_records_a_lesson_the_next_agent_gets(connect, reviewer, fake_llm, board,
+                                                                             tmp_path):
+    memory = open_memory(board, get_embedder(), tmp_path)
+    memory.start()
+    try:
+        fake_llm.script("security", critique("FAIL", 3, "SQL injection", issues=[issue(
+            "critical", "sql-injection", "db.py:4", "the query is built by string formatting from user input",
+            "use a parameterised query with placeholders")]), resolve_all)
+        fake_llm.script("correctness", critique("PASS", 8), resolve_all)
+        engine = reviewer(config(fake_llm, "security", "correctness"), memory=memory)
+        async with connect("alice", review=engine, memory=memory) as c:
+            card = await hand_in(c, title="look up users by name", output="wrote find_user")
+            round1 = (await verdict(c, card["id"]))["rounds"][0]
+            assert round1["verdict"] == "FAIL" and round1["outcome"] == "in_progress"
+            assert round1["synthesis"]["decisive"] == ["llm-security"]
+            brief = (await call(c, "get_messages", intent="critique", full=True))["messages"][0]["content"]
+            assert "the query is built by string formatting" in brief and "parameterised" in brief
+
+            await hand_in(c, card["id"], output="switched find_user to a parameterised query")
+            trail = await verdict(c, card["id"])
+            round2 = trail["rounds"][1]
+            assert round2["verdict"] == "PASS" and round2["outcome"] == "done"
+            security = critic(round2, "llm-security")
+            assert security["resolutions"] == [{"ref": "r1:llm-security#1", "status": "resolved", "note": "fixed"}]
+            # the round-2 prompt carried the critic's own earlier issue, and only its own
+            prompt = fake_llm.calls("security")[1]["body"]["messages"][-1]["content"]
+            assert "r1:llm-security#1" in prompt and "llm-correctness" not in prompt
+
+            memory.drain()
+            lessons = await call(c, "query_memory", query="SQL query built with string formatting",
+                                 kinds=["lesson"], task_type="code")
+            assert lessons["hits"] and "parameterised" in lessons["hits"][0]["snippet"]
+            # the next agent on a code card like it is handed the lesson at claim time
+            nxt = await call(c, "create_task", title="search users by email", task_type="code",
+                             description="query the users table by email address")
+        async with connect("bob", review=engine, memory=memory) as bob:
+            claim = await call(bob, "claim_task", task_id=nxt["id"])
+            assert any(h["kind"] == "lesson" and h["id"] == lessons["hits"][0]["id"] for h in claim["lessons"])
+            stats = await call(bob, "board_stats")
+            assert stats["critique_success_rate"] == 1.0 and stats["first_pass_pass_rate"] == 0.0
+            assert stats["rounds_per_card"] == 2.0
+            security_stats = next(x for x in stats["critics"] if x["critic"] == "llm-security")
+            assert security_stats["decisive"] == 1 and security_stats["contribution_rate"] == 0.5
+    finally:
+        memory.stop()
+
+
+async def test_max_rounds_sends_the_card_to_a_human_with_a_summary(connect, reviewer, fake_llm):
+    stubborn = critique("FAIL", 4, "still slow", issues=[issue("major", "n-plus-one", "api.py:10",
+                                                                "one query per row", "batch the query")])
+    fake_llm.default["performance"] = stubborn
+    engine = reviewer(config(fake_llm, "performance", max_rounds=2))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        assert (await verdict(c, card["id"]))["rounds"][0]["outcome"] == "in_progress"
+        await hand_in(c, card["id"], output="tried again")
+        trail = await verdict(c, card["id"])
+        assert [r["outcome"] for r in trail["rounds"]] == ["in_progress", "needs_human"]
+        task = await call(c, "get_task", task_id=card["id"])
+        assert task["status"] == "needs_human"
+        assert "did not converge after 2 of 2 rounds" in task["blocked_reason"]
+        summary = (await call(c, "get_messages", intent="needs_human", full=True))["messages"][0]["content"]
+        assert "UNRESOLVED issues (1)" in summary and "one query per row" in summary
+        assert "llm-performance: FAIL" in summary
+        # a human puts it back; the next round starts a new cycle at round 1
+        await call(c, "update_task", task_id=card["id"], status="todo")
+        await hand_in(c, card["id"])
+        assert (await verdict(c, card["id"]))["rounds"][-1]["round"] == 1
+
+
+async def test_malformed_output_is_repaired_retried_or_recorded(connect, reviewer, fake_llm):
+    good = json.dumps(critique("PASS", 8, "fine"))
+    fake_llm.script("correctness", f"Sure! Here is my review:\n```json\n{good}\n```")  # repaired locally
+    fake_llm.script("clarity", "I think it is great", good)  # asked again with the error
+    fake_llm.default["style"] = '{"verdict": "MAYBE"}'  # never valid
+    engine = reviewer(config(fake_llm, "correctness", "clarity", "style", repair_attempts=1))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    assert critic(round1, "llm-correctness")["status"] == "ok" and len(fake_llm.calls("correctness")) == 1
+    assert critic(round1, "llm-clarity")["status"] == "ok" and len(fake_llm.calls("clarity")) == 2
+    retry = fake_llm.calls("clarity")[1]["body"]["messages"]
+    assert retry[-2] == {"role": "assistant", "content": "I think it is great"} and "not valid" in retry[-1]["content"]
+    style = critic(round1, "llm-style")
+    assert style["status"] == "error" and "malformed output 2 time(s)" in style["error"]
+    assert len(fake_llm.calls("style")) == 2
+    assert round1["synthesis"]["lenses_failed"] == ["style"] and "llm-style (style) error" in round1["synthesis"]["note"]
+
+
+async def test_a_slow_critic_times_out_and_an_unreachable_one_errors_the_rest_decide(connect, reviewer, fake_llm):
+    fake_llm.delay["performance"] = 5
+    fake_llm.script("correctness", critique("FAIL", 3, "off by one", issues=[issue()]))
+    critics = {**NO_BUILTINS,
+               "slow": llm_critic(fake_llm, "performance", timeout=0.5),
+               "gone": llm_critic(fake_llm, "security").model_copy(
+                   update={"base_url": f"http://127.0.0.1:{free_port()}/v1"}),
+               "llm-correctness": llm_critic(fake_llm, "correctness")}
+    engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["security", "correctness", "performance"]}))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    slow, gone = critic(round1, "slow"), critic(round1, "gone")
+    assert slow["status"] == "timeout" and "did not answer within" in slow["error"]
+    assert gone["status"] == "error" and "could not reach model" in gone["error"]
+    assert round1["verdict"] == "FAIL" and round1["synthesis"]["decisive"] == ["llm-correctness"]
+    assert set(round1["synthesis"]["lenses_failed"]) == {"security", "performance"}
+
+
+async def test_every_critic_failing_sends_the_card_to_a_human(connect, reviewer):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    critics = {**NO_BUILTINS, "gone": {"lens": "correctness", "backend": "llm", "model": "m", "base_url": dead,
+                                       "api_key_env": None}}
+    engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["correctness"]}))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        assert round1["outcome"] == "needs_human"
+        assert "the review could not run" in (await call(c, "get_task", task_id=card["id"]))["blocked_reason"]
+
+
+async def test_three_one_second_critics_run_in_parallel(connect, reviewer, fake_llm):
+    fake_llm.delay["*"] = 1.0
+    engine = reviewer(config(fake_llm, "security", "correctness", "performance"))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    arrivals = sorted(r["at"] for r in fake_llm.calls())
+    assert len(arrivals) == 3 and arrivals[-1] - arrivals[0] < 1.0  # all three asked before the first answered
+    seconds = [x["seconds"] for x in round1["critiques"]]
+    assert min(seconds) >= 1.0
+    wall = _seconds(round1["finished_at"]) - _seconds(round1["started_at"])
+    assert wall < 1.5, f"review took {wall:.2f} s for three 1 s critics"
+
+
+def _seconds(stamp: str) -> float:
+    from datetime import datetime
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+async def test_duplicates_are_merged_across_critics_and_contradictions_surfaced(connect, reviewer, fake_llm):
+    fake_llm.script("security", critique("FAIL", 2, "eval of input", issues=[issue(
+        "critical", "code-injection", "app.py:2", "eval() runs whatever the user types", "parse the input")]))
+    fake_llm.script("style", critique("PASS", 9, "tidy", issues=[issue(
+        "minor", "naming", "app.py:2", "rename value to parsed", "call it parsed")]))
+    critics = {"llm-security": llm_critic(fake_llm, "security"), "llm-style": llm_critic(fake_llm, "style"),
+               "ruff": NO_BUILTINS["ruff"], "acceptance": NO_BUILTINS["acceptance"]}
+    engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["security", "style"]}))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[{"name": "app.py", "kind": "code",
+                                            "content": "def main():\n    value = eval(input())\n    return value\n"}])
+        synthesis = (await verdict(c, card["id"]))["rounds"][0]["synthesis"]
+    top = synthesis["issues"][0]
+    assert top["lens"] == "security" and top["severity"] == "critical"
+    assert sorted(top["found_by"]) == ["bandit", "llm-security"]  # same place, same lens: one issue
+    assert synthesis["issues"][-1]["lens"] == "style"  # ranked by severity, then lens precedence
+    clash = [x for x in synthesis["contradictions"] if x["about"].startswith("app.py:2")]
+    assert clash and "security takes precedence" in clash[0]["decided"]
+
+
+async def test_an_llm_synthesiser_writes_the_brief_but_cannot_pass_a_critical_security_issue(connect, reviewer,
+                                                                                             fake_llm):
+    fake_llm.script("security", critique("FAIL", 2, "bad", issues=[issue("critical", "secret", "cfg.py:1",
+                                                                           "hard-coded password")]))
+    fake_llm.script("synthesis", {"verdict": "PASS", "brief": "Ship it.", "contradictions": ["none really"]})
+    synthesis_config = SynthesisConfig(backend="llm", endpoint=Endpoint(model="judge", base_url=fake_llm.url,
+                                                                        api_key_env=None))
+    engine = reviewer(config(fake_llm, "security", synthesis=synthesis_config))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        synthesis = (await verdict(c, card["id"]))["rounds"][0]["synthesis"]
+    assert synthesis["synthesiser"] == "llm:judge" and synthesis["brief"] == "Ship it."
+    assert synthesis["verdict"] == "FAIL"
+    assert fake_llm.calls("synthesis")[0]["model"] == "judge"
+
+
+async def test_get_review_reports_progress_while_it_waits(connect, reviewer, fake_llm):
+    fake_llm.delay["performance"] = 1.5
+    engine = reviewer(config(fake_llm, "correctness", "performance"))
+    updates = []
+
+    async def on_progress(progress, total, message):
+        updates.append((progress, total, message))
+
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        result = await c.call_tool("get_review", {"task_id": card["id"], "wait_seconds": 30},
+                                   progress_callback=on_progress)
+        assert result.structured_content["rounds"][0]["status"] == "finished"
+    assert updates and updates[-1][1] == 2 and any(p == 1 for p, _, _ in updates)
+    assert "of 2 critics done" in updates[-1][2]

@@ -1,0 +1,140 @@
+"""The offline default review (no API key, no critic agents): bandit, ruff and the acceptance check."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import call, call_error
+from hiveboard.critics.config import ReviewConfig
+from reviewing import critic, hand_in, verdict
+
+pytestmark = pytest.mark.anyio
+
+EVAL = "def main():\n    value = eval(input())\n    print(value)\n"
+SQL = ("def find(db, name):\n    return db.execute(\"SELECT * FROM users WHERE name = '%s'\" % name).fetchall()\n")
+CLEAN = ("def find(db, name):\n    \"\"\"Rows of the user with this name.\"\"\"\n"
+         "    return db.execute(\"SELECT * FROM users WHERE name = ?\", [name]).fetchall()\n")
+
+
+def py(name: str, content: str) -> dict:
+    return {"name": name, "kind": "code", "content": content}
+
+
+@pytest.mark.parametrize("source, category, rule", [(EVAL, "eval", "B307"), (SQL, "sql-injection", "B608")])
+async def test_insecure_python_fails_with_a_bandit_security_issue(connect, reviewer, source, category, rule):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("app.py", source)])
+        assert card["status"] == "review"  # complete_task returns at once; the worker reviews
+        trail = await verdict(c, card["id"])
+        round1 = trail["rounds"][0]
+        assert round1["verdict"] == "FAIL" and round1["outcome"] == "in_progress"
+        bandit = critic(round1, "bandit")
+        assert bandit["status"] == "ok" and bandit["verdict"] == "FAIL"
+        found = [i for i in bandit["issues"] if i["rule"] == rule]
+        assert found and found[0]["category"] == category and found[0]["severity"] in ("critical", "major")
+        assert found[0]["location"].startswith("app.py:")
+        top = round1["synthesis"]["issues"][0]
+        assert top["lens"] == "security" and "bandit" in top["found_by"]
+        # the card is back with its author, and the brief is in her inbox as a critique message
+        task = await call(c, "get_task", task_id=card["id"])
+        assert task["status"] == "in_progress" and task["assignee"] == "alice"
+        inbox = await call(c, "get_messages", intent="critique", full=True)
+        assert inbox["messages"] and rule in inbox["messages"][0]["content"]
+        assert "complete_task again" in inbox["messages"][0]["content"]
+
+
+async def test_clean_code_passes_and_says_which_lenses_ran(connect, reviewer):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("users.py", CLEAN)])
+        trail = await verdict(c, card["id"])
+        round1 = trail["rounds"][0]
+        assert round1["verdict"] == "PASS" and round1["outcome"] == "done"
+        synthesis = round1["synthesis"]
+        assert synthesis["lenses_ran"] == ["security", "correctness", "style"]
+        assert set(synthesis["lenses_uncovered"]) == {"performance", "tests"}
+        acceptance = critic(round1, "acceptance")
+        assert acceptance["status"] == "skipped" and "acceptance command" in acceptance["error"]
+        assert (await call(c, "get_task", task_id=card["id"]))["status"] == "done"
+        approval = await call(c, "get_messages", intent="approval", full=True)
+        assert "lenses reviewed: security, correctness, style" in approval["messages"][0]["content"]
+        assert "not covered: performance, tests" in approval["messages"][0]["content"]
+
+
+async def test_work_without_python_is_not_passed_off_as_reviewed(connect, reviewer):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, task_type="docs", output="Rewrote the install guide.")
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        assert round1["outcome"] == "done"
+        assert round1["synthesis"]["lenses_ran"] == []
+        assert round1["synthesis"]["lenses_uncovered"] == ["accuracy", "clarity"]
+        approval = await call(c, "get_messages", intent="approval", full=True)
+        assert "without review: no critic could review this work" in approval["messages"][0]["content"]
+
+
+async def test_python_blocks_in_the_output_are_checked_too(connect, reviewer):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, output=f"Here is the code:\n```python\n{EVAL}```\n")
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        assert round1["verdict"] == "FAIL"
+        assert critic(round1, "bandit")["issues"][0]["location"].startswith("output_block_1.py:")
+
+
+CALC = "def add(a, b):\n    return a - b\n"
+CALC_FIXED = "def add(a, b):\n    return a + b\n"
+TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+async def test_acceptance_tests_run_only_when_execution_is_enabled(connect, reviewer, tmp_path):
+    marker = tmp_path / "executed"
+    spy = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n" + TEST
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("calc.py", CALC), {"name": "test_calc.py", "kind": "test",
+                                                                 "content": spy}])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        acceptance = critic(round1, "acceptance")
+        assert acceptance["status"] == "skipped" and "review.execute = true" in acceptance["error"]
+        assert not marker.exists()  # submitted code was never executed
+
+
+async def test_failing_acceptance_tests_fail_the_review_then_pass_once_fixed(connect, reviewer):
+    engine = reviewer(ReviewConfig(execute=True, execute_timeout=60))
+    async with connect("alice", review=engine) as c:
+        tests = {"name": "test_calc.py", "kind": "test", "content": TEST}
+        card = await hand_in(c, artifacts=[py("calc.py", CALC), tests])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        acceptance = critic(round1, "acceptance")
+        assert acceptance["status"] == "ok" and acceptance["verdict"] == "FAIL"
+        assert acceptance["issues"][0]["category"] == "acceptance-failed"
+        assert "assert -1 == 5" in acceptance["issues"][0]["description"]
+        assert round1["verdict"] == "FAIL" and round1["synthesis"]["issues"][0]["severity"] == "critical"
+
+        await hand_in(c, card["id"], artifacts=[py("calc.py", CALC_FIXED), tests], output="fixed add")
+        trail = await verdict(c, card["id"])
+        round2 = trail["rounds"][1]
+        assert round2["round"] == 2 and round2["verdict"] == "PASS" and round2["outcome"] == "done"
+        assert critic(round2, "acceptance")["resolutions"][0]["status"] == "resolved"
+
+
+async def test_an_acceptance_command_from_the_card_is_run(connect, reviewer):
+    engine = reviewer(ReviewConfig(execute=True))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("tool.py", "import sys\nsys.exit(3)\n")],
+                             criteria=["exits cleanly", "$ python tool.py"])
+        acceptance = critic((await verdict(c, card["id"]))["rounds"][0], "acceptance")
+        assert acceptance["verdict"] == "FAIL" and "exited with 3" in acceptance["issues"][0]["description"]
+
+
+async def test_get_review_by_task_or_review_id(connect, reviewer, fake_llm):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        assert "task_id or review_id" in await call_error(c, "get_review")
+        assert "does not exist" in await call_error(c, "get_review", review_id=999)
+        card = await hand_in(c, artifacts=[py("users.py", CLEAN)])
+        trail = await verdict(c, card["id"])
+        by_review = await call(c, "get_review", review_id=trail["rounds"][0]["review_id"])
+        assert by_review["task_id"] == card["id"] and len(by_review["rounds"]) == 1

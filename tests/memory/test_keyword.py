@@ -1,0 +1,84 @@
+"""Keyword search (Knowledge.keyword): FTS5 ranks first and the filters are checked afterwards, and a
+query's most common words are dropped on a large memory. Both must keep the answers a full join gives."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from hiveboard.board import knowledge as knowledge_mod
+from hiveboard.board.knowledge import fts_query
+
+TYPES = ("code", "test", "docs", "bug")
+WORDS = "cache timeout retry index query deadlock migration parser socket thread encoding cursor".split()
+
+
+def fill(board, n: int = 240, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    with board.store.write() as db:
+        for i in range(n):
+            words = rng.choices(WORDS, k=rng.randint(3, 12))
+            board.knowledge.add(db, kind=rng.choice(["lesson", "critique", "output", "message"]),
+                                text=" ".join(words) + f" item{i}", title=" ".join(words[:2]),
+                                task_type=rng.choice(TYPES), tags=rng.sample(["slow", "flaky", "prod"], k=rng.randint(0, 2)),
+                                created_by="tester")
+        db.execute("UPDATE memory_items SET deprecated = 1 WHERE id % 7 = 0")
+
+
+def reference(board, query: str, limit: int = 50, **filters) -> list[tuple[int, float]]:
+    """The plain way: join every match to memory_items, filter, then sort by BM25 (what keyword() replaced)."""
+    where, params = board.knowledge._filters(filters.get("task_type"), filters.get("kinds"), filters.get("tags"),
+                                             filters.get("include_deprecated", False))
+    return [tuple(r) for r in board.store.db.execute(
+        f"SELECT m.id, bm25(memory_fts, 2.0, 1.0) FROM memory_fts f JOIN memory_items m ON m.id = f.rowid "
+        f"WHERE memory_fts MATCH ?{where} ORDER BY 2 LIMIT ?", [fts_query(query), *params, limit])]
+
+
+FILTERS = [
+    {},
+    {"task_type": "code"},
+    {"kinds": ["lesson"], "task_type": "bug"},
+    {"tags": ["prod", "flaky"]},
+    {"include_deprecated": True},
+    {"kinds": ["critique", "output"], "tags": ["slow"], "include_deprecated": True},
+]
+
+
+@pytest.mark.parametrize("prefetch", [knowledge_mod.PREFETCH, 3])
+@pytest.mark.parametrize("filters", FILTERS)
+def test_ranking_first_gives_the_same_answers_as_the_full_join(board, monkeypatch, prefetch, filters):
+    monkeypatch.setattr(knowledge_mod, "PREFETCH", prefetch)  # 3: the filters leave too few, read on in chunks
+    fill(board)
+    for query in ["cache timeout", "deadlock in the migration", "parser socket thread encoding", "item17 cursor"]:
+        for limit in (5, 50):
+            expected = reference(board, query, limit, **filters)
+            found = board.knowledge.keyword(query, limit=limit, **filters)
+            assert len(found) == len(expected), (query, filters)
+            allowed = board.knowledge.allowed(found, **filters)
+            assert set(found) == allowed  # nothing outside the filters
+            scores = dict(reference(board, query, 10_000, **filters))
+            # the same scores in the same order (ties between equal scores may come in either order)
+            assert [round(scores[i], 9) for i in found] == [round(s, 9) for _, s in expected], (query, filters)
+
+
+def test_common_words_are_dropped_only_past_the_budget(board, monkeypatch):
+    fill(board)
+    kn = board.knowledge
+    df = {w: kn._document_frequency(w) for w in WORDS}
+    assert kn.keyword_words("the cache timeout of item3") == ["cache", "timeout", "item3"]  # small: all kept
+    monkeypatch.setattr(knowledge_mod, "SCORED_ROWS", 5)
+    assert kn.keyword_words("the cache timeout of item3") == ["item3"]  # the rare word stays
+    common = sorted(WORDS, key=df.get)
+    assert kn.keyword_words(f"{common[-1]} {common[0]}") == [common[0]]  # the rarest is always kept
+    assert kn.keyword_words("cache nosuchword") == ["cache"]  # a word no item has: not searched
+    assert kn.keyword("nosuchword") == []
+    assert kn.item(kn.keyword("item3 cache")[0]).text.endswith(" item3")
+
+
+def test_a_new_item_is_found_by_its_rare_word_at_once(board):
+    fill(board)
+    assert board.knowledge.keyword("zanzibar") == []
+    with board.store.write() as db:
+        new = board.knowledge.add(db, kind="lesson", text="zanzibar cache", task_type="code", created_by="tester")
+    assert board.knowledge.keyword("zanzibar cache")[0] == new
