@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 # When critics contradict, the lens earlier in this list wins (seed 000: safety > correctness > style).
 PRECEDENCE: tuple[str, ...] = ("security", "correctness", "accuracy", "performance", "tests", "docs", "clarity",
@@ -127,6 +127,15 @@ class ReviewConfig(BaseModel):
     critics: dict[str, CriticConfig] = Field({}, description="name → critic (merged over the built-in ones)")
     llm: Endpoint | None = Field(None, description="a default LLM critic for every lens that has none")
     synthesis: SynthesisConfig = SynthesisConfig()
+
+    @field_validator("critics", mode="before")
+    @classmethod
+    def _over_builtins(cls, critics: dict) -> dict:
+        """`[review.critics.bandit] enabled = false` is enough to change a built-in critic."""
+        if not isinstance(critics, dict):
+            return critics
+        return {name: {**BUILTIN_CRITICS[name].model_dump(), **value}
+                if name in BUILTIN_CRITICS and isinstance(value, dict) else value for name, value in critics.items()}
 
     def lenses_for(self, task_type: str) -> list[str]:
         table = {**TASK_TYPE_LENSES, **self.task_types}

@@ -10,10 +10,12 @@ import gc
 import hmac
 import json
 import logging
+import os
 import sys
 
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 
 from hiveboard.board import Board, BoardError, Limits, Store
 
@@ -23,7 +25,7 @@ from hiveboard.memory.service import Memory, open_memory
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker
 
 from .app import build_server, tool_token_costs
-from .config import Settings
+from .config import Settings, config_file
 from .identity import Identity, bearer_token
 
 log = logging.getLogger("hiveboard")
@@ -37,7 +39,12 @@ def _settings(args: argparse.Namespace) -> Settings:
         port=getattr(args, "port", None), http_token=getattr(args, "token", None),
         log_level=getattr(args, "log_level", None),
     ).items() if v is not None}
-    return Settings(**overrides)
+    if args.home is not None and not os.environ.get("HIVEBOARD_CONFIG"):
+        os.environ["HIVEBOARD_HOME"] = str(args.home)  # so <home>/config.toml is the file read
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SystemExit(f"hiveboard: configuration is not valid ({config_file()}, HIVEBOARD_* variables):\n{exc}")
 
 
 def open_board(settings: Settings) -> Board:

@@ -25,7 +25,7 @@ def default_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "hiveboard"
 
 
-def _config_file() -> Path:
+def config_file() -> Path:
     explicit = os.environ.get("HIVEBOARD_CONFIG")
     if explicit:
         return Path(explicit)
@@ -63,7 +63,7 @@ class Settings(BaseSettings):
                                    env_settings: PydanticBaseSettingsSource,
                                    dotenv_settings: PydanticBaseSettingsSource,
                                    file_secret_settings: PydanticBaseSettingsSource):
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=_config_file()))
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=config_file()))
 
     @property
     def db_path(self) -> Path:

@@ -1,0 +1,76 @@
+"""Agent critics: a review request goes to the `critic` role; agents submit critiques through MCP."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import call, call_error
+from hiveboard.critics.config import ReviewConfig
+from reviewing import NO_BUILTINS, critic, hand_in, verdict
+
+pytestmark = pytest.mark.anyio
+
+
+def agents_config(deadline: float, *lenses: str) -> ReviewConfig:
+    return ReviewConfig(critics=NO_BUILTINS, task_types={"code": list(lenses)}, agent_deadline=deadline)
+
+
+async def test_an_agent_critic_takes_a_lens_through_the_pool_and_its_issues_count(connect, reviewer):
+    engine = reviewer(agents_config(60, "correctness"))
+    async with connect("alice", review=engine) as alice, connect("bob", role="critic", review=engine) as bob, \
+            connect("carol", review=engine) as carol:
+        card = await hand_in(alice, title="parse dates", output="wrote parse_date")
+        request = (await call(bob, "get_messages", intent="review.request", wait_seconds=10, full=True))["messages"]
+        assert request and request[0]["sender"] == "review"
+        assert not (await call(carol, "get_messages", intent="review.request"))["messages"]  # not a critic
+        trail = await call(bob, "get_review", task_id=card["id"])
+        review_id = trail["rounds"][0]["review_id"]
+        assert trail["rounds"][0]["open_lenses"] == ["correctness"] and f"review_id={review_id}" in \
+            request[0]["content"]
+
+        # the author may not review herself, and a lens must be open
+        assert "your own work" in await call_error(alice, "submit_critique", review_id=review_id, lens="correctness",
+                                                   verdict="PASS", score=9, summary="great")
+        assert "open lenses: correctness" in await call_error(bob, "submit_critique", review_id=review_id,
+                                                              lens="poetry", verdict="PASS", score=9, summary="x")
+        record = await call(bob, "submit_critique", review_id=review_id, lens="correctness", verdict="FAIL", score=4,
+                            summary="misses time zones", issues=[{
+                                "severity": "major", "category": "timezone", "location": "dates.py:12",
+                                "description": "naive datetimes are compared with aware ones",
+                                "suggestion": "parse with tzinfo=UTC"}])
+        assert record["submitted_by"] == "bob" and record["issues"][0]["ref"] == "r1:agent:correctness#1"
+        assert "already reviewed by bob" in await call_error(
+            carol, "submit_critique", review_id=review_id, lens="correctness", verdict="PASS", score=9, summary="ok")
+
+        round1 = (await verdict(alice, card["id"]))["rounds"][0]
+        assert round1["verdict"] == "FAIL" and round1["synthesis"]["decisive"] == ["agent:correctness"]
+        brief = (await call(alice, "get_messages", intent="critique", full=True))["messages"][0]["content"]
+        assert "naive datetimes" in brief
+        assert "is finished, not taking critiques" in await call_error(
+            bob, "submit_critique", review_id=review_id, lens="correctness", verdict="PASS", score=9, summary="late")
+
+
+async def test_lenses_no_agent_takes_are_recorded_as_missed_at_the_deadline(connect, reviewer):
+    engine = reviewer(agents_config(1.0, "correctness", "clarity"))
+    async with connect("alice", review=engine) as alice, connect("bob", role="critic", review=engine) as bob:
+        card = await hand_in(alice)
+        review_id = (await call(bob, "get_review", task_id=card["id"]))["rounds"][0]["review_id"]
+        await call(bob, "submit_critique", review_id=review_id, lens="clarity", verdict="PASS", score=8,
+                   summary="reads well")
+        round1 = (await verdict(alice, card["id"]))["rounds"][0]
+        missed = critic(round1, "agent:correctness")
+        assert missed["status"] == "missed" and "before the deadline" in missed["error"]
+        assert round1["synthesis"]["lenses_ran"] == ["clarity"]
+        assert round1["synthesis"]["lenses_failed"] == ["correctness"]
+        assert round1["outcome"] == "done"
+        error = await call_error(bob, "submit_critique", review_id=review_id, lens="correctness", verdict="PASS",
+                                 score=8, summary="too late")
+        assert "finished" in error and "get_review" in error
+
+
+async def test_without_critic_agents_nobody_is_asked_and_nothing_waits(connect, reviewer):
+    engine = reviewer(agents_config(600, "correctness"))
+    async with connect("alice", review=engine) as alice:
+        card = await hand_in(alice)
+        round1 = (await verdict(alice, card["id"], timeout=20))["rounds"][0]
+        assert round1["critiques"] == [] and round1["agent_deadline"] is None

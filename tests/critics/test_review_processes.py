@@ -1,0 +1,124 @@
+"""Review jobs across server processes: a server killed mid-review resumes the job on restart, and two
+servers on one data directory never run the same job. Real `hiveboard serve --http` subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import agent_token, call, free_port, hiveboard_cmd, http_client, wait_for_port
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def write_config(home: Path, fake_url: str, critics: dict[str, str]) -> None:
+    """config.toml with one LLM critic per lens on the fake server and the built-in critics off."""
+    home.mkdir(parents=True, exist_ok=True)
+    lines = ["[review]", "worker_lease = 2", "poll_seconds = 0.2", "agent_deadline = 0",
+             "[review.task_types]", f"code = {list(critics.values())!r}".replace("'", '"')]
+    for builtin in ("bandit", "ruff", "ruff-style", "acceptance"):
+        lines += [f"[review.critics.{builtin}]", "enabled = false"]
+    for name, lens in critics.items():
+        lines += [f"[review.critics.{name}]", f'lens = "{lens}"', 'backend = "llm"', f'model = "{name}"',
+                  f'base_url = "{fake_url}"', 'api_key_env = "HIVEBOARD_TEST_UNSET_KEY"']
+    (home / "config.toml").write_text("\n".join(lines) + "\n")
+
+
+def serve(home: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "HIVEBOARD_LOG_LEVEL": "WARNING"}
+    proc = subprocess.Popen(hiveboard_cmd("--home", str(home), "serve", "--http", "--port", str(port)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    wait_for_port(port, proc, timeout=60)
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+async def until(predicate, timeout: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await anyio.sleep(0.05)
+
+
+async def test_a_server_killed_mid_review_resumes_the_job_on_restart(tmp_path, fake_llm):
+    home = tmp_path / "home"
+    write_config(home, fake_llm.url, {"quick": "correctness", "slow": "performance"})
+    fake_llm.delay["performance"] = 30  # the first server dies while this critic is still thinking
+    token = agent_token(home, "alice")
+    first, url = serve(home)
+    try:
+        async with http_client(url, token) as c:
+            card = await call(c, "create_task", title="cache the index", task_type="code")
+            claim = await call(c, "claim_task", task_id=card["id"])
+            await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="added an LRU cache")
+            await until(lambda: fake_llm.calls("performance"), what="the slow critic to be asked")
+            quick_done = lambda: sqlite3.connect(home / "hiveboard.db").execute(  # noqa: E731
+                "SELECT status FROM critiques WHERE critic = 'quick'").fetchone() == ("ok",)
+            await until(quick_done, what="the quick critic's critique")
+            trail = await call(c, "get_review", task_id=card["id"])
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    finally:
+        stop(first)
+    assert trail["rounds"][0]["status"] == "running"
+
+    fake_llm.delay["performance"] = 0
+    second, url = serve(home)
+    try:
+        async with http_client(url, token) as c:
+            trail = await call(c, "get_review", task_id=card["id"], wait_seconds=60)
+            round1 = trail["rounds"][0]
+            assert round1["status"] == "finished" and round1["attempts"] == 2
+            assert {x["critic"]: x["status"] for x in round1["critiques"]} == {"quick": "ok", "slow": "ok"}
+            assert (await call(c, "get_task", task_id=card["id"]))["status"] == "done"
+            resumed = await call(c, "get_messages", box="pool", task_id=card["id"], intent="review.resumed")
+            assert resumed["messages"]
+    finally:
+        stop(second)
+    # the critic that had finished was not asked again; the interrupted one was
+    assert len(fake_llm.calls("correctness")) == 1 and len(fake_llm.calls("performance")) == 2
+
+
+async def test_two_servers_on_one_data_directory_never_run_the_same_job(tmp_path, fake_llm):
+    home = tmp_path / "home"
+    write_config(home, fake_llm.url, {"judge": "correctness"})
+    fake_llm.delay["correctness"] = 0.5
+    token = agent_token(home, "alice")
+    (a, url_a), (b, url_b) = serve(home), serve(home)
+    cards = 8
+    try:
+        async with http_client(url_a, token) as ca, http_client(url_b, token) as cb:
+            ids = []
+            for n in range(cards):
+                client = ca if n % 2 else cb
+                card = await call(client, "create_task", title=f"card {n}", task_type="code")
+                claim = await call(client, "claim_task", task_id=card["id"])
+                await call(client, "complete_task", task_id=card["id"], token=claim["token"], output=f"work {n}")
+                ids.append(card["id"])
+            for task_id in ids:
+                trail = await call(ca, "get_review", task_id=task_id, wait_seconds=60)
+                assert trail["rounds"][0]["status"] == "finished" and trail["rounds"][0]["attempts"] == 1
+    finally:
+        stop(a)
+        stop(b)
+    assert len(fake_llm.calls("correctness")) == cards  # each job's critic ran exactly once
+    db = sqlite3.connect(home / "hiveboard.db")
+    assert db.execute("SELECT count(*), count(DISTINCT review_id) FROM critiques").fetchone() == (cards, cards)
+    pids = {worker.split(":")[1] for (worker,) in db.execute("SELECT worker FROM reviews")}
+    assert pids == {str(a.pid), str(b.pid)}  # both servers took jobs
