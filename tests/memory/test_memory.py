@@ -7,7 +7,7 @@ import time
 import pytest
 from conftest import call, call_error
 
-from hiveboard.memory.embeddings import MINILM_DIM, MINILM_NAME, get_embedder
+from hiveboard.memory.embeddings import MINILM_DIM, MINILM_DYNAMIC_NAME, get_embedder
 from hiveboard.memory.index import EmbeddingMismatch, VectorIndex
 
 pytestmark = pytest.mark.anyio
@@ -180,4 +180,4 @@ def test_opening_the_index_with_another_model_is_refused(memory, tmp_path, reque
     with pytest.raises(EmbeddingMismatch, match="hiveboard reindex"):
         VectorIndex(OtherModel(), **where)
     embedder = get_embedder()
-    assert (embedder.name, embedder.dim) == (MINILM_NAME, MINILM_DIM)
+    assert (embedder.name, embedder.dim) == (MINILM_DYNAMIC_NAME, MINILM_DIM)
