@@ -80,6 +80,7 @@ class MessagePage(BaseModel):
     messages: list[Message]
     unread: int = Field(description="your unread messages in all (inbox), before this call marked any read")
     next_cursor: str | None = None
+    acked: int | None = Field(None, description="how many of the ack ids were acknowledged")
 
 
 class Subscription(BaseModel):

@@ -101,7 +101,7 @@ class Claim(BaseModel):
     claimed: bool
     message: str
     task: Task | None = None
-    token: int | None = Field(None, description="fencing token: pass it to renew_claim, update_task, release_task "
+    token: int | None = Field(None, description="fencing token: pass it to update_task, release_task "
                               "and complete_task; a newer claim makes it stale")
     lease_expires_at: str | None = Field(None, description="the card returns to todo then unless you renew it or "
                                          "act on it")

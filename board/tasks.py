@@ -456,8 +456,11 @@ class Board:
         if status is not None and status not in STATUSES:
             raise InvalidInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
         if not (changes or note or status):
-            raise InvalidInput("nothing to update: pass a note, a status, or a field to change "
-                               "(to extend your lease alone, call renew_claim)")
+            if token is not None:  # the holder checking in: extend the lease
+                self.renew(actor, task_id, token)
+                return self.get(task_id, history=0)
+            raise InvalidInput("nothing to update: pass a note, a status or a field to change (or, on a card you "
+                               "hold, your token alone to extend your lease)")
         ts = now()
         with self.store.write() as db:
             self._sweep(db, ts)

@@ -39,7 +39,6 @@ from hiveboard.board import (
     BoardError,
     BoardView,
     Claim,
-    Lease,
     NewTask,
     Page,
     Task,
@@ -58,8 +57,8 @@ from .wakeup import wakeup_for
 
 INSTRUCTIONS = """hiveboard: a Kanban board shared by a team of agents.
 Start with whoami (set your name once if the operator did not), then get_board or claim_task.
-claim_task gives you a card and a fencing token; pass the token to update_task, renew_claim,
-release_task and complete_task. Your lease is renewed by update_task; an expired lease returns the
+claim_task gives you a card and a fencing token; pass the token to update_task, release_task
+and complete_task. Your lease is renewed by update_task (a note, or the token alone); an expired lease returns the
 card to todo and your token stops working. complete_task moves the card to review: critics check it in the
 background and it comes back to you (a 'critique' message with a revision brief) or goes to done;
 follow it with get_review(task_id, wait_seconds=…). Agents with the role 'critic' receive review
@@ -87,11 +86,6 @@ class WhoAmI(BaseModel):
 class ClaimAnswer(Claim):
     lessons: list[Hit] = Field([], description="lessons and past critiques for this kind of work: read them "
                                "first; pass the ids that helped to complete_task as helpful_lessons")
-
-
-class Acked(BaseModel):
-    acked: int
-    unread: int = Field(description="your unread messages left")
 
 
 class Subscriptions(BaseModel):
@@ -304,14 +298,6 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         lessons = memory.context_for(agent, claim.task) if memory is not None and claim.claimed else []
         return ClaimAnswer(**dict(claim), lessons=lessons)
 
-    @mcp.tool(annotations=IDEMPOTENT)
-    @board_errors
-    def renew_claim(ctx: Context, task_id: TaskId, token: Token) -> Lease:
-        """Extend your lease on a card you hold."""
-        claim = board.renew(identity.require(ctx), task_id, token)
-        return Lease(task_id=task_id, token=claim.token, lease_expires_at=claim.lease_expires_at,
-                     lease_seconds=claim.lease_seconds)
-
     @mcp.tool(annotations=CHANGE)
     @board_errors
     def release_task(
@@ -341,7 +327,8 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         expected_version: Annotated[int | None, Field(description="refuse the update if the card changed since "
                                                       "this version (from get_task)", ge=1, le=MAX_ID)] = None,
     ) -> TaskSummary:
-        """Note progress (renews your lease), block/unblock/escalate a card, or edit its fields."""
+        """Note progress or send just your token (both renew your lease), block/unblock/escalate a card, or
+        edit its fields."""
         edit = TaskEdit(title=title, description=description, priority=priority, labels=labels,
                         acceptance_criteria=acceptance_criteria)
         return _summary(board.update(identity.require(ctx), task_id, token=token, note=note, status=status,
@@ -475,13 +462,18 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         cursor: Annotated[str | None, Field(description="next_cursor from the previous page")] = None,
         wait_seconds: Annotated[float, Field(description="inbox: if nothing matches, wait up to this long for "
                                              "a new message instead of returning empty", ge=0, le=300)] = 0,
+        ack: Annotated[list[Annotated[int, Field(ge=1, le=MAX_ID)]], Field(
+            description="ids of inbox messages you have handled: acknowledged (and marked read) first, all or "
+                        "nothing", max_length=500)] = [],
     ) -> MessagePage:
-        """Read your inbox (or the shared pool); optionally wait for the next message to arrive."""
+        """Read your inbox (or the shared pool), acknowledge handled messages, or wait for the next one."""
         filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,
                        limit=limit, cursor=cursor)
+        agent = await anyio.to_thread.run_sync(identity.require, ctx) if (box == "inbox" or ack) else None
+        acked = await anyio.to_thread.run_sync(board.messages.ack, agent, ack) if ack else None
         if box == "pool":
-            return await anyio.to_thread.run_sync(functools.partial(board.messages.pool, **filters))
-        agent = await anyio.to_thread.run_sync(identity.require, ctx)
+            page = await anyio.to_thread.run_sync(functools.partial(board.messages.pool, **filters))
+            return page.model_copy(update={"acked": acked})
         deadline = time.monotonic() + wait_seconds
         while True:
             mark = wakeup.mark(agent)  # before the check, so a publish in between still wakes us
@@ -489,19 +481,8 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
                 board.messages.inbox, agent, unread_only=unread_only, **filters))
             remaining = deadline - time.monotonic()
             if page.messages or remaining <= 0:
-                return page
+                return page.model_copy(update={"acked": acked})
             await wakeup.wait(agent, mark, remaining)
-
-    @mcp.tool(annotations=IDEMPOTENT)
-    @board_errors
-    def ack_messages(
-        ctx: Context,
-        ids: Annotated[list[Annotated[int, Field(ge=1, le=MAX_ID)]], Field(description="message ids from your inbox", min_length=1, max_length=500)],
-    ) -> Acked:
-        """Acknowledge messages you have handled (they are also marked read)."""
-        agent = identity.require(ctx)
-        count = board.messages.ack(agent, ids)
-        return Acked(acked=count, unread=board.messages.unread_count(agent))
 
     @mcp.tool(annotations=IDEMPOTENT)
     @board_errors

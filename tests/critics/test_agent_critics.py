@@ -16,7 +16,7 @@ def agents_config(deadline: float, *lenses: str) -> ReviewConfig:
 
 
 async def test_an_agent_critic_takes_a_lens_through_the_pool_and_its_issues_count(connect, reviewer):
-    engine = reviewer(agents_config(60, "correctness"))
+    engine = reviewer(agents_config(60, "correctness", "clarity"))
     async with connect("alice", review=engine) as alice, connect("bob", role="critic", review=engine) as bob, \
             connect("carol", review=engine) as carol:
         card = await hand_in(alice, title="parse dates", output="wrote parse_date")
@@ -25,13 +25,13 @@ async def test_an_agent_critic_takes_a_lens_through_the_pool_and_its_issues_coun
         assert not (await call(carol, "get_messages", intent="review.request"))["messages"]  # not a critic
         trail = await call(bob, "get_review", task_id=card["id"])
         review_id = trail["rounds"][0]["review_id"]
-        assert trail["rounds"][0]["open_lenses"] == ["correctness"] and f"review_id={review_id}" in \
+        assert trail["rounds"][0]["open_lenses"] == ["clarity", "correctness"] and f"review_id={review_id}" in \
             request[0]["content"]
 
         # the author may not review herself, and a lens must be open
         assert "your own work" in await call_error(alice, "submit_critique", review_id=review_id, lens="correctness",
                                                    verdict="PASS", score=9, summary="great")
-        assert "open lenses: correctness" in await call_error(bob, "submit_critique", review_id=review_id,
+        assert "open lenses: clarity, correctness" in await call_error(bob, "submit_critique", review_id=review_id,
                                                               lens="poetry", verdict="PASS", score=9, summary="x")
         record = await call(bob, "submit_critique", review_id=review_id, lens="correctness", verdict="FAIL", score=4,
                             summary="misses time zones", issues=[{
@@ -41,6 +41,8 @@ async def test_an_agent_critic_takes_a_lens_through_the_pool_and_its_issues_coun
         assert record["submitted_by"] == "bob" and record["issues"][0]["ref"] == "r1:agent:correctness#1"
         assert "already reviewed by bob" in await call_error(
             carol, "submit_critique", review_id=review_id, lens="correctness", verdict="PASS", score=9, summary="ok")
+        await call(carol, "submit_critique", review_id=review_id, lens="clarity", verdict="PASS", score=9,
+                   summary="clear")  # the last open lens: the review goes on at once
 
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
         assert round1["verdict"] == "FAIL" and round1["synthesis"]["decisive"] == ["agent:correctness"]

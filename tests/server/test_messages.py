@@ -73,7 +73,7 @@ async def test_workflow_b_test_results_update_approval(connect):
                              content="Test failed on edge case Z.", priority="high")
         got = await inbox(eng1)
         assert intents(got) == [("test_results", "qa")] and got[0]["priority"] == "high"
-        await call(eng1, "ack_messages", ids=[got[0]["id"]])
+        assert (await call(eng1, "get_messages", ack=[got[0]["id"]]))["acked"] == 1
         await call(eng1, "publish_message", intent="output.updated", reply_to=results["id"],
                    content="Fixed edge case Z, please re-test.")
         update = await inbox(qa)
@@ -96,10 +96,10 @@ async def test_read_and_ack_state_is_per_recipient_for_one_broadcast(connect, bo
         await inbox(b)  # b reads it
         assert (await call(c, "get_messages", unread_only=False))["messages"][0]["read"] is False
         assert (await call(b, "get_messages", unread_only=False))["messages"][0]["read"] is True
-        acked = await call(c, "ack_messages", ids=[sent["id"]])
-        assert acked == {"acked": 1, "unread": 0}
+        acked = await call(c, "get_messages", ack=[sent["id"]])
+        assert acked["acked"] == 1 and acked["messages"] == []
         assert await inbox(a) == []  # the sender does not get its own broadcast
-        assert "not in your inbox" in await call_error(a, "ack_messages", ids=[sent["id"]])
+        assert "not in your inbox" in await call_error(a, "get_messages", ack=[sent["id"]])
 
 
 async def test_sender_is_the_connection_and_direct_messages_stay_private(connect):

@@ -9,8 +9,8 @@ import hiveboard.board.tasks as tasks_module
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"whoami", "create_task", "get_task", "list_tasks", "get_board", "claim_task", "renew_claim",
-         "release_task", "update_task", "complete_task", "publish_message", "get_messages", "ack_messages",
+TOOLS = {"whoami", "create_task", "get_task", "list_tasks", "get_board", "claim_task", "release_task", "update_task",
+         "complete_task", "get_review", "submit_critique", "board_stats", "publish_message", "get_messages",
          "subscribe"}
 
 
@@ -50,8 +50,8 @@ async def test_card_lifecycle_and_history(connect):
         assert claim["task"]["acceptance_criteria"] == ["POST /login returns a JWT"]
         token = claim["token"]
         await call(bob, "update_task", task_id=card["id"], token=token, note="handler written, tests next")
-        lease = await call(bob, "renew_claim", task_id=card["id"], token=token)
-        assert lease["token"] == token
+        lease = await call(bob, "update_task", task_id=card["id"], token=token)  # the token alone renews
+        assert lease["status"] == "in_progress" and lease["lease_expires_at"] >= claim["lease_expires_at"]
         done = await call(bob, "complete_task", task_id=card["id"], token=token, output="login works",
                           summary="JWT login", artifacts=[{"name": "auth.py", "kind": "code", "content": "x = 1"}])
         assert done["status"] == "done" and done["assignee"] == "bob"
@@ -126,10 +126,10 @@ async def test_bad_input_is_refused_with_guidance_and_writes_nothing(connect, bo
             (bob, "complete_task", dict(task_id=card["id"], token=claim["token"], output="x"), "claimed by alice"),
             (bob, "update_task", dict(task_id=card["id"], token=claim["token"], note="mine now"), "claimed by alice"),
             (bob, "release_task", dict(task_id=card["id"], token=claim["token"]), "claimed by alice"),
-            (bob, "renew_claim", dict(task_id=card["id"], token=claim["token"]), "claimed by alice"),
+            (bob, "update_task", dict(task_id=card["id"], token=claim["token"]), "claimed by alice"),
             (alice, "update_task", dict(task_id=card["id"], note="no token"), "pass token="),
             (alice, "update_task", dict(task_id=card["id"], token=claim["token"], status="blocked"), "needs reason"),
-            (alice, "update_task", dict(task_id=card["id"], token=claim["token"]), "nothing to update"),
+            (alice, "update_task", dict(task_id=card["id"]), "nothing to update"),
             (alice, "update_task", dict(task_id=todo["id"], status="in_progress"), "cannot move"),
             (alice, "update_task", dict(task_id=todo["id"], title="new", expected_version=99), "version"),
         ]
@@ -183,7 +183,7 @@ async def test_activity_renews_the_lease(connect, monkeypatch):
             clock[0] += 200
             await call(c, "update_task", task_id=card["id"], token=claim["token"], note="still going")
         clock[0] += 200
-        await call(c, "renew_claim", task_id=card["id"], token=claim["token"])
+        await call(c, "update_task", task_id=card["id"], token=claim["token"])
         clock[0] += 200  # 1000 s after the claim, but never 300 s idle
         done = await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="finished")
     assert done["status"] == "done"

@@ -25,14 +25,17 @@ def stdio_server(home, agent: str | None = None) -> Client:
 
 async def test_stdio_server_runs_a_whole_card(tmp_path):
     async with stdio_server(tmp_path, agent="claude-desktop") as c:
-        assert len((await c.list_tools()).tools) == 16
+        assert len((await c.list_tools()).tools) == 17
         assert (await call(c, "whoami"))["agent"] == "claude-desktop"
         card = await call(c, "create_task", title="write README", task_type="docs")
         claim = await call(c, "claim_task")
         await call(c, "update_task", task_id=card["id"], token=claim["token"], note="outline done")
         done = await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="README written")
-        assert done["status"] == "done"
-        assert "it is done" in await call_error(c, "renew_claim", task_id=card["id"], token=claim["token"])
+        assert done["status"] == "review"
+        review = await call(c, "get_review", task_id=card["id"], wait_seconds=30)  # the stdio server's worker
+        assert review["status"] == "done" and review["rounds"][0]["synthesis"]["lenses_uncovered"] == [
+            "accuracy", "clarity"]
+        assert "it is done" in await call_error(c, "update_task", task_id=card["id"], token=claim["token"])
     assert (tmp_path / "hiveboard.db").exists()
 
 

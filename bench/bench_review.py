@@ -1,0 +1,243 @@
+"""Critic review parallelism: review wall time ÷ slowest critic for 1-6 LLM critics of fixed delay.
+
+    /work/venv/bin/python bench/bench_review.py            # full run, about 1-2 min on 2 cores
+    /work/venv/bin/python bench/bench_review.py --quick    # smoke run, a few seconds per N
+
+One process, one temp directory (removed at the end). Every LLM critic talks to the fake
+OpenAI-compatible server of the tests (tests/fake_llm.py) through the real `openai` client; the
+fake sleeps a fixed `--delay` per request. For N = 1..6 critics, each on its own lens, a fresh
+Board, ReviewEngine and ReviewWorker (2 threads, as `hiveboard serve` runs) and
+`build_server(board, ..., review=engine)`; an in-process `mcp.Client` creates, claims and completes
+a card, then waits in get_review until the round is finished. The built-in offline critics are off
+and agent critics are not asked, so only the N LLM critics run.
+
+Target (issue 5, 2 cores): review wall time ÷ slowest critic ≤ 1.2 for 1-6 critics. PASS/FAIL is
+printed per delay; a missed target is reported, never fatal (no timing asserts).
+A second table times the offline default review (bandit + ruff, no LLM) of one ~50-line Python file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+import openai
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+from _common import machine_info, pct  # noqa: E402  (bench/ is on sys.path when run as a script)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fake_llm import FakeLLM  # noqa: E402  (the tests' fake OpenAI-compatible server, not a copy)
+
+from hiveboard.board import Board, Store  # noqa: E402
+from hiveboard.critics.config import CriticConfig, ReviewConfig  # noqa: E402
+from hiveboard.critics.engine import ReviewEngine, ReviewWorker  # noqa: E402
+from hiveboard.server.app import build_server  # noqa: E402
+from hiveboard.server.identity import Identity  # noqa: E402
+
+TARGET = 1.2
+LENSES = ("security", "correctness", "performance", "tests", "docs", "style")
+OFF = {name: CriticConfig(lens=lens, backend=backend, enabled=False) for name, lens, backend in (
+    ("bandit", "security", "bandit"), ("ruff", "correctness", "ruff"), ("ruff-style", "style", "ruff"),
+    ("acceptance", "tests", "acceptance"))}
+ARTIFACT = '"""Inventory: items, stock levels and a reorder report."""\n\nfrom __future__ import annotations\n\n' \
+    'from dataclasses import dataclass, field\n\n\n@dataclass\nclass Item:\n    sku: str\n    name: str\n' \
+    '    stock: int = 0\n    reorder_at: int = 5\n\n    def needs_reorder(self) -> bool:\n' \
+    '        return self.stock <= self.reorder_at\n\n\n@dataclass\nclass Inventory:\n' \
+    '    items: dict[str, Item] = field(default_factory=dict)\n\n    def add(self, item: Item) -> None:\n' \
+    '        if item.sku in self.items:\n            raise ValueError(f"duplicate sku {item.sku}")\n' \
+    '        self.items[item.sku] = item\n\n    def receive(self, sku: str, count: int) -> int:\n' \
+    '        if count <= 0:\n            raise ValueError("count must be positive")\n' \
+    '        item = self.items[sku]\n        item.stock += count\n        return item.stock\n\n' \
+    '    def ship(self, sku: str, count: int) -> int:\n        item = self.items[sku]\n' \
+    '        if count > item.stock:\n            raise ValueError(f"only {item.stock} of {sku} in stock")\n' \
+    '        item.stock -= count\n        return item.stock\n\n    def reorder_report(self) -> list[str]:\n' \
+    '        low = sorted((i for i in self.items.values() if i.needs_reorder()), key=lambda i: i.stock)\n' \
+    '        return [f"{i.sku} {i.name}: {i.stock} left" for i in low]\n\n\n' \
+    'def total_stock(inventory: Inventory) -> int:\n    return sum(i.stock for i in inventory.items.values())\n'
+
+
+def ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+async def call(c: Client, tool: str, **args) -> dict:
+    result = await c.call_tool(tool, args)
+    if result.is_error:
+        raise RuntimeError(f"{tool} failed: {result.content[0].text if result.content else result}")
+    return result.structured_content or {}
+
+
+def phases(board: Board, review_id: int) -> dict:
+    """Where the round's time went, from the raw timestamps (seconds): worker pickup, before the
+    first critic started, critic span, after the last critic finished (wait loop, synthesis)."""
+    db = board.store.db
+    created, started, finished = db.execute("SELECT created_at, started_at, finished_at FROM reviews WHERE id = ?",
+                                            [review_id]).fetchone()
+    c0, c1 = db.execute("SELECT min(started_at), max(finished_at) FROM critiques WHERE review_id = ?",
+                        [review_id]).fetchone()
+    return dict(pickup=started - created, pre=c0 - started, span=c1 - c0, post=finished - c1)
+
+
+async def one_review(c: Client, board: Board, n: int) -> dict:
+    card = await call(c, "create_task", title=f"bench card {n}", task_type="bench", description="review me",
+                      acceptance_criteria=["it works"])
+    claim = await call(c, "claim_task", task_id=card["id"])
+    await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="done; see artifact",
+               summary="inventory module", artifacts=[{"name": "inventory.py", "kind": "code", "content": ARTIFACT}])
+    t0 = time.perf_counter()
+    while True:
+        trail = await call(c, "get_review", task_id=card["id"], wait_seconds=60)
+        last = trail["rounds"][-1]
+        if last["status"] == "finished":
+            break
+    client = time.perf_counter() - t0
+    crit = {x["critic"]: x["seconds"] for x in last["critiques"]}
+    bad = [x["critic"] for x in last["critiques"] if x["status"] != "ok" and x["status"] != "skipped"]
+    if bad:
+        print(f"  warning: critics {bad} did not finish ok: {[x['error'] for x in last['critiques']]}")
+    wall = ts(last["finished_at"]) - ts(last["started_at"])
+    slowest = max(s for s in crit.values() if s is not None)
+    return dict(wall=wall, client=client, slowest=slowest, crit=crit, **phases(board, last["review_id"]))
+
+
+async def run_config(home: Path, config: ReviewConfig, reps: int) -> list[dict]:
+    board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
+    engine = ReviewEngine(board, config)
+    worker = ReviewWorker(engine, threads=2).start()
+    try:
+        async with Client(build_server(board, Identity(board.agents, "memory", agent="bench"), review=engine)) as c:
+            await one_review(c, board, 0)  # warm-up: first connections, imports, first SQLite pages
+            return [await one_review(c, board, i + 1) for i in range(reps)]
+    finally:
+        worker.stop()
+        board.store.close()
+
+
+def baselines(fake: FakeLLM, reps: int) -> tuple[list[float], list[float]]:
+    client = openai.OpenAI(base_url=fake.url, api_key="not-needed", max_retries=0)
+    msgs = [{"role": "system", "content": "You are the security critic."}, {"role": "user", "content": "x"}]
+    llm = []
+    for _ in range(reps + 1):
+        t0 = time.perf_counter()
+        client.chat.completions.create(model="fake", messages=msgs, temperature=0,
+                                       response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": {}}})
+        llm.append(time.perf_counter() - t0)
+
+    async def noop_calls() -> list[float]:
+        server = MCPServer("bench-noop")
+        server.add_tool(lambda: "ok", name="noop", description="Do nothing (benchmark baseline).")
+        out = []
+        async with Client(server) as c:
+            for _ in range(201):
+                t0 = time.perf_counter()
+                await c.call_tool("noop", {})
+                out.append(time.perf_counter() - t0)
+        return out[1:]
+    return llm[1:], anyio.run(noop_calls)
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--delay", type=float, default=1.0, help="fake LLM seconds per request (default 1.0)")
+    p.add_argument("--also-delay", type=float, default=0.25, help="a second, smaller delay in the same table (0: skip)")
+    p.add_argument("--max-critics", type=int, default=6)
+    p.add_argument("--reps", type=int, default=5, help="reviews per row (plus one warm-up)")
+    p.add_argument("--offline-reps", type=int, default=5, help="offline default reviews (0: skip the table)")
+    p.add_argument("--quick", action="store_true", help="2 reps, one delay, 3 offline reps")
+    p.add_argument("--json", help="write the rows here")
+    p.add_argument("--keep", action="store_true", help="keep the temp directory")
+    args = p.parse_args(argv)
+    for name in ("httpx", "httpx2", "mcp", "hiveboard"):  # build_server's logging setup would print every request
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if args.quick:
+        args.reps, args.also_delay, args.offline_reps = 2, 0, min(args.offline_reps, 3)
+    info = machine_info("openai", "ruff", "bandit")
+    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    home = Path(tempfile.mkdtemp(prefix="hiveboard-bench-review-"))
+    fake = FakeLLM()
+    out: dict = {"machine": info, "rows": [], "offline": None}
+    try:
+        delays = [d for d in (args.delay, args.also_delay) if d > 0]
+        fake.delay["*"] = delays[0]
+        llm, noop = baselines(fake, 3)
+        print(f"baselines: one fake-LLM call through the openai client at delay {delays[0]:g} s: "
+              f"median {med(llm) * 1000:.1f} ms (floor of every critic); MCP noop round trip in-process: "
+              f"p50 {pct(noop, 50):.2f} ms, p99 {pct(noop, 99):.2f} ms")
+        print(f"\nLLM critics only, {args.reps} reviews per row (after one warm-up). wall = round finished_at - "
+              "started_at; slowest = max critic seconds; client = complete_task returned -> get_review verdict.")
+        print("Phases (median ms): pickup = queued -> worker took it; pre = took -> first critic started; "
+              "span = first critic start -> last critic end; post = last critic end -> verdict.")
+        head = (f"{'delay':>5} {'N':>2} {'wall s':>7} {'slowest':>7} {'ratio':>6} {'worst':>6} {'client':>7} "
+                f"{'cl/slow':>7} {'pickup':>6} {'pre':>5} {'span':>6} {'post':>5}")
+        print(head + "\n" + "-" * len(head))
+        for delay in delays:
+            fake.delay["*"] = delay
+            ratios_all = []
+            for n in range(1, args.max_critics + 1):
+                lenses = list(LENSES[:n])
+                critics = {f"llm-{lens}": CriticConfig(lens=lens, backend="llm", model=f"fake-{lens}",
+                                                       base_url=fake.url, api_key_env=None) for lens in lenses}
+                config = ReviewConfig(critics={**OFF, **critics}, task_types={"bench": lenses}, agent_deadline=0,
+                                      poll_seconds=0.05)
+                runs = anyio.run(run_config, home / f"d{delay}-n{n}", config, args.reps)
+                ratios = [r["wall"] / r["slowest"] for r in runs]
+                ratios_all += ratios
+                row = dict(delay=delay, critics=n, wall=med([r["wall"] for r in runs]),
+                           slowest=med([r["slowest"] for r in runs]), ratio=med(ratios), worst=max(ratios),
+                           client=med([r["client"] for r in runs]),
+                           client_ratio=med([r["client"] / r["slowest"] for r in runs]),
+                           **{k: med([r[k] for r in runs]) for k in ("pickup", "pre", "span", "post")}, runs=runs)
+                out["rows"].append(row)
+                print(f"{delay:>5g} {n:>2} {row['wall']:>7.3f} {row['slowest']:>7.3f} {row['ratio']:>6.3f} "
+                      f"{row['worst']:>6.3f} {row['client']:>7.3f} {row['client_ratio']:>7.3f} "
+                      f"{row['pickup'] * 1000:>6.1f} {row['pre'] * 1000:>5.1f} {row['span'] * 1000:>6.1f} "
+                      f"{row['post'] * 1000:>5.1f}")
+            worst = max(ratios_all)
+            print(f"target wall/slowest <= {TARGET} for 1-{args.max_critics} critics at delay {delay:g} s: "
+                  f"{'PASS' if worst <= TARGET else 'FAIL'} (worst single review {worst:.3f})")
+        if args.offline_reps:
+            config = ReviewConfig(agent_deadline=0, poll_seconds=0.05)  # built-in bandit + ruff, execution off
+            runs = []
+            cfg = config.model_copy(update={"task_types": {"bench": config.lenses_for("code")}})
+            runs = anyio.run(run_config, home / "offline", cfg, args.offline_reps)
+            names = sorted({k for r in runs for k, v in r["crit"].items() if v is not None})
+            print(f"\nOffline default review (task_type code lenses, built-in critics, no LLM), one "
+                  f"{ARTIFACT.count(chr(10))}-line Python artifact, {len(runs)} reviews: median / worst ms")
+            head = f"{'measurement':<28} {'median':>8} {'worst':>8}"
+            print(head + "\n" + "-" * len(head))
+            series = [("review wall (engine)", [r["wall"] for r in runs]),
+                      ("client (complete->verdict)", [r["client"] for r in runs]),
+                      *((f"critic {name}", [r["crit"][name] for r in runs]) for name in names),
+                      ("wall / slowest critic", [r["wall"] / r["slowest"] for r in runs])]
+            for label, xs in series:
+                scale = 1 if label.startswith("wall /") else 1000
+                print(f"{label:<28} {med(xs) * scale:>8.{3 if scale == 1 else 1}f} {max(xs) * scale:>8.{3 if scale == 1 else 1}f}")
+            out["offline"] = runs
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+    finally:
+        fake.close()
+        if args.keep:
+            print(f"kept {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
