@@ -1,0 +1,64 @@
+"""Critic configuration as the README documents it: every TOML example loads, and bad ones say why."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import hiveboard_cmd
+from hiveboard.critics.engine import ReviewEngine
+from hiveboard.server.config import Settings
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_toml_blocks() -> list[str]:
+    text = README.read_text()
+    review = text[text.index("### Configuring critics"):text.index("### The critique schema")]
+    return re.findall(r"```toml\n(.*?)```", review, re.S)
+
+
+def settings_from(tmp_path: Path, toml: str, monkeypatch) -> Settings:
+    path = tmp_path / "config.toml"
+    path.write_text(toml)
+    monkeypatch.setenv("HIVEBOARD_CONFIG", str(path))
+    return Settings(home=tmp_path)
+
+
+def test_every_readme_example_loads(tmp_path, monkeypatch, board):
+    blocks = readme_toml_blocks()
+    assert len(blocks) == 3
+    openai_, ollama, full = (settings_from(tmp_path, b, monkeypatch).review for b in blocks)
+    assert openai_.all_critics()["llm-security"].model == "gpt-4o-mini"
+    assert ollama.all_critics()["llm-clarity"].base_url == "http://localhost:11434/v1"
+    critics = full.all_critics()
+    assert "ruff-style" not in critics and critics["licensing-local"].lens == "licensing"
+    assert full.lenses_for("code")[-1] == "licensing" and full.rubric("licensing").startswith("Licensing only")
+    assert full.execute and full.synthesis.backend == "llm"
+    engine = ReviewEngine(board, full)  # builds every critic, the LLM ones with their own clients
+    assert {"security-gpt", "licensing-local", "bandit", "acceptance"} <= set(engine.critics)
+    assert engine.critics["licensing-local"].client.base_url.host == "localhost"
+
+
+def test_environment_variables_reach_the_review_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("HIVEBOARD_REVIEW__EXECUTE", "true")
+    monkeypatch.setenv("HIVEBOARD_REVIEW__MAX_ROUNDS", "5")
+    monkeypatch.setenv("HIVEBOARD_REVIEW__LLM__MODEL", "llama3.1")
+    review = settings_from(tmp_path, "", monkeypatch).review
+    assert review.execute and review.max_rounds == 5 and review.all_critics()["llm-tests"].model == "llama3.1"
+
+
+@pytest.mark.parametrize("toml, says", [
+    ('[review.critics.x]\nlens = "security"\nbackend = "llm"\n', "an llm critic needs model="),
+    ('[review]\nmax_rounds = 0\n', "max_rounds"),
+    ('[review.critics.x]\nlens = "security"\nbackend = "gpt"\n', "'llm', 'ruff', 'bandit' or 'acceptance'"),
+])
+def test_a_bad_configuration_stops_the_server_with_the_reason(tmp_path, toml, says):
+    (tmp_path / "config.toml").write_text(toml)
+    done = subprocess.run(hiveboard_cmd("--home", str(tmp_path), "serve"), capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0
+    assert "configuration is not valid" in done.stderr and says in done.stderr
