@@ -74,7 +74,7 @@ def fts_query(text: str | list[str]) -> str | None:
 # grows with the memory: at 100k items a paraphrase's ordinary words ("error", "request", "page")
 # matched ~20% of the items and ranking them took 25-60 ms. So keyword search keeps a query's rarest
 # words and drops the most common ones once the rows they match would pass SCORED_ROWS (always keeping
-# the rarest word). Below that — every query on a memory of a few thousand items — nothing is dropped.
+# the rarest word). Below that — every query on a memory of up to SCORED_ROWS items — nothing is dropped.
 # A common word adds little to BM25 (its IDF is low); the vector half of a hybrid search still sees
 # the whole query.
 SCORED_ROWS = 20_000
@@ -184,10 +184,17 @@ class Knowledge:
             self._df[word] = (df, ts)
         return df
 
+    def _top_id(self) -> int:
+        """The highest item id: at least the number of items, and found at once."""
+        return self.store.db.execute("SELECT coalesce(max(id), 0) FROM memory_items").fetchone()[0]
+
     def keyword_words(self, query: str) -> list[str]:
         """The words keyword search matches for this query: those found in some item, the most common
         dropped while the rows they match would pass SCORED_ROWS (the rarest is always kept)."""
-        df = {w: self._document_frequency(w) for w in query_words(query)}
+        words = query_words(query)
+        if len(words) < 2 or self._top_id() <= SCORED_ROWS:  # no query can match more rows than there are
+            return words
+        df = {w: self._document_frequency(w) for w in words}
         kept, scored = [], 0
         for word in sorted((w for w in df if df[w]), key=df.__getitem__):
             if kept and scored + df[word] > SCORED_ROWS:

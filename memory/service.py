@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
@@ -66,6 +67,19 @@ class Recorded(BaseModel):
     similarity: float | None = None
 
 
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _search_pool() -> ThreadPoolExecutor:
+    """Threads that run the keyword half of hybrid searches (shared by every Memory of the process)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hiveboard-memory-search")
+        return _pool
+
+
 def _snippet(item: MemoryItem) -> str:
     text = " ".join(item.text.split())
     return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
@@ -108,8 +122,14 @@ class Memory:
         rankings: dict[str, list[int]] = {}
         similarity: dict[int, float] = {}
         note = None
+        keyword = None
         if mode in ("hybrid", "keyword"):
-            rankings["keyword"] = self.knowledge.keyword(query, limit=CANDIDATES, **filters)
+            if mode == "hybrid" and not self.board.store.db.conn.in_transaction:
+                # the two halves are independent and both leave the GIL while they work (SQLite, onnxruntime,
+                # Chroma): on a second core the keyword half costs no extra time
+                keyword = _search_pool().submit(self.knowledge.keyword, query, limit=CANDIDATES, **filters)
+            else:  # inside a write transaction only this thread's connection sees its own writes
+                rankings["keyword"] = self.knowledge.keyword(query, limit=CANDIDATES, **filters)
         if mode in ("hybrid", "vector"):
             try:
                 if vector is None:
@@ -132,6 +152,9 @@ class Memory:
                 similarity = dict(kept)
             except (IndexUnavailable, EmbeddingError) as exc:
                 note = f"search by meaning is unavailable ({exc}); these are keyword matches only"
+            finally:
+                if keyword is not None:
+                    rankings = {"keyword": keyword.result(), **rankings}  # keyword first, as before
         scores: dict[int, float] = {}
         matched: dict[int, list[str]] = {}
         for source, ids in rankings.items():

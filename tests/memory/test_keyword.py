@@ -82,3 +82,14 @@ def test_a_new_item_is_found_by_its_rare_word_at_once(board):
     with board.store.write() as db:
         new = board.knowledge.add(db, kind="lesson", text="zanzibar cache", task_type="code", created_by="tester")
     assert board.knowledge.keyword("zanzibar cache")[0] == new
+
+
+def test_hybrid_search_inside_a_write_transaction_sees_its_own_items(board, memory):
+    fill(board, n=40)
+    memory.drain()
+    outside = memory.query("deadlock migration", k=10)
+    assert {"keyword", "vector"} <= {m for h in outside.hits for m in h.matched}
+    with board.store.write() as db:
+        new = board.knowledge.add(db, kind="lesson", text="quokka wombat", task_type="code", created_by="tester")
+        assert [h.id for h in memory.query("quokka", k=3).hits] == [new]  # not yet committed, not yet embedded
+        assert memory.query("deadlock migration", k=10).hits == outside.hits
