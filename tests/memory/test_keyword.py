@@ -90,6 +90,6 @@ def test_hybrid_search_inside_a_write_transaction_sees_its_own_items(board, memo
     outside = memory.query("deadlock migration", k=10)
     assert {"keyword", "vector"} <= {m for h in outside.hits for m in h.matched}
     with board.store.write() as db:
+        assert memory.query("deadlock migration", k=10).hits == outside.hits  # searched in this thread
         new = board.knowledge.add(db, kind="lesson", text="quokka wombat", task_type="code", created_by="tester")
         assert [h.id for h in memory.query("quokka", k=3).hits] == [new]  # not yet committed, not yet embedded
-        assert memory.query("deadlock migration", k=10).hits == outside.hits
