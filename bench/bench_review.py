@@ -68,7 +68,7 @@ ARTIFACT = '"""Inventory: items, stock levels and a reorder report."""\n\nfrom _
 
 
 def ts(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(text).timestamp()
 
 
 async def call(c: Client, tool: str, **args) -> dict:
@@ -108,7 +108,8 @@ async def one_review(c: Client, board: Board, n: int) -> dict:
         print(f"  warning: critics {bad} did not finish ok: {[x['error'] for x in last['critiques']]}")
     wall = ts(last["finished_at"]) - ts(last["started_at"])
     slowest = max(s for s in crit.values() if s is not None)
-    return dict(wall=wall, client=client, slowest=slowest, crit=crit, **phases(board, last["review_id"]))
+    status = {x["critic"]: x["status"] for x in last["critiques"]}
+    return dict(wall=wall, client=client, slowest=slowest, crit=crit, status=status, **phases(board, last["review_id"]))
 
 
 async def run_config(home: Path, config: ReviewConfig, reps: int) -> list[dict]:
@@ -127,11 +128,11 @@ async def run_config(home: Path, config: ReviewConfig, reps: int) -> list[dict]:
 def baselines(fake: FakeLLM, reps: int) -> tuple[list[float], list[float]]:
     client = openai.OpenAI(base_url=fake.url, api_key="not-needed", max_retries=0)
     msgs = [{"role": "system", "content": "You are the security critic."}, {"role": "user", "content": "x"}]
+    fmt = {"type": "json_schema", "json_schema": {"name": "c", "schema": {}}}
     llm = []
     for _ in range(reps + 1):
         t0 = time.perf_counter()
-        client.chat.completions.create(model="fake", messages=msgs, temperature=0,
-                                       response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": {}}})
+        client.chat.completions.create(model="fake", messages=msgs, temperature=0, response_format=fmt)
         llm.append(time.perf_counter() - t0)
 
     async def noop_calls() -> list[float]:
@@ -208,11 +209,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"{row['pickup'] * 1000:>6.1f} {row['pre'] * 1000:>5.1f} {row['span'] * 1000:>6.1f} "
                       f"{row['post'] * 1000:>5.1f}")
             worst = max(ratios_all)
+            runs = [r for row in out["rows"] if row["delay"] == delay for r in row["runs"]]
+            gap, pre, post = (med([r["client"] - r["wall"] for r in runs]), max(r["pre"] for r in runs),
+                              max(r["post"] for r in runs))
+            print(f"  (info) client - wall: median {gap * 1000:.0f} ms (get_review re-reads the trail every 0.2 s "
+                  f"while it waits); longest pre {pre * 1000:.0f} ms, longest post {post * 1000:.0f} ms")
             print(f"target wall/slowest <= {TARGET} for 1-{args.max_critics} critics at delay {delay:g} s: "
                   f"{'PASS' if worst <= TARGET else 'FAIL'} (worst single review {worst:.3f})")
         if args.offline_reps:
             config = ReviewConfig(agent_deadline=0, poll_seconds=0.05)  # built-in bandit + ruff, execution off
-            runs = []
             cfg = config.model_copy(update={"task_types": {"bench": config.lenses_for("code")}})
             runs = anyio.run(run_config, home / "offline", cfg, args.offline_reps)
             names = sorted({k for r in runs for k, v in r["crit"].items() if v is not None})
@@ -222,11 +227,13 @@ def main(argv: list[str] | None = None) -> int:
             print(head + "\n" + "-" * len(head))
             series = [("review wall (engine)", [r["wall"] for r in runs]),
                       ("client (complete->verdict)", [r["client"] for r in runs]),
-                      *((f"critic {name}", [r["crit"][name] for r in runs]) for name in names),
+                      *((f"critic {name}" + (" (skipped)" if runs[-1]["status"][name] == "skipped" else ""),
+                        [r["crit"][name] for r in runs]) for name in names),
                       ("wall / slowest critic", [r["wall"] / r["slowest"] for r in runs])]
             for label, xs in series:
-                scale = 1 if label.startswith("wall /") else 1000
-                print(f"{label:<28} {med(xs) * scale:>8.{3 if scale == 1 else 1}f} {max(xs) * scale:>8.{3 if scale == 1 else 1}f}")
+                ms = not label.startswith("wall /")
+                cells = (f"{x * 1000:>8.1f}" if ms else f"{x:>8.3f}" for x in (med(xs), max(xs)))
+                print(f"{label:<28} " + " ".join(cells))
             out["offline"] = runs
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=1, default=str))
