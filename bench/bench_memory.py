@@ -2,7 +2,7 @@
 
     /work/venv/bin/python bench/bench_memory.py               # full run: 1k, 10k, 100k (about 10 min on 2 cores)
     /work/venv/bin/python bench/bench_memory.py --quick       # smoke run: 1k and 10k, 60 queries (about 1 min)
-    /work/venv/bin/python bench/bench_memory.py --whatif      # also time candidate fixes patched in (+3 min)
+    /work/venv/bin/python bench/bench_memory.py --whatif      # also time earlier code paths patched in (+3 min)
     /work/venv/bin/python bench/bench_memory.py --levels 10k --queries 300 --json out.json
 
 One process. Each level gets its own temp data directory (removed at the end; --keep keeps them) with
@@ -12,8 +12,9 @@ a fresh SQLite board and the embedded Chroma opened the way `hiveboard serve` op
 same server is the MCP baseline.
 
 1. Embedding throughput of the product's embedder (`get_embedder()`: all-MiniLM-L6-v2 int8 on
-   onnxruntime, 1 thread) at batch sizes 1, 8, 16 and 64, on item texts as the indexing worker
-   embeds them (title + text), and of the 2-thread instance the bench uses for its own setup.
+   onnxruntime, quantized for int8 arithmetic, 1 thread) at batch sizes 1, 8, 16 and 64, on item texts
+   as the indexing worker embeds them (title + text); of the export as shipped (fp32 arithmetic) at 1
+   and 8; and of the 2-thread instance the bench uses for its own setup.
 2. Items (bench/_memory_corpus.py): lessons, critiques, task outputs, messages and notes generated
    from ~100 problem/fix patterns × kinds × wordings, with modules, identifiers, libraries and
    versions filled in; task types code/test/docs/refactor/bug. The first --real items (10,000;
@@ -36,9 +37,10 @@ same server is the MCP baseline.
    where={"task_type": …}; exact numpy top-50 over all vectors (with Chroma's recall@50 against it).
    A row stops early after --row-seconds (20) once it has 30 samples, so slow rows at 100k stay
    bounded; its n says how many ran.
-5. --whatif: the requirement's row (and its task_type twin) again with candidate fixes patched into
-   this process (never into the product's files), interleaved query by query with "as shipped", each
-   with its share of on-topic top-5 results so a faster variant that finds worse items shows it.
+5. --whatif: the requirement's row (and its task_type twin) again with earlier code paths ("before: …")
+   and candidate changes patched into this process (never into the product's files), interleaved query
+   by query with "as shipped", each with its share of on-topic top-5 results so a faster variant that
+   finds worse items shows it.
 
 Targets (issue, on 2 cores): query_memory p50 through MCP, hybrid, query embedding included,
 ≤ 15 ms at 10k items and ≤ 30 ms at 100k. PASS/FAIL is printed; the exit code is 1 only for a wrong
@@ -60,6 +62,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from io import StringIO
 from pathlib import Path
@@ -73,11 +76,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_info as common_machine_info  # noqa: E402
 from _common import pct  # noqa: E402
 from _memory_corpus import PATTERNS, Item, item, query_pool  # noqa: E402
-
 from hiveboard.board import Board, Store  # noqa: E402
 from hiveboard.board import knowledge as knowledge_mod  # noqa: E402
 from hiveboard.memory import service as memory_service  # noqa: E402
-from hiveboard.memory.embeddings import MiniLM, get_embedder, minilm_files  # noqa: E402
+from hiveboard.memory.embeddings import (  # noqa: E402
+    MiniLM,
+    get_embedder,
+    minilm_files,
+    quantized_minilm,
+)
 from hiveboard.memory.service import Memory, open_memory  # noqa: E402
 from hiveboard.server.app import build_server  # noqa: E402
 from hiveboard.server.identity import Identity  # noqa: E402
@@ -446,69 +453,39 @@ async def measure_level(level: int, board: Board, memory: Memory, ids: list[int]
 # ----------------------------------------------------------------------------- 5. what-if (--whatif)
 
 
-class RareTerms:
-    """What-if for knowledge.fts_query: keep only the query's words that occur in at most `share` of the items.
-
-    A paraphrase's words are ordinary ones ("error", "request", "page"): at 100k items the OR of them
-    matched ~20% of all items, and BM25 ranks every match. Common words add little to BM25 anyway.
-    Document frequencies come from an fts5vocab table over memory_fts (created in the bench's copy).
-    """
-
-    def __init__(self, board: Board, share: float = 0.05):
-        self.board = board
-        self.share = share
-        with board.store.write() as db:
-            db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS bench_vocab USING fts5vocab(memory_fts, row)")
-        self.total = board.knowledge.count()
-        self.df: dict[str, int] = {}
-
-    def _df(self, word: str) -> int:
-        if word not in self.df:
-            db = self.board.store.db
-            row = db.execute("SELECT doc FROM bench_vocab WHERE term = ?", [word]).fetchone()
-            self.df[word] = row[0] if row else db.execute(  # the porter stem differs: count its matches
-                "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", [f'"{word}"']).fetchone()[0]
-        return self.df[word]
-
-    def __call__(self, text: str) -> str | None:
-        words = list(dict.fromkeys(w.lower() for w in knowledge_mod.WORD_RE.findall(text) if len(w) > 1))[:32]
-        self.df.clear()  # no cache across queries: each query pays its own look-ups
-        rare = [w for w in words if self._df(w) <= self.share * self.total]
-        return " OR ".join(f'"{w}"' for w in rare or words) or None
-
-
-def fts_first_keyword(board: Board, pre_factor: int = 4):
-    """What-if for Knowledge.keyword: rank inside FTS5 first (top limit × pre_factor by the same BM25), then
-    join memory_items for the filters. The shipped query joins every match to memory_items (rows that
-    carry a 1.5 KB embedding blob) before it sorts; a paraphrase's words matched ~20% of 100k items.
-    Falls back to the shipped query when the filters leave fewer than `limit` of the pre-ranked rows."""
+def full_join_keyword(board: Board):
+    """What-if for Knowledge.keyword: how it was before commit 6126064 — every word of the query, every match
+    joined to memory_items (rows that carry a 1.5 KB embedding) before BM25 sorts them."""
     knowledge = board.knowledge
-    shipped = type(knowledge).keyword
 
     def keyword(query: str, *, task_type=None, kinds=None, tags=None, include_deprecated=False, limit=50):
         match = knowledge_mod.fts_query(query)
         if match is None:
             return []
         where, params = knowledge._filters(task_type, kinds, tags, include_deprecated)
-        ids = [r[0] for r in knowledge.store.db.execute(
-            "SELECT m.id FROM (SELECT rowid AS id, bm25(memory_fts, 2.0, 1.0) AS r FROM memory_fts WHERE memory_fts "
-            f"MATCH ? ORDER BY r LIMIT ?) f JOIN memory_items m ON m.id = f.id WHERE 1{where} ORDER BY f.r LIMIT ?",
-            [match, limit * pre_factor, *params, limit])]
-        if len(ids) < limit:
-            return shipped(knowledge, query, task_type=task_type, kinds=kinds, tags=tags,
-                           include_deprecated=include_deprecated, limit=limit)
-        return ids
+        return [r[0] for r in knowledge.store.db.execute(
+            f"SELECT m.id FROM memory_fts f JOIN memory_items m ON m.id = f.rowid WHERE memory_fts MATCH ?{where} "
+            f"ORDER BY bm25(memory_fts, 2.0, 1.0) LIMIT ?", [match, *params, limit])]
 
     return keyword
 
 
+class InlineExecutor:
+    """What-if for Memory's search pool: run the keyword half in the calling thread, after the vector half."""
+
+    def submit(self, fn, *args, **kwargs):
+        future: Future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
 async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int], items: list[Item], queries,
                        res: Results, n_queries: int) -> None:
-    """query_memory hybrid through MCP (the requirement's row) with candidate fixes patched in, in this process
-    only (product code is untouched). Variants are interleaved query by query, so drift on a noisy machine
-    hits them all alike; "as shipped" is measured the same way and every variant is compared with it."""
+    """query_memory hybrid through MCP (the requirement's row) with the earlier code paths ("before: …") and
+    candidate changes patched in, in this process only (product code is untouched). Variants are interleaved
+    query by query, so drift on a noisy machine hits them all alike; "as shipped" is measured the same way
+    and every variant is compared with it."""
     queries = queries[:n_queries]
-    index = memory.index
     pattern_of = {i: it.pattern for i, it in zip(ids, items)}
     server = build_server(board, Identity(board.agents, "memory", agent="bench"), memory=memory)
     shipped_embedder = memory.embedder
@@ -517,39 +494,17 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
     opts.intra_op_num_threads = 2
     opts.log_severity_level = 3
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    nospin.session = ort.InferenceSession(str(minilm_files()[0]), opts, providers=["CPUExecutionProvider"])
-    shipped_fts = knowledge_mod.fts_query
-    rare_terms = RareTerms(board)
+    nospin.session = ort.InferenceSession(quantized_minilm(minilm_files()[0]), opts, providers=["CPUExecutionProvider"])
+    export = MiniLM(quantized=False)  # the export as shipped: int8 weights, fp32 arithmetic
+    shipped_rows, shipped_pool = knowledge_mod.SCORED_ROWS, memory_service._search_pool
+    old_keyword = full_join_keyword(board)
+    inline = InlineExecutor()
 
-    last_unfiltered: list = []  # (vector, hits) of this query's unfiltered over-fetch
-
-    def filter_floor(vec, n, task_type=None, kinds=None, tags=None, include_deprecated=False):
-        """Memory's vector call, but Chroma's metadata filter runs only when fewer than 10 of an unfiltered
-        over-fetch pass the filters in SQLite (Memory.query checks them again with knowledge.allowed())."""
-        if not (task_type or kinds or tags) and include_deprecated:  # the unfiltered over-fetch
-            hits = index.query(vec, n, include_deprecated=True)
-            last_unfiltered[:] = [vec, hits]
-            return hits
-        if last_unfiltered and last_unfiltered[0] is vec:
-            hits = last_unfiltered[1]
-        else:  # a Memory without the over-fetch: do it here
-            hits = index.query(vec, max(4 * n, getattr(memory_service, "OVERFETCH", 0)), include_deprecated=True)
-        ok = board.knowledge.allowed([i for i, _ in hits], task_type=task_type, kinds=kinds, tags=tags,
-                                     include_deprecated=include_deprecated)
-        if len(ok) >= 10:
-            return [h for h in hits if h[0] in ok][:n]
-        return index.query(vec, n, task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
-
-    ranked_first = fts_first_keyword(board)
-
-    def use(embedder=None, vector=None, fts=None, keyword=None):
+    def use(embedder=None, keyword=None, scored_rows=None, sequential=False):
         def apply():
             memory.embedder = embedder or shipped_embedder
-            if vector is None:
-                memory.__dict__.pop("_vector", None)
-            else:
-                memory._vector = vector
-            knowledge_mod.fts_query = fts or shipped_fts
+            knowledge_mod.SCORED_ROWS = scored_rows or shipped_rows
+            memory_service._search_pool = (lambda: inline) if sequential else shipped_pool
             if keyword is None:
                 board.knowledge.__dict__.pop("keyword", None)
             else:
@@ -558,12 +513,13 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
 
     variants = [
         ("as shipped", use()),
+        ("before: the export's fp32 arithmetic (query embedding)", use(embedder=export)),
+        ("before: keyword full join, every word", use(keyword=old_keyword)),
+        ("keyword and vector halves in sequence", use(sequential=True)),
+        ("before: all three", use(embedder=export, keyword=old_keyword, sequential=True)),
+        ("keyword word budget 10k rows", use(scored_rows=10_000)),
+        ("keyword without a word budget", use(scored_rows=10 ** 12)),
         ("ORT threads=2, no spinning", use(embedder=nospin)),
-        ("Chroma filter only if <10 survive", use(vector=filter_floor)),
-        ("FTS5 ranks first (top 200), then join", use(keyword=ranked_first)),
-        ("FTS5 words in <=5% of items only", use(fts=rare_terms)),
-        ("FTS5 ranks first + rare words", use(keyword=ranked_first, fts=rare_terms)),
-        ("all: Chroma floor + FTS5 first + rare", use(vector=filter_floor, keyword=ranked_first, fts=rare_terms)),
     ]
     restore = use()
     chroma_p50 = next(r.p50_ms for r in res.rows if r.level == level and r.measurement.startswith("raw Chroma query"))
@@ -666,7 +622,8 @@ def verdict(res: Results) -> list[str]:
                  ("MCP noop", p("noop tool"))]
         rest = total - sum(v for _, v in parts)
         lines.append(f"  (info) {label(level)}: hybrid {total:.1f} ms ≈ " +
-                     " + ".join(f"{name} {v:.1f}" for name, v in parts) + f" + rest {rest:.1f} (p50s)")
+                     " + ".join(f"{name} {v:.1f}" for name, v in parts) + f" + rest {rest:.1f} (p50s; FTS5 runs "
+                     "beside embed + vector on a second thread, so rest can be negative)")
     return lines
 
 
@@ -740,9 +697,9 @@ def main(argv: list[str] | None = None) -> int:
                    "query path always uses the product's get_embedder()")
     p.add_argument("--profile", action="store_true", help="print a cProfile of Memory.query at each level")
     p.add_argument("--whatif", action="store_true",
-                   help="also time query_memory with candidate fixes patched into this process (ORT threads=2, "
-                   "Chroma's filter only as a last resort, FTS5 ranking before the join, FTS5 on rare words), "
-                   "interleaved query by query with as-shipped")
+                   help="also time query_memory with earlier code paths and candidate changes patched into this "
+                   "process (the export's fp32 arithmetic, the full-join keyword search, the halves in sequence, "
+                   "other word budgets, ORT threads=2), interleaved query by query with as-shipped")
     p.add_argument("--stale-stats", action="store_true",
                    help="load without refreshing planner statistics after the first batch (what a fresh data "
                    "directory does until its next ANALYZE): shows the O(items) insert cost; slow at 100k")
@@ -791,10 +748,12 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="hiveboard-bench-mem-"))
     code = 0
     try:
-        print("\n[embedding] the product's embedder (get_embedder(): MiniLM int8, onnxruntime, 1 thread)", flush=True)
+        print("\n[embedding] the product's embedder (get_embedder(): MiniLM int8, quantized, onnxruntime, 1 thread)",
+              flush=True)
         sample = [f"{it.title}\n{it.text}" for it in random.Random(args.seed + 1).sample(items, min(len(items),
                                                                                                    cfg["throughput_texts"]))]
         embedding_throughput(get_embedder(), sample, (1, 8, 16, 64), res, "get_embedder() (1 thread)")
+        embedding_throughput(MiniLM(quantized=False), sample, (1, 8), res, "export, fp32 math (1 thread)")
         if args.embed_threads != 1:
             embedding_throughput(MiniLM(threads=args.embed_threads), sample, (1, BULK_BATCH, 64), res,
                                  f"MiniLM(threads={args.embed_threads}) (bench setup)")
