@@ -212,8 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             runs = [r for row in out["rows"] if row["delay"] == delay for r in row["runs"]]
             gap, pre, post = (med([r["client"] - r["wall"] for r in runs]), max(r["pre"] for r in runs),
                               max(r["post"] for r in runs))
-            print(f"  (info) client - wall: median {gap * 1000:.0f} ms (get_review re-reads the trail every 0.2 s "
-                  f"while it waits); longest pre {pre * 1000:.0f} ms, longest post {post * 1000:.0f} ms")
+            print(f"  (info) client - wall: median {gap * 1000:.0f} ms (get_review wakes on the "
+                  f"review's commits); longest pre {pre * 1000:.0f} ms, longest post {post * 1000:.0f} ms")
             print(f"target wall/slowest <= {TARGET} for 1-{args.max_critics} critics at delay {delay:g} s: "
                   f"{'PASS' if worst <= TARGET else 'FAIL'} (worst single review {worst:.3f})")
         if args.offline_reps:

@@ -299,6 +299,7 @@ class Reviews:
         with self.store.write() as db:
             if not self._held(db, job.id, worker):
                 return False
+            self.store.after_commit(("critique", job.id, None))  # wakes get_review calls waiting on this round
             return db.execute(
                 "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, resolutions = ?, "
                 "error = ?, followed = ?, resolved = ?, finished_at = ?, started_at = coalesce(?, started_at) "

@@ -163,6 +163,14 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         wants_review = review.wants_review
     wakeup = wakeup_for(board.store)
     bus = InMemorySubscriptionBus()
+    review_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+
+    def review_committed(events: list) -> None:  # store listener, any thread
+        if any(event[0] in ("review", "critique") for event in events):
+            for loop, changed in list(review_waiters):
+                loop.call_soon_threadsafe(changed.set)
+
+    board.store.listeners.append(review_committed)
 
     @asynccontextmanager
     async def lifespan(_server):
@@ -377,15 +385,24 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
         deadline = time.monotonic() + wait_seconds
         reported = None
-        while trail.rounds and trail.rounds[-1].status != "finished" and time.monotonic() < deadline:
-            latest = trail.rounds[-1]
-            done = sum(c.status not in ("running", "pending") for c in latest.critiques)
-            if (done, len(latest.critiques)) != reported:
-                reported = (done, len(latest.critiques))
-                await ctx.report_progress(done, len(latest.critiques) or None,
-                                          f"round {latest.round}: {done} of {len(latest.critiques)} critics done")
-            await anyio.sleep(0.2)
-            trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
+        changed = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), changed)
+        review_waiters.add(waiter)
+        try:
+            while trail.rounds and trail.rounds[-1].status != "finished" and time.monotonic() < deadline:
+                latest = trail.rounds[-1]
+                done = sum(c.status not in ("running", "pending") for c in latest.critiques)
+                if (done, len(latest.critiques)) != reported:
+                    reported = (done, len(latest.critiques))
+                    await ctx.report_progress(done, len(latest.critiques) or None,
+                                              f"round {latest.round}: {done} of {len(latest.critiques)} critics done")
+                # woken by this process's review commits; a worker in another process is seen within 0.25 s
+                with anyio.move_on_after(min(0.25, max(0.0, deadline - time.monotonic()))):
+                    await changed.wait()
+                changed.clear()
+                trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
+        finally:
+            review_waiters.discard(waiter)
         return trail
 
     @mcp.tool(annotations=CREATE)
