@@ -217,12 +217,14 @@ class Knowledge:
         db = self.store.db
         ranked = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 2.0, 1.0)"
         filters = dict(task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
-        rows = [r[0] for r in db.execute(f"{ranked} LIMIT ?", [match, max(limit, PREFETCH)])]
+        # without a narrowing filter only deprecated items drop out: a few rows to spare are enough
+        prefetch = max(limit, PREFETCH) if task_type or kinds or tags else limit + max(8, limit // 4)
+        rows = [r[0] for r in db.execute(f"{ranked} LIMIT ?", [match, prefetch])]
         if not self._filters(**filters)[0]:
             return rows[:limit]
         allowed = self.allowed(rows, **filters)
         found = [i for i in rows if i in allowed]
-        if len(found) >= limit or len(rows) < max(limit, PREFETCH):
+        if len(found) >= limit or len(rows) < prefetch:
             return found[:limit]
         # a selective filter: read the whole ranking in growing chunks until enough rows pass
         cursor = db.execute(ranked, [match])

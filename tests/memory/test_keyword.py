@@ -93,3 +93,17 @@ def test_hybrid_search_inside_a_write_transaction_sees_its_own_items(board, memo
         assert memory.query("deadlock migration", k=10).hits == outside.hits  # searched in this thread
         new = board.knowledge.add(db, kind="lesson", text="quokka wombat", task_type="code", created_by="tester")
         assert [h.id for h in memory.query("quokka", k=3).hits] == [new]  # not yet committed, not yet embedded
+
+
+@pytest.mark.parametrize("small_fetch", [5, 100])
+def test_a_smaller_first_vector_fetch_gives_the_same_answers(board, memory, monkeypatch, small_fetch):
+    from hiveboard.memory import service
+
+    fill(board, n=150)  # every 7th item deprecated
+    memory.drain()
+    queries = ["deadlock in a migration", "socket timeout retry", "cursor encoding parser"]
+    monkeypatch.setattr(service, "SMALL_FETCH", service.OVERFETCH)  # as before: always the full over-fetch
+    before = [memory.query(q, k=50, mode="vector").hits for q in queries]
+    monkeypatch.setattr(service, "SMALL_FETCH", small_fetch)  # 5: too few survive, the full over-fetch follows
+    assert [memory.query(q, k=50, mode="vector").hits for q in queries] == before
+    assert all(not h.deprecated for hits in before for h in hits) and len(before[0]) > 10
