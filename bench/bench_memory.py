@@ -527,7 +527,7 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
         ("before: keyword full join, every word", use(keyword=old_keyword)),
         ("keyword and vector halves in sequence", use(sequential=True)),
         ("before: all three", use(embedder=export, keyword=old_keyword, sequential=True)),
-        ("keyword word budget 10k rows", use(scored_rows=10_000)),
+        ("keyword word budget 20k rows", use(scored_rows=20_000)),
         ("keyword without a word budget", use(scored_rows=10 ** 12)),
         ("ORT threads=2, no spinning", use(embedder=nospin)),
     ]
