@@ -335,6 +335,14 @@ class Messages:
             messages = self._messages(db, ids, full)
         return MessagePage(messages=messages, unread=0, next_cursor=_cursor((0, ids[-1])) if more else None)
 
+    @staticmethod
+    def check_query(since: str | None = None, cursor: str | None = None) -> None:
+        """Refuse a bad `since` or `cursor` before anything else of the call is written."""
+        if since is not None:
+            parse_time(since, "since")
+        if cursor:
+            _uncursor(cursor)
+
     def ack(self, agent: str, ids: list[int]) -> int:
         """Acknowledge (and mark read) messages in the agent's inbox; all or nothing."""
         if not ids or len(ids) > 500:

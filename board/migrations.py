@@ -219,6 +219,7 @@ def m006_reviews(db: Database) -> None:
             score INTEGER,
             summary TEXT,
             issues TEXT NOT NULL DEFAULT '[]',
+            issue_count INTEGER NOT NULL DEFAULT 0,
             resolutions TEXT NOT NULL DEFAULT '[]',
             error TEXT,
             submitted_by TEXT,

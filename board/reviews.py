@@ -114,7 +114,8 @@ class Synthesis(BaseModel):
     lenses_ran: list[str] = []
     lenses_failed: list[str] = Field([], description="lenses whose every critic errored or timed out")
     lenses_uncovered: list[str] = Field([], description="lenses of this task type that no critic could review")
-    decisive: list[str] = Field([], description="critics without whose issues the verdict would have been PASS")
+    decisive: list[str] = Field([], description="critics whose blocking input (a FAIL verdict, or a critical or "
+                                "major issue) made the verdict FAIL")
     synthesiser: str = "deterministic"
     note: str | None = None
 
@@ -179,7 +180,7 @@ class CriticStats(BaseModel):
     critiques: int = Field(description="critiques it delivered")
     failures: int = Field(description="times it errored, timed out or (agent slots) was missed")
     issues: int
-    decisive: int = Field(description="rounds whose verdict its issues changed")
+    decisive: int = Field(description="rounds its blocking input turned into FAIL")
     contribution_rate: float | None
 
 
@@ -301,11 +302,11 @@ class Reviews:
                 return False
             self.store.after_commit(("critique", job.id, None))  # wakes get_review calls waiting on this round
             return db.execute(
-                "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, resolutions = ?, "
-                "error = ?, followed = ?, resolved = ?, finished_at = ?, started_at = coalesce(?, started_at) "
-                "WHERE review_id = ? AND critic = ? AND status = 'running'",
+                "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, issue_count = ?, "
+                "resolutions = ?, error = ?, followed = ?, resolved = ?, finished_at = ?, "
+                "started_at = coalesce(?, started_at) WHERE review_id = ? AND critic = ? AND status = 'running'",
                 [status, critique.verdict if critique else None, critique.score if critique else None,
-                 critique.summary if critique else None, json.dumps([i.model_dump() for i in issues]),
+                 critique.summary if critique else None, json.dumps([i.model_dump() for i in issues]), len(issues),
                  json.dumps([r.model_dump() for r in critique.resolutions] if critique else []), error,
                  resolved[0], resolved[1], now(), (now() - seconds) if seconds is not None else None,
                  job.id, critic]).rowcount == 1
@@ -319,6 +320,13 @@ class Reviews:
         """Registered agents with the critic role, other than the work's author."""
         return [r[0] for r in self.store.db.execute("SELECT name FROM agents WHERE role = 'critic' AND name != ? "
                                                     "ORDER BY name", [exclude])]
+
+    def fail_unfinished(self, job: ReviewJob, worker: str, error: str) -> None:
+        """Critics of this round still marked running are recorded as errors."""
+        with self.store.write() as db:
+            if self._held(db, job.id, worker):
+                db.execute("UPDATE critiques SET status = 'error', error = ?, finished_at = ? WHERE review_id = ? "
+                           "AND status = 'running'", [error, now(), job.id])
 
     # ----------------------------------------------------------------- agent critics
 
@@ -354,14 +362,18 @@ class Reviews:
                                         + (f"reviewed by {slots[lens]['submitted_by']}" if slots[lens]["submitted_by"]
                                            else "closed") + f"; open lenses: {', '.join(open_) or 'none'}")
             issues = _with_refs(review["round"], f"agent:{lens}", critique.issues)
-            followed, resolved = _count_resolved(critique.resolutions)
+            earlier = next((json.loads(r[0]) for r in db.execute(
+                "SELECT c.issues FROM critiques c JOIN reviews r ON r.id = c.review_id WHERE r.task_id = ? "
+                "AND r.id < ? AND c.round = ? AND c.critic = ? AND c.status = 'ok' ORDER BY r.id DESC LIMIT 1",
+                [review["task_id"], review_id, review["round"] - 1, f"agent:{lens}"])), [])
+            resolutions = judged(critique.resolutions, [i["ref"] for i in earlier])
             db.execute("UPDATE critiques SET status = 'ok', verdict = ?, score = ?, summary = ?, issues = ?, "
-                       "resolutions = ?, submitted_by = ?, followed = ?, resolved = ?, finished_at = ? "
-                       "WHERE review_id = ? AND critic = ?",
+                       "issue_count = ?, resolutions = ?, submitted_by = ?, followed = ?, resolved = ?, "
+                       "finished_at = ? WHERE review_id = ? AND critic = ?",
                        [critique.verdict, critique.score, critique.summary,
-                        json.dumps([i.model_dump() for i in issues]),
-                        json.dumps([r.model_dump() for r in critique.resolutions]), agent, followed, resolved, ts,
-                        review_id, f"agent:{lens}"])
+                        json.dumps([i.model_dump() for i in issues]), len(issues),
+                        json.dumps([r.model_dump() for r in resolutions]), agent, len(resolutions),
+                        sum(r.status == "resolved" for r in resolutions), ts, review_id, f"agent:{lens}"])
             self.store.after_commit(("review", review_id, None))
             return _record(next(db.query("SELECT * FROM critiques WHERE review_id = ? AND critic = ?",
                                          [review_id, f"agent:{lens}"])))
@@ -388,7 +400,8 @@ class Reviews:
                                      [job.task_id, job.id, job.round - 1]).fetchone()[0]
         return {c.critic: c for c in self.critiques(prev)} if prev else {}
 
-    def rounds(self, task_id: int, since_review: int = 0) -> list[ReviewRound]:
+    def rounds(self, task_id: int, since_review: int = 0, reveal: bool = False) -> list[ReviewRound]:
+        """A card's rounds; a running round's critiques are sealed (status only) unless `reveal`."""
         out = []
         for r in self.store.db.query("SELECT * FROM reviews WHERE task_id = ? AND id > ? ORDER BY id",
                                      [task_id, since_review]):
@@ -397,7 +410,8 @@ class Reviews:
                 queued_at=iso(r["created_at"]), started_at=iso(r["started_at"]), finished_at=iso(r["finished_at"]),
                 attempts=r["attempts"], agent_deadline=iso(r["agent_deadline"]), summary=r["summary"],
                 open_lenses=self.open_lenses(r["id"]) if r["status"] == "running" else [],
-                critiques=self.critiques(r["id"]),
+                critiques=self.critiques(r["id"]) if r["status"] == "finished" or reveal else
+                [_sealed(c) for c in self.critiques(r["id"])],
                 synthesis=Synthesis.model_validate_json(r["synthesis"]) if r["synthesis"] else None))
         return out
 
@@ -481,16 +495,15 @@ class Reviews:
         followed, resolved = db.execute("SELECT coalesce(sum(followed), 0), coalesce(sum(resolved), 0) "
                                         "FROM critiques").fetchone()
         critics = []
-        for name, lens, ok, failed, decisive, issues_json in db.execute(
+        for name, lens, ok, failed, decisive, issues in db.execute(
                 "SELECT critic, lens, sum(status = 'ok'), sum(status IN ('error', 'timeout', 'missed')), "
-                "sum(decisive), json_group_array(json(issues)) FROM critiques GROUP BY critic, lens ORDER BY critic"):
-            issues = sum(len(i) for i in json.loads(issues_json))
+                "sum(decisive), sum(issue_count) FROM critiques GROUP BY critic, lens ORDER BY critic"):
             critics.append(CriticStats(critic=name, lens=lens, critiques=ok, failures=failed, issues=issues,
                                        decisive=decisive, contribution_rate=_rate(decisive, ok)))
         tasks, messages = db.execute("SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM messages "
                                      "WHERE task_id IS NOT NULL)").fetchone()
         surfaced, useful = self.board.knowledge.reuse()
-        p95 = statistics.quantiles(latencies, n=20)[18] if len(latencies) >= 2 else (latencies or [None])[0]
+        p95 = statistics.quantiles(latencies, n=20, method="inclusive")[18] if len(latencies) >= 2 else (latencies or [None])[0]
         return BoardStats(
             reviews=counts.get("finished", 0), queued=counts.get("queued", 0), running=counts.get("running", 0),
             cards_reviewed=db.execute("SELECT count(DISTINCT task_id) FROM reviews").fetchone()[0],
@@ -513,8 +526,17 @@ def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[Revi
     return [i.model_copy(update={"ref": f"r{round_}:{critic}#{n}"}) for n, i in enumerate(kept, 1)]
 
 
-def _count_resolved(resolutions: list[Resolution]) -> tuple[int, int]:
-    return len(resolutions), sum(r.status == "resolved" for r in resolutions)
+def judged(resolutions: list[Resolution], refs: list[str]) -> list[Resolution]:
+    """A critic's resolutions of its own earlier issues only, one per issue; an issue it did not judge
+    is recorded as not addressed (no credit for marking others' issues, or made-up ones, resolved)."""
+    given = {r.ref: r for r in resolutions if r.ref in refs}
+    return [given.get(ref) or Resolution(ref=ref, status="not_addressed", note="the critic did not judge this issue")
+            for ref in refs]
+
+
+def _sealed(c: CritiqueRecord) -> CritiqueRecord:
+    """A critique of a round still running: who and how far, not what (critics stay independent)."""
+    return c.model_copy(update=dict(verdict=None, score=None, summary=None, issues=[], resolutions=[]))
 
 
 def _record(r: dict) -> CritiqueRecord:

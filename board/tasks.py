@@ -50,6 +50,8 @@ UPDATE_TRANSITIONS: dict[tuple[str, str], str] = {
     ("blocked", "todo"): "anyone",
     ("todo", "blocked"): "anyone",
     ("needs_human", "todo"): "anyone",
+    ("review", "needs_human"): "anyone",  # a review that cannot finish (no worker runs); the job's verdict
+                                          # then no longer moves the card
 }
 
 
@@ -455,6 +457,8 @@ class Board:
             changes["acceptance_criteria"] = json.dumps(edit.acceptance_criteria)
         if status is not None and status not in STATUSES:
             raise InvalidInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
+        if reason and not status:
+            raise InvalidInput("reason= goes with status= (blocked, needs_human); for a progress note use note=")
         if not (changes or note or status):
             if token is not None:  # the holder checking in: extend the lease
                 self.renew(actor, task_id, token)
@@ -469,10 +473,12 @@ class Board:
                 raise Conflict(f"task {task_id} changed since version {expected_version} (it is now version "
                                f"{row['version']}); call get_task, re-apply your change and retry")
             held = row["assignee"] is not None and row["status"] in ("in_progress", "blocked")
-            if row["status"] in ("done", "review"):
+            stuck_review = row["status"] == "review" and status == "needs_human" and not (changes or note)
+            if row["status"] in ("done", "review") and not stuck_review:
                 raise IllegalTransition(f"task {task_id} is {row['status']} and cannot be updated"
                                         + ("; create a follow-up task instead" if row["status"] == "done" else
-                                           "; wait for its review to finish"))
+                                           "; wait for its review to finish (get_review), or, if the review is "
+                                           "stuck, move it to needs_human with a reason"))
             transition = None
             if status is not None and status != row["status"]:
                 who = UPDATE_TRANSITIONS.get((row["status"], status))

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from hiveboard.board import Critique, ReviewIssue, Resolution
 
-from .base import Critic, CriticFailed, Skipped, Work, safe_path, write_tree
+from .base import Critic, CriticFailed, Skipped, Work, unique_paths, write_tree
 
 TAIL = 3000
 
@@ -42,6 +44,28 @@ def commands(work: Work) -> list[list[str]]:
     return found
 
 
+def run_bounded(argv: list[str], cwd: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """Run a command in its own process group and kill the whole group if it overruns, so nothing
+    it started outlives the check."""
+    if os.name == "nt":  # no process groups to kill there: the command alone is stopped
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    with subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            raise
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 class AcceptanceCritic(Critic):
     backend = "acceptance"
 
@@ -59,19 +83,21 @@ class AcceptanceCritic(Critic):
             raise Skipped("execution is disabled; the operator can enable it with review.execute = true "
                           "(HIVEBOARD_REVIEW__EXECUTE=true)")
         issues = []
+        started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="hiveboard-accept-") as tmp:
-            write_tree(Path(tmp), {safe_path(a.name): a.content for a in work.artifacts if a.kind != "link"})
+            write_tree(Path(tmp), unique_paths([(a.name, a.content) for a in work.artifacts if a.kind != "link"]))
             env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "PYTHONPATH": tmp, "PYTHONDONTWRITEBYTECODE": "1",
                    "LANG": "C.UTF-8"}
             for argv in argvs:
                 shown = shlex.join([Path(argv[0]).name if argv[0] == sys.executable else argv[0], *argv[1:]])
                 try:
-                    done = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True,
-                                          timeout=self.timeout)
+                    # one budget for all the commands, so the critic's deadline holds
+                    done = run_bounded(argv, tmp, env, max(1.0, self.timeout - (time.monotonic() - started)))
                 except subprocess.TimeoutExpired:
-                    issues.append(ReviewIssue(severity="critical", category="acceptance-timeout", rule=shown,
-                                              description=f"`{shown}` did not finish within {self.timeout:.0f} s",
-                                              suggestion="make the tests finish (a hang or an endless loop?)"))
+                    issues.append(ReviewIssue(
+                        severity="critical", category="acceptance-timeout", rule=shown,
+                        description=f"`{shown}` did not finish within the acceptance check's {self.timeout:.0f} s",
+                        suggestion="make the tests finish (a hang or an endless loop?)"))
                     continue
                 except OSError as exc:
                     raise CriticFailed(f"could not start `{shown}`: {exc}") from exc

@@ -62,6 +62,7 @@ class Critic(ABC):
         self.name = name
         self.lens = lens
         self.model = model
+        self.deadline: float | None = None  # seconds the engine waits for it; None: review.critic_timeout
 
     @abstractmethod
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
@@ -73,12 +74,34 @@ FENCE = re.compile(r"```(?:python|py)\s*\n(.*?)```", re.S)
 
 
 def python_sources(work: Work) -> dict[str, str]:
-    """Python files of the work: artifacts named *.py, plus ```python blocks of the output."""
-    files = {safe_path(a.name): a.content for a in work.artifacts
-             if a.name.endswith((".py", ".pyi")) and a.kind != "diff"}
-    for n, block in enumerate(FENCE.findall(work.output), 1):
-        files.setdefault(f"output_block_{n}.py", block)
+    """Python files of the work: artifacts named *.py, plus ```python blocks of the output.
+
+    Every artifact is checked: two names that land on one path (`app.py`, `./app.py`) get distinct
+    paths instead of one hiding the other."""
+    named = [(a.name, a.content) for a in work.artifacts if a.name.endswith((".py", ".pyi")) and a.kind != "diff"]
+    named += [(f"output_block_{n}.py", block) for n, block in enumerate(FENCE.findall(work.output), 1)]
+    return unique_paths(named)
+
+
+def unique_paths(named: list[tuple[str, str]]) -> dict[str, str]:
+    """Relative paths for (name, content) pairs, none hiding another: a name that repeats, or that
+    another name uses as a directory, gets a numbered sibling (`app.py` → `app~2.py`)."""
+    files: dict[str, str] = {}
+    for name, content in named:
+        wanted = path = safe_path(name)
+        stem, dot, ext = path.rpartition(".") if "." in PurePosixPath(path).name else (path, "", "")
+        n = 1
+        while path in files or _clashes(path, files):
+            n += 1
+            # the same name: a numbered sibling; a file/directory clash: the path under a fresh directory
+            path = (f"{stem}~{n}.{ext}" if dot else f"{stem}~{n}") if wanted in files else f"~{n}/{wanted}"
+        files[path] = content
     return files
+
+
+def _clashes(path: str, files: dict[str, str]) -> bool:
+    """A file path that is another file's directory, or has another file as its directory."""
+    return any(other.startswith(path + "/") or path.startswith(other + "/") for other in files)
 
 
 def safe_path(name: str) -> str:

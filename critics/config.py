@@ -116,6 +116,9 @@ class ReviewConfig(BaseModel):
     repair_attempts: int = Field(2, ge=0, le=5, description="re-asks of a model whose critique was malformed")
     execute: bool = Field(False, description="allow the acceptance check to run the card's tests or command")
     execute_timeout: float = Field(120, gt=0, le=3600)
+    on_critic_failure: Literal["needs_human", "pass"] = Field(
+        "needs_human", description="work the critics that ran passed, while a lens's critics all errored or "
+        "timed out: needs_human (default), or pass it")
     agent_deadline: float = Field(120, ge=0, le=86_400, description="seconds agent critics (role critic) get; "
                                   "0: do not ask agents")
     worker_lease: float = Field(30, ge=1, le=3600, description="a worker that stops renewing loses the job after "

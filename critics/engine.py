@@ -18,8 +18,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Resolution, Synthesis, now
+from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
 from hiveboard.board.db import iso
+from hiveboard.board.reviews import judged
 from hiveboard.memory.service import Memory
 
 from .acceptance import AcceptanceCritic
@@ -39,26 +40,27 @@ def build_critics(config: ReviewConfig) -> dict[str, Critic]:
     critics: dict[str, Critic] = {}
     for name, c in config.all_critics().items():
         timeout = c.timeout or config.critic_timeout
+        critic: Critic
         if c.backend == "ruff":
-            critics[name] = RuffCritic(name, c.lens, timeout, c.rules)
+            critic = RuffCritic(name, c.lens, timeout, c.rules)
         elif c.backend == "bandit":
-            critics[name] = BanditCritic(name, c.lens, timeout)
+            critic = BanditCritic(name, c.lens, timeout)
         elif c.backend == "acceptance":
-            critics[name] = AcceptanceCritic(name, c.lens, config.execute, c.timeout or config.execute_timeout)
+            timeout = c.timeout or config.execute_timeout
+            critic = AcceptanceCritic(name, c.lens, config.execute, timeout)
         else:
             endpoint = Endpoint(model=c.model, base_url=c.base_url, api_key_env=c.api_key_env, timeout=c.timeout,
                                 temperature=c.temperature)
-            critics[name] = LLMCritic(name, c.lens, config.rubric(c.lens), endpoint, timeout, config.repair_attempts)
+            critic = LLMCritic(name, c.lens, config.rubric(c.lens), endpoint, timeout, config.repair_attempts)
+            timeout *= config.repair_attempts + 1  # each re-ask of a malformed answer has its own timeout
+        critic.deadline = timeout + 5  # the backend's own timeout fires first; this is the backstop
+        critics[name] = critic
     return critics
 
 
 def _judged(critique: Critique, earlier: list[ReviewIssue]) -> Critique:
     """Keep resolutions of this critic's own earlier issues only, and name any it did not judge."""
-    refs = {i.ref for i in earlier}
-    given = {r.ref: r for r in critique.resolutions if r.ref in refs}
-    missing = [Resolution(ref=ref, status="not_addressed", note="the critic did not judge this issue")
-               for ref in sorted(refs - set(given))]
-    return critique.model_copy(update={"resolutions": [*given.values(), *missing]})
+    return critique.model_copy(update={"resolutions": judged(critique.resolutions, [i.ref for i in earlier])})
 
 
 class ReviewEngine:
@@ -169,9 +171,10 @@ class ReviewEngine:
             futures = [pool.submit(self._one, job, worker, c, work,
                                    previous[c.name].issues if c.name in previous and
                                    previous[c.name].status == "ok" else []) for c in running]
+            limit = {c.name: c.deadline or self.config.critic_timeout for c in running}
             while True:
-                critics_busy = any(not f.done() for f in futures) and \
-                    time.monotonic() - started < self.config.critic_timeout
+                elapsed = time.monotonic() - started
+                critics_busy = any(not f.done() and elapsed < limit[c.name] for c, f in zip(running, futures))
                 agents_busy = bool(agent_lenses) and now() < deadline and bool(reviews.open_lenses(job.id))
                 if not (critics_busy or agents_busy):
                     break
@@ -180,16 +183,23 @@ class ReviewEngine:
             for critic, future in zip(running, futures):
                 if not future.done():  # recorded as a timeout; its late answer will be refused
                     reviews.record(job, worker, critic.name, "timeout", None,
-                                   f"no critique within {self.config.critic_timeout:.0f} s")
+                                   f"no critique within {limit[critic.name]:.0f} s")
+                elif future.exception() is not None:
+                    log.error("review %s: the result of %s was not stored: %s", job.id, critic.name,
+                              future.exception())
             pool.shutdown(wait=False, cancel_futures=True)
-            if agent_lenses:
-                reviews.close_slots(job, worker)
+            reviews.close_slots(job, worker)
+            # a critic whose result never got stored (or one no longer configured, on a resumed job) is a
+            # failure on the record, never a silent gap
+            reviews.fail_unfinished(job, worker, "the critic's result was not stored (see the server log)")
             critiques = reviews.critiques(job.id)
             synthesis = self._synthesise(work, critiques, lenses)
             outcome, message = self._decide(job, synthesis, critiques)
+            # lessons before the verdict: whoever sees the verdict can already find them (a re-run
+            # after a crash here merges them as near-duplicates)
+            self._mine_lessons(job, work, critiques, previous)
             if not reviews.finish(job, worker, synthesis, outcome, message, synthesis.decisive):
                 return None
-        self._mine_lessons(job, work, critiques, previous)
         return synthesis
 
     def _announce(self, job: ReviewJob, chosen: list[Critic], agent_lenses: list[str], deadline: float) -> None:
@@ -239,13 +249,22 @@ class ReviewEngine:
             synthesis.verdict = "FAIL"
             return "needs_human", (f"task {job.task_id}: the review could not run ({ran}); a human decides.\n"
                                    + "\n".join(f"- {c.critic}: {c.status}: {c.error}" for c in failed))
+        broken = sorted({c.lens for c in failed} - set(synthesis.lenses_ran))
+        if synthesis.verdict == "PASS" and broken and self.config.on_critic_failure == "needs_human":
+            synthesis.verdict = "FAIL"
+            synthesis.note = "; ".join(x for x in (synthesis.note, f"no critique for {', '.join(broken)}: "
+                                                   "its critics failed, so the work is not passed") if x)
+            return "needs_human", (f"task {job.task_id}: the critics that ran passed the work, but "
+                                   f"{', '.join(broken)} could not be reviewed ({ran}); a human decides "
+                                   "(review.on_critic_failure = \"pass\" lets such work through).\n"
+                                   + "\n".join(f"- {c.critic}: {c.status}: {c.error}" for c in failed))
         if synthesis.verdict == "PASS":
             head = f"task {job.task_id} passed review round {job.round}" + (
                 f" (score {synthesis.score}/10)" if synthesis.score is not None else
                 " without review: no critic could review this work") + f"; {ran}"
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
         if job.round >= self.config.max_rounds:
-            rounds = [r.critiques for r in self.board.reviews.rounds(job.task_id) if r.round <= job.round]
+            rounds = [r.critiques for r in self.board.reviews.rounds(job.task_id, reveal=True) if r.round <= job.round]
             return "needs_human", f"task {job.task_id}: " + convergence_summary(rounds[-job.round:],
                                                                                self.config.max_rounds)
         return "in_progress", (f"task {job.task_id} failed review round {job.round} of {self.config.max_rounds}; "
@@ -341,7 +360,10 @@ class ReviewWorker:
             except Exception as exc:  # the lease runs out and the job is retried, up to MAX_ATTEMPTS
                 log.exception("review %s failed", job.id)
                 if job.attempts >= MAX_ATTEMPTS:
-                    self.engine.give_up(job, worker, f"{type(exc).__name__}: {exc}")
+                    try:
+                        self.engine.give_up(job, worker, f"{type(exc).__name__}: {exc}")
+                    except Exception:  # the next attempt (after the lease) gives up again; keep this thread
+                        log.exception("review %s: could not hand it to a human", job.id)
 
     def stop(self, timeout: float = 10) -> None:
         self._stop.set()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from urllib.parse import urlsplit, urlunsplit
 
 import openai
 from pydantic import BaseModel, Field, ValidationError
@@ -77,6 +78,13 @@ def _client(base_url: str | None, api_key_env: str | None, timeout: float) -> op
     return openai.OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=timeout, max_retries=0)
 
 
+def _shown(url) -> str:
+    """An endpoint for messages every agent can read: without user:password@ in it."""
+    parts = urlsplit(str(url))
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))) \
+        if parts.hostname else str(url)
+
+
 def _parse(text: str, model: type[BaseModel]) -> BaseModel:
     """Validate a reply; on failure try the JSON object inside it (fences or prose around it)."""
     try:
@@ -100,9 +108,10 @@ def _ask(client: openai.OpenAI, model: str, messages: list[dict], schema: dict, 
         except openai.APITimeoutError as exc:
             raise CriticTimeout(f"model {model} did not answer within {client.timeout} s") from exc
         except openai.APIConnectionError as exc:
-            raise CriticFailed(f"could not reach model {model} at {client.base_url}: {exc.__cause__ or exc}") from exc
+            raise CriticFailed(f"could not reach model {model} at {_shown(client.base_url)}: "
+                               f"{exc.__cause__ or exc}") from exc
         except openai.APIStatusError as exc:
-            raise CriticFailed(f"model {model} at {client.base_url} answered HTTP {exc.status_code}: "
+            raise CriticFailed(f"model {model} at {_shown(client.base_url)} answered HTTP {exc.status_code}: "
                                f"{exc.message}") from exc
         text = (response.choices[0].message.content or "") if response.choices else ""
         try:

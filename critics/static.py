@@ -56,7 +56,7 @@ class StaticCritic(Critic):
         super().__init__(name, lens)
         self.timeout = timeout
 
-    def findings(self, root: Path) -> list[ReviewIssue]:
+    def findings(self, root: Path, files: list[str]) -> list[ReviewIssue]:
         raise NotImplementedError
 
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
@@ -66,7 +66,7 @@ class StaticCritic(Critic):
                           "```python block)")
         with tempfile.TemporaryDirectory(prefix="hiveboard-review-") as tmp:
             write_tree(Path(tmp), files)
-            issues = self.findings(Path(tmp))
+            issues = self.findings(Path(tmp), sorted(files))
         verdict, score = verdict_of(issues)
         counts = Counter(i.severity for i in issues)
         summary = (f"{self.backend} checked {len(files)} Python file(s) for {self.lens}: "
@@ -82,12 +82,13 @@ class RuffCritic(StaticCritic):
         super().__init__(name, lens, timeout)
         self.rules = rules or RUFF_RULES.get(lens) or RUFF_RULES["correctness"]
 
-    def findings(self, root: Path) -> list[ReviewIssue]:
+    def findings(self, root: Path, files: list[str]) -> list[ReviewIssue]:
         from ruff.__main__ import find_ruff_bin  # the ruff binary installed with the package
 
+        # files named one by one: ruff's default excludes (.git, venv, …) must not hide an artifact
         report = json.loads(_run([find_ruff_bin(), "check", "--isolated", "--no-cache", "--exit-zero",
                                   "--output-format", "json", "--line-length", "120", "--select",
-                                  ",".join(self.rules), "."], root, self.timeout))
+                                  ",".join(self.rules), "--", *files], root, self.timeout))
         issues = []
         for f in report:
             code = f.get("code") or "syntax"
@@ -128,8 +129,9 @@ class BanditCritic(StaticCritic):
     SEVERITY = {("HIGH", "HIGH"): "critical", ("HIGH", "MEDIUM"): "critical", ("HIGH", "LOW"): "major",
                 ("MEDIUM", "HIGH"): "major", ("MEDIUM", "MEDIUM"): "major", ("MEDIUM", "LOW"): "minor"}
 
-    def findings(self, root: Path) -> list[ReviewIssue]:
-        report = json.loads(_run([sys.executable, "-m", "bandit", "-q", "-f", "json", "-r", "."], root, self.timeout))
+    def findings(self, root: Path, files: list[str]) -> list[ReviewIssue]:
+        report = json.loads(_run([sys.executable, "-m", "bandit", "-q", "-f", "json", "-x", "/nowhere", "--",
+                                  *files], root, self.timeout))  # -x: bandit's default excludes skip .git etc.
         issues = []
         for r in report.get("results", []):
             severity = self.SEVERITY.get((r["issue_severity"], r["issue_confidence"]), "minor")

@@ -146,21 +146,26 @@ def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int) 
 
 
 def convergence_summary(rounds: list[list[CritiqueRecord]], max_rounds: int) -> str:
-    """For a human after the last round: final verdicts, then resolved and unresolved issues per critic."""
+    """For a human after the last round: per critic, its final verdict, what got resolved, what did not."""
     last = rounds[-1]
     lines = [f"Review did not converge after {len(rounds)} of {max_rounds} rounds; a human decides.",
              "Final verdicts: " + ", ".join(f"{c.critic}: {c.verdict or c.status}" for c in last)]
-    issue_of = {i.ref: (n, c.critic, i) for n, rnd in enumerate(rounds, 1) for c in rnd for i in c.issues}
-    resolved = [(issue_of[r.ref], n) for n, rnd in enumerate(rounds, 1) for c in rnd for r in c.resolutions
-                if r.status == "resolved" and r.ref in issue_of]
-    lines.append(f"RESOLVED issues ({len(resolved)}):")
-    for (_, critic, issue), n in resolved:
-        lines.append(f"  - [{critic}] {issue.location} {issue.description} — resolved in round {n}")
-    open_ = [(c.critic, i) for c in last for i in c.issues]
-    lines.append(f"UNRESOLVED issues ({len(open_)}):")
-    for critic, issue in sorted(open_, key=lambda x: -SEVERITY_RANK[x[1].severity]):
-        lines.append(f"  - [{critic}] [{issue.severity}] {issue.location} {issue.description}"
-                     + (f" — suggests: {issue.suggestion}" if issue.suggestion else ""))
+    issue_of = {i.ref: i for rnd in rounds for c in rnd for i in c.issues}
+    critics = list(dict.fromkeys(c.critic for rnd in rounds for c in rnd))
+    for name in critics:
+        mine = [(n, c) for n, rnd in enumerate(rounds, 1) for c in rnd if c.critic == name]
+        resolved = [(n, issue_of[r.ref]) for n, c in mine for r in c.resolutions
+                    if r.status == "resolved" and r.ref in issue_of]
+        final = next((c for n, c in mine if n == len(rounds)), None)
+        open_ = sorted(final.issues if final else [], key=lambda i: -SEVERITY_RANK[i.severity])
+        lens = mine[-1][1].lens
+        lines.append(f"{name} ({lens}): {len(resolved)} resolved, {len(open_)} unresolved"
+                     + (f"; {final.status}: {final.error}" if final and final.status != "ok" else ""))
+        for n, issue in resolved:
+            lines.append(f"  RESOLVED in round {n}: {issue.location} {issue.description}")
+        for issue in open_:
+            lines.append(f"  UNRESOLVED [{issue.severity}] {issue.location} {issue.description}"
+                         + (f" — suggests: {issue.suggestion}" if issue.suggestion else ""))
     lines.append("Decide: fix it yourself, re-scope the card, or move it to todo (update_task status='todo') "
-                 "for another round.")
+                 "for another cycle of review.")
     return "\n".join(lines)

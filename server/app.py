@@ -487,6 +487,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,
                        limit=limit, cursor=cursor)
         agent = await anyio.to_thread.run_sync(identity.require, ctx) if (box == "inbox" or ack) else None
+        board.messages.check_query(since, cursor)  # a bad query writes nothing, acks included
         acked = await anyio.to_thread.run_sync(board.messages.ack, agent, ack) if ack else None
         if box == "pool":
             page = await anyio.to_thread.run_sync(functools.partial(board.messages.pool, **filters))

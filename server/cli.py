@@ -128,7 +128,11 @@ def review_engine(settings: Settings, board: Board, memory: Memory | None) -> Re
 def start_review_worker(settings: Settings, board: Board, memory: Memory) -> ReviewWorker | None:
     """The background review worker of this process (every serving process runs one; jobs are leased)."""
     engine = review_engine(settings, board, memory)
-    if engine is None or settings.review_workers == 0:
+    if engine is None:
+        return None
+    if settings.review_workers == 0:
+        print("hiveboard: review is on but this process runs no review worker (HIVEBOARD_REVIEW_WORKERS=0): "
+              "completed cards wait in review until a process that has one picks them up", file=sys.stderr)
         return None
     print(f"hiveboard: {engine.describe()}", file=sys.stderr, flush=True)
     return ReviewWorker(engine, threads=settings.review_workers).start()

@@ -76,3 +76,31 @@ async def test_without_critic_agents_nobody_is_asked_and_nothing_waits(connect, 
         card = await hand_in(alice)
         round1 = (await verdict(alice, card["id"], timeout=20))["rounds"][0]
         assert round1["critiques"] == [] and round1["agent_deadline"] is None
+
+
+async def test_a_running_rounds_critiques_stay_sealed_and_agents_judge_only_their_own_issues(connect, reviewer,
+                                                                                          board):
+    engine = reviewer(agents_config(60, "correctness", "clarity"))
+    async with connect("alice", review=engine) as alice, connect("bob", role="critic", review=engine) as bob:
+        card = await hand_in(alice)
+        review_id = (await call(bob, "get_review", task_id=card["id"]))["rounds"][0]["review_id"]
+        await call(bob, "submit_critique", review_id=review_id, lens="correctness", verdict="FAIL", score=3,
+                   summary="broken", issues=[{"severity": "major", "category": "bug", "description": "off by one"}])
+        running = (await call(alice, "get_review", task_id=card["id"]))["rounds"][0]
+        sealed = critic(running, "agent:correctness")
+        assert sealed["status"] == "ok" and sealed["issues"] == [] and sealed["verdict"] is None
+        await call(bob, "submit_critique", review_id=review_id, lens="clarity", verdict="PASS", score=9, summary="ok")
+        assert (await verdict(alice, card["id"]))["rounds"][0]["outcome"] == "in_progress"
+
+        await hand_in(alice, card["id"], output="fixed the off-by-one")
+        trail = await call(bob, "get_review", task_id=card["id"])
+        review_id = trail["rounds"][1]["review_id"]
+        await call(bob, "submit_critique", review_id=review_id, lens="clarity", verdict="PASS", score=9, summary="ok")
+        record = await call(bob, "submit_critique", review_id=review_id, lens="correctness", verdict="PASS", score=9,
+                            summary="fixed", resolutions=[
+                                {"ref": "r1:agent:correctness#1", "status": "resolved"},
+                                {"ref": "r1:bandit#1", "status": "resolved"}, {"ref": "made-up", "status": "resolved"}])
+        assert [r["ref"] for r in record["resolutions"]] == ["r1:agent:correctness#1"]
+        assert (await verdict(alice, card["id"]))["rounds"][1]["outcome"] == "done"
+        stats = await call(alice, "board_stats")
+        assert (stats["issues_followed_up"], stats["critique_success_rate"]) == (1, 1.0)

@@ -95,6 +95,18 @@ async def test_fail_then_revise_then_pass_records_a_lesson_the_next_agent_gets(c
             assert stats["rounds_per_card"] == 2.0
             security_stats = next(x for x in stats["critics"] if x["critic"] == "llm-security")
             assert security_stats["decisive"] == 1 and security_stats["contribution_rate"] == 0.5
+            assert security_stats["critiques"] == 2 and security_stats["issues"] == 1
+            assert stats["reviews"] == 2 and stats["cards_reviewed"] == 1 and stats["needs_human"] == 0
+            assert stats["first_pass_by_day"][0]["reviewed"] == 1 and stats["review_latency_p50"] > 0
+            assert stats["messages_per_task"] > 1 and stats["memory_surfaced"] >= 1
+            resource = await bob.read_resource("hiveboard://stats")
+            assert json.loads(resource.contents[0].text)["critique_success_rate"] == 1.0
+            # the critics reviewing that next card are handed the lesson as context
+            fake_llm.script("security", critique("PASS", 9, "parameterised"))
+            await call(bob, "complete_task", task_id=nxt["id"], token=claim["token"], output="find_by_email done")
+            await verdict(bob, nxt["id"])
+            prompt = fake_llm.calls("security")[-1]["body"]["messages"][-1]["content"]
+            assert "From the team's memory" in prompt and "string formatting from user input" in prompt
     finally:
         memory.stop()
 
@@ -114,7 +126,8 @@ async def test_max_rounds_sends_the_card_to_a_human_with_a_summary(connect, revi
         assert task["status"] == "needs_human"
         assert "did not converge after 2 of 2 rounds" in task["blocked_reason"]
         summary = (await call(c, "get_messages", intent="needs_human", full=True))["messages"][0]["content"]
-        assert "UNRESOLVED issues (1)" in summary and "one query per row" in summary
+        assert "llm-performance (performance): 0 resolved, 1 unresolved" in summary
+        assert "UNRESOLVED [major] api.py:10 one query per row — suggests: batch the query" in summary
         assert "llm-performance: FAIL" in summary
         # a human puts it back; the next round starts a new cycle at round 1
         await call(c, "update_task", task_id=card["id"], status="todo")
@@ -242,3 +255,19 @@ async def test_get_review_reports_progress_while_it_waits(connect, reviewer, fak
         assert result.structured_content["rounds"][0]["status"] == "finished"
     assert updates and updates[-1][1] == 2 and any(p == 1 for p, _, _ in updates)
     assert "of 2 critics done" in updates[-1][2]
+
+
+@pytest.mark.parametrize("policy, outcome", [("needs_human", "needs_human"), ("pass", "done")])
+async def test_a_lens_whose_critics_failed_does_not_pass_silently(connect, reviewer, fake_llm, policy, outcome):
+    critics = {**NO_BUILTINS, "llm-style": llm_critic(fake_llm, "style"),
+               "gone": llm_critic(fake_llm, "security").model_copy(
+                   update={"base_url": f"http://127.0.0.1:{free_port()}/v1"})}
+    engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["security", "style"]},
+                                   on_critic_failure=policy))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        assert round1["outcome"] == outcome and round1["synthesis"]["lenses_failed"] == ["security"]
+        if outcome == "needs_human":
+            reason = (await call(c, "get_task", task_id=card["id"]))["blocked_reason"]
+            assert "security could not be reviewed" in reason and "could not reach model" in reason

@@ -138,3 +138,31 @@ async def test_get_review_by_task_or_review_id(connect, reviewer, fake_llm):
         trail = await verdict(c, card["id"])
         by_review = await call(c, "get_review", review_id=trail["rounds"][0]["review_id"])
         assert by_review["task_id"] == card["id"] and len(by_review["rounds"]) == 1
+
+
+async def test_no_artifact_hides_behind_another_name(connect, reviewer):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("app.py", EVAL), py("./app.py", CLEAN), py(".git/hook.py", SQL)])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        bandit = critic(round1, "bandit")
+        assert {i["rule"] for i in bandit["issues"]} == {"B307", "B608"}
+        assert "3 Python file(s)" in bandit["summary"]
+
+
+async def test_clashing_artifact_paths_still_get_their_tests_run(connect, reviewer):
+    engine = reviewer(ReviewConfig(execute=True))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("calc.py", CALC), {"name": "test_calc.py", "kind": "test", "content": TEST},
+                                           {"name": "notes", "kind": "text", "content": "a"},
+                                           {"name": "notes/more.txt", "kind": "text", "content": "b"}])
+        acceptance = critic((await verdict(c, card["id"]))["rounds"][0], "acceptance")
+        assert acceptance["status"] == "ok" and acceptance["verdict"] == "FAIL"
+
+
+async def test_a_stuck_review_can_be_handed_to_a_human(connect, board):
+    async with connect("alice", wants_review=lambda task: True) as c:  # review on, but no worker runs
+        card = await hand_in(c, artifacts=[py("users.py", CLEAN)])
+        assert "wait for its review" in await call_error(c, "update_task", task_id=card["id"], note="hello?")
+        moved = await call(c, "update_task", task_id=card["id"], status="needs_human", reason="no review worker")
+        assert moved["status"] == "needs_human"

@@ -100,6 +100,9 @@ async def test_read_and_ack_state_is_per_recipient_for_one_broadcast(connect, bo
         assert acked["acked"] == 1 and acked["messages"] == []
         assert await inbox(a) == []  # the sender does not get its own broadcast
         assert "not in your inbox" in await call_error(a, "get_messages", ack=[sent["id"]])
+        again = await call(b, "publish_message", intent="info", recipient="everyone", content="moved to 11")
+        assert "cursor is not valid" in await call_error(c, "get_messages", ack=[again["id"]], cursor="garbage!!")
+        assert (await call(c, "get_messages", unread_only=False))["messages"][0]["acked"] is False  # nothing written
 
 
 async def test_sender_is_the_connection_and_direct_messages_stay_private(connect):
