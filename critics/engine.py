@@ -161,8 +161,8 @@ class ReviewEngine:
         with self._leased(job, worker):
             to_run = set(reviews.begin(job, worker, [(c.name, c.lens, c.backend, c.model) for c in chosen],
                                        agent_lenses, deadline if agent_lenses else None))
-            self._announce(job, chosen, agent_lenses, deadline)
             work = self._work(job)
+            self._announce(job, chosen, agent_lenses, deadline, work.context)
             previous = reviews.previous(job)
             running = [c for c in chosen if c.name in to_run]
             started = time.monotonic()
@@ -202,7 +202,8 @@ class ReviewEngine:
                 return None
         return synthesis
 
-    def _announce(self, job: ReviewJob, chosen: list[Critic], agent_lenses: list[str], deadline: float) -> None:
+    def _announce(self, job: ReviewJob, chosen: list[Critic], agent_lenses: list[str], deadline: float,
+                  context: list[str]) -> None:
         reviews = self.board.reviews
         names = ", ".join(f"{c.name} ({c.lens})" for c in chosen) or "no automatic critic"
         if job.attempts > 1:
@@ -219,7 +220,9 @@ class ReviewEngine:
                 f"Read the work with get_task(task_id={job.task_id}) and your earlier issues with "
                 f"get_review(task_id={job.task_id}). Then call submit_critique(review_id={job.id}, lens=<one of "
                 f"{', '.join(agent_lenses)}>, verdict, score, summary, issues). First submission per lens counts; "
-                "stay inside your lens.", recipient="role:critic")
+                "stay inside your lens." + ("\n\nFrom the team's memory (past lessons and critiques of similar "
+                                            "work):\n" + "\n".join(f"- {c}" for c in context) if context else ""),
+                recipient="role:critic")
 
     def _synthesise(self, work: Work, critiques: list[CritiqueRecord], lenses: list[str]) -> Synthesis:
         synthesis = synthesise(critiques, lenses, work.round)
