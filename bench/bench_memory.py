@@ -422,9 +422,11 @@ async def measure_level(level: int, board: Board, memory: Memory, ids: list[int]
     add("  part: FTS5 BM25 top-50 (Knowledge.keyword)", timed_raw(
         [lambda t=t: board.knowledge.keyword(t, limit=memory_service.CANDIDATES) for t in texts]))
     overfetch = getattr(memory_service, "OVERFETCH", None)
+    # without a filter Memory asks for SMALL_FETCH first (the over-fetch only when too few survive)
+    first = getattr(memory_service, "SMALL_FETCH", overfetch)
     if overfetch:  # Memory asks Chroma for an unfiltered over-fetch and checks the filters in SQLite
-        add(f"  part: vector top-{overfetch} unfiltered (Memory's call)", timed_raw(
-            [lambda v=v: memory.index.query(v, overfetch, include_deprecated=True) for v in qvecs]))
+        add(f"  part: vector top-{first} unfiltered (Memory's call)", timed_raw(
+            [lambda v=v: memory.index.query(v, first, include_deprecated=True) for v in qvecs]))
     add(f"  part: vector top-{memory_service.CANDIDATES} with Chroma where", timed_raw(
         [lambda v=v: memory.index.query(v, memory_service.CANDIDATES, include_deprecated=False) for v in qvecs]),
         note='where={"deprecated": False}' + (": Memory's fallback when too few survive" if overfetch else
