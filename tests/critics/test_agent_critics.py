@@ -11,6 +11,13 @@ from reviewing import NO_BUILTINS, critic, hand_in, verdict
 pytestmark = pytest.mark.anyio
 
 
+async def requested(critic_client) -> int:
+    """Wait for the review request (sent once the round's lenses are open); its review id."""
+    request = (await call(critic_client, "get_messages", intent="review.request", wait_seconds=30))["messages"]
+    assert request, "no review request arrived"
+    return int(request[0]["summary"].split()[1].rstrip(":"))
+
+
 def agents_config(deadline: float, *lenses: str) -> ReviewConfig:
     return ReviewConfig(critics=NO_BUILTINS, task_types={"code": list(lenses)}, agent_deadline=deadline)
 
@@ -53,10 +60,10 @@ async def test_an_agent_critic_takes_a_lens_through_the_pool_and_its_issues_coun
 
 
 async def test_lenses_no_agent_takes_are_recorded_as_missed_at_the_deadline(connect, reviewer):
-    engine = reviewer(agents_config(1.0, "correctness", "clarity"))
+    engine = reviewer(agents_config(3.0, "correctness", "clarity"))
     async with connect("alice", review=engine) as alice, connect("bob", role="critic", review=engine) as bob:
         card = await hand_in(alice)
-        review_id = (await call(bob, "get_review", task_id=card["id"]))["rounds"][0]["review_id"]
+        review_id = await requested(bob)
         await call(bob, "submit_critique", review_id=review_id, lens="clarity", verdict="PASS", score=8,
                    summary="reads well")
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
@@ -83,7 +90,7 @@ async def test_a_running_rounds_critiques_stay_sealed_and_agents_judge_only_thei
     engine = reviewer(agents_config(60, "correctness", "clarity"))
     async with connect("alice", review=engine) as alice, connect("bob", role="critic", review=engine) as bob:
         card = await hand_in(alice)
-        review_id = (await call(bob, "get_review", task_id=card["id"]))["rounds"][0]["review_id"]
+        review_id = await requested(bob)
         await call(bob, "submit_critique", review_id=review_id, lens="correctness", verdict="FAIL", score=3,
                    summary="broken", issues=[{"severity": "major", "category": "bug", "description": "off by one"}])
         running = (await call(alice, "get_review", task_id=card["id"]))["rounds"][0]
