@@ -294,9 +294,10 @@ class Reviews:
                 [job.id, *names])] if names else []
 
     def record(self, job: ReviewJob, worker: str, critic: str, status: CriticStatus, critique: Critique | None,
-               error: str | None = None, seconds: float | None = None, resolved: tuple[int, int] = (0, 0)) -> bool:
+               error: str | None = None, seconds: float | None = None) -> bool:
         """Store one critic's result as soon as it is in; False if the worker lost the job meanwhile."""
         issues = _with_refs(job.round, critic, critique.issues if critique else [])
+        followed, resolved = _tally(critique.resolutions if critique else [])
         with self.store.write() as db:
             if not self._held(db, job.id, worker):
                 return False
@@ -308,7 +309,7 @@ class Reviews:
                 [status, critique.verdict if critique else None, critique.score if critique else None,
                  critique.summary if critique else None, json.dumps([i.model_dump() for i in issues]), len(issues),
                  json.dumps([r.model_dump() for r in critique.resolutions] if critique else []), error,
-                 resolved[0], resolved[1], now(), (now() - seconds) if seconds is not None else None,
+                 followed, resolved, now(), (now() - seconds) if seconds is not None else None,
                  job.id, critic]).rowcount == 1
 
     def announce(self, task_id: int, intent: str, summary: str, content: str = "", recipient: str | None = None) -> None:
@@ -372,8 +373,8 @@ class Reviews:
                        "finished_at = ? WHERE review_id = ? AND critic = ?",
                        [critique.verdict, critique.score, critique.summary,
                         json.dumps([i.model_dump() for i in issues]), len(issues),
-                        json.dumps([r.model_dump() for r in resolutions]), agent, len(resolutions),
-                        sum(r.status == "resolved" for r in resolutions), ts, review_id, f"agent:{lens}"])
+                        json.dumps([r.model_dump() for r in resolutions]), agent, *_tally(resolutions), ts,
+                        review_id, f"agent:{lens}"])
             self.store.after_commit(("review", review_id, None))
             return _record(next(db.query("SELECT * FROM critiques WHERE review_id = ? AND critic = ?",
                                          [review_id, f"agent:{lens}"])))
@@ -417,9 +418,10 @@ class Reviews:
 
     def trail(self, task_id: int) -> ReviewTrail:
         """Every round of a card's review, oldest first."""
-        row = self.board.get(task_id, history=0)
-        return ReviewTrail(task_id=task_id, title=row.title, task_type=row.task_type, status=row.status,
-                           agent=row.assignee, rounds=self.rounds(task_id))
+        self.board.sweep_expired()  # as board.get does, so an expired lease shows as todo
+        row = self.board._row(self.store.db, task_id)  # the card's header only: this runs on every wake-up
+        return ReviewTrail(task_id=task_id, title=row["title"], task_type=row["task_type"], status=row["status"],
+                           agent=row["assignee"], rounds=self.rounds(task_id))
 
     def review_of(self, review_id: int) -> int:
         """The task id of a review."""
@@ -524,6 +526,11 @@ def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[Revi
     """Stable ids (r<round>:<critic>#<n>), most severe first; at most MAX_ISSUES per critique."""
     kept = sorted(issues, key=lambda i: -SEVERITY_RANK[i.severity])[:MAX_ISSUES]
     return [i.model_copy(update={"ref": f"r{round_}:{critic}#{n}"}) for n, i in enumerate(kept, 1)]
+
+
+def _tally(resolutions: list[Resolution]) -> tuple[int, int]:
+    """(earlier issues judged, of which resolved): the critique-success counts."""
+    return len(resolutions), sum(r.status == "resolved" for r in resolutions)
 
 
 def judged(resolutions: list[Resolution], refs: list[str]) -> list[Resolution]:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from hiveboard.board import Artifact, Critique, ReviewIssue
+from hiveboard.board import Critique, ReviewIssue, ReviewJob
 
 
 class Skipped(Exception):
@@ -26,20 +25,11 @@ class CriticTimeout(CriticFailed):
     """The critic's backend did not answer in time; recorded as a timeout."""
 
 
-@dataclass(frozen=True)
-class Work:
-    """One round's work on a card, as the critics see it."""
+class Work(ReviewJob):
+    """One round's work on a card, as the critics see it: the job, plus past lessons and critiques of
+    similar work from memory (never this card's own)."""
 
-    task_id: int
-    round: int
-    task_type: str
-    title: str
-    description: str
-    acceptance_criteria: list[str]
-    output: str
-    summary: str | None
-    artifacts: list[Artifact]
-    context: list[str] = field(default_factory=list)
+    context: list[str] = []
 
     def render(self, limit: int = 60_000) -> str:
         """The work as text for a model or an agent: the card, then the output and each artifact."""

@@ -140,8 +140,13 @@ class ReviewConfig(BaseModel):
         return {name: {**BUILTIN_CRITICS[name].model_dump(), **value}
                 if name in BUILTIN_CRITICS and isinstance(value, dict) else value for name, value in critics.items()}
 
+    @property
+    def lens_table(self) -> dict[str, list[str]]:
+        """Task type → lenses: the defaults with the configured entries over them."""
+        return {**TASK_TYPE_LENSES, **self.task_types}
+
     def lenses_for(self, task_type: str) -> list[str]:
-        table = {**TASK_TYPE_LENSES, **self.task_types}
+        table = self.lens_table
         return list(table.get(task_type, table["default"]))
 
     def rubric(self, lens: str) -> str:
@@ -152,7 +157,7 @@ class ReviewConfig(BaseModel):
         """Built-in critics, the configured ones, and one LLM critic per lens from `llm` if set."""
         merged = {name: c for name, c in {**BUILTIN_CRITICS, **self.critics}.items() if c.enabled}
         if self.llm is not None:
-            lenses = {lens for lenses in {**TASK_TYPE_LENSES, **self.task_types}.values() for lens in lenses}
+            lenses = {lens for lenses in self.lens_table.values() for lens in lenses}
             covered = {c.lens for c in merged.values() if c.backend == "llm"}
             for lens in sorted(lenses - covered):
                 merged[f"llm-{lens}"] = CriticConfig(lens=lens, backend="llm", **self.llm.model_dump())

@@ -102,9 +102,7 @@ class ReviewEngine:
                 context = [f"{h.kind} #{h.id} ({h.title}): {h.snippet}" for h in hits if h.task_id != job.task_id][:5]
             except Exception:
                 log.exception("memory context for review %s failed; critics go on without it", job.id)
-        return Work(task_id=job.task_id, round=job.round, task_type=job.task_type, title=job.title,
-                    description=job.description, acceptance_criteria=job.acceptance_criteria, output=job.output,
-                    summary=job.summary, artifacts=job.artifacts, context=context)
+        return Work(**dict(job), context=context)
 
     def _one(self, job: ReviewJob, worker: str, critic: Critic, work: Work, earlier: list[ReviewIssue]) -> None:
         """Run one critic on its own thread and store what it gave, whatever happened."""
@@ -121,10 +119,7 @@ class ReviewEngine:
         except Exception as exc:  # a critic's bug is recorded against it, never silently dropped
             log.exception("critic %s crashed on review %s", critic.name, job.id)
             status, error = "error", f"{type(exc).__name__}: {exc}"
-        followed = (len(critique.resolutions), sum(r.status == "resolved" for r in critique.resolutions)) \
-            if critique else (0, 0)
-        self.board.reviews.record(job, worker, critic.name, status, critique, error, time.monotonic() - started,
-                                  followed)
+        self.board.reviews.record(job, worker, critic.name, status, critique, error, time.monotonic() - started)
         self.changed.set()
 
     @contextmanager

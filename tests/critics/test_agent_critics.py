@@ -100,8 +100,8 @@ async def test_a_running_rounds_critiques_stay_sealed_and_agents_judge_only_thei
         assert (await verdict(alice, card["id"]))["rounds"][0]["outcome"] == "in_progress"
 
         await hand_in(alice, card["id"], output="fixed the off-by-one")
-        trail = await call(bob, "get_review", task_id=card["id"])
-        review_id = trail["rounds"][1]["review_id"]
+        review_id = await requested(bob)  # round 2's request: its lenses are open
+        assert review_id == (await call(bob, "get_review", task_id=card["id"]))["rounds"][1]["review_id"]
         await call(bob, "submit_critique", review_id=review_id, lens="clarity", verdict="PASS", score=9, summary="ok")
         record = await call(bob, "submit_critique", review_id=review_id, lens="correctness", verdict="PASS", score=9,
                             summary="fixed", resolutions=[
