@@ -1,12 +1,39 @@
-"""What every benchmark script here shares: percentiles and the machine line."""
+"""What every benchmark script here shares: timed samples, percentiles, the machine line, clean-up."""
 
 from __future__ import annotations
 
 import math
 import os
 import platform
+import shutil
 import sqlite3
+import time
+from contextlib import contextmanager
 from importlib.metadata import version
+from pathlib import Path
+
+
+class Lat(list):
+    """Latencies in seconds, plus the process CPU time (all threads) the timed work took."""
+
+    cpu_s: float | None = None
+    cpu_per: int | None = None  # what cpu_s is divided by (default: the number of samples)
+
+    @contextmanager
+    def timing(self):
+        """Time one sample: its wall time is appended, its process CPU time added to cpu_s."""
+        c0, t0 = time.process_time(), time.perf_counter()
+        yield
+        self.append(time.perf_counter() - t0)
+        self.cpu_s = (self.cpu_s or 0.0) + time.process_time() - c0
+
+
+def remove_unless_kept(path: Path | str, keep: bool) -> None:
+    """The bench's scratch directory: removed, or kept (and named) for a look afterwards."""
+    if keep:
+        print(f"kept {path}")
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def pct(samples: list[float], q: float) -> float:

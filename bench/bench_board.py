@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -39,7 +38,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from _common import machine_info, pct  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _common import machine_info, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 from hiveboard.board import Board, NewTask, Store
 
@@ -546,10 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         server.stop()
-        if args.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_unless_kept(tmp, args.keep)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,6 @@ import logging
 import os
 import pstats
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -74,7 +73,7 @@ from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_info as common_machine_info  # noqa: E402
-from _common import pct  # noqa: E402
+from _common import Lat, pct, remove_unless_kept  # noqa: E402
 from _memory_corpus import PATTERNS, Item, item, query_pool  # noqa: E402
 from hiveboard.board import Board, Store  # noqa: E402
 from hiveboard.board import knowledge as knowledge_mod  # noqa: E402
@@ -142,12 +141,6 @@ class Results:
 
 class BenchError(RuntimeError):
     """Something the bench checks came out wrong (a wrong answer, not a slow one)."""
-
-
-class Lat(list):
-    """Latencies in seconds, plus the process CPU time (all threads) the timed work took."""
-
-    cpu_s: float | None = None
 
 
 def make_row(level: int, name: str, lat: Lat, note: str = "") -> Row:
@@ -296,34 +289,28 @@ def over_budget(started: float, n: int) -> bool:
 
 
 async def timed_calls(client: Client, tool: str, arg_list: list[dict], check=None) -> Lat:
-    lat, cpu = Lat(), 0.0
+    lat = Lat()
     started = time.perf_counter()
     for args in arg_list:
         if over_budget(started, len(lat)):
             break
-        c0, t0 = time.process_time(), time.perf_counter()
-        out = await call(client, tool, args)
-        lat.append(time.perf_counter() - t0)
-        cpu += time.process_time() - c0
+        with lat.timing():
+            out = await call(client, tool, args)
         if check is not None:
             check(args, out)
-    lat.cpu_s = cpu
     return lat
 
 
 def timed_raw(fns: list, check=None) -> Lat:
-    lat, cpu = Lat(), 0.0
+    lat = Lat()
     started = time.perf_counter()
     for fn in fns:
         if over_budget(started, len(lat)):
             break
-        c0, t0 = time.process_time(), time.perf_counter()
-        out = fn()
-        lat.append(time.perf_counter() - t0)
-        cpu += time.process_time() - c0
+        with lat.timing():
+            out = fn()
         if check is not None:
             check(out)
-    lat.cpu_s = cpu
     return lat
 
 
@@ -546,7 +533,6 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
         try:
             for workload, arg_list in workloads:
                 lat = {name: Lat() for name, _ in variants}
-                cpu = {name: 0.0 for name, _ in variants}
                 on_topic = {name: 0 for name, _ in variants}
                 started = time.perf_counter()
                 for k, (q, args) in enumerate(zip(queries, arg_list)):
@@ -555,15 +541,12 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
                     order = variants[k % len(variants):] + variants[:k % len(variants)]
                     for name, apply in order:
                         apply()
-                        c0, t0 = time.process_time(), time.perf_counter()
-                        out = await call(client, "query_memory", args)
-                        lat[name].append(time.perf_counter() - t0)
-                        cpu[name] += time.process_time() - c0
+                        with lat[name].timing():
+                            out = await call(client, "query_memory", args)
                         on_topic[name] += any(pattern_of.get(h["id"]) == q.pattern for h in out["hits"])
                 restore()
                 base = pct(lat["as shipped"], 50)
                 for name, _ in variants:
-                    lat[name].cpu_s = cpu[name]
                     r = make_row(level, f"what-if {workload}: {name}", lat[name])
                     r.vs_chroma = r.p50_ms / chroma_p50 if chroma_p50 else None
                     r.note = f"on topic {on_topic[name] / len(lat[name]):.0%}"
@@ -810,10 +793,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps(asdict(res), indent=2, ensure_ascii=False, default=float))
             print(f"wrote {args.json}")
-        if args.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_unless_kept(tmp, args.keep)
     return code
 
 

@@ -43,7 +43,6 @@ import gc
 import json
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -55,7 +54,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from _common import machine_info, pct  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _common import Lat, machine_info, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 from hiveboard.board import Board, Store
 from hiveboard.board.messages import NewMessage, _cursor
@@ -164,41 +163,28 @@ async def call(client: Client, tool: str, args: dict | None = None) -> dict:
     return result.structured_content or {}
 
 
-class Lat(list):
-    """Latencies in seconds, plus the process CPU time (all threads) the timed work took."""
-
-    cpu_s: float | None = None
-    cpu_per: int | None = None  # what cpu_s is divided by (default: the number of samples)
-
-
 async def timed_calls(client: Client, tool: str, args: dict, n: int, before=None, check=None) -> Lat:
     """n calls, each timed alone; `before` (untimed) runs first each time, `check` looks at each result."""
-    lat, cpu = Lat(), 0.0
+    lat = Lat()
     for _ in range(n):
         if before is not None:
             before()
-        c0, t0 = time.process_time(), time.perf_counter()
-        out = await call(client, tool, args)
-        lat.append(time.perf_counter() - t0)
-        cpu += time.process_time() - c0
+        with lat.timing():
+            out = await call(client, tool, args)
         if check is not None:
             check(out)
-    lat.cpu_s = cpu
     return lat
 
 
 def timed_raw(fn, n: int, before=None, check=None) -> Lat:
-    lat, cpu = Lat(), 0.0
+    lat = Lat()
     for _ in range(n):
         if before is not None:
             before()
-        c0, t0 = time.process_time(), time.perf_counter()
-        out = fn()
-        lat.append(time.perf_counter() - t0)
-        cpu += time.process_time() - c0
+        with lat.timing():
+            out = fn()
         if check is not None:
             check(out)
-    lat.cpu_s = cpu
     return lat
 
 
@@ -848,10 +834,7 @@ def main(argv: list[str] | None = None) -> int:
         if board is not None:
             board.store.close()
         errlog.close()
-        if args.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_unless_kept(tmp, args.keep)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import statistics
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import openai
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from _common import machine_info, pct  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _common import machine_info, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_llm import FakeLLM  # noqa: E402  (the tests' fake OpenAI-compatible server, not a copy)
@@ -239,10 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     finally:
         fake.close()
-        if args.keep:
-            print(f"kept {home}")
-        else:
-            shutil.rmtree(home, ignore_errors=True)
+        remove_unless_kept(home, args.keep)
     return 0
 
 
