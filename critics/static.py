@@ -8,6 +8,7 @@ In later rounds an earlier finding is resolved when the same rule no longer fire
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -21,8 +22,11 @@ from .config import RUFF_RULES
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float) -> str:
+    """Run an analyser from `cwd`, an empty directory outside the artifact tree, with a scrubbed environment:
+    nothing submitted is on its import path, and none of the server's secrets are in its environment."""
+    env = {"PATH": os.defpath, "HOME": str(cwd), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
     try:
-        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise CriticTimeout(f"{Path(cmd[0]).name} took longer than {timeout:.0f} s") from exc
     except OSError as exc:
@@ -49,6 +53,11 @@ def resolutions(earlier: list[ReviewIssue], now: list[ReviewIssue]) -> list[Reso
     return out
 
 
+def _relative(name: str, root: Path) -> str:
+    path = Path(name)
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+
+
 class StaticCritic(Critic):
     """A critic whose backend is an analyser run over the work's Python files."""
 
@@ -56,7 +65,8 @@ class StaticCritic(Critic):
         super().__init__(name, lens)
         self.timeout = timeout
 
-    def findings(self, root: Path, files: list[str]) -> list[ReviewIssue]:
+    def findings(self, root: Path, files: list[str], cwd: Path) -> list[ReviewIssue]:
+        """Findings for `files` (absolute paths under `root`), the analyser running from `cwd`."""
         raise NotImplementedError
 
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
@@ -65,8 +75,10 @@ class StaticCritic(Critic):
             raise Skipped(f"{self.backend} reviews Python files; this work has none (no *.py artifact or "
                           "```python block)")
         with tempfile.TemporaryDirectory(prefix="hiveboard-review-") as tmp:
-            write_tree(Path(tmp), files)
-            issues = self.findings(Path(tmp), sorted(files))
+            root, cwd = Path(tmp) / "src", Path(tmp) / "run"
+            cwd.mkdir()
+            write_tree(root, files)
+            issues = self.findings(root, [str(root / f) for f in sorted(files)], cwd)
         verdict, score = verdict_of(issues)
         counts = Counter(i.severity for i in issues)
         summary = (f"{self.backend} checked {len(files)} Python file(s) for {self.lens}: "
@@ -82,19 +94,19 @@ class RuffCritic(StaticCritic):
         super().__init__(name, lens, timeout)
         self.rules = rules or RUFF_RULES.get(lens) or RUFF_RULES["correctness"]
 
-    def findings(self, root: Path, files: list[str]) -> list[ReviewIssue]:
+    def findings(self, root: Path, files: list[str], cwd: Path) -> list[ReviewIssue]:
         from ruff.__main__ import find_ruff_bin  # the ruff binary installed with the package
 
         # files named one by one: ruff's default excludes (.git, venv, …) must not hide an artifact
         report = json.loads(_run([find_ruff_bin(), "check", "--isolated", "--no-cache", "--exit-zero",
                                   "--output-format", "json", "--line-length", "120", "--select",
-                                  ",".join(self.rules), "--", *files], root, self.timeout))
+                                  ",".join(self.rules), "--", *files], cwd, self.timeout))
         issues = []
         for f in report:
             code = f.get("code") or "syntax"
             issues.append(ReviewIssue(
                 severity=self._severity(code), category=f.get("name") or code, rule=code,
-                location=f"{Path(f['filename']).relative_to(root)}:{f['location']['row']}",
+                location=f"{_relative(f['filename'], root)}:{f['location']['row']}",
                 description=f"{f['message']} ({code})",
                 suggestion=(f.get("fix") or {}).get("message") or f"see {f.get('url') or 'the ruff docs'}"))
         return issues
@@ -129,9 +141,11 @@ class BanditCritic(StaticCritic):
     SEVERITY = {("HIGH", "HIGH"): "critical", ("HIGH", "MEDIUM"): "critical", ("HIGH", "LOW"): "major",
                 ("MEDIUM", "HIGH"): "major", ("MEDIUM", "MEDIUM"): "major", ("MEDIUM", "LOW"): "minor"}
 
-    def findings(self, root: Path, files: list[str]) -> list[ReviewIssue]:
-        report = json.loads(_run([sys.executable, "-m", "bandit", "-q", "-f", "json", "-x", "/nowhere", "--",
-                                  *files], root, self.timeout))  # -x: bandit's default excludes skip .git etc.
+    def findings(self, root: Path, files: list[str], cwd: Path) -> list[ReviewIssue]:
+        # -I: an isolated interpreter, so no submitted `yaml.py` or `bandit/` is importable; -x: bandit's
+        # default excludes would skip .git etc.
+        report = json.loads(_run([sys.executable, "-I", "-m", "bandit", "-q", "-f", "json", "-x", "/nowhere", "--",
+                                  *files], cwd, self.timeout))
         issues = []
         for r in report.get("results", []):
             severity = self.SEVERITY.get((r["issue_severity"], r["issue_confidence"]), "minor")
@@ -141,12 +155,12 @@ class BanditCritic(StaticCritic):
             category, fix = BANDIT_KNOWN.get(r["test_id"], (r["test_name"], f"see {r['more_info']}"))
             issues.append(ReviewIssue(
                 severity=severity, category=category, rule=r["test_id"],
-                location=f"{Path(r['filename']).as_posix().removeprefix('./')}:{r['line_number']}",
+                location=f"{_relative(r['filename'], root)}:{r['line_number']}",
                 description=f"{r['issue_text']} ({r['test_id']}" + (f", CWE-{cwe})" if cwe else ")"),
                 suggestion=fix))
         for e in report.get("errors", []):
             issues.append(ReviewIssue(severity="major", category="unparsable", rule="bandit-error",
-                                      location=Path(e.get("filename", "")).as_posix().removeprefix("./"),
+                                      location=_relative(e.get("filename", ""), root),
                                       description=f"bandit could not analyse the file: {e.get('reason')}",
                                       suggestion="make the file valid Python so it can be checked"))
         return issues
