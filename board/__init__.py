@@ -14,6 +14,7 @@ from .errors import (
 )
 from .models import (
     KNOWN_TASK_TYPES,
+    AcceptanceTests,
     Lease,
     STATUSES,
     Agent,
@@ -40,7 +41,7 @@ from .reviews import (
 from .tasks import Board, Limits
 
 __all__ = [
-    "Agent", "Agents", "Artifact", "Board", "BoardError", "BoardStats", "BoardView", "Claim", "Conflict", "Critique",
+    "AcceptanceTests", "Agent", "Agents", "Artifact", "Board", "BoardError", "BoardStats", "BoardView", "Claim", "Conflict", "Critique",
     "CritiqueRecord", "Forbidden", "Resolution", "ReviewIssue", "ReviewJob", "ReviewTrail", "Synthesis",
     "HistoryEntry", "IllegalTransition", "InvalidInput", "KNOWN_TASK_TYPES", "Lease", "Limits", "NewTask", "NotFound",
     "NotYourClaim", "Page", "STATUSES", "StaleToken", "Store", "Task", "TaskEdit", "TaskSummary", "check_name",

@@ -233,7 +233,15 @@ def m006_reviews(db: Database) -> None:
     db.execute("CREATE INDEX critiques_task ON critiques (task_id, round)")
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews]
+def m007_acceptance_tests(db: Database) -> None:
+    # The creator's acceptance tests (JSON), which the claimer cannot change, and why a card that reached
+    # done was not verified by running its tests.
+    db.execute("ALTER TABLE tasks ADD COLUMN acceptance_tests TEXT")
+    db.execute("ALTER TABLE tasks ADD COLUMN unverified TEXT")
+
+
+MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
+                                                m007_acceptance_tests]
 
 
 def apply_migrations(db: Database) -> list[str]:

@@ -27,6 +27,25 @@ class Artifact(BaseModel):
     content: str = Field("", description="the artifact itself (text)")
 
 
+class TestFile(BaseModel):
+    """One file of a card's acceptance tests."""
+
+    name: str = Field(description="path, e.g. 'test_api.py' or 'tests/test_api.py'", min_length=1, max_length=300)
+    content: str = Field(description="the file's text")
+
+
+class AcceptanceTests(BaseModel):
+    """Tests the card's creator attaches: they run in the review sandbox against the claimer's work, next
+    to the claimer's own tests, and the claimer cannot change or delete them."""
+
+    files: list[TestFile] = Field([], description="test files (pytest: test_*.py); they import the claimer's "
+                                  "modules by name")
+    commands: list[str] = Field([], description="commands such as '$ python -m pytest -q' run from the work's "
+                                "directory; none: pytest over the files")
+    hidden: bool = Field(False, description="the claimer sees that tests exist, not their content; a failure is "
+                         "reported by test name only")
+
+
 class HistoryEntry(BaseModel):
     """One recorded change to a card: who did what, when, and why."""
 
@@ -53,6 +72,7 @@ class TaskSummary(BaseModel):
     depends_on: list[int] = []
     lease_expires_at: str | None = None
     version: int = Field(1, description="bumped on every change (see update_task expected_version)")
+    unverified: str | None = Field(None, description="done without its tests having run: why")
 
 
 class Task(TaskSummary):
@@ -60,6 +80,9 @@ class Task(TaskSummary):
 
     description: str = ""
     acceptance_criteria: list[str] = []
+    acceptance_tests: AcceptanceTests | None = Field(None, description="the creator's tests (content hidden from "
+                                                     "everyone but the creator when hidden)")
+    hidden_tests: int = Field(0, description="hidden acceptance test files and commands not shown to you")
     created_by: str
     created_at: str
     updated_at: str
@@ -82,6 +105,7 @@ class NewTask(BaseModel):
     labels: list[str] = []
     depends_on: list[int] = []
     acceptance_criteria: list[str] = []
+    acceptance_tests: AcceptanceTests | None = None
     assignee: str | None = None
 
 

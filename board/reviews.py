@@ -18,14 +18,15 @@ from sqlite_utils import Database
 
 from .db import iso, now
 from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
-from .models import Artifact
+from .models import AcceptanceTests, Artifact
 
 if TYPE_CHECKING:
     from .tasks import Board
 
 Severity = Literal["critical", "major", "minor", "info"]
 Verdict = Literal["PASS", "CONDITIONAL", "FAIL"]
-CriticStatus = Literal["running", "ok", "error", "timeout", "skipped", "pending", "missed"]
+# unverified: the critic had tests to run and could not run them (no sandbox, or execution off)
+CriticStatus = Literal["running", "ok", "error", "timeout", "skipped", "unverified", "pending", "missed"]
 Outcome = Literal["done", "in_progress", "needs_human"]
 SEVERITY_RANK: dict[str, int] = {"critical": 3, "major": 2, "minor": 1, "info": 0}
 MAX_ISSUES = 50  # per critique; a critic that floods is cut, with a note in its summary
@@ -118,6 +119,8 @@ class Synthesis(BaseModel):
                                 "major issue) made the verdict FAIL")
     synthesiser: str = "deterministic"
     note: str | None = None
+    unverified: str | None = Field(None, description="tests of this work that could not be run, and why; such work "
+                                   "is not passed as tested")
 
 
 class ReviewRound(BaseModel):
@@ -160,6 +163,7 @@ class ReviewJob(BaseModel):
     title: str
     description: str
     acceptance_criteria: list[str]
+    acceptance_tests: AcceptanceTests | None = None
     output: str
     summary: str | None
     artifacts: list[Artifact]
@@ -196,6 +200,9 @@ class BoardStats(BaseModel):
     rounds_per_card: float | None = Field(description="mean rounds of cards whose review has ended")
     max_rounds_seen: int
     needs_human: int = Field(description="cards sent to a human after the last round")
+    unverified_needs_human: int = Field(description="rounds sent to a human because the work's tests could not run")
+    unverified_passed: int = Field(description="rounds that passed work whose tests could not run (marked "
+                                   "unverified; review.unverified = \"pass\")")
     critique_success_rate: float | None = Field(description="earlier issues marked resolved in the next round")
     issues_followed_up: int
     review_latency_p50: float | None = Field(description="seconds from complete_task to verdict")
@@ -255,7 +262,7 @@ class Reviews:
                 id=row["id"], task_id=row["task_id"], round=row["round"], agent=row["agent"],
                 fencing_token=row["fencing_token"], task_type=row["task_type"], title=task["title"],
                 description=task["description"], acceptance_criteria=json.loads(task["acceptance_criteria"]),
-                output=row["output"], summary=row["summary"],
+                acceptance_tests=self.board.acceptance_tests(task), output=row["output"], summary=row["summary"],
                 artifacts=[Artifact(**a) for a in json.loads(row["artifacts"])], attempts=row["attempts"],
                 agent_deadline=row["agent_deadline"])
 
@@ -442,7 +449,8 @@ class Reviews:
                 return False
             row = board._row(db, job.task_id)
             if row["status"] == "review" and row["fencing_token"] == job.fencing_token:
-                sets: dict = {"status": outcome, "updated_at": ts}
+                sets: dict = {"status": outcome, "updated_at": ts,
+                              "unverified": synthesis.unverified if outcome == "done" else None}
                 if outcome == "in_progress":
                     sets.update(assignee=job.agent, lease_expires_at=ts + board.lease_seconds, blocked_reason=None)
                 elif outcome == "needs_human":
@@ -504,6 +512,8 @@ class Reviews:
                                        decisive=decisive, contribution_rate=_rate(decisive, ok)))
         tasks, messages = db.execute("SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM messages "
                                      "WHERE task_id IS NOT NULL)").fetchone()
+        unverified = dict(db.execute("SELECT outcome, count(*) FROM reviews WHERE status = 'finished' AND "
+                                     "json_extract(synthesis, '$.unverified') IS NOT NULL GROUP BY outcome").fetchall())
         surfaced, useful = self.board.knowledge.reuse()
         p95 = statistics.quantiles(latencies, n=20, method="inclusive")[18] if len(latencies) >= 2 else (latencies or [None])[0]
         return BoardStats(
@@ -515,6 +525,7 @@ class Reviews:
             rounds_per_card=round(statistics.fmean(r[0] for r in ended), 2) if ended else None,
             max_rounds_seen=max((r[0] for r in ended), default=0),
             needs_human=db.execute("SELECT count(*) FROM reviews WHERE outcome = 'needs_human'").fetchone()[0],
+            unverified_needs_human=unverified.get("needs_human", 0), unverified_passed=unverified.get("done", 0),
             critique_success_rate=_rate(resolved, followed), issues_followed_up=followed,
             review_latency_p50=round(statistics.median(latencies), 3) if latencies else None,
             review_latency_p95=round(p95, 3) if p95 is not None else None,

@@ -23,6 +23,7 @@ from .messages import Messages, NewMessage
 from .reviews import Reviews
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound, NotYourClaim, StaleToken
 from .models import (
+    AcceptanceTests,
     PRIORITY_RANK,
     RANK_PRIORITY,
     STATUSES,
@@ -67,6 +68,8 @@ class Limits:
     label_chars: int = 50
     criteria: int = 30
     criterion_chars: int = 500
+    test_files: int = 50
+    test_chars: int = 200_000
     depends_on: int = 50
     artifacts: int = 20
     artifact_chars: int = 200_000
@@ -135,10 +138,15 @@ class Board:
             reserved_for=row["reserved_for"],
             labels=json.loads(row["labels"]), depends_on=[d for d, _ in deps],
             lease_expires_at=iso(row["lease_expires_at"]) if row["status"] == "in_progress" else None,
-            version=row["version"],
+            version=row["version"], unverified=row["unverified"] if row["status"] == "done" else None,
         )
 
-    def _task(self, db: Database, row: dict, history: int | None = None) -> Task:
+    @staticmethod
+    def acceptance_tests(row: dict) -> AcceptanceTests | None:
+        return AcceptanceTests.model_validate_json(row["acceptance_tests"]) if row["acceptance_tests"] else None
+
+    def _task(self, db: Database, row: dict, history: int | None = None, viewer: str | None = None) -> Task:
+        """The card as `viewer` may see it: hidden acceptance tests only for their creator."""
         deps = self._deps(db, [row["id"]])[row["id"]]
         artifacts = [Artifact(name=a["name"], kind=a["kind"], content=a["content"]) for a in db.query(
             "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
@@ -149,19 +157,22 @@ class Board:
             "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
             [row["id"], limit])]
         waiting = [d for d, status in deps if status != "done"]
+        tests, hidden = self.acceptance_tests(row), 0
+        if tests is not None and tests.hidden and viewer != row["created_by"]:
+            tests, hidden = None, len(tests.files) + len(tests.commands)
         return Task(
             **self._summary_fields(row, deps),
             description=row["description"], acceptance_criteria=json.loads(row["acceptance_criteria"]),
-            created_by=row["created_by"], created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]),
+            acceptance_tests=tests, hidden_tests=hidden, created_by=row["created_by"], created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]),
             ready=not waiting, waiting_on=waiting, blocked_reason=row["blocked_reason"],
             summary=row["summary"], output=row["output"], artifacts=artifacts, history=hist,
         )
 
-    def get(self, task_id: int, history: int | None = None) -> Task:
+    def get(self, task_id: int, history: int | None = None, viewer: str | None = None) -> Task:
         """One whole card with its recent history (newest `history` entries, oldest first)."""
         self.sweep_expired()
         with self.store.read() as db:
-            return self._task(db, self._row(db, task_id), history)
+            return self._task(db, self._row(db, task_id), history, viewer)
 
     def list(self, *, status: str | None = None, task_type: str | None = None, assignee: str | None = None,
              label: str | None = None, ready: bool | None = None, limit: int = 50,
@@ -275,6 +286,20 @@ class Board:
         for c in criteria:
             self._check_text(c, self.limits.criterion_chars, "an acceptance criterion")
 
+    def _check_tests(self, tests: AcceptanceTests | None) -> str | None:
+        """The creator's acceptance tests as stored (JSON), once they are within the limits."""
+        if tests is None or not (tests.files or tests.commands):
+            return None
+        if len(tests.files) > self.limits.test_files or len(tests.commands) > self.limits.criteria:
+            raise InvalidInput(f"acceptance_tests has {len(tests.files)} files and {len(tests.commands)} commands; "
+                               f"at most {self.limits.test_files} files and {self.limits.criteria} commands")
+        if sum(len(f.content) for f in tests.files) > self.limits.test_chars:
+            raise InvalidInput(f"acceptance_tests files hold more than {self.limits.test_chars} characters in all; "
+                               "send fewer or smaller test files")
+        for c in tests.commands:
+            self._check_text(c, self.limits.criterion_chars, "an acceptance test command")
+        return tests.model_dump_json()
+
     def _holder_check(self, row: dict, actor: str, token: int | None, doing: str) -> None:
         """Refuse anyone but the current claim holder with its current fencing token."""
         task_id = row["id"]
@@ -320,6 +345,7 @@ class Board:
         self._check_text(new.description, self.limits.description, "description")
         labels = self._check_labels(new.labels)
         self._check_criteria(new.acceptance_criteria)
+        tests = self._check_tests(new.acceptance_tests)
         deps = list(dict.fromkeys(new.depends_on))
         if len(deps) > self.limits.depends_on:
             raise InvalidInput(f"{len(deps)} dependencies given; at most {self.limits.depends_on}")
@@ -339,10 +365,11 @@ class Board:
                 if missing:
                     raise InvalidInput(f"depends_on names tasks that do not exist: {missing}")
             task_id = db.execute(
-                "INSERT INTO tasks (title, description, task_type, priority, labels, acceptance_criteria, status, "
-                "reserved_for, created_by, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?)",
+                "INSERT INTO tasks (title, description, task_type, priority, labels, acceptance_criteria, "
+                "acceptance_tests, status, reserved_for, created_by, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?)",
                 [new.title.strip(), new.description, task_type, PRIORITY_RANK[new.priority], json.dumps(labels),
-                 json.dumps(new.acceptance_criteria), assignee, actor, ts, ts]).lastrowid
+                 json.dumps(new.acceptance_criteria), tests, assignee, actor, ts, ts]).lastrowid
             for dep in deps:
                 db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
             self._history(db, task_id, actor, "created", None, "todo",
@@ -350,7 +377,7 @@ class Board:
             if assignee and assignee != actor:
                 self._event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {new.title.strip()}",
                             new.description, recipient=assignee)
-            return self._task(db, self._row(db, task_id))
+            return self._task(db, self._row(db, task_id), viewer=actor)
 
     def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
         """Take a card: the given one, or the next ready one (highest priority, oldest first)."""
@@ -414,7 +441,7 @@ class Board:
     def _granted(self, db: Database, row: dict, expires: float) -> Claim:
         """The answer to the claim holder: its card, token and lease."""
         return Claim(claimed=True, message=f"task {row['id']} is yours until {iso(expires)}",
-                     task=self._task(db, row, history=0), token=row["fencing_token"],
+                     task=self._task(db, row, history=0, viewer=row["assignee"]), token=row["fencing_token"],
                      lease_expires_at=iso(expires), lease_seconds=self.lease_seconds)
 
     def renew(self, actor: str, task_id: int, token: int) -> Claim:
@@ -431,7 +458,7 @@ class Board:
             self._event(db, actor, "status_update", task_id, f"{actor} released task {task_id} back to todo"
                         + (f": {reason}" if reason else ""))
             self._history(db, task_id, actor, "released", row["status"], "todo", reason, ts)
-            return self._task(db, self._row(db, task_id))
+            return self._task(db, self._row(db, task_id), viewer=actor)
 
     def update(self, actor: str, task_id: int, *, token: int | None = None, note: str | None = None,
                status: str | None = None, reason: str | None = None, edit: TaskEdit | None = None,
@@ -462,7 +489,7 @@ class Board:
         if not (changes or note or status):
             if token is not None:  # the holder checking in: extend the lease
                 self.renew(actor, task_id, token)
-                return self.get(task_id, history=0)
+                return self.get(task_id, history=0, viewer=actor)
             raise InvalidInput("nothing to update: pass a note, a status or a field to change (or, on a card you "
                                "hold, your token alone to extend your lease)")
         ts = now()
@@ -520,7 +547,7 @@ class Board:
             text = "; ".join(x for x in (reason, note, ("changed " + ", ".join(changes)) if changes else None) if x)
             self._history(db, task_id, actor, action, row["status"], sets.get("status", row["status"]),
                           text or None, ts)
-            return self._task(db, self._row(db, task_id))
+            return self._task(db, self._row(db, task_id), viewer=actor)
 
     def complete(self, actor: str, task_id: int, token: int, output: str, summary: str | None = None,
                  artifacts: list[Artifact] | None = None, to_status: str = "done",
@@ -559,4 +586,4 @@ class Board:
             self.knowledge.add(db, kind="output", text=f"{summary or ''}\n{output[:8000]}\n{excerpts}".strip(),
                                created_by=actor, task_type=row["task_type"], task_id=task_id, title=row["title"],
                                tags=json.loads(row["labels"]), source=f"task:{task_id}")
-            return self._task(db, self._row(db, task_id))
+            return self._task(db, self._row(db, task_id), viewer=actor)

@@ -1,116 +1,202 @@
-"""The acceptance check: run the card's acceptance command or tests against its artifacts.
+"""The acceptance check: run the card's tests against the submitted work, in the sandbox.
 
-This executes submitted code, so it runs only when the operator set `review.execute = true`. It runs
-in a fresh temporary directory holding the artifacts, with a timeout, a minimal environment (no API
-keys or tokens from the server's environment) and the directory as HOME. It is not a sandbox: enable
-it only for agents you trust as much as yourself.
+What runs, in order:
+1. the card creator's acceptance tests (`create_task(acceptance_tests=...)`): their files sit read-only
+   beside a writable copy of the submitted files, and their `$` commands (or pytest over their files)
+   run against them; the claimer cannot change or delete them, and hidden ones are reported by name
+   and outcome only;
+2. the author's own: acceptance criteria written as `$ <command>` (e.g. `$ python -m pytest -q`), or,
+   without one, pytest over the submitted test files (test_*.py, *_test.py or kind "test").
 
-Commands: an acceptance criterion written as `$ <command>` (e.g. `$ python -m pytest -q`). Without
-one, test artifacts (test_*.py, *_test.py or kind "test") are run with pytest.
+pytest runs through `pytest_runner.py`, which reports each test's outcome; a run that ends without
+that report, or collects no test, fails. Where no sandbox works and the operator did not choose
+`review.execute = "unsafe"`, nothing runs and the critic says why (`Unverified`).
 """
 
 from __future__ import annotations
 
-import os
+import json
+import logging
 import shlex
-import signal
-import subprocess
 import sys
-import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hiveboard.board import Critique, ReviewIssue, Resolution
 
-from .base import Critic, CriticFailed, Skipped, Work, unique_paths, write_tree
+from .base import Critic, Skipped, Unverified, Work, unique_paths
+from .sandbox import Box, Limits, Outcome, Session
 
+log = logging.getLogger("hiveboard.critics")
 TAIL = 3000
+RUNNER = Path(__file__).with_name("pytest_runner.py")
+SHOWN_FAILURES = 12
 
 
-def commands(work: Work) -> list[list[str]]:
-    """The commands to run: `$ …` acceptance criteria, else pytest when there are test artifacts."""
-    found = []
-    for criterion in work.acceptance_criteria:
-        text = criterion.strip().strip("`").strip()
-        if text.startswith("$ "):
-            argv = shlex.split(text[2:])
-            if argv and argv[0] in ("python", "python3"):
-                argv[0] = sys.executable  # the server's interpreter, whatever it is called here
+@dataclass
+class Check:
+    """One thing the acceptance check runs."""
+
+    label: str
+    argv: list[str] = field(default_factory=list)  # a `$` command, with `python` as this interpreter
+    pytest: list[str] | None = None  # pytest arguments, run through the runner instead of argv
+    spec: bool = False  # the card creator's tests (root: the spec directory)
+    hidden: bool = False
+
+
+def is_test_file(name: str, kind: str) -> bool:
+    base = Path(name).name
+    return kind == "test" or (base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py")))
+
+
+def _command(text: str) -> list[str] | None:
+    text = text.strip().strip("`").strip()
+    if not text.startswith("$ "):
+        return None
+    try:
+        argv = shlex.split(text[2:])
+    except ValueError:
+        return None
+    return argv or None
+
+
+def _as_check(argv: list[str], label: str, spec: bool = False, hidden: bool = False) -> Check:
+    """`python -m pytest …` and `pytest …` go through the runner (per-test results); anything else runs
+    as written, with `python` meaning the server's interpreter."""
+    if argv[0] in ("python", "python3") and argv[1:3] == ["-m", "pytest"]:
+        return Check(label, pytest=argv[3:], spec=spec, hidden=hidden)
+    if argv[0] == "pytest":
+        return Check(label, pytest=argv[1:], spec=spec, hidden=hidden)
+    if argv[0] in ("python", "python3"):
+        argv = [sys.executable, *argv[1:]]
+    return Check(label, argv=argv, spec=spec, hidden=hidden)
+
+
+def checks(work: Work) -> list[Check]:
+    """What to run for this work: the creator's tests, then the author's commands or test files."""
+    found: list[Check] = []
+    tests = work.acceptance_tests
+    if tests is not None:
+        for text in tests.commands:
+            argv = _command(text if text.lstrip().startswith("$") else f"$ {text}")
             if argv:
-                found.append(argv)
-    if not found and any(Path(a.name).name.startswith("test_") or a.name.endswith("_test.py") or a.kind == "test"
-                         for a in work.artifacts):
-        found.append([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"])
+                found.append(_as_check(argv, "the card's acceptance command" + ("" if tests.hidden else
+                                       f" `{shlex.join(argv)}`"), spec=True, hidden=tests.hidden))
+        if not tests.commands and any(is_test_file(f.name, "test") for f in tests.files):
+            found.append(Check("the card's acceptance tests", pytest=[], spec=True, hidden=tests.hidden))
+    own = [argv for argv in map(_command, work.acceptance_criteria) if argv]
+    found += [_as_check(argv, f"`{shlex.join(argv)}`") for argv in own]
+    if not own and any(is_test_file(a.name, a.kind) for a in work.artifacts):
+        found.append(Check("pytest over the submitted tests", pytest=[]))
     return found
-
-
-def run_bounded(argv: list[str], cwd: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
-    """Run a command in its own process group and kill the whole group if it overruns, so nothing
-    it started outlives the check."""
-    if os.name == "nt":  # no process groups to kill there: the command alone is stopped
-        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    with subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as proc:
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-            raise
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 class AcceptanceCritic(Critic):
     backend = "acceptance"
 
-    def __init__(self, name: str, lens: str, enabled: bool, timeout: float):
+    def __init__(self, name: str, lens: str, box: Box | None, why_not: str, timeout: float, limits: Limits):
         super().__init__(name, lens)
-        self.enabled = enabled
+        self.box = box  # None: execution is off or impossible here, for the reason in why_not
+        self.why_not = why_not
         self.timeout = timeout
+        self.limits = limits
 
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
-        argvs = commands(work)
-        if not argvs:
-            raise Skipped("no acceptance command (an acceptance criterion like '$ python -m pytest -q') and no "
-                          "test artifact to run")
-        if not self.enabled:
-            raise Skipped("execution is disabled; the operator can enable it with review.execute = true "
-                          "(HIVEBOARD_REVIEW__EXECUTE=true)")
-        issues = []
+        todo = checks(work)
+        if not todo:
+            raise Skipped("no acceptance command (an acceptance criterion like '$ python -m pytest -q'), no test "
+                          "artifact and no acceptance tests on the card to run")
+        if self.box is None:
+            raise Unverified(f"{len(todo)} test run(s) could not run: {self.why_not}")
+        box = self.box
+        src = unique_paths([(a.name, a.content) for a in work.artifacts if a.kind != "link"])
+        spec = unique_paths([(f.name, f.content) for f in work.acceptance_tests.files]) \
+            if work.acceptance_tests else {}
+        issues: list[ReviewIssue] = []
+        results: list[str] = []
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="hiveboard-accept-") as tmp:
-            write_tree(Path(tmp), unique_paths([(a.name, a.content) for a in work.artifacts if a.kind != "link"]))
-            env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "PYTHONPATH": tmp, "PYTHONDONTWRITEBYTECODE": "1",
-                   "LANG": "C.UTF-8"}
-            for argv in argvs:
-                shown = shlex.join([Path(argv[0]).name if argv[0] == sys.executable else argv[0], *argv[1:]])
-                try:
-                    # one budget for all the commands, so the critic's deadline holds
-                    done = run_bounded(argv, tmp, env, max(1.0, self.timeout - (time.monotonic() - started)))
-                except subprocess.TimeoutExpired:
-                    issues.append(ReviewIssue(
-                        severity="critical", category="acceptance-timeout", rule=shown,
-                        description=f"`{shown}` did not finish within the acceptance check's {self.timeout:.0f} s",
-                        suggestion="make the tests finish (a hang or an endless loop?)"))
-                    continue
-                except OSError as exc:
-                    raise CriticFailed(f"could not start `{shown}`: {exc}") from exc
-                if done.returncode != 0:
-                    tail = (done.stdout + done.stderr)[-TAIL:]
-                    issues.append(ReviewIssue(
-                        severity="critical", category="acceptance-failed", rule=shown,
-                        description=f"`{shown}` exited with {done.returncode}:\n{tail}",
-                        suggestion="make the acceptance tests pass; run the same command locally"))
-        failed = {i.rule for i in issues}
-        verdict = "FAIL" if issues else "PASS"
-        summary = (f"{len(argvs) - len(failed)} of {len(argvs)} acceptance command(s) passed: "
-                   + ", ".join(shlex.join(a[1:]) if a[0] == sys.executable else shlex.join(a) for a in argvs))
-        return Critique(verdict=verdict, score=2 if issues else 10, summary=summary, issues=issues,
-                        resolutions=[Resolution(ref=i.ref or "", status="not_addressed" if i.rule in failed
-                                                else "resolved", note="") for i in earlier])
+        with box.session(src, spec) as session:
+            for check in todo:
+                left = max(1.0, self.timeout - (time.monotonic() - started))  # one budget for all the runs
+                found, result = self._run(box, session, check, left)
+                issues += found
+                results.append(f"{check.label}: {result}")
+        failed = {i.rule for i in issues}  # a check's issues carry its label (cut to a rule's length)
+        where = "in the sandbox" if box.isolated else "WITHOUT a sandbox (review.execute = \"unsafe\")"
+        if not box.isolated:
+            log.warning("task %s: acceptance tests ran without a sandbox (review.execute = \"unsafe\")", work.task_id)
+        passed = sum(1 for c in todo if c.label[:40] not in failed)
+        summary = f"{passed} of {len(todo)} test run(s) passed {where} ({box.name}): " + "; ".join(results)
+        return Critique(verdict="FAIL" if issues else "PASS", score=2 if issues else 10, summary=summary,
+                        issues=issues, resolutions=[Resolution(ref=i.ref or "", status="not_addressed"
+                                                               if i.rule in failed else "resolved", note="")
+                                                    for i in earlier])
+
+    def _run(self, box: Box, session: Session, check: Check, timeout: float) -> tuple[list[ReviewIssue], str]:
+        """Run one check; (issues, one-line result)."""
+        # the creator's checks run from their (read-only) files, the author's from the writable copy of the work
+        root = session.spec if check.spec else session.src
+        if check.pytest is not None:
+            runner = box.expose(session, RUNNER)
+            args = check.pytest or ["-q", root]
+            argv = [sys.executable, "-I", "-B", runner, root, session.src,
+                    *(["-c", "/dev/null"] if check.spec else []), *args]
+            out = box.run(session, argv, limits=self.limits, timeout=timeout, cwd=root, writable=True, report=True)
+        else:
+            out = box.run(session, check.argv, limits=self.limits, timeout=timeout, cwd=root, writable=True,
+                          env={"PYTHONPATH": session.src, "HIVEBOARD_WORK": session.src})
+        # a pytest run reports each test itself; any other command is judged by its exit and its output
+        limit = out.stopped(self.limits, timeout) if check.pytest is not None else out.why(self.limits, timeout)
+        if limit:
+            return [self._issue(check, "acceptance-limit" if not out.timed_out else "acceptance-timeout",
+                                f"{check.label} {limit}.", out, "make the tests finish within the limits (an endless "
+                                "loop, a fork bomb, a huge allocation or output?)")], limit
+        if check.pytest is None:
+            if out.returncode == 0:
+                return [], "passed"
+            return [self._issue(check, "acceptance-failed", f"{check.label} exited with {out.returncode}.", out,
+                                "make the acceptance command succeed; run it locally the same way")], \
+                f"exit {out.returncode}"
+        return self._pytest_result(check, out)
+
+    def _pytest_result(self, check: Check, out: Outcome) -> tuple[list[ReviewIssue], str]:
+        try:
+            report = json.loads(out.report)
+            counts, tests = dict(report["counts"]), dict(report["tests"])
+        except (ValueError, KeyError, TypeError):
+            hint = out.hint(self.limits)
+            return [self._issue(check, "acceptance-failed", f"{check.label} ended (exit {out.returncode}) without "
+                                "a test report: " + (f"it {hint}" if hint else "the run crashed, or the code under "
+                                                     "test ended the process"), out, "do not exit or kill the process from the code under test; make the tests "
+                                "importable and runnable")], "no report"
+        tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no tests"
+        bad = [(node, t) for node, t in tests.items() if t.get("outcome") in ("failed", "error")]
+        if not bad and out.returncode == 0 and counts.get("passed"):
+            return [], tally
+        if not bad:
+            why = "collected no test" if not counts else f"exited with {out.returncode}"
+            return [self._issue(check, "acceptance-failed", f"{check.label} {why} ({tally}).", out,
+                                "add tests that pytest collects (test_*.py files with test_ functions)")], tally
+        issues = []
+        for node, t in bad[:SHOWN_FAILURES]:
+            message = str(t.get("message") or "").strip()
+            if check.hidden:  # the test's code stays hidden: only its name and the kind of failure
+                message = message.split(":", 1)[0].split("\n", 1)[0][:80]
+            issues.append(ReviewIssue(
+                severity="critical", category="test-failed" if t.get("outcome") == "failed" else "test-error",
+                rule=check.label[:40], location=node[:300],
+                description=f"{node} {t.get('outcome')}: {message}"[:4000]
+                + ("" if check.hidden else f"\n{str(t.get('detail') or '')[-1500:]}"),
+                suggestion="make this test pass" + ("" if not check.spec else
+                                                    " (it is the card's own acceptance test; it cannot be changed)")))
+        if len(bad) > SHOWN_FAILURES:
+            issues.append(ReviewIssue(severity="critical", category="test-failed", rule=check.label[:40],
+                                      description=f"{len(bad) - SHOWN_FAILURES} more failing tests in {check.label}",
+                                      suggestion="call get_review for the run's totals"))
+        return issues, tally
+
+    def _issue(self, check: Check, category: str, text: str, out: Outcome, suggestion: str) -> ReviewIssue:
+        tail = "" if check.hidden else (out.stdout + out.stderr)[-TAIL:]
+        return ReviewIssue(severity="critical", category=category, rule=check.label[:40],
+                           description=(text + (f"\n{tail}" if tail.strip() else ""))[:4000], suggestion=suggestion)

@@ -17,6 +17,10 @@ class Skipped(Exception):
     """The critic has nothing to review here (e.g. no Python artifact); recorded as skipped, with why."""
 
 
+class Unverified(Exception):
+    """The work has tests the critic could not run (no sandbox here, or execution off); with why."""
+
+
 class CriticFailed(Exception):
     """The critic could not deliver a critique; recorded as an error with this message."""
 

@@ -3,7 +3,7 @@
 Everything here can be changed in the `[review]` table of hiveboard's config.toml (see README):
 task types map to lenses, lenses carry a rubric, critics bind a lens to a backend (and, for LLM
 critics, a model and endpoint each). The defaults run offline: ruff and bandit on Python artifacts,
-and the acceptance check once the operator enables execution.
+and the acceptance check, which runs the card's tests in the OS sandbox (critics/sandbox.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
+
+from .sandbox import Limits
 
 # When critics contradict, the lens earlier in this list wins (seed 000: safety > correctness > style).
 PRECEDENCE: tuple[str, ...] = ("security", "correctness", "accuracy", "performance", "tests", "docs", "clarity",
@@ -114,8 +116,15 @@ class ReviewConfig(BaseModel):
     max_rounds: int = Field(3, ge=1, le=20, description="FAIL rounds before the card goes to needs_human")
     critic_timeout: float = Field(120, gt=0, le=3600, description="seconds a critic may take")
     repair_attempts: int = Field(2, ge=0, le=5, description="re-asks of a model whose critique was malformed")
-    execute: bool = Field(False, description="allow the acceptance check to run the card's tests or command")
-    execute_timeout: float = Field(120, gt=0, le=3600)
+    execute: Literal["sandbox", "off", "unsafe"] = Field(
+        "sandbox", description="the acceptance check runs the card's tests: in the OS sandbox where one works "
+        "(sandbox), never (off), or as a plain subprocess of the server (unsafe: only for agents you trust as much "
+        "as yourself)")
+    unverified: Literal["needs_human", "pass"] = Field(
+        "needs_human", description="work whose tests could not run (no sandbox, execution off) that the other "
+        "critics passed: to a human (needs_human), or to done marked unverified (pass)")
+    execute_timeout: float = Field(120, gt=0, le=3600, description="seconds for all of a round's test runs")
+    limits: Limits = Field(default_factory=Limits, description="what one sandboxed command may use")
     on_critic_failure: Literal["needs_human", "pass"] = Field(
         "needs_human", description="work the critics that ran passed, while a lens's critics all errored or "
         "timed out: needs_human (default), or pass it")
@@ -130,6 +139,16 @@ class ReviewConfig(BaseModel):
     critics: dict[str, CriticConfig] = Field({}, description="name → critic (merged over the built-in ones)")
     llm: Endpoint | None = Field(None, description="a default LLM critic for every lens that has none")
     synthesis: SynthesisConfig = SynthesisConfig()
+
+    @field_validator("execute", mode="before")
+    @classmethod
+    def _execute_flag(cls, value):
+        """The earlier true/false: true now means run in the sandbox, never unsandboxed."""
+        if isinstance(value, bool):
+            return "sandbox" if value else "off"
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return "sandbox" if value.lower() == "true" else "off"
+        return value
 
     @field_validator("critics", mode="before")
     @classmethod

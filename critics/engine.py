@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -24,9 +25,10 @@ from hiveboard.board.reviews import judged
 from hiveboard.memory.service import Memory
 
 from .acceptance import AcceptanceCritic
-from .base import Critic, CriticFailed, CriticTimeout, Skipped, Work
+from .base import Critic, CriticFailed, CriticTimeout, Skipped, Unverified, Work
 from .config import PRECEDENCE, Endpoint, ReviewConfig
 from .llm import LLMCritic, LLMSynthesiser
+from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
 from .synthesis import convergence_summary, synthesise
 
@@ -35,19 +37,54 @@ MAX_ATTEMPTS = 3  # a job whose run crashed this often goes to a human instead o
 LESSONS_PER_REVIEW = 10
 
 
-def build_critics(config: ReviewConfig) -> dict[str, Critic]:
-    """The configured critics, built-in ones included, by name."""
+def execution(config: ReviewConfig, sandbox: Detected) -> tuple[Box | None, str]:
+    """Where the acceptance check runs (None: nowhere), and why, for the operator and the critique."""
+    if config.execute == "off":
+        return None, "review.execute = \"off\""
+    if config.execute == "unsafe":
+        return Bare(), "review.execute = \"unsafe\": tests run as plain subprocesses of the server, NOT sandboxed"
+    if sandbox.box is None:
+        return None, f"no sandbox works here: {sandbox.reason}"
+    return sandbox.box, f"tests run in the {sandbox.box.name} sandbox"
+
+
+def execution_line(config: ReviewConfig, sandbox: Detected) -> str:
+    """One line on where submitted tests run and what happens to work whose tests cannot run."""
+    box, why = execution(config, sandbox)
+    if box is not None and box.isolated:
+        return f"execution: sandbox ({why})"
+    if box is not None:
+        return f"execution: UNSAFE ({why})"
+    then = ("goes to needs_human" if config.unverified == "needs_human" else
+            "passes marked unverified (review.unverified = \"pass\")")
+    return f"execution: off ({why}); work with tests {then}"
+
+
+def describe(config: ReviewConfig, sandbox: Detected, critics: dict[str, Critic]) -> str:
+    """The critics that will run, and the execution line."""
+    parts = [f"{c.name} ({c.lens}, {c.backend}{': ' + c.model if c.model else ''})" for c in critics.values()]
+    if not any(c.backend == "llm" for c in critics.values()):
+        parts.append("no LLM critic configured")
+    return "review critics: " + "; ".join(parts) + f"\nhiveboard: {execution_line(config, sandbox)}"
+
+
+def build_critics(config: ReviewConfig, sandbox: Detected) -> dict[str, Critic]:
+    """The configured critics, built-in ones included, by name. Analysers read the work in the sandbox
+    when there is one, else in a bare subprocess (they never run it); the acceptance check as `execution`
+    says."""
     critics: dict[str, Critic] = {}
+    reader = sandbox.box or Bare()
+    runner, why_not = execution(config, sandbox)
     for name, c in config.all_critics().items():
         timeout = c.timeout or config.critic_timeout
         critic: Critic
         if c.backend == "ruff":
-            critic = RuffCritic(name, c.lens, timeout, c.rules)
+            critic = RuffCritic(name, c.lens, timeout, reader, config.limits, c.rules)
         elif c.backend == "bandit":
-            critic = BanditCritic(name, c.lens, timeout)
+            critic = BanditCritic(name, c.lens, timeout, reader, config.limits)
         elif c.backend == "acceptance":
             timeout = c.timeout or config.execute_timeout
-            critic = AcceptanceCritic(name, c.lens, config.execute, timeout)
+            critic = AcceptanceCritic(name, c.lens, runner, why_not, timeout, config.limits)
         else:
             endpoint = Endpoint(model=c.model, base_url=c.base_url, api_key_env=c.api_key_env, timeout=c.timeout,
                                 temperature=c.temperature)
@@ -67,11 +104,14 @@ class ReviewEngine:
     """Runs one review round of a card."""
 
     def __init__(self, board: Board, config: ReviewConfig, memory: Memory | None = None,
-                 critics: dict[str, Critic] | None = None):
+                 critics: dict[str, Critic] | None = None, hidden: list | None = None):
+        """`hidden`: paths the sandbox must not show (the data directory and config; the board's database
+        directory is always hidden)."""
         self.board = board
         self.config = config
         self.memory = memory
-        self.critics = critics if critics is not None else build_critics(config)
+        self.sandbox = detect([Path(board.store.path).resolve().parent, *(Path(p) for p in hidden or [])])
+        self.critics = critics if critics is not None else build_critics(config, self.sandbox)
         synth = config.synthesis
         self.synthesiser = LLMSynthesiser(synth.endpoint, config.critic_timeout, config.repair_attempts, PRECEDENCE) \
             if synth.backend == "llm" and synth.endpoint else None
@@ -81,14 +121,8 @@ class ReviewEngine:
         return self.config.enabled
 
     def describe(self) -> str:
-        """Which critics will run, for the operator's log."""
-        parts = [f"{c.name} ({c.lens}, {c.backend}{': ' + c.model if c.model else ''})" for c in self.critics.values()
-                 if not (isinstance(c, AcceptanceCritic) and not c.enabled)]
-        if not self.config.execute:
-            parts.append("acceptance check off (review.execute = false)")
-        if not any(c.backend == "llm" for c in self.critics.values()):
-            parts.append("no LLM critic configured")
-        return "review critics: " + "; ".join(parts)
+        """Which critics will run and where tests run, for the operator's log."""
+        return describe(self.config, self.sandbox, self.critics)
 
     # ----------------------------------------------------------------- one round
 
@@ -112,6 +146,8 @@ class ReviewEngine:
             critique = _judged(critic.review(work, earlier), earlier)
         except Skipped as exc:
             status, error = "skipped", str(exc)
+        except Unverified as exc:
+            status, error = "unverified", str(exc)
         except CriticTimeout as exc:
             status, error = "timeout", str(exc)
         except CriticFailed as exc:
@@ -256,10 +292,22 @@ class ReviewEngine:
                                    f"{', '.join(broken)} could not be reviewed ({ran}); a human decides "
                                    "(review.on_critic_failure = \"pass\" lets such work through).\n"
                                    + "\n".join(f"- {c.critic}: {c.status}: {c.error}" for c in failed))
+        unverified = [c for c in critiques if c.status == "unverified"]
+        if unverified:
+            synthesis.unverified = "; ".join(f"{c.critic}: {c.error}" for c in unverified)
+        if synthesis.verdict == "PASS" and unverified and self.config.unverified == "needs_human":
+            synthesis.verdict = "FAIL"
+            synthesis.note = "; ".join(x for x in (synthesis.note, "the work's tests could not run, so it is not "
+                                                   "passed as tested") if x)
+            return "needs_human", (f"task {job.task_id}: the critics that ran passed the work, but its tests could "
+                                   f"not run ({synthesis.unverified}); a human decides ({ran}). The operator can "
+                                   "install bubblewrap (see hiveboard doctor), or set review.unverified = \"pass\" "
+                                   "to pass such work marked unverified.")
         if synthesis.verdict == "PASS":
             head = f"task {job.task_id} passed review round {job.round}" + (
                 f" (score {synthesis.score}/10)" if synthesis.score is not None else
-                " without review: no critic could review this work") + f"; {ran}"
+                " without review: no critic could review this work") + (
+                f"; UNVERIFIED: its tests did not run ({synthesis.unverified})" if unverified else "") + f"; {ran}"
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
         if job.round >= self.config.max_rounds:
             rounds = [r.critiques for r in self.board.reviews.rounds(job.task_id, reveal=True) if r.round <= job.round]

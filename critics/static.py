@@ -1,39 +1,40 @@
 """Static analysers as critics: ruff (correctness and style) and bandit (security), the real tools.
 
-Each writes the work's Python files into a temporary directory, runs the analyser there as a
-subprocess (it never imports or executes the code), and maps the findings into the critique schema.
+Each hands the work's Python files to the sandbox (critics/sandbox.py) and runs the analyser there on a
+read-only view of them, as an isolated interpreter from an empty directory, so nothing submitted is
+ever importable; the findings are mapped into the critique schema.
 In later rounds an earlier finding is resolved when the same rule no longer fires in the same file.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 from hiveboard.board import Critique, ReviewIssue, Resolution
 
-from .base import Critic, CriticFailed, CriticTimeout, Skipped, Work, python_sources, verdict_of, write_tree
+from .base import Critic, CriticFailed, CriticTimeout, Skipped, Work, python_sources, verdict_of
 from .config import RUFF_RULES
+from .sandbox import Box, Limits, Session
 
 
-def _run(cmd: list[str], cwd: Path, timeout: float) -> str:
-    """Run an analyser from `cwd`, an empty directory outside the artifact tree, with a scrubbed environment:
-    nothing submitted is on its import path, and none of the server's secrets are in its environment."""
-    env = {"PATH": os.defpath, "HOME": str(cwd), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+REPORT_KB = 16 * 1024  # an analyser's JSON report is kept whole up to this size
+
+
+def _run(box: Box, session: Session, cmd: list[str], timeout: float, limits: Limits) -> str:
+    """Run an analyser in the box from the session's empty run directory; its JSON report."""
     try:
-        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        raise CriticTimeout(f"{Path(cmd[0]).name} took longer than {timeout:.0f} s") from exc
+        out = box.run(session, cmd, limits=limits.model_copy(update={"output_kb": REPORT_KB}), timeout=timeout)
     except OSError as exc:
         raise CriticFailed(f"could not run {cmd[0]}: {exc}") from exc
-    if not done.stdout.strip():
-        raise CriticFailed(f"{' '.join(cmd[:3])} exited {done.returncode} without a report: {done.stderr[-1000:]}")
-    return done.stdout
+    if out.timed_out:
+        raise CriticTimeout(f"{Path(cmd[0]).name} took longer than {timeout:.0f} s")
+    if not out.stdout.strip() or out.dropped:
+        why = out.why(limits, timeout) or out.stderr[-1000:]
+        raise CriticFailed(f"{Path(cmd[0]).name} exited {out.returncode} without a whole report: {why}")
+    return out.stdout
 
 
 def resolutions(earlier: list[ReviewIssue], now: list[ReviewIssue]) -> list[Resolution]:
@@ -53,7 +54,7 @@ def resolutions(earlier: list[ReviewIssue], now: list[ReviewIssue]) -> list[Reso
     return out
 
 
-def _relative(name: str, root: Path) -> str:
+def _relative(name: str, root: str) -> str:
     path = Path(name)
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
 
@@ -61,12 +62,18 @@ def _relative(name: str, root: Path) -> str:
 class StaticCritic(Critic):
     """A critic whose backend is an analyser run over the work's Python files."""
 
-    def __init__(self, name: str, lens: str, timeout: float):
+    def __init__(self, name: str, lens: str, timeout: float, box: Box, limits: Limits):
         super().__init__(name, lens)
         self.timeout = timeout
+        self.box = box
+        self.limits = limits
 
-    def findings(self, root: Path, files: list[str], cwd: Path) -> list[ReviewIssue]:
-        """Findings for `files` (absolute paths under `root`), the analyser running from `cwd`."""
+    def command(self, session: Session, files: list[str]) -> list[str]:
+        """The analyser's command line over `files` (absolute paths under session.src)."""
+        raise NotImplementedError
+
+    def parse(self, report: str, root: str) -> list[ReviewIssue]:
+        """Findings from the analyser's report; file names relative to `root`."""
         raise NotImplementedError
 
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
@@ -74,11 +81,10 @@ class StaticCritic(Critic):
         if not files:
             raise Skipped(f"{self.backend} reviews Python files; this work has none (no *.py artifact or "
                           "```python block)")
-        with tempfile.TemporaryDirectory(prefix="hiveboard-review-") as tmp:
-            root, cwd = Path(tmp) / "src", Path(tmp) / "run"
-            cwd.mkdir()
-            write_tree(root, files)
-            issues = self.findings(root, [str(root / f) for f in sorted(files)], cwd)
+        with self.box.session(files) as session:
+            report = _run(self.box, session, self.command(session, [f"{session.src}/{f}" for f in sorted(files)]),
+                          self.timeout, self.limits)
+            issues = self.parse(report, session.src)
         verdict, score = verdict_of(issues)
         counts = Counter(i.severity for i in issues)
         summary = (f"{self.backend} checked {len(files)} Python file(s) for {self.lens}: "
@@ -90,19 +96,21 @@ class StaticCritic(Critic):
 class RuffCritic(StaticCritic):
     backend = "ruff"
 
-    def __init__(self, name: str, lens: str, timeout: float, rules: list[str] | None = None):
-        super().__init__(name, lens, timeout)
+    def __init__(self, name: str, lens: str, timeout: float, box: Box, limits: Limits,
+                 rules: list[str] | None = None):
+        super().__init__(name, lens, timeout, box, limits)
         self.rules = rules or RUFF_RULES.get(lens) or RUFF_RULES["correctness"]
 
-    def findings(self, root: Path, files: list[str], cwd: Path) -> list[ReviewIssue]:
+    def command(self, session: Session, files: list[str]) -> list[str]:
         from ruff.__main__ import find_ruff_bin  # the ruff binary installed with the package
 
         # files named one by one: ruff's default excludes (.git, venv, …) must not hide an artifact
-        report = json.loads(_run([find_ruff_bin(), "check", "--isolated", "--no-cache", "--exit-zero",
-                                  "--output-format", "json", "--line-length", "120", "--select",
-                                  ",".join(self.rules), "--", *files], cwd, self.timeout))
+        return [self.box.expose(session, Path(find_ruff_bin())), "check", "--isolated", "--no-cache", "--exit-zero",
+                "--output-format", "json", "--line-length", "120", "--select", ",".join(self.rules), "--", *files]
+
+    def parse(self, report: str, root: str) -> list[ReviewIssue]:
         issues = []
-        for f in report:
+        for f in json.loads(report):
             code = f.get("code") or "syntax"
             issues.append(ReviewIssue(
                 severity=self._severity(code), category=f.get("name") or code, rule=code,
@@ -141,11 +149,13 @@ class BanditCritic(StaticCritic):
     SEVERITY = {("HIGH", "HIGH"): "critical", ("HIGH", "MEDIUM"): "critical", ("HIGH", "LOW"): "major",
                 ("MEDIUM", "HIGH"): "major", ("MEDIUM", "MEDIUM"): "major", ("MEDIUM", "LOW"): "minor"}
 
-    def findings(self, root: Path, files: list[str], cwd: Path) -> list[ReviewIssue]:
+    def command(self, session: Session, files: list[str]) -> list[str]:
         # -I: an isolated interpreter, so no submitted `yaml.py` or `bandit/` is importable; -x: bandit's
         # default excludes would skip .git etc.
-        report = json.loads(_run([sys.executable, "-I", "-m", "bandit", "-q", "-f", "json", "-x", "/nowhere", "--",
-                                  *files], cwd, self.timeout))
+        return [sys.executable, "-I", "-m", "bandit", "-q", "-f", "json", "-x", "/nowhere", "--", *files]
+
+    def parse(self, text: str, root: str) -> list[ReviewIssue]:
+        report = json.loads(text)
         issues = []
         for r in report.get("results", []):
             severity = self.SEVERITY.get((r["issue_severity"], r["issue_confidence"]), "minor")

@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from hiveboard.board.messages import Message, MessagePage, NewMessage, Subscription
 from hiveboard.board import (
+    AcceptanceTests,
     Artifact,
     Board,
     BoardError,
@@ -148,6 +149,8 @@ def _trim(task: Task, full: bool) -> Task:
     return task.model_copy(update=dict(
         output=cut(task.output),
         artifacts=[a.model_copy(update=dict(content=cut(a.content))) for a in task.artifacts],
+        acceptance_tests=task.acceptance_tests and task.acceptance_tests.model_copy(update=dict(
+            files=[f.model_copy(update=dict(content=cut(f.content))) for f in task.acceptance_tests.files])),
     ))
 
 
@@ -248,22 +251,27 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         depends_on: Annotated[list[Annotated[int, Field(ge=1, le=MAX_ID)]], Field(description="ids of tasks that must be done first")] = [],
         acceptance_criteria: Annotated[list[str], Field(description="checkable statements of done")] = [],
         assignee: Annotated[str | None, Field(description="reserve the card for this agent")] = None,
+        acceptance_tests: Annotated[AcceptanceTests | None, Field(
+            description="tests that review runs against the claimer's work in the sandbox and the claimer cannot "
+            "change: files (pytest) and/or '$ …' commands; hidden=true shows the claimer only that they exist")] = None,
     ) -> TaskSummary:
         """Add a card to the todo column."""
         actor = identity.require(ctx)
         return _summary(board.create(actor, NewTask(
             title=title, description=description, task_type=task_type, priority=priority, labels=labels,
-            depends_on=depends_on, acceptance_criteria=acceptance_criteria, assignee=assignee)))
+            depends_on=depends_on, acceptance_criteria=acceptance_criteria, assignee=assignee,
+            acceptance_tests=acceptance_tests)))
 
     @mcp.tool(annotations=READ)
     @board_errors
     def get_task(
+        ctx: Context,
         task_id: TaskId,
         full: Annotated[bool, Field(description="include long output and artifacts in full")] = False,
         history: Annotated[int, Field(description="how many recent history entries", ge=0, le=100)] = 20,
     ) -> Task:
         """One card in full: fields, dependencies, output, artifacts and its history of transitions."""
-        return _trim(board.get(task_id, history=history), full)
+        return _trim(board.get(task_id, history=history, viewer=identity.current(ctx)), full)
 
     @mcp.tool(annotations=READ)
     @board_errors

@@ -122,7 +122,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def review_engine(settings: Settings, board: Board, memory: Memory | None) -> ReviewEngine | None:
-    return ReviewEngine(board, settings.review, memory) if settings.review.enabled else None
+    if not settings.review.enabled:
+        return None
+    return ReviewEngine(board, settings.review, memory, hidden=private_paths(settings))
+
+
+def private_paths(settings: Settings) -> list:
+    """What the review sandbox must never show: the data directory, the database and the config file."""
+    return [settings.home, settings.db_path, config_file()]
 
 
 def start_review_worker(settings: Settings, board: Board, memory: Memory) -> ReviewWorker | None:
@@ -135,6 +142,9 @@ def start_review_worker(settings: Settings, board: Board, memory: Memory) -> Rev
               "completed cards wait in review until a process that has one picks them up", file=sys.stderr)
         return None
     print(f"hiveboard: {engine.describe()}", file=sys.stderr, flush=True)
+    if settings.review.execute == "unsafe":
+        log.warning("review.execute = \"unsafe\": submitted tests run on this machine as this user, with no "
+                    "sandbox; use it only for agents you trust as much as yourself")
     return ReviewWorker(engine, threads=settings.review_workers).start()
 
 
@@ -215,6 +225,48 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """What this machine gives review: the sandbox, where tests run, the analysers; 1 if the configured
+    execution cannot be honoured here."""
+    import importlib.util
+    import platform
+    import shutil
+    import subprocess
+
+    from hiveboard.critics.engine import build_critics, describe, execution
+    from hiveboard.critics.sandbox import detect
+
+    settings = _settings(args)
+    review = settings.review
+    print(f"hiveboard doctor — Python {platform.python_version()} on {platform.system()} {platform.release()}")
+    print(f"data: {settings.db_path}; config: {config_file()} ({'found' if config_file().exists() else 'none'})")
+    sandbox = detect(private_paths(settings))
+    bwrap = shutil.which("bwrap")
+    if bwrap:
+        version = subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip()
+        print(f"bubblewrap: {bwrap} ({version})")
+    print(f"sandbox: {sandbox.reason}")
+    if sandbox.box is not None and sandbox.box.name == "bubblewrap":
+        print("  new pid, network, ipc, uts and mount namespaces; " + (
+            "running as root: commands drop to uid 65534 (nobody) inside" if os.geteuid() == 0 else
+            "a user namespace for this user"))
+        limits = review.limits
+        print(f"  limits: {limits.cpu_seconds} s CPU, {limits.memory_mb} MB address space, {limits.processes} "
+              f"processes, {limits.file_mb} MB per file, {limits.open_files} open files, {limits.work_mb} MB work "
+              f"space, {review.execute_timeout:.0f} s wall clock")
+    pytest_found = importlib.util.find_spec("pytest") is not None
+    print(f"pytest for acceptance runs: {'installed' if pytest_found else 'MISSING (pip install pytest)'}")
+    print(f"review: {'on' if review.enabled else 'off (review.enabled = false)'}; review.execute = "
+          f"\"{review.execute}\"; review.unverified = \"{review.unverified}\"")
+    print(describe(review, sandbox, build_critics(review, sandbox)).replace("\nhiveboard: ", "\n"))
+    box, why = execution(review, sandbox)
+    if review.execute == "sandbox" and box is None:
+        print("hiveboard: the acceptance check cannot run here; install bubblewrap (apt-get install bubblewrap) "
+              "or see the README's Sandbox section", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_reindex(args: argparse.Namespace) -> int:
     settings = _settings(args)
     board = open_board(settings)
@@ -268,6 +320,9 @@ def parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tools", help="list the MCP tools and their context cost in tokens")
     t.set_defaults(fn=cmd_tools)
+
+    d = sub.add_parser("doctor", help="check the review sandbox and say where submitted tests run, and why")
+    d.set_defaults(fn=cmd_doctor)
     return p
 
 

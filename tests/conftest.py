@@ -146,6 +146,7 @@ def http_server(tmp_path: Path):
         wait_for_port(port, proc)
         return f"http://127.0.0.1:{port}/mcp"
 
+    start.procs = procs  # the server processes, newest last (tests that need a server's pid)
     yield start
     for proc in procs:
         proc.terminate()
@@ -196,3 +197,18 @@ def reviewer(board):
     yield start
     for worker in workers:
         worker.stop()
+
+
+# ---------------------------------------------------------------- the review sandbox
+
+def _sandbox():
+    from hiveboard.critics.sandbox import detect
+
+    found = detect()
+    if found.box is None and os.environ.get("HIVEBOARD_REQUIRE_SANDBOX"):
+        raise RuntimeError(f"HIVEBOARD_REQUIRE_SANDBOX is set but no sandbox works here: {found.reason}")
+    return found
+
+
+SANDBOX = _sandbox()
+needs_sandbox = pytest.mark.skipif(SANDBOX.box is None, reason=f"no usable sandbox here: {SANDBOX.reason}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import call, call_error
+from conftest import call, call_error, needs_sandbox
 from hiveboard.critics.config import ReviewConfig
 from reviewing import critic, hand_in, verdict
 
@@ -88,28 +88,71 @@ CALC_FIXED = "def add(a, b):\n    return a + b\n"
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 
 
-async def test_acceptance_tests_run_only_when_execution_is_enabled(connect, reviewer, tmp_path):
+def spying(marker) -> str:
+    """TEST, writing a marker file on the server's disk first (the path hex-encoded: bandit flags /tmp)."""
+    return (f"import pathlib\n\npathlib.Path(bytes.fromhex({str(marker).encode().hex()!r}).decode()).write_text('ran')"
+            f"\n{TEST}")
+
+
+async def test_tests_that_cannot_run_send_the_card_to_a_human(connect, reviewer, tmp_path):
     marker = tmp_path / "executed"
-    spy = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n" + TEST
-    engine = reviewer()
+    spy = spying(marker)
+    engine = reviewer(ReviewConfig(execute="off"))
     async with connect("alice", review=engine) as c:
-        card = await hand_in(c, artifacts=[py("calc.py", CALC), {"name": "test_calc.py", "kind": "test",
-                                                                 "content": spy}])
+        card = await hand_in(c, artifacts=[py("calc.py", CALC_FIXED), {"name": "test_calc.py", "kind": "test",
+                                                                       "content": spy}])
         round1 = (await verdict(c, card["id"]))["rounds"][0]
         acceptance = critic(round1, "acceptance")
-        assert acceptance["status"] == "skipped" and "review.execute = true" in acceptance["error"]
+        assert acceptance["status"] == "unverified" and 'review.execute = "off"' in acceptance["error"]
+        assert round1["outcome"] == "needs_human" and round1["synthesis"]["unverified"], round1["synthesis"]["brief"]
+        task = await call(c, "get_task", task_id=card["id"])
+        assert task["status"] == "needs_human" and "tests could not run" in task["blocked_reason"]
         assert not marker.exists()  # submitted code was never executed
+        assert (await call(c, "board_stats"))["unverified_needs_human"] == 1
 
 
+async def test_untested_work_can_pass_marked_unverified(connect, reviewer):
+    engine = reviewer(ReviewConfig(execute="off", unverified="pass"))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("calc.py", CALC), {"name": "test_calc.py", "kind": "test",
+                                                                 "content": TEST}])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        assert round1["outcome"] == "done" and "could not run" in round1["synthesis"]["unverified"]
+        task = await call(c, "get_task", task_id=card["id"])
+        assert task["status"] == "done" and task["unverified"]
+        listed = await call(c, "list_tasks", status="done")
+        assert listed["tasks"][0]["unverified"]
+        approval = await call(c, "get_messages", intent="approval", full=True)
+        assert "UNVERIFIED" in approval["messages"][0]["content"]
+        assert (await call(c, "board_stats"))["unverified_passed"] == 1
+
+
+@needs_sandbox
+async def test_the_default_runs_tests_in_the_sandbox(connect, reviewer, tmp_path):
+    marker = tmp_path / "executed"
+    spy = spying(marker)
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("calc.py", CALC_FIXED), {"name": "test_calc.py", "kind": "test",
+                                                                       "content": spy}])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        acceptance = critic(round1, "acceptance")
+        # the test ran, and its write to the server's disk did not get out of the sandbox
+        assert acceptance["status"] == "ok" and acceptance["verdict"] == "FAIL", acceptance
+        assert "in the sandbox" in acceptance["summary"] and "FileNotFoundError" in str(acceptance["issues"])
+        assert not marker.exists()
+
+
+@needs_sandbox
 async def test_failing_acceptance_tests_fail_the_review_then_pass_once_fixed(connect, reviewer):
-    engine = reviewer(ReviewConfig(execute=True, execute_timeout=60))
+    engine = reviewer(ReviewConfig(execute_timeout=60))
     async with connect("alice", review=engine) as c:
         tests = {"name": "test_calc.py", "kind": "test", "content": TEST}
         card = await hand_in(c, artifacts=[py("calc.py", CALC), tests])
         round1 = (await verdict(c, card["id"]))["rounds"][0]
         acceptance = critic(round1, "acceptance")
         assert acceptance["status"] == "ok" and acceptance["verdict"] == "FAIL"
-        assert acceptance["issues"][0]["category"] == "acceptance-failed"
+        assert acceptance["issues"][0]["category"] == "test-failed"
         assert "assert -1 == 5" in acceptance["issues"][0]["description"]
         assert round1["verdict"] == "FAIL" and round1["synthesis"]["issues"][0]["severity"] == "critical"
 
@@ -120,8 +163,9 @@ async def test_failing_acceptance_tests_fail_the_review_then_pass_once_fixed(con
         assert critic(round2, "acceptance")["resolutions"][0]["status"] == "resolved"
 
 
+@needs_sandbox
 async def test_an_acceptance_command_from_the_card_is_run(connect, reviewer):
-    engine = reviewer(ReviewConfig(execute=True))
+    engine = reviewer()
     async with connect("alice", review=engine) as c:
         card = await hand_in(c, artifacts=[py("tool.py", "import sys\nsys.exit(3)\n")],
                              criteria=["exits cleanly", "$ python tool.py"])
@@ -150,8 +194,9 @@ async def test_no_artifact_hides_behind_another_name(connect, reviewer):
         assert "3 Python file(s)" in bandit["summary"]
 
 
+@needs_sandbox
 async def test_clashing_artifact_paths_still_get_their_tests_run(connect, reviewer):
-    engine = reviewer(ReviewConfig(execute=True))
+    engine = reviewer()
     async with connect("alice", review=engine) as c:
         card = await hand_in(c, artifacts=[py("calc.py", CALC), {"name": "test_calc.py", "kind": "test", "content": TEST},
                                            {"name": "notes", "kind": "text", "content": "a"},

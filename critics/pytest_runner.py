@@ -1,0 +1,69 @@
+"""Runs pytest inside the review sandbox and writes a JSON report to the pipe in HIVEBOARD_REPORT_FD.
+
+Started as a script (`python -I pytest_runner.py ROOT SRC [pytest args]`) inside the sandbox; the
+server never imports it. The submitted files (SRC) go on the import path after the standard library
+and the installed packages, so a submitted `pytest.py` or `json.py` cannot stand in for them; ROOT is
+pytest's root and the last directory it reads conftest.py files from, so when the card creator's
+tests run, a submitted conftest.py outside them is not read. The code under test runs in this same process and could forge a
+report; a run that ends without one (e.g. the code called os._exit) is reported as such by the critic.
+"""
+
+import json
+import os
+import sys
+
+MESSAGE = 600  # characters of a failure's message kept
+DETAIL = 2500  # characters of a failure's full report kept
+
+
+class Report:
+    def __init__(self):
+        self.tests = {}
+        self.collected = 0
+
+    def pytest_collection_finish(self, session):
+        self.collected = len(session.items)
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.tests[report.nodeid or "collection"] = self._entry("error", report)
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or report.outcome != "passed":
+            outcome = "error" if report.failed and report.when != "call" else report.outcome
+            if report.nodeid not in self.tests or self.tests[report.nodeid]["outcome"] == "passed":
+                self.tests[report.nodeid] = self._entry(outcome, report)
+
+    @staticmethod
+    def _entry(outcome, report):
+        entry = {"outcome": outcome}
+        if outcome in ("failed", "error"):
+            crash = getattr(report.longrepr, "reprcrash", None)
+            entry["message"] = (crash.message if crash is not None else str(report.longrepr).strip().splitlines()[-1]
+                                if str(report.longrepr).strip() else "")[:MESSAGE]
+            text = report.longreprtext or ""
+            entry["detail"] = text[-DETAIL:]
+        return entry
+
+    def result(self, exitstatus):
+        counts = {}
+        for entry in self.tests.values():
+            counts[entry["outcome"]] = counts.get(entry["outcome"], 0) + 1
+        return {"exitstatus": int(exitstatus), "collected": self.collected, "counts": counts, "tests": self.tests}
+
+
+def main():
+    root, src, *args = sys.argv[1:]
+    fd = int(os.environ.pop("HIVEBOARD_REPORT_FD"))
+    sys.path.append(src)
+    import pytest
+
+    report = Report()
+    code = pytest.main(["-p", "no:cacheprovider", "--rootdir", root, "--confcutdir", root, *args], plugins=[report])
+    with os.fdopen(fd, "w") as out:
+        json.dump(report.result(code), out)
+    sys.exit(int(code))
+
+
+if __name__ == "__main__":
+    main()
