@@ -133,7 +133,11 @@ class Session:
 
 
 LAUNCHER = """
-import os, resource, shutil, sys
+import os, shutil, sys
+try:
+    import resource
+except ImportError:  # Windows: no rlimits to set
+    resource = None
 cpu, mem, nproc, fsize, nofile, drop = (int(x) for x in sys.argv[1].split(","))
 work = sys.argv[2]
 if work:  # the submitted files onto the writable work tmpfs, before any of them can run
@@ -142,8 +146,9 @@ if work:  # the submitted files onto the writable work tmpfs, before any of them
         for root, dirs, files in os.walk(work + "/src"):
             for name in [root, *(os.path.join(root, n) for n in files)]:
                 os.chown(name, drop, drop)
-for res, value in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc),
-                   (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)):
+for res, value in () if resource is None else (
+        (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_AS, mem), (resource.RLIMIT_NPROC, nproc),
+        (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)):
     if value >= 0:  # -1: leave as it is
         resource.setrlimit(res, (value, value + 1 if res == resource.RLIMIT_CPU else value))
 if drop:
@@ -219,6 +224,8 @@ class Box(ABC):
             if write_fd is not None:
                 os.close(write_fd)
         try:
+            if os.name == "nt":  # no select() on pipes there: read to the end, then cap
+                return _communicate(proc, limits, timeout, started)
             return _collect(proc, read_fd, limits, timeout, started)
         finally:
             if read_fd is not None:
@@ -275,6 +282,21 @@ def _collect(proc: subprocess.Popen, report_fd: int | None, limits: Limits, time
                    stdout=bufs["out"].decode("utf-8", "replace"), stderr=bufs["err"].decode("utf-8", "replace"),
                    report=bufs["report"].decode("utf-8", "replace"), seconds=time.monotonic() - started,
                    dropped=dropped)
+
+
+def _communicate(proc: subprocess.Popen, limits: Limits, timeout: float, started: float) -> Outcome:
+    """Windows: the command's whole output, then its tails (no report pipe there)."""
+    keep = limits.output_kb * 1024
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        timed_out = True
+    return Outcome(returncode=None if timed_out else proc.returncode, timed_out=timed_out,
+                   stdout=out[-keep:].decode("utf-8", "replace"), stderr=err[-keep:].decode("utf-8", "replace"),
+                   seconds=time.monotonic() - started, dropped=max(0, len(out) + len(err) - 2 * keep))
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
