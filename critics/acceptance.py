@@ -25,7 +25,7 @@ from pathlib import Path
 
 from hiveboard.board import Critique, ReviewIssue, Resolution
 
-from .base import Critic, Skipped, Unverified, Work, unique_paths
+from .base import Critic, Skipped, Unverified, Work, is_test_file, unique_paths
 from .sandbox import Box, Limits, Outcome, Session
 
 log = logging.getLogger("hiveboard.critics")
@@ -43,11 +43,6 @@ class Check:
     pytest: list[str] | None = None  # pytest arguments, run through the runner instead of argv
     spec: bool = False  # the card creator's tests (root: the spec directory)
     hidden: bool = False
-
-
-def is_test_file(name: str, kind: str) -> bool:
-    base = Path(name).name
-    return kind == "test" or (base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py")))
 
 
 def _command(text: str) -> list[str] | None:
@@ -83,7 +78,7 @@ def checks(work: Work) -> list[Check]:
             if argv:
                 found.append(_as_check(argv, "the card's acceptance command" + ("" if tests.hidden else
                                        f" `{shlex.join(argv)}`"), spec=True, hidden=tests.hidden))
-        if not tests.commands and any(is_test_file(f.name, "test") for f in tests.files):
+        if not tests.commands and any(is_test_file(f.name, "code") for f in tests.files):
             found.append(Check("the card's acceptance tests", pytest=[], spec=True, hidden=tests.hidden))
     own = [argv for argv in map(_command, work.acceptance_criteria) if argv]
     found += [_as_check(argv, f"`{shlex.join(argv)}`") for argv in own]

@@ -64,6 +64,12 @@ class Critic(ABC):
         which the critique's resolutions should judge. Raise Skipped or CriticFailed to decline."""
 
 
+def is_test_file(name: str, kind: str) -> bool:
+    """A test file by its kind or its name (test_*.py, *_test.py)."""
+    base = Path(name).name
+    return kind == "test" or (base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py")))
+
+
 FENCE = re.compile(r"```(?:python|py)\s*\n(.*?)```", re.S)
 
 

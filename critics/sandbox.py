@@ -8,8 +8,8 @@ copy of them and gives back what it printed, capped. What each kind isolates:
   system directories, a few files of /etc and the Python environment, all read-only; the work sits on
   a size-capped tmpfs at /review; /tmp and HOME are tmpfs; the data directory, the config file, the
   user's home and the server's /proc are not there at all. The environment is cleared to a fixed set.
-  When the server runs as root, the command drops to uid 65534 (nobody) inside instead of entering a
-  user namespace: a root-owned process ignores the kernel's per-user process limit.
+  When the server runs as root, the command drops to an unprivileged uid of its own inside instead of
+  entering a user namespace: a root-owned process ignores the kernel's per-user process limit.
 - `SandboxExec` (macOS `sandbox-exec`): a deny-by-default profile that allows reading the system and
   the Python environment, writing the work and temporary directories, and no network.
 - `Bare`: a plain subprocess with the same rlimits, environment and process-group kill, but no
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -42,7 +43,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-NOBODY = 65534
+UID_BASE, UID_SPAN = 2_000_000, 1_000_000  # unprivileged uids for runs when the server is root
 # Read-only system paths a command may need; each is bound if it exists (a symlink is recreated).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd", "group",
@@ -424,7 +425,10 @@ class Bubblewrap(Box):
         args += ["--chdir", cwd, "--clearenv"]
         for key, value in {**env, "HOME": "/home/sandbox", "TMPDIR": "/tmp", "USER": "sandbox"}.items():
             args += ["--setenv", key, value]
-        launch = _launch(limits, NOBODY if self.root else 0, self.work if writable else "")
+        # as root, each run gets a uid of its own (from a range no account uses): the kernel counts the
+        # process limit per uid, so one run at its limit does not starve the others
+        drop = UID_BASE + secrets.randbelow(UID_SPAN) if self.root else 0
+        launch = _launch(limits, drop, self.work if writable else "")
         return [*args, "--", *launch, *argv], {}, str(host)
 
 

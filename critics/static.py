@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hiveboard.board import Critique, ReviewIssue, Resolution
 
-from .base import Critic, CriticFailed, CriticTimeout, Skipped, Work, python_sources, verdict_of
+from .base import Critic, CriticFailed, CriticTimeout, Skipped, Work, is_test_file, python_sources, verdict_of
 from .config import RUFF_RULES
 from .sandbox import Box, Limits, Session
 
@@ -57,6 +57,16 @@ def resolutions(earlier: list[ReviewIssue], now: list[ReviewIssue]) -> list[Reso
 def _relative(name: str, root: str) -> str:
     path = Path(name)
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+
+
+# ruff codes whose finding means the code cannot run as written (syntax errors, undefined names,
+# comparisons and statements that are always errors)
+CANNOT_RUN = ("E9", "F82", "F63", "F7")
+# codes that are defects wherever they appear: runtime errors pylint finds, broken format strings,
+# repeated dict keys, and the bugbear checks for code that cannot do what it says (x++ , assigning
+# os.environ, return in finally, a comparison or literal that does nothing, raising a literal, …)
+DEFECTS = ("PLE", "F50", "F52", "F601", "F602", "F621", "F622", "B002", "B003", "B012", "B015", "B016", "B021",
+           "B025", "B029", "B030", "B032", "B033", "B035")
 
 
 class StaticCritic(Critic):
@@ -113,19 +123,21 @@ class RuffCritic(StaticCritic):
         for f in json.loads(report):
             code = f.get("code") or "syntax"
             issues.append(ReviewIssue(
-                severity=self._severity(code), category=f.get("name") or code, rule=code,
-                location=f"{_relative(f['filename'], root)}:{f['location']['row']}",
+                severity=self._severity(code, _relative(f["filename"], root)), category=f.get("name") or code,
+                rule=code, location=f"{_relative(f['filename'], root)}:{f['location']['row']}",
                 description=f"{f['message']} ({code})",
                 suggestion=(f.get("fix") or {}).get("message") or f"see {f.get('url') or 'the ruff docs'}"))
         return issues
 
-    def _severity(self, code: str) -> str:
+    def _severity(self, code: str, path: str) -> str:
         if self.lens == "style":
             return "info" if code.startswith(("UP", "C4", "RET", "SIM")) else "minor"
-        if code == "syntax" or code.startswith(("E9", "F82", "F63", "F7")):
-            return "critical"  # the code cannot run as written
-        if code.startswith(("PLE", "F8", "B0")):
+        if code == "syntax" or code.startswith(CANNOT_RUN):
+            return "critical"
+        if code.startswith(DEFECTS) and not is_test_file(path, "code"):
             return "major"
+        # unused names, mutable defaults, unused loop variables…: worth fixing, common in working code, and
+        # the tests (which run by default) are what shows whether the code works
         return "minor"
 
 
@@ -161,6 +173,8 @@ class BanditCritic(StaticCritic):
             severity = self.SEVERITY.get((r["issue_severity"], r["issue_confidence"]), "minor")
             if r["issue_severity"] in ("LOW", "UNDEFINED"):
                 severity = "info" if r["issue_confidence"] != "HIGH" else "minor"
+            elif is_test_file(_relative(r["filename"], root), "code"):
+                severity = "minor"  # test code does not ship: asserts, fixed tokens and /tmp paths are normal there
             cwe = (r.get("issue_cwe") or {}).get("id")
             category, fix = BANDIT_KNOWN.get(r["test_id"], (r["test_name"], f"see {r['more_info']}"))
             issues.append(ReviewIssue(

@@ -248,7 +248,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(f"sandbox: {sandbox.reason}")
     if sandbox.box is not None and sandbox.box.name == "bubblewrap":
         print("  new pid, network, ipc, uts and mount namespaces; " + (
-            "running as root: commands drop to uid 65534 (nobody) inside" if os.geteuid() == 0 else
+            "running as root: each command drops to an unprivileged uid of its own inside" if os.geteuid() == 0 else
             "a user namespace for this user"))
         limits = review.limits
         print(f"  limits: {limits.cpu_seconds} s CPU, {limits.memory_mb} MB address space, {limits.processes} "

@@ -211,3 +211,30 @@ async def test_a_stuck_review_can_be_handed_to_a_human(connect, board):
         assert "wait for its review" in await call_error(c, "update_task", task_id=card["id"], note="hello?")
         moved = await call(c, "update_task", task_id=card["id"], status="needs_human", reason="no review worker")
         assert moved["status"] == "needs_human"
+
+
+LINTY = ("import os\n\n\ndef total(items=[]):\n    n = 0\n    for i in range(3):\n        n += 1\n"
+         "    return n + len(items)\n")
+LINTY_TEST = "from totals import total\n\n\ndef test_total():\n    scratch = '/tmp/totals'\n    assert total() == 3\n"
+
+
+@needs_sandbox
+async def test_lint_common_in_working_code_does_not_fail_it(connect, reviewer):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("totals.py", LINTY), {"name": "test_totals.py", "kind": "test",
+                                                                   "content": LINTY_TEST}])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    # an unused import, a mutable default, an unused loop variable, asserts and /tmp in a test: minor
+    rules = {i["rule"] for c in round1["critiques"] for i in c["issues"]}
+    assert {"F401", "B006", "B007", "B101", "B108"} <= rules
+    assert round1["verdict"] == "PASS" and round1["outcome"] == "done", round1["synthesis"]["brief"]
+
+
+async def test_a_statement_that_does_nothing_fails(connect, reviewer):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("check.py", "def check(x):\n    x == 1\n    return x\n")])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    assert round1["verdict"] == "FAIL" and round1["synthesis"]["issues"][0]["severity"] == "major"
+    assert "B015" in round1["synthesis"]["brief"]
