@@ -14,6 +14,13 @@ and agent critics are not asked, so only the N LLM critics run.
 Target (issue 5, 2 cores): review wall time ÷ slowest critic ≤ 1.2 for 1-6 critics. PASS/FAIL is
 printed per delay; a missed target is reported, never fatal (no timing asserts).
 A second table times the offline default review (bandit + ruff, no LLM) of one ~50-line Python file.
+
+Sandbox tables (skipped, with a note, where `detect()` finds no sandbox): the cost of the review sandbox
+(critics/sandbox.py) against a bare subprocess (`Bare()`: same launcher, rlimits and environment, no
+isolation), interleaved rep by rep in the same run: `python -I -c pass`, `bandit --version`,
+`ruff --version`, the ruff and bandit critics and the acceptance check (10 passing pytest tests) on one card
+(a 50-line pricing module + its tests); then that card's whole default review end to end (ReviewEngine with
+the default ReviewConfig, through MCP), complete_task -> verdict. Target (issue, 2 cores): <= 1 s p50.
 """
 
 from __future__ import annotations
@@ -21,10 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
@@ -38,9 +48,13 @@ from _common import machine_info, pct, remove_unless_kept  # noqa: E402  (bench/
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_llm import FakeLLM  # noqa: E402  (the tests' fake OpenAI-compatible server, not a copy)
 
-from hiveboard.board import Board, Store  # noqa: E402
+from hiveboard.board import Artifact, Board, Store  # noqa: E402
+from hiveboard.critics.acceptance import AcceptanceCritic  # noqa: E402
+from hiveboard.critics.base import Work  # noqa: E402
 from hiveboard.critics.config import CriticConfig, ReviewConfig  # noqa: E402
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker  # noqa: E402
+from hiveboard.critics.sandbox import Bare, Box, Limits, detect  # noqa: E402
+from hiveboard.critics.static import BanditCritic, RuffCritic  # noqa: E402
 from hiveboard.server.app import build_server  # noqa: E402
 from hiveboard.server.identity import Identity  # noqa: E402
 
@@ -65,6 +79,111 @@ ARTIFACT = '"""Inventory: items, stock levels and a reorder report."""\n\nfrom _
     '        return [f"{i.sku} {i.name}: {i.stock} left" for i in low]\n\n\n' \
     'def total_stock(inventory: Inventory) -> int:\n    return sum(i.stock for i in inventory.items.values())\n'
 
+CARD_TARGET = 1.0  # seconds, p50 of complete_task -> verdict for the pricing card's default review (issue, 2 cores)
+PRICING = '''\"\"\"Pricing: unit prices, volume discounts, tax and a priced order.\"\"\"
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+
+CENT = Decimal("0.01")
+TIERS = ((100, Decimal("0.10")), (50, Decimal("0.05")), (10, Decimal("0.02")))
+
+
+@dataclass(frozen=True)
+class Line:
+    sku: str
+    unit_price: Decimal
+    quantity: int
+
+
+def to_money(value: Decimal) -> Decimal:
+    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def discount_rate(quantity: int) -> Decimal:
+    \"\"\"The volume discount for this many units: the highest tier reached.\"\"\"
+    if quantity < 0:
+        raise ValueError("quantity must not be negative")
+    return next((rate for floor, rate in TIERS if quantity >= floor), Decimal("0"))
+
+
+def line_total(line: Line) -> Decimal:
+    gross = line.unit_price * line.quantity
+    return to_money(gross * (1 - discount_rate(line.quantity)))
+
+
+def add_tax(amount: Decimal, rate: Decimal) -> Decimal:
+    if not Decimal("0") <= rate < Decimal("1"):
+        raise ValueError(f"tax rate {rate} out of range")
+    return to_money(amount * (1 + rate))
+
+
+def order_total(lines: list[Line], tax_rate: Decimal = Decimal("0.20")) -> Decimal:
+    return add_tax(sum((line_total(line) for line in lines), Decimal("0")), tax_rate)
+
+
+def parse_line(text: str) -> Line:
+    \"\"\"A line from "sku, unit price, quantity".\"\"\"
+    sku, price, quantity = (part.strip() for part in text.split(","))
+    if not sku:
+        raise ValueError("empty sku")
+    return Line(sku, Decimal(price), int(quantity))
+'''
+PRICING_TESTS = '''from decimal import Decimal
+
+import pytest
+
+from pricing import Line, add_tax, discount_rate, line_total, order_total, parse_line, to_money
+
+
+def test_to_money_rounds_half_up():
+    assert to_money(Decimal("1.005")) == Decimal("1.01")
+
+
+def test_no_discount_below_ten():
+    assert discount_rate(9) == Decimal("0")
+
+
+def test_discount_tiers():
+    assert [discount_rate(q) for q in (10, 50, 100)] == [Decimal("0.02"), Decimal("0.05"), Decimal("0.10")]
+
+
+def test_negative_quantity_rejected():
+    with pytest.raises(ValueError):
+        discount_rate(-1)
+
+
+def test_line_total_applies_discount():
+    assert line_total(Line("A1", Decimal("2.00"), 50)) == Decimal("95.00")
+
+
+def test_add_tax():
+    assert add_tax(Decimal("10.00"), Decimal("0.20")) == Decimal("12.00")
+
+
+def test_add_tax_rejects_bad_rate():
+    with pytest.raises(ValueError):
+        add_tax(Decimal("10.00"), Decimal("1.5"))
+
+
+def test_order_total():
+    lines = [Line("A1", Decimal("2.00"), 5), Line("B2", Decimal("1.00"), 10)]
+    assert order_total(lines) == Decimal("23.76")
+
+
+def test_parse_line():
+    assert parse_line(" C3, 4.50 , 3") == Line("C3", Decimal("4.50"), 3)
+
+
+def test_parse_line_needs_sku():
+    with pytest.raises(ValueError):
+        parse_line(" , 1.00, 1")
+'''
+CARD = [{"name": "pricing.py", "kind": "code", "content": PRICING},
+        {"name": "test_pricing.py", "kind": "test", "content": PRICING_TESTS}]
+
 
 def ts(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
@@ -88,12 +207,13 @@ def phases(board: Board, review_id: int) -> dict:
     return dict(pickup=started - created, pre=c0 - started, span=c1 - c0, post=finished - c1)
 
 
-async def one_review(c: Client, board: Board, n: int) -> dict:
+async def one_review(c: Client, board: Board, n: int, artifacts: list[dict] | None = None) -> dict:
     card = await call(c, "create_task", title=f"bench card {n}", task_type="bench", description="review me",
                       acceptance_criteria=["it works"])
     claim = await call(c, "claim_task", task_id=card["id"])
     await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="done; see artifact",
-               summary="inventory module", artifacts=[{"name": "inventory.py", "kind": "code", "content": ARTIFACT}])
+               summary="inventory module", artifacts=artifacts or [{"name": "inventory.py", "kind": "code",
+                                                                    "content": ARTIFACT}])
     t0 = time.perf_counter()
     while True:
         trail = await call(c, "get_review", task_id=card["id"], wait_seconds=60)
@@ -108,17 +228,18 @@ async def one_review(c: Client, board: Board, n: int) -> dict:
     wall = ts(last["finished_at"]) - ts(last["started_at"])
     slowest = max(s for s in crit.values() if s is not None)
     status = {x["critic"]: x["status"] for x in last["critiques"]}
-    return dict(wall=wall, client=client, slowest=slowest, crit=crit, status=status, **phases(board, last["review_id"]))
+    return dict(wall=wall, client=client, slowest=slowest, crit=crit, status=status, verdict=last.get("verdict"),
+                **phases(board, last["review_id"]))
 
 
-async def run_config(home: Path, config: ReviewConfig, reps: int) -> list[dict]:
+async def run_config(home: Path, config: ReviewConfig, reps: int, artifacts: list[dict] | None = None) -> list[dict]:
     board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
     engine = ReviewEngine(board, config)
     worker = ReviewWorker(engine, threads=2).start()
     try:
         async with Client(build_server(board, Identity(board.agents, "memory", agent="bench"), review=engine)) as c:
-            await one_review(c, board, 0)  # warm-up: first connections, imports, first SQLite pages
-            return [await one_review(c, board, i + 1) for i in range(reps)]
+            await one_review(c, board, 0, artifacts)  # warm-up: first connections, imports, first SQLite pages
+            return [await one_review(c, board, i + 1, artifacts) for i in range(reps)]
     finally:
         worker.stop()
         board.store.close()
@@ -151,6 +272,77 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
+def card_work() -> Work:
+    """The pricing card as a critic sees it (what the engine hands each critic)."""
+    return Work(id=0, task_id=0, round=1, agent="bench", fencing_token=1, task_type="code", title="pricing module",
+                description="review me", acceptance_criteria=["it works"], output="done; see artifacts",
+                summary="pricing module", artifacts=[Artifact(**a) for a in CARD], attempts=0)
+
+
+def sandbox_rows(box: Box, reps: int, limits: Limits) -> list[tuple[str, list[float], list[float] | None]]:
+    """(label, bare seconds, sandboxed seconds) per measurement. Bare and sandboxed alternate rep by rep
+    (and which goes first), so drift on a shared machine hits both alike; one warm-up each, not counted."""
+    from ruff.__main__ import find_ruff_bin
+
+    bare = Bare()
+    work = card_work()
+    py = [sys.executable, "-I"]
+    rows: list[tuple[str, list[float], list[float] | None]] = []
+    for label, argv in (("python -I -c pass", [*py, "-c", "pass"]), ("python -I -m bandit --version",
+                        [*py, "-m", "bandit", "--version"]), ("ruff --version", [find_ruff_bin(), "--version"])):
+        raw: list[float] = []
+        for _ in range(reps + 1):  # the floor: a plain subprocess.run, no launcher, no box
+            t0 = time.perf_counter()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            raw.append(time.perf_counter() - t0)
+        rows.append((f"{label} (subprocess.run)", raw[1:], None))
+
+    def start(argv: list[str], expect: str):
+        def one(b: Box) -> float:
+            with b.session({}) as session:
+                cmd = [b.expose(session, Path(argv[0])), *argv[1:]] if argv[0] != sys.executable else argv
+                out = b.run(session, cmd, limits=limits, timeout=60)
+            if out.returncode != 0 or expect not in out.stdout + out.stderr:
+                raise RuntimeError(f"{argv} in {b.name}: exit {out.returncode}: {out.stderr[-300:]}")
+            return out.seconds
+        return one
+
+    def critic(make, verdict: str | None = None):
+        def one(b: Box) -> float:
+            c = make(b)
+            t0 = time.perf_counter()
+            result = c.review(work, [])
+            seconds = time.perf_counter() - t0
+            if verdict and (result.verdict != verdict or "10 passed" not in result.summary):
+                raise RuntimeError(f"{c.name} in {b.name}: {result.verdict}: {result.summary}")
+            return seconds
+        return one
+
+    timeout = 120.0
+    cases = [
+        ("python -I -c pass (box.run)", start([*py, "-c", "pass"], "")),
+        ("python -I -m bandit --version (box.run)", start([*py, "-m", "bandit", "--version"], "python version")),
+        ("ruff --version (box.run)", start([find_ruff_bin(), "--version"], "ruff")),
+        ("ruff critic (correctness)", critic(lambda b: RuffCritic("ruff", "correctness", timeout, b, limits))),
+        ("bandit critic (security)", critic(lambda b: BanditCritic("bandit", "security", timeout, b, limits))),
+        ("acceptance: 10 pytest tests",
+         critic(lambda b: AcceptanceCritic("acceptance", "tests", b, "", timeout, limits), "PASS")),
+    ]
+    quiet = logging.getLogger("hiveboard.critics")
+    level, quiet.level = quiet.level, logging.ERROR  # the acceptance check warns on every run without a sandbox
+    try:
+        for label, one in cases:
+            xs: dict[str, list[float]] = {"bare": [], "box": []}
+            for i in range(reps + 1):
+                order = (("bare", bare), ("box", box)) if i % 2 else (("box", box), ("bare", bare))
+                for key, b in order:
+                    xs[key].append(one(b))
+            rows.append((label, xs["bare"][1:], xs["box"][1:]))
+    finally:
+        quiet.level = level
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--delay", type=float, default=1.0, help="fake LLM seconds per request (default 1.0)")
@@ -158,7 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-critics", type=int, default=6)
     p.add_argument("--reps", type=int, default=5, help="reviews per row (plus one warm-up)")
     p.add_argument("--offline-reps", type=int, default=5, help="offline default reviews (0: skip the table)")
-    p.add_argument("--quick", action="store_true", help="2 reps, one delay, 3 offline reps")
+    p.add_argument("--sandbox-reps", type=int, default=20, help="reps per sandbox-vs-bare row (0: skip the table)")
+    p.add_argument("--card-reps", type=int, default=20, help="default reviews of the pricing card (0: skip)")
+    p.add_argument("--quick", action="store_true", help="2 reps, one delay, 3 offline reps, 5 sandbox and card reps")
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = p.parse_args(argv)
@@ -166,25 +360,28 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(name).setLevel(logging.WARNING)
     if args.quick:
         args.reps, args.also_delay, args.offline_reps = 2, 0, min(args.offline_reps, 3)
-    info = machine_info("openai", "ruff", "bandit")
+        args.sandbox_reps, args.card_reps = min(args.sandbox_reps, 5), min(args.card_reps, 5)
+    info = machine_info("openai", "ruff", "bandit", "pytest")
+    info["loadavg_start"] = round(os.getloadavg()[0], 2)
     print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
     home = Path(tempfile.mkdtemp(prefix="hiveboard-bench-review-"))
     fake = FakeLLM()
-    out: dict = {"machine": info, "rows": [], "offline": None}
+    out: dict = {"machine": info, "rows": [], "offline": None, "sandbox": None, "card": None}
     try:
-        delays = [d for d in (args.delay, args.also_delay) if d > 0]
-        fake.delay["*"] = delays[0]
+        delays = [d for d in (args.delay, args.also_delay) if d > 0] if args.max_critics else []
+        fake.delay["*"] = args.delay
         llm, noop = baselines(fake, 3)
-        print(f"baselines: one fake-LLM call through the openai client at delay {delays[0]:g} s: "
+        print(f"baselines: one fake-LLM call through the openai client at delay {args.delay:g} s: "
               f"median {med(llm) * 1000:.1f} ms (floor of every critic); MCP noop round trip in-process: "
               f"p50 {pct(noop, 50):.2f} ms, p99 {pct(noop, 99):.2f} ms")
-        print(f"\nLLM critics only, {args.reps} reviews per row (after one warm-up). wall = round finished_at - "
-              "started_at; slowest = max critic seconds; client = complete_task returned -> get_review verdict.")
-        print("Phases (median ms): pickup = queued -> worker took it; pre = took -> first critic started; "
-              "span = first critic start -> last critic end; post = last critic end -> verdict.")
-        head = (f"{'delay':>5} {'N':>2} {'wall s':>7} {'slowest':>7} {'ratio':>6} {'worst':>6} {'client':>7} "
-                f"{'cl/slow':>7} {'pickup':>6} {'pre':>5} {'span':>6} {'post':>5}")
-        print(head + "\n" + "-" * len(head))
+        if delays:
+            print(f"\nLLM critics only, {args.reps} reviews per row (after one warm-up). wall = round finished_at - "
+                  "started_at; slowest = max critic seconds; client = complete_task returned -> get_review verdict.")
+            print("Phases (median ms): pickup = queued -> worker took it; pre = took -> first critic started; "
+                  "span = first critic start -> last critic end; post = last critic end -> verdict.")
+            head = (f"{'delay':>5} {'N':>2} {'wall s':>7} {'slowest':>7} {'ratio':>6} {'worst':>6} {'client':>7} "
+                    f"{'cl/slow':>7} {'pickup':>6} {'pre':>5} {'span':>6} {'post':>5}")
+            print(head + "\n" + "-" * len(head))
         for delay in delays:
             fake.delay["*"] = delay
             ratios_all = []
@@ -234,6 +431,49 @@ def main(argv: list[str] | None = None) -> int:
                 cells = (f"{x * 1000:>8.1f}" if ms else f"{x:>8.3f}" for x in (med(xs), max(xs)))
                 print(f"{label:<28} " + " ".join(cells))
             out["offline"] = runs
+        if args.sandbox_reps or args.card_reps:
+            sandbox = detect()
+            if sandbox.box is None:
+                print(f"\nsandbox rows skipped: {sandbox.reason}")
+        if args.sandbox_reps and sandbox.box is not None:
+            limits = Limits()
+            rows = sandbox_rows(sandbox.box, args.sandbox_reps, limits)
+            print(f"\nSandbox ({sandbox.box.name}) vs bare subprocess (Bare(): same launcher, rlimits and environment, "
+                  f"no isolation), same Limits; {args.sandbox_reps} reps each, interleaved (after one warm-up). Card: "
+                  f"pricing.py ({PRICING.count(chr(10))} lines) + test_pricing.py (10 tests). ms")
+            head = (f"{'measurement':<46} {'bare p50':>8} {'p95':>7} {'box p50':>8} {'p95':>7} {'+p50 ms':>8} "
+                    f"{'x p50':>6}")
+            print(head + "\n" + "-" * len(head))
+            for label, bare_s, box_s in rows:
+                cells = f"{pct(bare_s, 50):>8.1f} {pct(bare_s, 95):>7.1f}"
+                if box_s:
+                    b50, x50 = pct(bare_s, 50), pct(box_s, 50)
+                    cells += f" {x50:>8.1f} {pct(box_s, 95):>7.1f} {x50 - b50:>+8.1f} {x50 / b50:>6.2f}"
+                print(f"{label:<46} {cells}")
+            out["sandbox"] = [dict(label=label, bare=b, box=x) for label, b, x in rows]
+        if args.card_reps and sandbox.box is not None:
+            config = ReviewConfig()  # the default: bandit, ruff, ruff-style, acceptance in the sandbox
+            cfg = config.model_copy(update={"task_types": {"bench": config.lenses_for("code")}})
+            runs = anyio.run(run_config, home / "card", cfg, args.card_reps, CARD)
+            names = sorted({k for r in runs for k, v in r["crit"].items() if v is not None})
+            ok = all(r["status"].get("acceptance") == "ok" for r in runs)
+            verdicts = ", ".join(f"{v} {n}" for v, n in Counter(str(r["verdict"]) for r in runs).most_common())
+            print(f"\nDefault review of the pricing card end to end (ReviewConfig(), task_type code lenses, critics in "
+                  f"parallel, acceptance in {sandbox.box.name}; in-process MCP client): {len(runs)} reviews "
+                  f"(verdicts: {verdicts}), ms" + ("" if ok else "  WARNING: acceptance did not run ok in each"))
+            head = f"{'measurement':<34} {'p50':>8} {'p95':>8} {'max':>8}"
+            print(head + "\n" + "-" * len(head))
+            series = [("client: complete_task -> verdict", [r["client"] for r in runs]),
+                      ("review wall (engine)", [r["wall"] for r in runs]),
+                      *((f"critic {name}", [r["crit"][name] for r in runs]) for name in names)]
+            for label, xs in series:
+                print(f"{label:<34} {pct(xs, 50):>8.1f} {pct(xs, 95):>8.1f} {max(xs) * 1000:>8.1f}")
+            p50 = pct([r["client"] for r in runs], 50) / 1000
+            print(f"target complete_task -> verdict p50 <= {CARD_TARGET:g} s (2 cores): "
+                  f"{'PASS' if p50 <= CARD_TARGET else 'FAIL'} (p50 {p50:.3f} s)")
+            out["card"] = runs
+        info["loadavg_end"] = round(os.getloadavg()[0], 2)
+        print(f"\nload average {info['loadavg_start']:.2f} at start, {info['loadavg_end']:.2f} at end")
         if args.json:
             Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     finally:
