@@ -104,6 +104,11 @@ def _uncursor(cursor: str) -> list:
                            "unchanged, or omit it") from exc
 
 
+def is_direct(recipient: str | None) -> bool:
+    """A message to one agent (not the pool, everyone or a role)."""
+    return recipient is not None and recipient != "everyone" and not recipient.startswith("role:")
+
+
 def parse_time(value: str, what: str) -> float:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -166,8 +171,7 @@ class Messages:
             row = db.execute("SELECT created_by, assignee, reserved_for FROM tasks WHERE id = ?",
                              [msg.task_id]).fetchone()
             to |= {p for p in row if p}
-        direct = recipient is not None and recipient != "everyone" and not recipient.startswith("role:")
-        if not direct:  # a direct message reaches its addressee only, whoever follows its intent or task
+        if not is_direct(recipient):  # a direct message reaches its addressee only, whoever follows its intent or task
             subs = db.execute(
                 "SELECT agent FROM subscriptions WHERE (kind = 'intent' AND value = ?) OR (kind = 'task' AND "
                 "value = ?) OR (kind = 'channel' AND value = ?)", [msg.intent, str(msg.task_id), thread]).fetchall()
@@ -182,6 +186,7 @@ class Messages:
             raise InvalidInput(f"task {msg.task_id} does not exist; omit task_id or use an id from list_tasks")
         thread = msg.thread
         recipient_in = msg.recipient
+        also: set[str] = set()
         if msg.reply_to is not None:
             parent = db.execute("SELECT thread, sender, task_id, recipient FROM messages WHERE id = ?",
                                 [msg.reply_to]).fetchone()
@@ -189,15 +194,19 @@ class Messages:
                 raise InvalidInput(f"reply_to names message {msg.reply_to}, which does not exist")
             thread = thread or parent[0]
             if recipient_in is None:
-                # a reply goes back to whoever wrote the message; a follow-up to your own message keeps
-                # that message's audience (a private thread stays private)
-                recipient_in = parent[1] if parent[1] != sender else parent[3]
+                p_sender, p_recipient = parent[1], parent[3]
+                if is_direct(p_recipient):  # a private exchange stays between its two ends
+                    recipient_in = p_sender if p_sender != sender else p_recipient
+                else:  # the thread's audience hears the reply, and so does whoever wrote the message
+                    recipient_in = p_recipient
+                    also = {p_sender} - {sender}
             if msg.task_id is None and parent[2] is not None:
                 msg = msg.model_copy(update=dict(task_id=parent[2]))
         if thread is None and msg.task_id is not None:
             thread = f"task-{msg.task_id}"
         msg = msg.model_copy(update=dict(recipient=recipient_in))
         recipient, to = self._recipients(db, sender, msg, thread or "")
+        to |= also
         summary = (msg.summary or msg.content.strip().splitlines()[0])[: self.limits.message_summary]
         ts = now()
         message_id = db.execute(
@@ -208,8 +217,7 @@ class Messages:
         if thread is None:
             db.execute("UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
         db.conn.executemany("INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)])
-        shared = recipient is None or recipient == "everyone" or recipient.startswith("role:")
-        if shared and not msg.metadata.get("event"):  # direct messages stay out of the shared memory
+        if not is_direct(recipient) and not msg.metadata.get("event"):  # direct messages stay out of the shared memory
             task_type = None
             if msg.task_id is not None:
                 task_type = db.execute("SELECT task_type FROM tasks WHERE id = ?", [msg.task_id]).fetchone()[0]
@@ -283,7 +291,10 @@ class Messages:
         base = "SELECT i.message_id, i.read_at, i.acked_at FROM inbox i JOIN messages m ON m.id = i.message_id " \
                "WHERE i.agent = ?" + "".join(f" AND {w}" for w in where)
         picked: list[tuple] = []
-        with self.store.read() as db:
+        marking = unread_only and mark_read
+        # reading that marks messages read picks and marks them in one write transaction: two readers of
+        # one inbox (two windows, or a waiting call beside another) never get the same message
+        with (self.store.write() if marking else self.store.read()) as db:
             unread = db.execute("SELECT count(*) FROM inbox WHERE agent = ? AND read_at IS NULL", [agent]).fetchone()[0]
             if phase == 0:
                 picked += db.execute(base + " AND i.read_at IS NULL AND i.message_id > ? ORDER BY i.message_id "
@@ -299,17 +310,15 @@ class Messages:
             picked = picked[:limit]
             state = {p[0]: (p[1] is not None, p[2] is not None) for p in picked}
             messages = self._messages(db, [p[0] for p in picked], full, state)
+            fresh = [m.id for m in messages if not m.read]
+            if marking and fresh:
+                ts = now()
+                db.conn.executemany("UPDATE inbox SET read_at = ? WHERE agent = ? AND message_id = ? AND read_at IS NULL",
+                                    [(ts, agent, i) for i in fresh])
         next_cursor = None
         if more:
             last = picked[-1]
             next_cursor = _cursor((1 if last[1] is not None else 0, last[0]))
-        if unread_only and mark_read:
-            fresh = [m.id for m in messages if not m.read]
-            if fresh:
-                ts = now()
-                with self.store.write() as db:
-                    db.conn.executemany("UPDATE inbox SET read_at = ? WHERE agent = ? AND message_id = ? AND read_at IS NULL",
-                                   [(ts, agent, i) for i in fresh])
         return MessagePage(messages=messages, unread=unread, next_cursor=next_cursor)
 
     def pool(self, *, task_id: int | None = None, intent: str | None = None, thread: str | None = None,
@@ -317,15 +326,14 @@ class Messages:
              cursor: str | None = None) -> MessagePage:
         """The shared log (any agent may read it): oldest first, e.g. a task's or a thread's whole history.
 
-        A task's log (task_id given) holds every message about the task, as the PRD's shared pool does;
-        otherwise direct messages between agents are left out.
+        Direct messages between agents are never in it, a task's log included: only their two ends see
+        them, in their inboxes.
         """
         if not 1 <= limit <= 100:
             raise InvalidInput("limit must be between 1 and 100")
         where, params = self._filters(task_id, intent, thread, sender, since)
         after = _uncursor(cursor)[1] if cursor else 0
-        if task_id is None:  # a task's log is whole; elsewhere direct messages stay with their recipients
-            where.append("(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')")
+        where.append("(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')")
         with self.store.read() as db:
             ids = [r[0] for r in db.execute(
                 "SELECT m.id FROM messages m WHERE m.id > ?" + "".join(f" AND {w}" for w in where)

@@ -47,7 +47,8 @@ async def test_workflow_a_assignment_claim_status_help_answer_output(connect, bo
         assert intents(help_req) == [("request_help", "eng1")]
         answer = await call(research, "publish_message", intent="answer", reply_to=help_req[0]["id"],
                             content="Use a heap; O(n log k)")
-        assert answer["recipient"] == "eng1" and answer["thread"] == ask["thread"] == f"task-{tid}"
+        # the reply reaches the question's audience (role:research) and its asker, in the task's thread
+        assert answer["recipient"] == "role:research" and answer["thread"] == ask["thread"] == f"task-{tid}"
         got = await inbox(eng1)
         assert intents(got) == [("answer", "research")] and got[0]["reply_to"] == ask["id"]
         await call(eng1, "complete_task", task_id=tid, token=claim["token"], output="def x(): ...",
@@ -285,3 +286,62 @@ async def test_session_protocol_clients_subscribe_to_their_inbox(connect):
             while not updates:
                 await anyio.sleep(0.01)
     assert updates == ["hiveboard://inbox/reader"]
+
+
+async def test_eight_readers_of_one_inbox_never_get_the_same_message(connect, board):
+    await register(connect, ("sender", None), ("reader", None))
+    async with connect("sender") as sender:
+        for n in range(400):
+            await call(sender, "publish_message", intent="info", recipient="reader", content=f"m{n}")
+    seen: list[int] = []
+
+    async def drain():
+        async with connect("reader") as reader:
+            while True:
+                got = (await call(reader, "get_messages", limit=7))["messages"]
+                if not got:
+                    return
+                seen.extend(m["id"] for m in got)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(8):
+            tg.start_soon(drain)
+    assert len(seen) == 400 and len(set(seen)) == 400
+
+
+async def test_direct_messages_never_show_in_the_pool_even_a_tasks_log(connect):
+    await register(connect, ("alice", None), ("bob", None), ("carol", None))
+    async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
+        card = await call(alice, "create_task", title="shared work")
+        await call(alice, "publish_message", intent="info", recipient="bob", task_id=card["id"], content="private")
+        await call(alice, "publish_message", intent="info", task_id=card["id"], content="for everyone on it")
+        log = await call(carol, "get_messages", box="pool", task_id=card["id"], limit=100)
+        contents = [m["content"] for m in log["messages"]]
+        assert "for everyone on it" in contents and "private" not in contents
+        assert [m["content"] for m in await inbox(bob)] == ["private"]
+
+
+async def test_a_reply_reaches_the_threads_audience_unless_it_names_a_recipient(connect):
+    """alice asks on the task's thread; bob follows the task; carol answers; dave's DM stays private."""
+    await register(connect, ("alice", None), ("bob", None), ("carol", None), ("dave", None))
+    async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol, \
+            connect("dave") as dave:
+        card = await call(alice, "create_task", title="pick a queue")
+        await call(bob, "subscribe", kind="task", value=str(card["id"]))
+        await call(carol, "subscribe", kind="task", value=str(card["id"]))
+        question = await call(alice, "publish_message", intent="question", task_id=card["id"],
+                              content="Redis or Postgres for the job queue?")
+        assert [m["id"] for m in await inbox(bob)] == [question["id"]]
+        await inbox(carol)
+        answer = await call(carol, "publish_message", intent="answer", reply_to=question["id"],
+                            content="Postgres: SKIP LOCKED, one less service")
+        assert answer["recipient"] is None and answer["thread"] == question["thread"]
+        assert [m["id"] for m in await inbox(alice)] == [answer["id"]]
+        assert [m["id"] for m in await inbox(bob)] == [answer["id"]]  # the task's follower keeps up
+        aside = await call(bob, "publish_message", intent="info", reply_to=answer["id"], recipient="carol",
+                           content="agreed, off the record")
+        assert aside["recipient"] == "carol" and await inbox(alice) == []
+        assert [m["id"] for m in await inbox(carol)] == [aside["id"]]
+        dm = await call(dave, "publish_message", intent="info", recipient="alice", content="lunch?")
+        reply = await call(alice, "publish_message", intent="info", reply_to=dm["id"], content="yes")
+        assert reply["recipient"] == "dave" and await inbox(bob) == [] and await inbox(carol) == []
