@@ -9,6 +9,7 @@ when another process wrote in between; an immediate one waits its turn instead.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -42,7 +43,10 @@ class Store:
     def __init__(self, path: str | Path):
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # only its owner may read the board (agents' token hashes, direct messages); SQLite gives its
+            # -wal and -shm files the database file's permissions
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         self._local = threading.local()
         self.listeners: list[Callable[[list], None]] = []
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()

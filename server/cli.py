@@ -31,12 +31,29 @@ from .identity import Identity, bearer_token
 log = logging.getLogger("hiveboard")
 
 
+def _token_arg(args: argparse.Namespace) -> str | None:
+    """The server token from --token-file (or --token, which every local user can read in `ps`)."""
+    path = getattr(args, "token_file", None)
+    if path:
+        try:
+            token = open(path, encoding="utf-8").read().strip()
+        except OSError as exc:
+            raise SystemExit(f"hiveboard: cannot read --token-file {path}: {exc.strerror}")
+        if not token:
+            raise SystemExit(f"hiveboard: --token-file {path} is empty")
+        return token
+    if getattr(args, "token", None):
+        print("hiveboard: warning: --token on the command line is visible to every local user (ps); use "
+              "HIVEBOARD_HTTP_TOKEN or --token-file instead", file=sys.stderr)
+    return getattr(args, "token", None)
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     overrides = {k: v for k, v in dict(
         home=args.home, db=args.db,
         agent=getattr(args, "agent", None), agent_role=getattr(args, "role", None),
         lease_seconds=getattr(args, "lease_seconds", None), host=getattr(args, "host", None),
-        port=getattr(args, "port", None), http_token=getattr(args, "token", None),
+        port=getattr(args, "port", None), http_token=_token_arg(args),
         log_level=getattr(args, "log_level", None),
     ).items() if v is not None}
     if args.home is not None and not os.environ.get("HIVEBOARD_CONFIG"):
@@ -47,7 +64,18 @@ def _settings(args: argparse.Namespace) -> Settings:
         raise SystemExit(f"hiveboard: configuration is not valid ({config_file()}, HIVEBOARD_* variables):\n{exc}")
 
 
+def private_home(home) -> None:
+    """The data directory, readable by its owner only (created so, or tightened if it is ours)."""
+    from pathlib import Path
+
+    home = Path(home)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.name == "posix" and home.stat().st_uid == os.geteuid() and home.stat().st_mode & 0o077:
+        home.chmod(0o700)
+
+
 def open_board(settings: Settings) -> Board:
+    private_home(settings.home)
     limits = Limits(message_chars=settings.max_message_chars, output=settings.max_output_chars)
     return Board(Store(settings.db_path), lease_seconds=settings.lease_seconds, limits=limits)
 
@@ -192,7 +220,11 @@ def cmd_board(args: argparse.Namespace) -> int:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     board = open_board(_settings(args))
-    if args.action == "add":
+    if args.action in ("add", "token"):
+        if args.action == "token" and board.agents.get(args.name, missing_ok=True) is None:
+            print(f"hiveboard: no agent named {args.name!r}; create it with hiveboard agent add {args.name}",
+                  file=sys.stderr)
+            return 2
         token = board.agents.new_token(args.name, args.role)
         print(token)
         print(f"token for agent {args.name.lower()!r}: send 'Authorization: Bearer {token}' on HTTP. "
@@ -297,7 +329,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     s.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="HTTP port (default 8765)")
-    s.add_argument("--token", help="require this bearer token (or an agent token) on HTTP")
+    s.add_argument("--token", help="require this bearer token (or an agent token) on HTTP; visible in ps: prefer "
+                   "HIVEBOARD_HTTP_TOKEN or --token-file")
+    s.add_argument("--token-file", help="read the HTTP bearer token from this file")
     s.add_argument("--agent", help="stdio: the agent this connection acts as (env HIVEBOARD_AGENT)")
     s.add_argument("--role", help="stdio: that agent's role")
     s.add_argument("--lease-seconds", type=int, help="claim lease length (default 300)")
@@ -308,8 +342,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--top", type=int, default=10, help="cards shown per column")
     b.set_defaults(fn=cmd_board)
 
-    a = sub.add_parser("agent", help="manage agents: 'add NAME' prints a bearer token for HTTP; 'list'")
-    a.add_argument("action", choices=["add", "list"])
+    a = sub.add_parser("agent", help="manage agents: 'add NAME' prints a bearer token for HTTP; 'token NAME' "
+                       "replaces a lost token; 'list'")
+    a.add_argument("action", choices=["add", "token", "list"])
     a.add_argument("name", nargs="?")
     a.add_argument("--role")
     a.set_defaults(fn=cmd_agent)
@@ -331,8 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.command is None:
         args = p.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
-    if args.command == "agent" and args.action == "add" and not args.name:
-        p.error("agent add needs a NAME, e.g. hiveboard agent add alice")
+    if args.command == "agent" and args.action in ("add", "token") and not args.name:
+        p.error(f"agent {args.action} needs a NAME, e.g. hiveboard agent {args.action} alice")
     try:
         return args.fn(args) or 0
     except BoardError as exc:

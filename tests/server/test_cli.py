@@ -91,3 +91,38 @@ def test_serve_refuses_an_index_of_another_model_and_reindex_repairs_it(tmp_path
     fixed = run("--home", str(tmp_path), "reindex")
     assert fixed.returncode == 0 and "all-MiniLM-L6-v2-onnx-int8 (384-d)" in fixed.stdout
     VectorIndex(get_embedder(), path=tmp_path / "chroma")  # opens without complaint again
+
+
+def test_the_data_directory_and_database_are_private(tmp_path):
+    home = tmp_path / "home"
+    assert run("--home", str(home), "agent", "add", "alice").returncode == 0
+    assert home.stat().st_mode & 0o777 == 0o700
+    for name in ("hiveboard.db", "hiveboard.db-wal", "hiveboard.db-shm"):
+        if (home / name).exists():
+            assert (home / name).stat().st_mode & 0o777 == 0o600, name
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    run("--home", str(loose), "agent", "list")
+    assert loose.stat().st_mode & 0o777 == 0o700  # an existing data directory is tightened
+
+
+def test_a_lost_token_is_replaced_by_the_operator(tmp_path):
+    first = run("--home", str(tmp_path), "agent", "add", "alice").stdout.strip()
+    again = run("--home", str(tmp_path), "agent", "token", "alice")
+    assert again.returncode == 0 and again.stdout.strip().startswith("hb_")
+    board = Board(Store(tmp_path / "hiveboard.db"))
+    assert board.agents.by_token(first) is None and board.agents.by_token(again.stdout.strip()).name == "alice"
+    unknown = run("--home", str(tmp_path), "agent", "token", "nobody")
+    assert unknown.returncode == 2 and "hiveboard agent add nobody" in unknown.stderr
+
+
+def test_the_http_token_comes_from_a_file_and_a_command_line_token_is_warned_about(tmp_path):
+    from hiveboard.server.cli import _settings
+
+    secret = tmp_path / "token"
+    secret.write_text("team-secret\n")
+    assert _settings(parser().parse_args(["--home", str(tmp_path), "serve", "--token-file", str(secret)])) \
+        .http_token == "team-secret"
+    out = subprocess.run(hiveboard_cmd("--home", str(tmp_path), "serve", "--http", "--port", "1", "--token", "x",
+                                       "--host", "256.0.0.1"), capture_output=True, text=True, timeout=60)
+    assert "visible to every local user" in out.stderr
