@@ -107,12 +107,42 @@ def as_result(value: BaseModel) -> CallToolResult:
 TOOL_ERRORS = (BoardError, EmbeddingError, EmbeddingMismatch, IndexUnavailable)
 
 
+def check_text(value, where: str) -> None:
+    """Refuse text that cannot be stored and read back for everyone: NUL characters and lone UTF-16
+    surrogates (which JavaScript clients can send), anywhere in an argument."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ToolError(f"{where} contains a NUL character (\\u0000); send the text without it")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolError(f"{where} contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid "
+                            "Unicode; send valid UTF-8 text") from None
+    elif isinstance(value, BaseModel):
+        check_text(value.model_dump(), where)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, f"a key of {where}")
+            check_text(item, f"{where}.{key}" if isinstance(key, str) and key.isidentifier() else where)
+    elif isinstance(value, (list, tuple)):
+        for n, item in enumerate(value):
+            check_text(item, f"{where}[{n}]")
+
+
+def _check_arguments(kwargs: dict) -> None:
+    for name, value in kwargs.items():
+        if not isinstance(value, Context):
+            check_text(value, name)
+
+
 def board_errors(fn: Callable) -> Callable:
-    """Turn board and memory errors into tool errors the model can read (nothing was written);
-    compact results. Works on sync and async tools."""
+    """The tools' boundary: refuse text that cannot be stored (before anything is written), turn board
+    and memory errors into tool errors the model can read (nothing was written), compact results. Works
+    on sync and async tools."""
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def async_wrapper(*args, **kwargs):
+            _check_arguments(kwargs)
             try:
                 return as_result(await fn(*args, **kwargs))
             except TOOL_ERRORS as exc:
@@ -122,6 +152,7 @@ def board_errors(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _check_arguments(kwargs)
         try:
             return as_result(fn(*args, **kwargs))
         except TOOL_ERRORS as exc:

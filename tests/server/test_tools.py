@@ -366,3 +366,30 @@ async def test_more_bad_input_is_refused_cleanly(connect, board):
         weird_cursor = "WzcsICJ4Il0="  # valid base64 of [7, "x"]
         assert "cursor is not valid" in await call_error(c, "get_messages", cursor=weird_cursor)
         assert counts(board) == before
+
+
+BAD_TEXT = [("\ud800", "lone UTF-16 surrogate"), ("a\x00b", "NUL character")]
+
+
+@pytest.mark.parametrize("bad, said", BAD_TEXT)
+async def test_text_that_cannot_be_stored_is_refused_and_nothing_is_written(connect, bad, said):
+    """Over HTTP and stdio the SDK's JSON parser already refuses lone surrogates; the tools refuse them
+    (and NUL) themselves, whatever transport lets them through, as the in-process client does."""
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="ok")
+        attempts = [
+            ("create_task", dict(title="x", labels=["fine", bad]), "labels[1]"),
+            ("publish_message", dict(intent="info", content="hi", metadata={"note": bad}), "metadata.note"),
+            ("update_task", dict(task_id=card["id"], labels=[bad]), "labels[0]"),
+            ("create_task", dict(title="x", acceptance_tests={"files": [{"name": "t.py", "content": bad}]}),
+             "acceptance_tests.files[0].content"),
+        ]
+        for tool, args, where in attempts:
+            error = await call_error(alice, tool, **args)
+            assert where in error and said in error, (tool, error)
+        # nothing was written, and everyone can still read everything
+        assert (await call(bob, "list_tasks"))["total"] == 1
+        assert (await call(bob, "get_task", task_id=card["id"]))["labels"] == []
+        assert (await call(bob, "get_messages", box="pool"))["messages"] == []
+        claim = await call(bob, "claim_task", task_id=card["id"])
+        assert claim["claimed"] and claim["token"]
