@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Annotated, Literal
 
 import anyio
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.shared.exceptions import MCPError
@@ -26,6 +26,7 @@ from mcp_types import (
     CallToolResult,
     EmptyResult,
     SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
     TextContent,
     ToolAnnotations,
     UnsubscribeRequestParams,
@@ -246,6 +247,16 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         legacy_subscribers.get(params.uri, weakref.WeakSet()).discard(rctx.session._connection)
         return EmptyResult()
 
+    # subscriptions/listen (2026-07-28): the SDK's handler, behind the same rule as resources/subscribe
+    listen = ListenHandler(bus)
+
+    async def listen_guarded(rctx, params: SubscriptionsListenRequestParams):
+        for uri in params.notifications.resource_subscriptions or ():
+            if uri.startswith("hiveboard://inbox/"):
+                _own_inbox(rctx, uri)
+        return await listen(rctx, params)
+
+    mcp._lowlevel_server.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, listen_guarded)
     mcp._lowlevel_server.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe_resource)
     mcp._lowlevel_server.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe_resource)
 

@@ -241,6 +241,20 @@ async def test_inbox_listeners_are_told_when_a_message_lands(connect):
         assert intents(await inbox(reader)) == [("info", "other")]
 
 
+async def test_nobody_listens_on_another_agents_inbox(connect):
+    await register(connect, ("reader", None), ("other", None))
+    async with connect("reader") as reader, connect("other") as other:
+        with pytest.raises(Exception, match="only to your own inbox"):
+            async with other.listen(resource_subscriptions=["hiveboard://inbox/reader"]) as sub:
+                await call(reader, "publish_message", intent="info", recipient="reader", content="x")
+                with anyio.fail_after(5):
+                    await sub.__anext__()
+        async with reader.listen(resource_subscriptions=["hiveboard://inbox/reader"]) as sub:  # its own: fine
+            await call(other, "publish_message", intent="info", recipient="reader", content="ping")
+            with anyio.fail_after(10):
+                assert (await sub.__anext__()).uri == "hiveboard://inbox/reader"
+
+
 async def test_subscribers_never_see_direct_messages(connect):
     await register(connect, ("alice", None), ("bob", None), ("carol", None))
     async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
