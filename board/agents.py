@@ -7,7 +7,7 @@ import re
 import secrets
 
 from .db import Store, iso, now
-from .errors import Conflict, InvalidInput, NotFound
+from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import Agent
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -33,6 +33,11 @@ def _agent(row) -> Agent:
     return Agent(name=row["name"], role=row["role"], created_at=iso(row["created_at"]))
 
 
+# Roles only the operator grants (`hiveboard agent add NAME --role lead`, or the stdio config): they may
+# move other agents' cards out of blocked and needs_human.
+OPERATOR_ROLES: tuple[str, ...] = ("human", "lead")
+
+
 class Agents:
     def __init__(self, store: Store):
         self.store = store
@@ -44,7 +49,10 @@ class Agents:
         """
         name = check_name(name)
         if role is not None and not (0 < len(role) <= 40):
-            raise InvalidInput("role must be 1-40 characters, e.g. 'coder', 'reviewer', 'lead'")
+            raise InvalidInput("role must be 1-40 characters, e.g. 'coder', 'reviewer', 'tester'")
+        if role in OPERATOR_ROLES:
+            raise Forbidden(f"the role {role!r} is granted by the operator, not taken: ask them to run "
+                            f"`hiveboard agent add {name} --role {role}`; register with another role or none")
         with self.store.write() as db:
             row = next(db.query("SELECT * FROM agents WHERE name = ?", [name]), None)
             if row is not None:

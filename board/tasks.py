@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlite_utils import Database
 
-from .agents import Agents
+from .agents import OPERATOR_ROLES, Agents
 from .db import Store, iso, now
 from .knowledge import Knowledge
 from .messages import Messages, NewMessage
@@ -43,14 +43,15 @@ from .models import (
 TASK_TYPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 # Transitions update_task may make (others belong to claim, release, complete and the review engine).
-# value: who may make it — "holder" (the claiming agent with its token) or "anyone".
+# value: who may make it — "holder" (the claiming agent with its token), "steward" (the card's holder, its
+# creator, or an agent with an operator-granted role) or "anyone".
 UPDATE_TRANSITIONS: dict[tuple[str, str], str] = {
     ("in_progress", "blocked"): "holder",
     ("in_progress", "needs_human"): "holder",
     ("blocked", "in_progress"): "holder",
-    ("blocked", "todo"): "anyone",
-    ("todo", "blocked"): "anyone",
-    ("needs_human", "todo"): "anyone",
+    ("blocked", "todo"): "steward",
+    ("todo", "blocked"): "steward",
+    ("needs_human", "todo"): "steward",
     ("review", "needs_human"): "anyone",  # a review that cannot finish (no worker runs); the job's verdict
                                           # then no longer moves the card
 }
@@ -522,6 +523,14 @@ class Board:
             # (the caller believes it holds the card); an unheld card is open to anyone.
             if transition == "holder" or token is not None or (transition is None and held):
                 self._holder_check(row, actor, token, "update")
+            if transition == "steward" and actor not in (row["assignee"], row["created_by"]):
+                agent = self.agents.get(actor, missing_ok=True)
+                if agent is None or agent.role not in OPERATOR_ROLES:
+                    raise Forbidden(
+                        f"task {task_id} is {row['status']} ({row['blocked_reason'] or 'no reason given'}); only "
+                        f"its holder ({row['assignee'] or 'none'}), its creator ({row['created_by']}) or an agent "
+                        f"with the role {' or '.join(OPERATOR_ROLES)} may move it to {status}; ask one of them, or "
+                        "send them a message with publish_message")
             sets = dict(changes)
             action = "edited" if changes else "progress"
             if status is not None and status != row["status"]:

@@ -27,7 +27,7 @@ async def register(connect, *agents):
 
 
 async def test_workflow_a_assignment_claim_status_help_answer_output(connect, board):
-    await register(connect, ("pm", "lead"), ("eng1", "engineer"), ("eng2", "engineer"), ("research", "research"))
+    await register(connect, ("pm", "pm"), ("eng1", "engineer"), ("eng2", "engineer"), ("research", "research"))
     async with connect("pm") as pm, connect("eng1") as eng1, connect("eng2") as eng2, \
             connect("research") as research:
         card = await call(pm, "create_task", title="Implement feature X", description="requirements A, B, C")
@@ -268,14 +268,18 @@ async def test_subscribers_never_see_direct_messages(connect):
         assert [m["content"] for m in await inbox(carol)] == ["for the pool"]
 
 
-async def test_the_holder_hears_when_someone_else_unblocks_its_card(connect):
+async def test_only_the_cards_people_unblock_it_and_the_holder_hears(connect):
     await register(connect, ("alice", None), ("bob", None), ("carol", None))
     async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
         card = await call(alice, "create_task", title="t")
         claim = await call(bob, "claim_task")
         await call(bob, "update_task", task_id=card["id"], token=claim["token"], status="blocked", reason="keys")
         await inbox(bob)
-        await call(carol, "update_task", task_id=card["id"], status="todo", reason="keys arrived")
+        # a bystander cannot take the card out of blocked (and then claim it); its creator can
+        refused = await call_error(carol, "update_task", task_id=card["id"], status="todo", reason="mine now")
+        assert "only its holder (bob), its creator (alice)" in refused
+        assert (await call(carol, "get_task", task_id=card["id"]))["status"] == "blocked"
+        await call(alice, "update_task", task_id=card["id"], status="todo", reason="keys arrived")
         told = await inbox(bob)
         assert [m["intent"] for m in told] == ["status_update"] and "keys arrived" in told[0]["summary"]
 
@@ -359,3 +363,18 @@ async def test_a_reply_reaches_the_threads_audience_unless_it_names_a_recipient(
         dm = await call(dave, "publish_message", intent="info", recipient="alice", content="lunch?")
         reply = await call(alice, "publish_message", intent="info", reply_to=dm["id"], content="yes")
         assert reply["recipient"] == "dave" and await inbox(bob) == [] and await inbox(carol) == []
+
+
+async def test_operator_roles_are_granted_not_taken(connect, board):
+    async with connect(None) as c:
+        assert "granted by the operator" in await call_error(c, "whoami", name="mallory", role="lead")
+    assert board.agents.get("mallory", missing_ok=True) is None  # nothing was written
+    board.agents.new_token("olive", "lead")  # the operator: hiveboard agent add olive --role lead
+    await register(connect, ("alice", None), ("bob", None))
+    async with connect("alice") as alice, connect("bob") as bob, connect("olive") as olive:
+        card = await call(alice, "create_task", title="t")
+        claim = await call(bob, "claim_task", task_id=card["id"])
+        await call(bob, "update_task", task_id=card["id"], token=claim["token"], status="needs_human",
+                   reason="which schema?")
+        moved = await call(olive, "update_task", task_id=card["id"], status="todo", reason="use v2")
+        assert moved["status"] == "todo"

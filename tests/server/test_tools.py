@@ -344,10 +344,12 @@ async def test_a_reservation_outlives_release_and_cannot_skip_the_claim(connect)
         await call(bob, "whoami")
         card = await call(lead, "create_task", title="reserved", assignee="bob")
         assert card["reserved_for"] == "bob" and card["assignee"] is None
-        await call(carol, "update_task", task_id=card["id"], status="blocked", reason="waiting")
+        assert "only its holder" in await call_error(carol, "update_task", task_id=card["id"], status="blocked",
+                                                     reason="waiting")
+        await call(lead, "update_task", task_id=card["id"], status="blocked", reason="waiting")
         assert "not claimed" in await call_error(bob, "update_task", task_id=card["id"], token=0,
                                                  status="in_progress")
-        await call(carol, "update_task", task_id=card["id"], status="todo", reason="ready again")
+        await call(lead, "update_task", task_id=card["id"], status="todo", reason="ready again")
         claim = await call(bob, "claim_task")
         await call(bob, "release_task", task_id=card["id"], token=claim["token"])
         assert "reserved for bob" in await call_error(carol, "claim_task", task_id=card["id"])
