@@ -183,6 +183,11 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, memory: M
         if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.http_token:
             log.warning("serving on %s without --token: anyone who reaches this address can use the board",
                         settings.host)
+        problem = _port_taken(settings.host, settings.port)
+        if problem:
+            print(f"hiveboard: cannot serve on {settings.host}:{settings.port}: {problem}; stop the other server "
+                  "or pass --port", file=sys.stderr)
+            return 2
         print(f"hiveboard: serving streamable HTTP on http://{settings.host}:{settings.port}/mcp "
               f"(data: {settings.db_path})", file=sys.stderr, flush=True)
         app = http_app(settings, board, memory)
@@ -196,6 +201,20 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, memory: M
     _freeze_heap()
     server.run("stdio")
     return 0
+
+
+def _port_taken(host: str, port: int) -> str | None:
+    """Why the HTTP port cannot be bound (e.g. another server has it), so nothing claims to serve first."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(infos[0][4])
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def cmd_board(args: argparse.Namespace) -> int:
@@ -373,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     except BoardError as exc:
         print(f"hiveboard: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `hiveboard board | head`: the reader stopped; so do we, quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

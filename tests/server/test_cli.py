@@ -126,3 +126,24 @@ def test_the_http_token_comes_from_a_file_and_a_command_line_token_is_warned_abo
     out = subprocess.run(hiveboard_cmd("--home", str(tmp_path), "serve", "--http", "--port", "1", "--token", "x",
                                        "--host", "256.0.0.1"), capture_output=True, text=True, timeout=60)
     assert "visible to every local user" in out.stderr
+
+
+def test_board_into_a_pipe_that_closes_early_ends_quietly(tmp_path):
+    board = Board(Store(tmp_path / "hiveboard.db"))
+    for n in range(20):
+        board.create("lead", NewTask(title=f"card {n}"))
+    proc = subprocess.Popen(hiveboard_cmd("--home", str(tmp_path), "board"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, bufsize=0)
+    proc.stdout.close()  # `hiveboard board | true`: the reader is gone before the board is printed
+    assert proc.wait(timeout=60) == 0
+    assert "Traceback" not in proc.stderr.read().decode()
+
+
+def test_serve_refuses_a_taken_port_before_saying_it_serves(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        out = run("--home", str(tmp_path), "serve", "--http", "--port", str(taken.getsockname()[1]))
+    assert out.returncode == 2 and "cannot serve on 127.0.0.1" in out.stderr and "serving" not in out.stderr

@@ -395,3 +395,14 @@ async def test_text_that_cannot_be_stored_is_refused_and_nothing_is_written(conn
         assert (await call(bob, "get_messages", box="pool"))["messages"] == []
         claim = await call(bob, "claim_task", task_id=card["id"])
         assert claim["claimed"] and claim["token"]
+
+
+async def test_prompts_an_operator_can_use_as_slash_commands(connect):
+    async with connect("alice") as c:
+        names = {p.name for p in (await c.list_prompts()).prompts}
+        assert names == {"work-the-board", "review-as-critic", "plan-feature"}
+        work = await c.get_prompt("work-the-board", {"name": "cursor-1", "task_type": "code"})
+        text = work.messages[0].content.text
+        assert "whoami(name='cursor-1')" in text and "claim_task with task_type='code'" in text
+        plan = await c.get_prompt("plan-feature", {"feature": "CSV export of the board"})
+        assert "CSV export of the board" in plan.messages[0].content.text
