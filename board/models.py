@@ -157,6 +157,7 @@ class Card(BaseModel):
     task_type: str
     priority: Priority
     assignee: str | None = None
+    unverified: bool = Field(False, description="done without its tests having run (get_task says why)")
 
 
 class Column(BaseModel):

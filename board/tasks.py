@@ -230,10 +230,11 @@ class Board:
             for status in STATUSES:
                 # done is ordered newest first; the others by what should be picked up next
                 order = "updated_at DESC" if status == "done" else "priority DESC, id"
-                rows = db.execute(f"SELECT id, title, task_type, priority, assignee FROM tasks WHERE status = ? "
-                                  f"ORDER BY {order} LIMIT ?", [status, top]).fetchall() if top else []
+                rows = db.execute(f"SELECT id, title, task_type, priority, assignee, unverified FROM tasks WHERE "
+                                  f"status = ? ORDER BY {order} LIMIT ?", [status, top]).fetchall() if top else []
                 columns.append(Column(status=status, count=counts.get(status, 0), top=[
-                    Card(id=r[0], title=r[1], task_type=r[2], priority=RANK_PRIORITY[r[3]], assignee=r[4])
+                    Card(id=r[0], title=r[1], task_type=r[2], priority=RANK_PRIORITY[r[3]], assignee=r[4],
+                         unverified=bool(r[5]) if status == "done" else False)
                     for r in rows]))
         return BoardView(columns=columns, total=sum(counts.values()), ready=ready)
 

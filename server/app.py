@@ -7,6 +7,7 @@ tool errors with the board's message, which says what was wrong and what to send
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import inspect
 import json
@@ -31,7 +32,7 @@ from mcp_types import (
     ToolAnnotations,
     UnsubscribeRequestParams,
 )
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from hiveboard.board.messages import Message, MessagePage, NewMessage, Subscription
 from hiveboard.board import (
@@ -186,6 +187,43 @@ def _trim(task: Task, full: bool) -> Task:
     ))
 
 
+class StrictServer(MCPServer):
+    """An MCPServer whose tools refuse unknown arguments (with a did-you-mean) and answer a rejected
+    argument with one sentence naming it, instead of pydantic's dump."""
+
+    _parameters: dict[str, list[str]] | None = None
+
+    async def call_tool(self, name: str, arguments: dict, context=None):
+        if self._parameters is None:
+            self._parameters = {t.name: list(t.input_schema.get("properties", {})) for t in await self.list_tools()}
+        known = self._parameters.get(name)
+        if known is not None:
+            unknown = [key for key in arguments if key not in known]
+            if unknown:
+                raise ToolError(_unknown_arguments(name, unknown, known))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(_rejected(name, exc.__cause__)) from None
+            raise
+
+
+def _unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:
+    guesses = [f"{key!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(key, known, 1)) else
+               repr(key) for key in unknown[:5]]
+    return (f"{tool} has no argument {', '.join(guesses)}; nothing was done. It takes: {', '.join(known)}")
+
+
+def _rejected(tool: str, error: ValidationError) -> str:
+    """One sentence: which argument, what was wrong with it (pydantic's message, without the dump)."""
+    problems = error.errors(include_url=False)
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the arguments"
+    more = f" ({len(problems) - 1} more problem(s) after you fix it)" if len(problems) > 1 else ""
+    return f"{tool}: argument {where!r}: {first['msg']}; nothing was done{more}"
+
+
 def build_server(board: Board, identity: Identity, *, memory: Memory | None = None,
                  review: ReviewEngine | None = None, wants_review: Callable[[Task], bool] | None = None) -> MCPServer:
     """The hiveboard MCP server over one board.
@@ -227,7 +265,8 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
         finally:
             wakeup.on_agents.remove(inbox_changed)
 
-    mcp = MCPServer("hiveboard", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan, subscriptions=bus)
+    mcp = StrictServer("hiveboard", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan,
+                       subscriptions=bus)
 
     # Clients on the session protocol (2025-11-25) subscribe with resources/subscribe instead of
     # subscriptions/listen; keep their connections per inbox URI until the connection goes away.

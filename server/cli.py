@@ -227,7 +227,8 @@ def cmd_board(args: argparse.Namespace) -> int:
         print(f"\n{column.status.upper()} ({column.count})")
         for t in column.top:
             who = f" @{t.assignee}" if t.assignee else ""
-            print(f"  #{t.id:<5} [{t.priority:<8}] {t.task_type:<9} {t.title}{who}")
+            mark = " (UNVERIFIED: its tests did not run)" if t.unverified else ""
+            print(f"  #{t.id:<5} [{t.priority:<8}] {t.task_type:<9} {t.title}{who}{mark}")
         if column.count > len(column.top):
             print(f"  … {column.count - len(column.top)} more (hiveboard board --top N)")
     surfaced, useful = board.knowledge.reuse()

@@ -122,6 +122,8 @@ async def test_untested_work_can_pass_marked_unverified(connect, reviewer):
         assert task["status"] == "done" and task["unverified"]
         listed = await call(c, "list_tasks", status="done")
         assert listed["tasks"][0]["unverified"]
+        done = next(col for col in (await call(c, "get_board"))["columns"] if col["status"] == "done")
+        assert done["top"][0]["unverified"] is True
         approval = await call(c, "get_messages", intent="approval", full=True)
         assert "UNVERIFIED" in approval["messages"][0]["content"]
         assert (await call(c, "board_stats"))["unverified_passed"] == 1

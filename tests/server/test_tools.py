@@ -406,3 +406,15 @@ async def test_prompts_an_operator_can_use_as_slash_commands(connect):
         assert "whoami(name='cursor-1')" in text and "claim_task with task_type='code'" in text
         plan = await c.get_prompt("plan-feature", {"feature": "CSV export of the board"})
         assert "CSV export of the board" in plan.messages[0].content.text
+
+
+async def test_unknown_and_invalid_arguments_get_one_sentence_and_nothing_is_written(connect):
+    async with connect("alice") as alice:
+        typo = await call_error(alice, "create_task", titel="Fix login")
+        assert "no argument 'titel' (did you mean 'title'?)" in typo and "It takes: title," in typo
+        bad = await call_error(alice, "create_task", title="x", priority="urgent")
+        assert bad.endswith("create_task: argument 'priority': Input should be 'critical', 'high', 'medium' or "
+                            "'low'; nothing was done")
+        assert "pydantic" not in bad and "\n" not in bad
+        assert "argument 'limit'" in await call_error(alice, "list_tasks", limit=500)
+        assert (await call(alice, "list_tasks"))["total"] == 0
