@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 
@@ -56,3 +57,16 @@ def machine_info(*packages: str) -> dict:
                 mcp=version("mcp"), sqlite=sqlite3.sqlite_version)
     info.update({name: version(name) for name in packages})
     return info
+
+
+def ts(text: str) -> float:
+    """An ISO 8601 time from the server as a Unix timestamp."""
+    return datetime.fromisoformat(text).timestamp()
+
+
+async def call(client, tool: str, **args) -> dict:
+    """A tool's structured result through an MCP client; a tool error stops the benchmark."""
+    result = await client.call_tool(tool, args)
+    if result.is_error:
+        raise RuntimeError(f"{tool} failed: {result.content[0].text if result.content else result}")
+    return result.structured_content or {}

@@ -49,7 +49,6 @@ import time
 import typing
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
 from operator import itemgetter
 from pathlib import Path
 
@@ -57,7 +56,7 @@ import anyio
 from mcp import Client
 from pydantic import ValidationError
 
-from _common import machine_info, pct, remove_unless_kept  # bench/ is on sys.path when run as a script
+from _common import call, machine_info, pct, remove_unless_kept, ts  # bench/ is on sys.path when run as a script
 from hiveboard.critics.config import ReviewConfig
 from hiveboard.server import cli
 from hiveboard.server.app import build_server
@@ -292,17 +291,6 @@ def make_settings(home: Path, execute: str | None) -> Settings:
 
 
 # ---------------------------------------------------------------- one run: every card through the server
-
-def ts(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp()
-
-
-async def call(c: Client, tool: str, **args) -> dict:
-    result = await c.call_tool(tool, args)
-    if result.is_error:
-        raise RuntimeError(f"{tool} failed: {result.content[0].text if result.content else result}")
-    return result.structured_content or {}
-
 
 def _first_line(text: str, limit: int = 160) -> str:
     line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""

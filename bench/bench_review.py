@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -43,7 +42,7 @@ import openai
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from _common import machine_info, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _common import call, machine_info, pct, remove_unless_kept, ts  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_llm import FakeLLM  # noqa: E402  (the tests' fake OpenAI-compatible server, not a copy)
@@ -183,17 +182,6 @@ def test_parse_line_needs_sku():
 '''
 CARD = [{"name": "pricing.py", "kind": "code", "content": PRICING},
         {"name": "test_pricing.py", "kind": "test", "content": PRICING_TESTS}]
-
-
-def ts(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp()
-
-
-async def call(c: Client, tool: str, **args) -> dict:
-    result = await c.call_tool(tool, args)
-    if result.is_error:
-        raise RuntimeError(f"{tool} failed: {result.content[0].text if result.content else result}")
-    return result.structured_content or {}
 
 
 def phases(board: Board, review_id: int) -> dict:
