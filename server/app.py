@@ -71,6 +71,8 @@ MAX_ID = 2**63 - 1  # SQLite's INTEGER range
 TaskId = Annotated[int, Field(description="task id, as shown by list_tasks or get_board", ge=1, le=MAX_ID)]
 Token = Annotated[int, Field(description="the fencing token claim_task returned for this card", ge=0, le=MAX_ID)]
 PREVIEW_CHARS = 4_000
+MAX_TAGS = 20  # tags of a memory item, or asked for in a search: each is a metadata key in Chroma
+Tag = Annotated[str, Field(min_length=1, max_length=50)]
 
 READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
@@ -616,7 +618,8 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
             task_type: Annotated[str | None, Field(description="only items of this task type", max_length=40)] = None,
             kinds: Annotated[list[Literal["lesson", "critique", "output", "message", "note"]] | None,
                              Field(description="only these kinds")] = None,
-            tags: Annotated[list[str] | None, Field(description="only items with all these tags")] = None,
+            tags: Annotated[list[Tag] | None, Field(description="only items with all these tags",
+                                                    max_length=MAX_TAGS)] = None,
             k: Annotated[int, Field(description="how many results", ge=1, le=20)] = 5,
             include_deprecated: Annotated[bool, Field(description="also superseded items")] = False,
             mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(description="hybrid: meaning and "
@@ -636,7 +639,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
             task_type: Annotated[str, Field(description="the kind of task it applies to: code, test, docs, …",
                                             max_length=40)],
             title: Annotated[str | None, Field(max_length=200)] = None,
-            tags: Annotated[list[str], Field(description="e.g. ['sql', 'security']")] = [],
+            tags: Annotated[list[Tag], Field(description="e.g. ['sql', 'security']", max_length=MAX_TAGS)] = [],
             task_id: Annotated[int | None, Field(description="the task it came from", ge=1, le=MAX_ID)] = None,
             supersedes: Annotated[int | None, Field(description="id of an older lesson this one replaces (it is "
                                                     "then hidden from searches)", ge=1, le=MAX_ID)] = None,
