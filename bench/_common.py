@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import platform
@@ -70,3 +71,9 @@ async def call(client, tool: str, **args) -> dict:
     if result.is_error:
         raise RuntimeError(f"{tool} failed: {result.content[0].text if result.content else result}")
     return result.structured_content or {}
+
+
+def quiet_loggers() -> None:
+    """Keep the servers a benchmark builds from logging every request (build_server's logging setup)."""
+    for name in ("httpx", "httpx2", "mcp", "hiveboard"):
+        logging.getLogger(name).setLevel(logging.WARNING)

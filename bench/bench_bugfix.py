@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import logging
 import os
 import pprint
 import re
@@ -56,7 +55,7 @@ import anyio
 from mcp import Client
 from pydantic import ValidationError
 
-from _common import call, machine_info, pct, remove_unless_kept, ts  # bench/ is on sys.path when run as a script
+from _common import call, machine_info, pct, quiet_loggers, remove_unless_kept, ts  # bench/ is on sys.path when run as a script
 from hiveboard.critics.config import ReviewConfig
 from hiveboard.server import cli
 from hiveboard.server.app import build_server
@@ -355,7 +354,7 @@ async def run_cards(settings: Settings, cards: list[Card], batch: int) -> tuple[
     worker = cli.start_review_worker(settings, board, None)  # prints the critics it runs, as `serve` does
     if worker is None:
         raise SystemExit("no review worker: review is disabled or HIVEBOARD_REVIEW_WORKERS=0; nothing to measure")
-    where = worker.engine.describe().splitlines()[-1].removeprefix("hiveboard: ")  # its last line: where tests run
+    where = worker.engine.describe().splitlines()[-1]  # its last line: where tests run
     results: list[dict] = []
     queue = list(reversed(cards))
 
@@ -489,8 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the rows and every card's result here")
     p.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = p.parse_args(argv)
-    for name in ("httpx", "httpx2", "mcp", "hiveboard"):  # build_server's logging setup would print every request
-        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_loggers()
 
     qb = QuixBugs(args.quixbugs.expanduser())
     programs = qb.programs()

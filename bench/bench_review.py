@@ -42,7 +42,7 @@ import openai
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from _common import call, machine_info, pct, remove_unless_kept, ts  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _common import call, machine_info, pct, quiet_loggers, remove_unless_kept, ts  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_llm import FakeLLM  # noqa: E402  (the tests' fake OpenAI-compatible server, not a copy)
@@ -344,8 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = p.parse_args(argv)
-    for name in ("httpx", "httpx2", "mcp", "hiveboard"):  # build_server's logging setup would print every request
-        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_loggers()
     if args.quick:
         args.reps, args.also_delay, args.offline_reps = 2, 0, min(args.offline_reps, 3)
         args.sandbox_reps, args.card_reps = min(args.sandbox_reps, 5), min(args.card_reps, 5)

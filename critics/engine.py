@@ -61,11 +61,11 @@ def execution_line(config: ReviewConfig, sandbox: Detected) -> str:
 
 
 def describe(config: ReviewConfig, sandbox: Detected, critics: dict[str, Critic]) -> str:
-    """The critics that will run, and the execution line."""
+    """Two lines: the critics that will run, and where tests run."""
     parts = [f"{c.name} ({c.lens}, {c.backend}{': ' + c.model if c.model else ''})" for c in critics.values()]
     if not any(c.backend == "llm" for c in critics.values()):
         parts.append("no LLM critic configured")
-    return "review critics: " + "; ".join(parts) + f"\nhiveboard: {execution_line(config, sandbox)}"
+    return "review critics: " + "; ".join(parts) + f"\n{execution_line(config, sandbox)}"
 
 
 def build_critics(config: ReviewConfig, sandbox: Detected) -> dict[str, Critic]:

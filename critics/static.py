@@ -121,10 +121,10 @@ class RuffCritic(StaticCritic):
     def parse(self, report: str, root: str) -> list[ReviewIssue]:
         issues = []
         for f in json.loads(report):
-            code = f.get("code") or "syntax"
+            code, path = f.get("code") or "syntax", _relative(f["filename"], root)
             issues.append(ReviewIssue(
-                severity=self._severity(code, _relative(f["filename"], root)), category=f.get("name") or code,
-                rule=code, location=f"{_relative(f['filename'], root)}:{f['location']['row']}",
+                severity=self._severity(code, path), category=f.get("name") or code, rule=code,
+                location=f"{path}:{f['location']['row']}",
                 description=f"{f['message']} ({code})",
                 suggestion=(f.get("fix") or {}).get("message") or f"see {f.get('url') or 'the ruff docs'}"))
         return issues

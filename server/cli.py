@@ -169,7 +169,8 @@ def start_review_worker(settings: Settings, board: Board, memory: Memory) -> Rev
         print("hiveboard: review is on but this process runs no review worker (HIVEBOARD_REVIEW_WORKERS=0): "
               "completed cards wait in review until a process that has one picks them up", file=sys.stderr)
         return None
-    print(f"hiveboard: {engine.describe()}", file=sys.stderr, flush=True)
+    for line in engine.describe().splitlines():
+        print(f"hiveboard: {line}", file=sys.stderr, flush=True)
     if settings.review.execute == "unsafe":
         log.warning("review.execute = \"unsafe\": submitted tests run on this machine as this user, with no "
                     "sandbox; use it only for agents you trust as much as yourself")
@@ -310,7 +311,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(f"pytest for acceptance runs: {'installed' if pytest_found else 'MISSING (pip install pytest)'}")
     print(f"review: {'on' if review.enabled else 'off (review.enabled = false)'}; review.execute = "
           f"\"{review.execute}\"; review.unverified = \"{review.unverified}\"")
-    print(describe(review, sandbox, build_critics(review, sandbox)).replace("\nhiveboard: ", "\n"))
+    print(describe(review, sandbox, build_critics(review, sandbox)))
     box, why = execution(review, sandbox)
     if review.execute == "sandbox" and box is None:
         print("hiveboard: the acceptance check cannot run here; install bubblewrap (apt-get install bubblewrap) "
