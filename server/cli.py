@@ -24,7 +24,8 @@ from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
 from hiveboard.memory.service import Memory, open_memory
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker
 
-from .app import build_server, tool_token_costs
+from .app import build_server
+from .boundary import tool_token_costs
 from .config import Settings, config_file
 from .identity import Identity, bearer_token
 

@@ -20,6 +20,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from hiveboard.board import Agent, Agents
 
+from .compat import connection_of
+
 Transport = Literal["stdio", "http", "memory"]
 
 
@@ -44,7 +46,7 @@ def _session(ctx: Context | None):
         return None
     # ctx.session is rebuilt for every request; the Connection behind it lives as long as the MCP
     # session (the SDK exposes it only as this attribute).
-    return getattr(ctx.session, "_connection", None)
+    return connection_of(ctx.session)
 
 
 class Identity:

@@ -1,0 +1,151 @@
+"""The strict edge of the MCP surface: what every tool call passes before the board sees it.
+
+Text that cannot be stored and read back (NUL, lone surrogates) is refused before anything is
+written; unknown arguments are refused with a did-you-mean; a rejected argument gets one sentence
+naming it; board and memory errors become tool errors with the board's own sentence; results go out
+as compact JSON. The layers below can then trust their input.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import json
+from collections.abc import Callable
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from hiveboard.board import BoardError
+from hiveboard.memory.embeddings import EmbeddingError
+from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
+
+from .compat import rejected_arguments
+
+MAX_ID = 2**63 - 1  # SQLite's INTEGER range
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+TaskId = Annotated[int, Field(description="task id, as shown by list_tasks or get_board", ge=1, le=MAX_ID)]
+Token = Annotated[int, Field(description="the fencing token claim_task returned for this card", ge=0, le=MAX_ID)]
+
+READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+CHANGE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
+IDEMPOTENT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+TOOL_ERRORS = (BoardError, EmbeddingError, EmbeddingMismatch, IndexUnavailable)
+
+
+def as_result(value: BaseModel) -> CallToolResult:
+    """Structured output plus its text twin as compact JSON without nulls (the SDK's default text is
+    indented and keeps every null, which costs the reading model tokens and every call bytes)."""
+    return CallToolResult(content=[TextContent(type="text", text=value.model_dump_json(exclude_none=True))],
+                          structured_content=value.model_dump(mode="json"))
+
+
+def check_text(value, where: str) -> None:
+    """Refuse text that cannot be stored and read back for everyone: NUL characters and lone UTF-16
+    surrogates (which JavaScript clients can send), anywhere in an argument."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ToolError(f"{where} contains a NUL character (\\u0000); send the text without it")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolError(f"{where} contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid "
+                            "Unicode; send valid UTF-8 text") from None
+    elif isinstance(value, BaseModel):
+        check_text(value.model_dump(), where)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, f"a key of {where}")
+            check_text(item, f"{where}.{key}" if isinstance(key, str) and key.isidentifier() else where)
+    elif isinstance(value, (list, tuple)):
+        for n, item in enumerate(value):
+            check_text(item, f"{where}[{n}]")
+
+
+def _check_arguments(kwargs: dict) -> None:
+    for name, value in kwargs.items():
+        if not isinstance(value, Context):
+            check_text(value, name)
+
+
+def tool_boundary(fn: Callable) -> Callable:
+    """Wrap a tool: refuse text that cannot be stored (before anything is written), turn board and
+    memory errors into tool errors the model can read (nothing was written), compact results. Works on
+    sync and async tools."""
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_wrapper(*args, **kwargs):
+            _check_arguments(kwargs)
+            try:
+                return as_result(await fn(*args, **kwargs))
+            except TOOL_ERRORS as exc:
+                raise ToolError(str(exc)) from exc
+
+        return async_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _check_arguments(kwargs)
+        try:
+            return as_result(fn(*args, **kwargs))
+        except TOOL_ERRORS as exc:
+            raise ToolError(str(exc)) from exc
+
+    return wrapper
+
+
+class StrictServer(MCPServer):
+    """An MCPServer whose tools refuse unknown arguments (with a did-you-mean) and answer a rejected
+    argument with one sentence naming it, instead of pydantic's dump."""
+
+    _parameters: dict[str, list[str]] | None = None
+
+    async def call_tool(self, name: str, arguments: dict, context=None):
+        if self._parameters is None:
+            self._parameters = {t.name: list(t.input_schema.get("properties", {})) for t in await self.list_tools()}
+        known = self._parameters.get(name)
+        if known is not None:
+            unknown = [key for key in arguments if key not in known]
+            if unknown:
+                raise ToolError(_unknown_arguments(name, unknown, known))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if (invalid := rejected_arguments(exc)) is not None:
+                raise ToolError(_rejected(name, invalid)) from None
+            raise
+
+
+def _unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:
+    guesses = [f"{key!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(key, known, 1)) else
+               repr(key) for key in unknown[:5]]
+    return (f"{tool} has no argument {', '.join(guesses)}; nothing was done. It takes: {', '.join(known)}")
+
+
+def _rejected(tool: str, error: ValidationError) -> str:
+    """One sentence: which argument, what was wrong with it (pydantic's message, without the dump)."""
+    problems = error.errors(include_url=False)
+    first = problems[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the arguments"
+    more = f" ({len(problems) - 1} more problem(s) after you fix it)" if len(problems) > 1 else ""
+    return f"{tool}: argument {where!r}: {first['msg']}; nothing was done{more}"
+
+
+def tool_token_costs(mcp_tools: list) -> list[tuple[str, int, int]]:
+    """Approximate context cost of each tool definition, in tokens (JSON characters / 4).
+
+    Returns (name, what every client sends the model: name, description, input schema and
+    annotations; the output schema, which only some clients pass on).
+    """
+    costs = []
+    for tool in mcp_tools:
+        wire = tool.model_dump(exclude_none=True, by_alias=True)
+        output = wire.pop("outputSchema", {})
+        costs.append((tool.name, len(json.dumps(wire)) // 4, len(json.dumps(output)) // 4))
+    return costs

@@ -1,0 +1,24 @@
+"""What the tool modules share: the board, who is calling, memory, review routing and wake-ups."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hiveboard.board import Board, Task
+
+from .identity import Identity
+from .wakeup import Wakeup
+
+if TYPE_CHECKING:
+    from hiveboard.memory.service import Memory
+
+
+@dataclass
+class Deps:
+    board: Board
+    identity: Identity
+    wakeup: Wakeup
+    memory: Memory | None = None
+    wants_review: Callable[[Task], bool] | None = None  # None: completed cards go straight to done

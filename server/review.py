@@ -1,0 +1,99 @@
+"""Tools over reviews: follow a card's review, answer a review request as an agent critic, the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Literal
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from hiveboard.board.reviews import BoardStats, Critique, CritiqueRecord, ReviewIssue, Resolution, ReviewTrail
+
+from .boundary import CREATE, MAX_ID, READ, tool_boundary
+from .deps import Deps
+
+
+def register(mcp: MCPServer, deps: Deps) -> None:
+    board, identity = deps.board, deps.identity
+    review_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+
+    def review_committed(events: list) -> None:  # store listener, any thread
+        if any(event[0] in ("review", "critique") for event in events):
+            for loop, changed in list(review_waiters):
+                loop.call_soon_threadsafe(changed.set)
+
+    board.store.listeners.append(review_committed)
+
+
+    @mcp.tool(annotations=READ)
+    @tool_boundary
+    async def get_review(
+        ctx: Context,
+        task_id: Annotated[int | None, Field(description="the card whose review trajectory you want", ge=1,
+                                             le=MAX_ID)] = None,
+        review_id: Annotated[int | None, Field(description="or a review id (from a review.request message)",
+                                               ge=1, le=MAX_ID)] = None,
+        wait_seconds: Annotated[float, Field(description="wait up to this long for the latest round to finish, "
+                                             "with progress notifications while critics report", ge=0,
+                                             le=600)] = 0,
+    ) -> ReviewTrail:
+        """A card's whole review: every round, every critique (including failed ones), every synthesis."""
+        if (task_id is None) == (review_id is None):
+            raise ToolError("pass task_id or review_id (one of them)")
+        if task_id is None:
+            task_id = await anyio.to_thread.run_sync(board.reviews.review_of, review_id)
+        trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
+        deadline = time.monotonic() + wait_seconds
+        reported = None
+        changed = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), changed)
+        review_waiters.add(waiter)
+        try:
+            while trail.rounds and trail.rounds[-1].status != "finished" and time.monotonic() < deadline:
+                latest = trail.rounds[-1]
+                done = sum(c.status not in ("running", "pending") for c in latest.critiques)
+                if (done, len(latest.critiques)) != reported:
+                    reported = (done, len(latest.critiques))
+                    await ctx.report_progress(done, len(latest.critiques) or None,
+                                              f"round {latest.round}: {done} of {len(latest.critiques)} critics done")
+                # woken by this process's review commits; a worker in another process is seen within 0.25 s
+                with anyio.move_on_after(min(0.25, max(0.0, deadline - time.monotonic()))):
+                    await changed.wait()
+                changed.clear()
+                trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
+        finally:
+            review_waiters.discard(waiter)
+        return trail
+
+    @mcp.tool(annotations=CREATE)
+    @tool_boundary
+    def submit_critique(
+        ctx: Context,
+        review_id: Annotated[int, Field(description="from the review.request message", ge=1, le=MAX_ID)],
+        lens: Annotated[str, Field(description="one open lens of that review (security, correctness, …)",
+                                   max_length=40)],
+        verdict: Literal["PASS", "CONDITIONAL", "FAIL"],
+        score: Annotated[int, Field(description="10 excellent, 7-9 good, 4-6 significant issues, 1-3 major "
+                                    "problems", ge=1, le=10)],
+        summary: Annotated[str, Field(min_length=1, max_length=4000)],
+        issues: Annotated[list[ReviewIssue], Field(description="what is wrong, each with severity (critical, "
+                                                   "major, minor, info), category, location, description, "
+                                                   "suggestion", max_length=50)] = [],
+        resolutions: Annotated[list[Resolution], Field(description="round 2+: for each of your earlier issues "
+                                                       "(ref from get_review), resolved / partial / "
+                                                       "not_addressed", max_length=50)] = [],
+    ) -> CritiqueRecord:
+        """As an agent critic, review one lens of someone else's work (first submission per lens counts)."""
+        critique = Critique(verdict=verdict, score=score, summary=summary, issues=issues, resolutions=resolutions)
+        return board.reviews.submit(identity.require(ctx), review_id, lens.strip().lower(), critique)
+
+    @mcp.tool(annotations=READ)
+    @tool_boundary
+    def board_stats() -> BoardStats:
+        """How review and memory are doing: first-pass PASS rate, rounds per card, critique success and
+        per-critic contribution, review latency, messages per task, memory reuse."""
+        return board.reviews.stats()

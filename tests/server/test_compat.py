@@ -1,0 +1,71 @@
+"""The MCP SDK's private surface that server/compat.py relies on. When an SDK upgrade moves any of it,
+these fail by name (and pyproject pins the minor version they cover)."""
+
+from __future__ import annotations
+
+import weakref
+
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import EmptyResult, SubscribeRequestParams
+from pydantic import ValidationError
+
+from hiveboard.server.compat import add_request_handler, connection_of, rejected_arguments
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_an_added_request_handler_answers_its_method():
+    seen = []
+    server = MCPServer("compat")
+
+    @server.resource("test://thing")
+    def thing() -> str:
+        return "x"
+
+    async def subscribe(rctx, params: SubscribeRequestParams) -> EmptyResult:
+        seen.append((params.uri, rctx.session is not None))
+        return EmptyResult()
+
+    add_request_handler(server, "resources/subscribe", SubscribeRequestParams, subscribe)
+    async with Client(server, mode="legacy") as client:
+        await client.subscribe_resource("test://thing")
+    assert seen == [("test://thing", True)]
+
+
+async def test_a_connection_outlives_requests_and_differs_between_clients():
+    server = MCPServer("compat")
+    seen: list = []
+
+    @server.tool()
+    def where(ctx: Context) -> str:
+        seen.append(connection_of(ctx.session))
+        return "ok"
+
+    async with Client(server, mode="legacy") as first:
+        await first.call_tool("where", {})
+        await first.call_tool("where", {})
+        async with Client(server, mode="legacy") as second:
+            await second.call_tool("where", {})
+    assert seen[0] is not None and seen[0] is seen[1] and seen[2] is not seen[0]
+    weakref.ref(seen[0])  # identity keeps sessions in a WeakKeyDictionary
+    hash(seen[0])
+
+
+async def test_a_rejected_argument_is_told_apart_from_a_failing_tool():
+    server = MCPServer("compat")
+
+    @server.tool()
+    def double(n: int) -> int:
+        if n < 0:
+            raise ToolError("negative")
+        return 2 * n
+
+    with pytest.raises(ToolError) as rejected:
+        await server.call_tool("double", {"n": "not a number"})
+    assert isinstance(rejected_arguments(rejected.value), ValidationError)
+    with pytest.raises(ToolError) as failed:
+        await server.call_tool("double", {"n": -1})
+    assert rejected_arguments(failed.value) is None
