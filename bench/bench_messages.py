@@ -60,7 +60,6 @@ from hiveboard.board import Board, Store
 from hiveboard.board.messages import NewMessage, _cursor
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
-from hiveboard.server.wakeup import wakeup_for
 
 TARGET_WAKE_P99_MS = 50.0
 TARGET_FETCH_P50_MS = 10.0
@@ -462,24 +461,15 @@ async def fetch_section(board: Board, ld: Loaded, reps: int, noop_calls: int, re
 # ----------------------------------------------------------------------------- 3. publish→wake in one process
 
 
-def waiting_agents(board: Board) -> set[str] | None:
-    """Agents with a get_messages currently parked in Wakeup.wait in this process (None: can't tell)."""
-    wake = wakeup_for(board.store)
-    waiters = getattr(wake, "_waiters", None)
-    lock = getattr(wake, "_lock", None)
-    if waiters is None or lock is None:
-        return None
-    with lock:
-        return set(waiters)
+def waiting_agents(board: Board) -> set[str]:
+    """Agents with a get_messages currently waiting on their inbox in this process."""
+    return {topic.split(":", 1)[1] for topic in board.store.notifier.waiting() if topic.startswith("inbox:")}
 
 
 async def until_waiting(board: Board, names: list[str], timeout: float = 10.0) -> None:
     deadline = time.perf_counter() + timeout
     while True:
         now_waiting = waiting_agents(board)
-        if now_waiting is None:
-            await anyio.sleep(0.05)
-            return
         if all(n in now_waiting for n in names):
             return
         if time.perf_counter() > deadline:

@@ -8,19 +8,19 @@ when another process wrote in between; an immediate one waits its turn instead.
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlite_utils import Database
 
+from .events import KEEP_EVENTS, Event, Notifier, encode
 from .migrations import apply_migrations
 
 BUSY_TIMEOUT_MS = 30_000
@@ -48,7 +48,7 @@ class Store:
             # -wal and -shm files the database file's permissions
             os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         self._local = threading.local()
-        self.listeners: list[Callable[[list], None]] = []
+        self.notifier = Notifier(self.path)
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
         self._write_lock = threading.RLock()
@@ -95,7 +95,7 @@ class Store:
     def write(self) -> Iterator[Database]:
         """A write transaction holding the database's write lock; rolled back on any error.
 
-        Events queued with after_commit() inside it reach the listeners once it has committed.
+        Events emitted inside it reach the notifier once it has committed.
         """
         db = self.db
         # Threads of this process queue on a mutex (an immediate hand-over); only other processes meet
@@ -112,15 +112,16 @@ class Store:
                 self._local.pending = []
                 raise
         events, self._local.pending = self._local.pending, []
-        for listener in self.listeners if events else ():
-            try:
-                listener(events)
-            except Exception:  # the change is committed; a failed wake-up must not turn it into an error
-                logging.getLogger("hiveboard").exception("after-commit listener failed")
+        self.notifier.publish(events)
 
-    def after_commit(self, event) -> None:
-        """Queue an event for the listeners, delivered only if the current write transaction commits."""
-        self._local.pending.append(event)
+    def emit(self, event: Event) -> None:
+        """Record an event in the current write transaction; the notifier hears of it once that commits
+        (other processes through the `events` table), and never if it rolls back."""
+        db = self.db
+        event_id = db.execute("INSERT INTO events (kind, data) VALUES (?, ?)", [event.kind, encode(event)]).lastrowid
+        if event_id % 1000 == 0:
+            db.execute("DELETE FROM events WHERE id <= ?", [event_id - KEEP_EVENTS])
+        self._local.pending.append((event_id, event))
 
     @contextmanager
     def read(self) -> Iterator[Database]:

@@ -19,6 +19,7 @@ from sqlite_utils import Database
 
 from .db import Store, iso, now
 from .errors import InvalidInput, NotFound
+from .events import MemoryAdded
 
 KINDS: tuple[str, ...] = ("lesson", "critique", "output", "message", "note")
 WORD_RE = re.compile(r"\w+")  # any script: FTS5's unicode61 tokenizer splits the same way
@@ -114,7 +115,7 @@ class Knowledge:
             [kind, task_type, task_id, title, text, json.dumps(list(tags)), source, created_by, ts,
              None if embedding is None else to_blob(embedding), model]).lastrowid
         db.execute("INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, ts])
-        self.store.after_commit(("memory", item_id, frozenset()))
+        self.store.emit(MemoryAdded(item_id))
         return item_id
 
     def merge_into(self, db: Database, item_id: int, source: str | None, tags: Iterable[str] = ()) -> None:

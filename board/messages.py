@@ -28,6 +28,7 @@ from sqlite_utils import Database
 from .agents import Agents
 from .db import Store, iso, now
 from .errors import InvalidInput
+from .events import InboxChanged
 from .knowledge import Knowledge
 
 KNOWN_INTENTS: tuple[str, ...] = (
@@ -224,7 +225,7 @@ class Messages:
             self.knowledge.add(db, kind="message", text=f"{summary}\n{msg.content[:4000]}".strip(), created_by=sender,
                                task_type=task_type, task_id=msg.task_id, title=summary, tags=[msg.intent],
                                source=f"message:{message_id}")
-        self.store.after_commit(("inbox", message_id, frozenset(to)))
+        self.store.emit(InboxChanged(message_id, frozenset(to)))
         if message_id % 10_000 == 0:
             self.store.optimize()  # keep the planner's statistics in step with a growing pool
         return message_id, to

@@ -240,8 +240,14 @@ def m007_acceptance_tests(db: Database) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN unverified TEXT")
 
 
+def m008_events(db: Database) -> None:
+    # Typed commit events (board/events.py), read by other processes' watchers to wake their waiters;
+    # a bounded tail is kept.
+    db.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL)")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
-                                                m007_acceptance_tests]
+                                                m007_acceptance_tests, m008_events]
 
 
 def apply_migrations(db: Database) -> list[str]:

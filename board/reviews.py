@@ -18,6 +18,7 @@ from sqlite_utils import Database
 
 from .db import iso, now
 from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
+from .events import ReviewChanged
 from .models import AcceptanceTests, Artifact
 
 if TYPE_CHECKING:
@@ -236,7 +237,7 @@ class Reviews:
             "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
             [task_id, self._round(db, task_id) + 1, row["assignee"], row["fencing_token"], row["task_type"], output,
              summary, json.dumps([a.model_dump() for a in artifacts]), ts]).lastrowid
-        self.store.after_commit(("review", review_id, None))
+        self.store.emit(ReviewChanged(review_id, task_id))
         return review_id
 
     @staticmethod
@@ -308,7 +309,7 @@ class Reviews:
         with self.store.write() as db:
             if not self._held(db, job.id, worker):
                 return False
-            self.store.after_commit(("critique", job.id, None))  # wakes get_review calls waiting on this round
+            self.store.emit(ReviewChanged(job.id, job.task_id))  # wakes get_review calls waiting on this round
             return db.execute(
                 "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, issue_count = ?, "
                 "resolutions = ?, error = ?, followed = ?, resolved = ?, finished_at = ?, "
@@ -382,7 +383,7 @@ class Reviews:
                         json.dumps([i.model_dump() for i in issues]), len(issues),
                         json.dumps([r.model_dump() for r in resolutions]), agent, *_tally(resolutions), ts,
                         review_id, f"agent:{lens}"])
-            self.store.after_commit(("review", review_id, None))
+            self.store.emit(ReviewChanged(review_id, review["task_id"]))
             return _record(next(db.query("SELECT * FROM critiques WHERE review_id = ? AND critic = ?",
                                          [review_id, f"agent:{lens}"])))
 
@@ -481,7 +482,7 @@ class Reviews:
                                         title=f"{c.lens} critique of task {job.task_id} round {job.round}: {c.verdict}",
                                         tags=[c.lens, c.verdict.lower() if c.verdict else "none"],
                                         source=f"review:{job.id}:{c.critic}")
-            self.store.after_commit(("review", job.id, None))
+            self.store.emit(ReviewChanged(job.id, job.task_id))
             return True
 
     # ----------------------------------------------------------------- metrics

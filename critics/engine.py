@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
 from hiveboard.board.db import iso
+from hiveboard.board.events import Event, ReviewChanged
 from hiveboard.board.reviews import judged
 from hiveboard.memory.service import Memory
 
@@ -372,13 +373,13 @@ class ReviewWorker:
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
 
-    def _on_commit(self, events: list) -> None:
-        if any(event[0] == "review" for event in events):
+    def _on_commit(self, events: list[Event]) -> None:
+        if any(isinstance(event, ReviewChanged) for event in events):
             self._wake.set()
             self.engine.changed.set()
 
     def start(self) -> ReviewWorker:
-        self.engine.board.store.listeners.append(self._on_commit)
+        self.engine.board.store.notifier.subscribe(self._on_commit)
         for n in range(self.threads):
             thread = threading.Thread(target=self._loop, args=(f"{self.name}/{n}",), name=f"review-worker-{n}",
                                       daemon=True)
@@ -416,5 +417,4 @@ class ReviewWorker:
         self._wake.set()
         for thread in self._threads:
             thread.join(timeout=timeout)
-        if self._on_commit in self.engine.board.store.listeners:
-            self.engine.board.store.listeners.remove(self._on_commit)
+        self.engine.board.store.notifier.unsubscribe(self._on_commit)

@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from hiveboard.board import Board, InvalidInput, Task
+from hiveboard.board.events import Event, MemoryAdded
 from hiveboard.board.knowledge import KINDS, MemoryItem
 
 from .embeddings import Embedder, EmbeddingError
@@ -96,7 +97,7 @@ class Memory:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
-        board.store.listeners.append(self._on_commit)
+        board.store.notifier.subscribe(self._on_commit)
         if isinstance(index, SharedIndex):
             index.on_owner = self._wake.set  # taking the index over: index what waited at once
 
@@ -239,8 +240,8 @@ class Memory:
 
     # ----------------------------------------------------------------- indexing
 
-    def _on_commit(self, events: list) -> None:
-        if any(event[0] == "memory" for event in events):
+    def _on_commit(self, events: list[Event]) -> None:
+        if any(isinstance(event, MemoryAdded) for event in events):
             self._wake.set()
 
     def _local_index(self) -> VectorIndex | None:

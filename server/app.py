@@ -18,7 +18,6 @@ from . import memory as memory_tools, messages, prompts, resources, review as re
 from .boundary import StrictServer, tool_token_costs
 from .deps import Deps
 from .identity import Identity
-from .wakeup import wakeup_for
 
 if TYPE_CHECKING:
     from hiveboard.critics.engine import ReviewEngine
@@ -46,19 +45,19 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
     """
     if wants_review is None and review is not None:
         wants_review = review.wants_review
-    deps = Deps(board=board, identity=identity, wakeup=wakeup_for(board.store), memory=memory,
-                wants_review=wants_review)
+    deps = Deps(board=board, identity=identity, memory=memory, wants_review=wants_review)
     inboxes = resources.InboxSubscriptions()
 
     @asynccontextmanager
     async def lifespan(_server):
+        notifier = board.store.notifier
         inboxes.serve_on(asyncio.get_running_loop())
-        deps.wakeup.on_agents.append(inboxes.changed)
+        notifier.subscribe(inboxes.changed)
         try:
-            async with deps.wakeup.watching():
+            async with notifier.watching():
                 yield {}
         finally:
-            deps.wakeup.on_agents.remove(inboxes.changed)
+            notifier.unsubscribe(inboxes.changed)
             inboxes.serve_on(None)
 
     mcp = StrictServer("hiveboard", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan,

@@ -1,4 +1,4 @@
-"""What the tool modules share: the board, who is calling, memory, review routing and wake-ups."""
+"""What the tool modules share: the board, who is calling, memory and review routing."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from hiveboard.board import Board, Task
 
 from .identity import Identity
-from .wakeup import Wakeup
 
 if TYPE_CHECKING:
     from hiveboard.memory.service import Memory
@@ -19,6 +18,5 @@ if TYPE_CHECKING:
 class Deps:
     board: Board
     identity: Identity
-    wakeup: Wakeup
     memory: Memory | None = None
     wants_review: Callable[[Task], bool] | None = None  # None: completed cards go straight to done

@@ -21,7 +21,8 @@ class Subscriptions(BaseModel):
 
 
 def register(mcp: MCPServer, deps: Deps) -> None:
-    board, identity, wakeup = deps.board, deps.identity, deps.wakeup
+    board, identity = deps.board, deps.identity
+    notifier = board.store.notifier
 
 
     @mcp.tool(annotations=CREATE)
@@ -82,13 +83,13 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             return page.model_copy(update={"acked": acked})
         deadline = time.monotonic() + wait_seconds
         while True:
-            mark = wakeup.mark(agent)  # before the check, so a publish in between still wakes us
+            mark = notifier.mark(f"inbox:{agent}")  # before the check, so a publish in between still wakes us
             page = await anyio.to_thread.run_sync(functools.partial(
                 board.messages.inbox, agent, unread_only=unread_only, **filters))
             remaining = deadline - time.monotonic()
             if page.messages or remaining <= 0:
                 return page.model_copy(update={"acked": acked})
-            await wakeup.wait(agent, mark, remaining)
+            await notifier.wait(f"inbox:{agent}", mark, remaining)
 
     @mcp.tool(annotations=IDEMPOTENT)
     @tool_boundary

@@ -23,6 +23,7 @@ from mcp_types import (
 )
 
 from hiveboard.board import BoardError
+from hiveboard.board.events import Event, InboxChanged
 
 from .compat import add_request_handler, connection_of
 from .deps import Deps
@@ -70,11 +71,12 @@ class InboxSubscriptions:
     def serve_on(self, loop: asyncio.AbstractEventLoop | None) -> None:
         self._loop = loop
 
-    def changed(self, agents: set[str]) -> None:
-        """Any thread: tell the subscribers of these inboxes that they changed."""
+    def changed(self, events: list[Event]) -> None:
+        """Notifier callback (any thread): tell the subscribers of inboxes that changed."""
         loop = self._loop
         if loop is None:
             return
+        agents = {agent for event in events if isinstance(event, InboxChanged) for agent in event.agents}
         for agent in agents:
             uri = inbox_uri(agent)
             asyncio.run_coroutine_threadsafe(self.bus.publish(ResourceUpdated(uri=uri)), loop)

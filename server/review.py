@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Annotated, Literal
 
@@ -19,15 +18,7 @@ from .deps import Deps
 
 def register(mcp: MCPServer, deps: Deps) -> None:
     board, identity = deps.board, deps.identity
-    review_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
-
-    def review_committed(events: list) -> None:  # store listener, any thread
-        if any(event[0] in ("review", "critique") for event in events):
-            for loop, changed in list(review_waiters):
-                loop.call_soon_threadsafe(changed.set)
-
-    board.store.listeners.append(review_committed)
-
+    notifier = board.store.notifier
 
     @mcp.tool(annotations=READ)
     @tool_boundary
@@ -46,28 +37,22 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:
             task_id = await anyio.to_thread.run_sync(board.reviews.review_of, review_id)
-        trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
+        topic = f"review:{task_id}"
         deadline = time.monotonic() + wait_seconds
         reported = None
-        changed = asyncio.Event()
-        waiter = (asyncio.get_running_loop(), changed)
-        review_waiters.add(waiter)
-        try:
-            while trail.rounds and trail.rounds[-1].status != "finished" and time.monotonic() < deadline:
-                latest = trail.rounds[-1]
-                done = sum(c.status not in ("running", "pending") for c in latest.critiques)
-                if (done, len(latest.critiques)) != reported:
-                    reported = (done, len(latest.critiques))
-                    await ctx.report_progress(done, len(latest.critiques) or None,
-                                              f"round {latest.round}: {done} of {len(latest.critiques)} critics done")
-                # woken by this process's review commits; a worker in another process is seen within 0.25 s
-                with anyio.move_on_after(min(0.25, max(0.0, deadline - time.monotonic()))):
-                    await changed.wait()
-                changed.clear()
-                trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
-        finally:
-            review_waiters.discard(waiter)
-        return trail
+        while True:
+            mark = notifier.mark(topic)  # before the read, so a verdict in between still wakes us
+            trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
+            remaining = deadline - time.monotonic()
+            if not trail.rounds or trail.rounds[-1].status == "finished" or remaining <= 0:
+                return trail
+            latest = trail.rounds[-1]
+            done = sum(c.status not in ("running", "pending") for c in latest.critiques)
+            if (done, len(latest.critiques)) != reported:
+                reported = (done, len(latest.critiques))
+                await ctx.report_progress(done, len(latest.critiques) or None,
+                                          f"round {latest.round}: {done} of {len(latest.critiques)} critics done")
+            await notifier.wait(topic, mark, remaining)
 
     @mcp.tool(annotations=CREATE)
     @tool_boundary

@@ -1,0 +1,258 @@
+"""Typed commit events and the one notifier that every waiter uses.
+
+A write transaction emits events (`Store.emit`): each is a small dataclass, stored in the `events`
+table inside the same transaction and handed to this process's notifier once the transaction has
+committed — so an event exists exactly when its change does.
+
+Waiters name a topic (`inbox:<agent>`, `review:<task id>`, `task:<task id>`, `board`) and wait on it:
+`get_messages` and `get_review` on the event loop (`mark` then `wait`), the review worker and the
+memory indexer through `subscribe` callbacks on their threads, the MCP resource subscriptions and
+the web board the same way. Nobody re-reads a table to find out whether something changed.
+
+Other processes sharing the SQLite file: while a server runs, one watcher per process reads
+`PRAGMA data_version` (which moves when another connection commits) every `poll_interval`; when it
+moved, it reads the `events` rows written since its last look and publishes them here. Events this
+process wrote itself were published at commit and are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, fields
+
+log = logging.getLogger("hiveboard")
+
+KEEP_EVENTS = 20_000  # rows kept in the events table: a watcher further behind than this wakes everyone
+
+
+@dataclass(frozen=True)
+class TaskChanged:
+    """A card was created, moved or edited."""
+
+    task_id: int
+    status: str
+    kind = "task"
+
+    def topics(self) -> tuple[str, ...]:
+        return (f"task:{self.task_id}", "board")
+
+
+@dataclass(frozen=True)
+class InboxChanged:
+    """A message landed in these agents' inboxes."""
+
+    message_id: int
+    agents: frozenset[str]
+    kind = "inbox"
+
+    def topics(self) -> tuple[str, ...]:
+        return (*(f"inbox:{agent}" for agent in sorted(self.agents)), "messages")
+
+
+@dataclass(frozen=True)
+class ReviewChanged:
+    """A review was queued, a critique came in, or a verdict was reached."""
+
+    review_id: int
+    task_id: int
+    kind = "review"
+
+    def topics(self) -> tuple[str, ...]:
+        return (f"review:{self.task_id}", "reviews")
+
+
+@dataclass(frozen=True)
+class MemoryAdded:
+    """An item was queued for the memory index."""
+
+    item_id: int
+    kind = "memory"
+
+    def topics(self) -> tuple[str, ...]:
+        return ("memory",)
+
+
+Event = TaskChanged | InboxChanged | ReviewChanged | MemoryAdded
+KINDS: dict[str, type] = {cls.kind: cls for cls in (TaskChanged, InboxChanged, ReviewChanged, MemoryAdded)}
+
+
+def encode(event: Event) -> str:
+    data = asdict(event)
+    return json.dumps({k: sorted(v) if isinstance(v, frozenset) else v for k, v in data.items()})
+
+
+def decode(kind: str, data: str) -> Event | None:
+    cls = KINDS.get(kind)
+    if cls is None:  # written by a newer version of hiveboard; its waiters are not here
+        return None
+    values = json.loads(data)
+    for f in fields(cls):
+        if f.type in ("frozenset[str]", frozenset):
+            values[f.name] = frozenset(values[f.name])
+    return cls(**values)
+
+
+class Notifier:
+    """Wakes the waiters of a store's events, in this process and (while watching) from others."""
+
+    def __init__(self, db_path: str, poll_interval: float = 0.02):
+        self.db_path = db_path
+        self.poll_interval = poll_interval
+        self._lock = threading.Lock()
+        self._seq: dict[str, int] = {}
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._callbacks: list[Callable[[list[Event]], None]] = []
+        self._published_here: set[int] = set()  # ids of events this process published at commit
+        self._watcher: asyncio.Task | None = None
+        self._watching = 0
+        self._conn_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ any thread
+
+    def subscribe(self, callback: Callable[[list[Event]], None]) -> None:
+        """Call `callback(events)` after each commit that emitted events (on the committing thread, or
+        the watcher's): keep it short and never raise."""
+        self._callbacks.append(callback)
+
+    def unsubscribe(self, callback: Callable[[list[Event]], None]) -> None:
+        if callback in self._callbacks:
+            self._callbacks.remove(callback)
+
+    def publish(self, events: list[tuple[int, Event]], *, here: bool = True) -> None:
+        """Wake the waiters of these events' topics and run the callbacks. `here`: written by this
+        process (the watcher then skips their rows)."""
+        if not events:
+            return
+        topics = {topic for _, event in events for topic in event.topics()}
+        with self._lock:
+            if here:
+                self._published_here.update(event_id for event_id, _ in events)
+            self._bump(topics)
+            targets = [w for topic in topics for w in self._waiters.get(topic, ())]
+        self._wake(targets)
+        typed = [event for _, event in events]
+        for callback in list(self._callbacks):
+            try:
+                callback(typed)
+            except Exception:  # the change is committed; a failed wake-up must not turn it into an error
+                log.exception("event callback failed")
+
+    def wake_everyone(self) -> None:
+        """Something changed that could not be told in detail (a watcher fell behind)."""
+        with self._lock:
+            self._bump(set(self._waiters))
+            targets = [w for waiters in self._waiters.values() for w in waiters]
+        self._wake(targets)
+
+    def _bump(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            self._seq[topic] = self._seq.get(topic, 0) + 1
+
+    @staticmethod
+    def _wake(targets) -> None:
+        for loop, event in targets:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that waiter's loop has closed
+                pass
+
+    def waiting(self) -> set[str]:
+        """The topics someone is waiting on right now (tests and benchmarks use it as a readiness signal)."""
+        with self._lock:
+            return set(self._waiters)
+
+    def mark(self, topic: str) -> int:
+        """A snapshot to pass to wait(): take it before checking the state, so no change is missed."""
+        with self._lock:
+            return self._seq.get(topic, 0)
+
+    # ------------------------------------------------------------------ event loop
+
+    async def wait(self, topic: str, mark: int, timeout: float) -> bool:
+        """Wait until an event of `topic` is published after `mark` was taken, or the timeout passes."""
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._lock:
+            if self._seq.get(topic, 0) != mark:
+                return True
+            self._waiters.setdefault(topic, set()).add(entry)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                waiters = self._waiters.get(topic)
+                if waiters is not None:
+                    waiters.discard(entry)
+                    if not waiters:
+                        del self._waiters[topic]
+
+    @asynccontextmanager
+    async def watching(self):
+        """Run the cross-process watcher while at least one server using this store is up."""
+        self._watching += 1
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        try:
+            yield
+        finally:
+            self._watching -= 1
+            if self._watching == 0 and self._watcher is not None:
+                self._watcher.cancel()
+                try:
+                    await self._watcher
+                except asyncio.CancelledError:
+                    pass
+                self._watcher = None
+
+    async def _watch(self) -> None:
+        conn = await asyncio.to_thread(sqlite3.connect, self.db_path, check_same_thread=False)
+        try:
+            version, last_id = await asyncio.to_thread(self._baseline, conn)
+            backlog = False
+            while True:
+                await asyncio.sleep(0 if backlog else self.poll_interval)
+                try:  # the database work runs off the event loop: a busy file must not stall every session
+                    version, last_id, backlog, events, gap = await asyncio.to_thread(
+                        self._changes, conn, version, last_id, backlog)
+                except sqlite3.Error:
+                    log.exception("cross-process wake-up check failed; retrying")
+                    await asyncio.sleep(1)
+                    continue
+                if gap:
+                    self.wake_everyone()
+                self.publish(events, here=False)
+        finally:
+            with self._conn_lock:  # a cancelled check may still be running on its thread
+                conn.close()
+
+    def _baseline(self, conn: sqlite3.Connection) -> tuple[int, int]:
+        with self._conn_lock:
+            return (conn.execute("PRAGMA data_version").fetchone()[0],
+                    conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0])
+
+    def _changes(self, conn: sqlite3.Connection, version: int, last_id: int, force: bool = False
+                 ) -> tuple[int, int, bool, list[tuple[int, Event]], bool]:
+        """If another connection committed: the events written since last_id by other processes."""
+        with self._conn_lock:
+            current = conn.execute("PRAGMA data_version").fetchone()[0]
+            if current == version and not force:
+                return version, last_id, False, [], False
+            rows = conn.execute("SELECT id, kind, data FROM events WHERE id > ? ORDER BY id LIMIT 1000",
+                                [last_id]).fetchall()
+        if not rows:
+            return current, last_id, False, [], False
+        gap = rows[0][0] > last_id + 1  # the rows in between were pruned before we read them
+        with self._lock:
+            mine = self._published_here
+            events = [(i, e) for i, kind, data in rows if i not in mine and (e := decode(kind, data)) is not None]
+            self._published_here = {i for i in mine if i > rows[-1][0]}
+        return current, rows[-1][0], len(rows) == 1000, events, gap
