@@ -258,7 +258,7 @@ class Reviews:
                 [worker, ts + lease_seconds, ts, ts]), None)
             if row is None:
                 return None
-            task = self.board._row(db, row["task_id"])
+            task = self.board.row(db, row["task_id"])
             return ReviewJob(
                 id=row["id"], task_id=row["task_id"], round=row["round"], agent=row["agent"],
                 fencing_token=row["fencing_token"], task_type=row["task_type"], title=task["title"],
@@ -323,7 +323,7 @@ class Reviews:
     def announce(self, task_id: int, intent: str, summary: str, content: str = "", recipient: str | None = None) -> None:
         """Post a review event to the pool (review.started, review.request to role:critic, …)."""
         with self.store.write() as db:
-            self.board._event(db, "review", intent, task_id, summary, content, recipient=recipient)
+            self.board.post_event(db, "review", intent, task_id, summary, content, recipient=recipient)
 
     def critic_agents(self, exclude: str) -> list[str]:
         """Registered agents with the critic role, other than the work's author."""
@@ -427,7 +427,7 @@ class Reviews:
     def trail(self, task_id: int) -> ReviewTrail:
         """Every round of a card's review, oldest first."""
         self.board.sweep_expired()  # as board.get does, so an expired lease shows as todo
-        row = self.board._row(self.store.db, task_id)  # the card's header only: this runs on every wake-up
+        row = self.board.row(self.store.db, task_id)  # the card's header only: this runs on every wake-up
         return ReviewTrail(task_id=task_id, title=row["title"], task_type=row["task_type"], status=row["status"],
                            agent=row["assignee"], rounds=self.rounds(task_id))
 
@@ -448,23 +448,19 @@ class Reviews:
         with self.store.write() as db:
             if not self._held(db, job.id, worker):
                 return False
-            row = board._row(db, job.task_id)
+            row = board.row(db, job.task_id)
+            # the verdict moves the card only while it still waits for this round (not after a human took it)
             if row["status"] == "review" and row["fencing_token"] == job.fencing_token:
-                sets: dict = {"status": outcome, "updated_at": ts,
-                              "unverified": synthesis.unverified if outcome == "done" else None}
+                sets: dict = {"unverified": synthesis.unverified if outcome == "done" else None}
                 if outcome == "in_progress":
-                    sets.update(assignee=job.agent, lease_expires_at=ts + board.lease_seconds, blocked_reason=None)
-                elif outcome == "needs_human":
-                    sets.update(blocked_reason=message[: board.limits.note])
-                assignments = ", ".join(f"{k} = ?" for k in sets)
-                db.execute(f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ?",
-                           [*sets.values(), job.task_id])
-                board._history(db, job.task_id, "review", f"reviewed round {job.round}", "review", outcome,
-                               f"{synthesis.verdict}: {synthesis.brief[:500]}" if synthesis.verdict == "FAIL"
-                               else f"{synthesis.verdict}", ts)
+                    sets["assignee"] = job.agent
+                board.move(db, row, outcome, "review", "review", ts=ts, action=f"reviewed round {job.round}",
+                           reason=message[: board.limits.note] if outcome == "needs_human" else None, sets=sets,
+                           note=f"{synthesis.verdict}: {synthesis.brief[:500]}" if synthesis.verdict == "FAIL"
+                           else synthesis.verdict)
                 intent = {"done": "approval", "in_progress": "critique", "needs_human": "needs_human"}[outcome]
                 # to the pool: the card's author (its holder), its creator and the task's subscribers
-                board._event(db, "review", intent, job.task_id, message.split("\n", 1)[0], message)
+                board.post_event(db, "review", intent, job.task_id, message.split("\n", 1)[0], message)
             if decisive:
                 marks = ",".join("?" * len(decisive))
                 db.execute(f"UPDATE critiques SET decisive = 1 WHERE review_id = ? AND critic IN ({marks})",

@@ -16,12 +16,15 @@ from dataclasses import dataclass
 
 from sqlite_utils import Database
 
+from . import transitions
 from .agents import OPERATOR_ROLES, Agents
 from .db import Store, iso, now
 from .knowledge import Knowledge
 from .messages import Messages, NewMessage
 from .reviews import Reviews
+from .transitions import Transition, Via
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound, NotYourClaim, StaleToken
+from .events import TaskChanged
 from .models import (
     AcceptanceTests,
     PRIORITY_RANK,
@@ -41,21 +44,6 @@ from .models import (
 )
 
 TASK_TYPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
-
-# Transitions update_task may make (others belong to claim, release, complete and the review engine).
-# value: who may make it — "holder" (the claiming agent with its token), "steward" (the card's holder, its
-# creator, or an agent with an operator-granted role) or "anyone".
-UPDATE_TRANSITIONS: dict[tuple[str, str], str] = {
-    ("in_progress", "blocked"): "holder",
-    ("in_progress", "needs_human"): "holder",
-    ("blocked", "in_progress"): "holder",
-    ("blocked", "todo"): "steward",
-    ("todo", "blocked"): "steward",
-    ("needs_human", "todo"): "steward",
-    ("review", "needs_human"): "anyone",  # a review that cannot finish (no worker runs); the job's verdict
-                                          # then no longer moves the card
-}
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -78,6 +66,16 @@ class Limits:
     message_chars: int = 64_000
     message_summary: int = 500
     metadata_chars: int = 8_000
+
+
+DOING: dict[str, str] = {"claim_task": "renew the claim on", "release_task": "release", "update_task": "update",
+                         "complete_task": "complete", "lease": "expire", "review": "review"}
+
+
+def _illegal(row: dict, target: str, via: Via) -> str:
+    allowed = transitions.targets(row["status"], via)
+    return (f"{via} cannot move task {row['id']} from {row['status']} to {target}; from {row['status']} it can go to "
+            f"{', '.join(allowed) or 'nothing'}")
 
 
 def _cursor_encode(priority: int, task_id: int) -> str:
@@ -105,7 +103,7 @@ class Board:
         self.limits = limits
         self.reviews = Reviews(self)
 
-    def _event(self, db: Database, actor: str, intent: str, task_id: int, summary: str, content: str = "",
+    def post_event(self, db: Database, actor: str, intent: str, task_id: int, summary: str, content: str = "",
                recipient: str | None = None) -> None:
         """Post a board event to the message pool inside the change's own transaction."""
         self.messages.post(db, actor, NewMessage(
@@ -114,7 +112,8 @@ class Board:
 
     # ----------------------------------------------------------------- reading
 
-    def _row(self, db: Database, task_id: int) -> dict:
+    def row(self, db: Database, task_id: int) -> dict:
+        """The card's database row; NotFound if there is none."""
         row = next(db.query("SELECT * FROM tasks WHERE id = ?", [task_id]), None)
         if row is None:
             raise NotFound(f"task {task_id} does not exist; call list_tasks or get_board to see task ids")
@@ -173,7 +172,7 @@ class Board:
         """One whole card with its recent history (newest `history` entries, oldest first)."""
         self.sweep_expired()
         with self.store.read() as db:
-            return self._task(db, self._row(db, task_id), history, viewer)
+            return self._task(db, self.row(db, task_id), history, viewer)
 
     def list(self, *, status: str | None = None, task_type: str | None = None, assignee: str | None = None,
              label: str | None = None, ready: bool | None = None, limit: int = 50,
@@ -240,22 +239,84 @@ class Board:
 
     # ----------------------------------------------------------------- writing helpers
 
+    def move(self, db: Database, row: dict, target: str, via: Via, actor: str, *, token: int | None = None,
+             reason: str | None = None, note: str | None = None, sets: dict | None = None, ts: float | None = None,
+             action: str | None = None) -> dict:
+        """Make one transition of the card state machine (board/transitions.py) inside the caller's write
+        transaction: who may and the guards are checked, then `_change` writes it. Returns the new row."""
+        rule = transitions.find(row["status"], target, via)
+        if rule is None:
+            raise IllegalTransition(_illegal(row, target, via))
+        self._authorize(rule, row, actor, token)
+        for guard in rule.guards:
+            self._guard(guard, db, row, actor, target, reason)
+        ts = now() if ts is None else ts
+        implied: dict = {"status": target}
+        if target == "in_progress":
+            implied.update(lease_expires_at=ts + self.lease_seconds, blocked_reason=None)
+        elif target == "todo":
+            implied.update(assignee=None, lease_expires_at=None, blocked_reason=None)
+        elif target in ("blocked", "needs_human"):
+            implied.update(blocked_reason=reason, lease_expires_at=None)
+        else:
+            implied.update(lease_expires_at=None)
+        return self._change(db, row, actor, action or rule.action, {**implied, **(sets or {})}, note, ts)
+
+    def _change(self, db: Database, row: dict, actor: str, action: str, sets: dict, note: str | None,
+                ts: float) -> dict:
+        """The one write of a card's state: a guarded UPDATE (only the version the caller checked), the
+        version bump, the history row and the event."""
+        sets = {**sets, "updated_at": ts}
+        assignments = ", ".join(f"{column} = ?" for column in sets)
+        new = next(db.query(f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ? AND version = ? "
+                            "RETURNING *", [*sets.values(), row["id"], row["version"]]), None)
+        if new is None:  # cannot happen under the write lock; refuse rather than guess
+            raise Conflict(f"task {row['id']} changed meanwhile; call get_task and retry")
+        self._history(db, row["id"], actor, action, row["status"], new["status"], note, ts)
+        self.store.emit(TaskChanged(row["id"], new["status"]))
+        return new
+
     def _history(self, db: Database, task_id: int, actor: str, action: str, from_status: str | None,
-                 to_status: str | None, note: str | None = None, at: float | None = None) -> None:
+                 to_status: str | None, note: str | None, at: float) -> None:
         db.execute("INSERT INTO task_history (task_id, at, actor, action, from_status, to_status, note) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?)", [task_id, at or now(), actor, action, from_status, to_status, note])
+                   "VALUES (?, ?, ?, ?, ?, ?, ?)", [task_id, at, actor, action, from_status, to_status, note])
+
+    def _authorize(self, rule: Transition, row: dict, actor: str, token: int | None) -> None:
+        if rule.who == "holder":
+            self._holder_check(row, actor, token, DOING[rule.via])
+        elif rule.who == "steward" and actor not in (row["assignee"], row["created_by"]):
+            agent = self.agents.get(actor, missing_ok=True)
+            if agent is None or agent.role not in OPERATOR_ROLES:
+                raise Forbidden(
+                    f"task {row['id']} is {row['status']} ({row['blocked_reason'] or 'no reason given'}); only its "
+                    f"holder ({row['assignee'] or 'none'}), its creator ({row['created_by']}) or an agent with the "
+                    f"role {' or '.join(OPERATOR_ROLES)} may move it to {rule.target}; ask one of them, or send "
+                    "them a message with publish_message")
+        elif rule.who in ("system", "review") and actor != rule.who:
+            raise Forbidden(f"only the {'lease sweep' if rule.who == 'system' else 'review'} moves task "
+                            f"{row['id']} from {rule.source} to {rule.target}")
+
+    def _guard(self, guard: str, db: Database, row: dict, actor: str, target: str, reason: str | None) -> None:
+        task_id = row["id"]
+        if guard == "reason" and not reason:
+            raise InvalidInput(f"moving task {task_id} to {target} needs reason= saying what it waits on")
+        if guard == "reserved" and row["reserved_for"] not in (None, actor):
+            raise Forbidden(f"task {task_id} is reserved for {row['reserved_for']}; claim another card")
+        if guard == "ready":
+            waiting = [d for d, status in self._deps(db, [task_id])[task_id] if status != "done"]
+            if waiting:
+                raise Conflict(f"task {task_id} waits on tasks {waiting} that are not done yet; claim one of "
+                               "those, or call claim_task without task_id for a ready card")
 
     def _sweep(self, db: Database, ts: float) -> list[int]:
         expired = [r[0] for r in db.execute(
             "SELECT id FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ?", [ts]).fetchall()]
         for task_id in expired:
-            row = self._row(db, task_id)
-            self._event(db, "system", "status_update", task_id,
-                        f"task {task_id} is back in todo: the lease of {row['assignee']} ran out")
-            db.execute("UPDATE tasks SET status = 'todo', assignee = NULL, lease_expires_at = NULL, "
-                       "version = version + 1, updated_at = ? WHERE id = ?", [ts, task_id])
-            self._history(db, task_id, "system", "expired", "in_progress", "todo",
-                          f"lease of {row['assignee']} ran out at {iso(row['lease_expires_at'])}", ts)
+            row = self.row(db, task_id)
+            self.post_event(db, "system", "status_update", task_id,
+                            f"task {task_id} is back in todo: the lease of {row['assignee']} ran out")
+            self.move(db, row, "todo", "lease", "system", ts=ts,
+                      note=f"lease of {row['assignee']} ran out at {iso(row['lease_expires_at'])}")
         return expired
 
     def sweep_expired(self) -> list[int]:
@@ -327,7 +388,7 @@ class Board:
         ts = now()
         with self.store.write() as db:
             self._sweep(db, ts)
-            row = self._row(db, task_id)
+            row = self.row(db, task_id)
             self._holder_check(row, actor, token, doing)
             if running and row["status"] != "in_progress":
                 raise IllegalTransition(f"task {task_id} is {row['status']}; resume it with update_task "
@@ -376,17 +437,15 @@ class Board:
                 db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
             self._history(db, task_id, actor, "created", None, "todo",
                           f"reserved for {assignee}" if assignee else None, ts)
+            self.store.emit(TaskChanged(task_id, "todo"))
             if assignee and assignee != actor:
-                self._event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {new.title.strip()}",
+                self.post_event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {new.title.strip()}",
                             new.description, recipient=assignee)
-            return self._task(db, self._row(db, task_id), viewer=actor)
+            return self._task(db, self.row(db, task_id), viewer=actor)
 
     def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
         """Take a card: the given one, or the next ready one (highest priority, oldest first)."""
         ts = now()
-        expires = ts + self.lease_seconds
-        ready = ("NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks dt ON dt.id = d.depends_on "
-                 "WHERE d.task_id = t.id AND dt.status != 'done')")
         with self.store.write() as db:
             self._sweep(db, ts)
             if task_id is None:
@@ -394,51 +453,37 @@ class Board:
                 type_clause = ""
                 if task_type:
                     type_clause, params = " AND t.task_type = ?", [actor, task_type.strip().lower()]
-                target = (f"(SELECT id FROM tasks t WHERE t.status = 'todo' AND (t.reserved_for IS NULL OR "
-                          f"t.reserved_for = ?){type_clause} AND {ready} ORDER BY t.priority DESC, t.id LIMIT 1)")
-            else:
-                params = [task_id, actor]
-                target = (f"(SELECT id FROM tasks t WHERE t.id = ? AND (t.reserved_for IS NULL OR "
-                          f"t.reserved_for = ?) AND {ready})")
-            # The compare-and-swap: only a card still in todo is taken, by exactly one caller.
-            row = next(db.query(
-                f"UPDATE tasks SET status = 'in_progress', assignee = ?, fencing_token = fencing_token + 1, "
-                f"lease_expires_at = ?, version = version + 1, blocked_reason = NULL, updated_at = ? "
-                f"WHERE id = {target} AND status = 'todo' RETURNING *", [actor, expires, ts] + params), None)
-            if row is None:
-                if task_id is None:
+                found = db.execute(
+                    f"SELECT id FROM tasks t WHERE t.status = 'todo' AND (t.reserved_for IS NULL OR t.reserved_for = ?)"
+                    f"{type_clause} AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks dt ON dt.id = d.depends_on "
+                    f"WHERE d.task_id = t.id AND dt.status != 'done') ORDER BY t.priority DESC, t.id LIMIT 1",
+                    params).fetchone()
+                if found is None:
                     what = f" of type {task_type!r}" if task_type else ""
                     return Claim(claimed=False, message=f"no ready card{what} in todo right now; create one, "
                                  "or call get_board to see what is blocked or waiting on dependencies")
-                return self._reclaim_or_refuse(db, actor, task_id, ts)
-            self._history(db, row["id"], actor, "claimed", "todo", "in_progress",
-                          f"lease until {iso(expires)}", ts)
-            self._event(db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}")
+                row = self.row(db, found[0])
+            else:
+                row = self.row(db, task_id)
+                if row["status"] == "in_progress" and row["assignee"] == actor:
+                    # Claiming what you already hold renews it and hands the token back (an agent that lost it).
+                    return self._renew(db, row, actor, ts, "claimed again by its holder", "claim_task")
+                if row["status"] == "in_progress":
+                    raise NotYourClaim(f"task {task_id} is claimed by {row['assignee']} until "
+                                       f"{iso(row['lease_expires_at'])}; call claim_task without task_id for the "
+                                       "next ready card")
+                if row["status"] != "todo":
+                    raise IllegalTransition(f"task {task_id} is {row['status']}; only todo cards can be claimed")
+            expires = ts + self.lease_seconds
+            row = self.move(db, row, "in_progress", "claim_task", actor, ts=ts, note=f"lease until {iso(expires)}",
+                            sets={"assignee": actor, "fencing_token": row["fencing_token"] + 1})
+            self.post_event(db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}")
             return self._granted(db, row, expires)
 
-    def _reclaim_or_refuse(self, db: Database, actor: str, task_id: int, ts: float) -> Claim:
-        row = self._row(db, task_id)
-        if row["status"] == "in_progress" and row["assignee"] == actor:
-            # Claiming what you already hold renews it and hands the token back (an agent that lost it).
-            return self._renew(db, row, actor, ts, "claimed again by its holder")
-        if row["status"] == "in_progress":
-            raise NotYourClaim(f"task {task_id} is claimed by {row['assignee']} until "
-                               f"{iso(row['lease_expires_at'])}; call claim_task without task_id for the next "
-                               "ready card")
-        if row["status"] != "todo":
-            raise IllegalTransition(f"task {task_id} is {row['status']}; only todo cards can be claimed")
-        if row["reserved_for"] not in (None, actor):
-            raise Forbidden(f"task {task_id} is reserved for {row['reserved_for']}; claim another card")
-        waiting = [d for d, status in self._deps(db, [task_id])[task_id] if status != "done"]
-        raise Conflict(f"task {task_id} waits on tasks {waiting} that are not done yet; claim one of those, "
-                       "or call claim_task without task_id for a ready card")
-
-    def _renew(self, db: Database, row: dict, actor: str, ts: float, note: str) -> Claim:
-        expires = ts + self.lease_seconds
-        db.execute("UPDATE tasks SET lease_expires_at = ?, updated_at = ? WHERE id = ?", [expires, ts, row["id"]])
-        self._history(db, row["id"], actor, "renewed", "in_progress", "in_progress", note, ts)
-        row = self._row(db, row["id"])
-        return self._granted(db, row, expires)
+    def _renew(self, db: Database, row: dict, actor: str, ts: float, note: str | None, via: Via) -> Claim:
+        # the caller has established that the actor holds the card (by token, or by claiming it again)
+        row = self.move(db, row, "in_progress", via, actor, token=row["fencing_token"], note=note, ts=ts)
+        return self._granted(db, row, row["lease_expires_at"])
 
     def _granted(self, db: Database, row: dict, expires: float) -> Claim:
         """The answer to the claim holder: its card, token and lease."""
@@ -449,18 +494,16 @@ class Board:
     def renew(self, actor: str, task_id: int, token: int) -> Claim:
         """Extend the holder's lease by the lease length from now."""
         with self._holding(actor, task_id, token, "renew the claim on", running=True) as (db, row, ts):
-            return self._renew(db, row, actor, ts, None)
+            return self._renew(db, row, actor, ts, None, "update_task")
 
     def release(self, actor: str, task_id: int, token: int, reason: str | None = None) -> Task:
         """Give a claimed card back to todo."""
         self._check_text(reason, self.limits.note, "reason")
         with self._holding(actor, task_id, token, "release") as (db, row, ts):
-            db.execute("UPDATE tasks SET status = 'todo', assignee = NULL, lease_expires_at = NULL, "
-                       "blocked_reason = NULL, version = version + 1, updated_at = ? WHERE id = ?", [ts, task_id])
-            self._event(db, actor, "status_update", task_id, f"{actor} released task {task_id} back to todo"
-                        + (f": {reason}" if reason else ""))
-            self._history(db, task_id, actor, "released", row["status"], "todo", reason, ts)
-            return self._task(db, self._row(db, task_id), viewer=actor)
+            self.post_event(db, actor, "status_update", task_id, f"{actor} released task {task_id} back to todo"
+                            + (f": {reason}" if reason else ""))
+            row = self.move(db, row, "todo", "release_task", actor, token=token, note=reason, ts=ts)
+            return self._task(db, row, viewer=actor)
 
     def update(self, actor: str, task_id: int, *, token: int | None = None, note: str | None = None,
                status: str | None = None, reason: str | None = None, edit: TaskEdit | None = None,
@@ -497,7 +540,7 @@ class Board:
         ts = now()
         with self.store.write() as db:
             self._sweep(db, ts)
-            row = self._row(db, task_id)
+            row = self.row(db, task_id)
             if expected_version is not None and expected_version != row["version"]:
                 raise Conflict(f"task {task_id} changed since version {expected_version} (it is now version "
                                f"{row['version']}); call get_task, re-apply your change and retry")
@@ -508,56 +551,29 @@ class Board:
                                         + ("; create a follow-up task instead" if row["status"] == "done" else
                                            "; wait for its review to finish (get_review), or, if the review is "
                                            "stuck, move it to needs_human with a reason"))
-            transition = None
-            if status is not None and status != row["status"]:
-                who = UPDATE_TRANSITIONS.get((row["status"], status))
-                if who is None:
-                    allowed = [to for (frm, to) in UPDATE_TRANSITIONS if frm == row["status"]]
-                    raise IllegalTransition(
-                        f"update_task cannot move task {task_id} from {row['status']} to {status}; from "
-                        f"{row['status']} it can go to {', '.join(allowed) or 'nothing'}"
-                        + (" (use claim_task / release_task / complete_task for the rest)"))
-                if status in ("blocked", "needs_human") and not reason:
-                    raise InvalidInput(f"moving task {task_id} to {status} needs reason= saying what it waits on")
-                transition = who
+            moving = status is not None and status != row["status"]
+            if moving and transitions.find(row["status"], status, "update_task") is None:
+                allowed = transitions.targets(row["status"], "update_task")
+                raise IllegalTransition(
+                    f"update_task cannot move task {task_id} from {row['status']} to {status}; from "
+                    f"{row['status']} it can go to {', '.join(allowed) or 'nothing'} (use claim_task / release_task "
+                    "/ complete_task for the rest)")
             # Editing or noting a claimed card is the holder's business, and so is anything sent with a token
             # (the caller believes it holds the card); an unheld card is open to anyone.
-            if transition == "holder" or token is not None or (transition is None and held):
+            if token is not None or (not moving and held):
                 self._holder_check(row, actor, token, "update")
-            if transition == "steward" and actor not in (row["assignee"], row["created_by"]):
-                agent = self.agents.get(actor, missing_ok=True)
-                if agent is None or agent.role not in OPERATOR_ROLES:
-                    raise Forbidden(
-                        f"task {task_id} is {row['status']} ({row['blocked_reason'] or 'no reason given'}); only "
-                        f"its holder ({row['assignee'] or 'none'}), its creator ({row['created_by']}) or an agent "
-                        f"with the role {' or '.join(OPERATOR_ROLES)} may move it to {status}; ask one of them, or "
-                        "send them a message with publish_message")
-            sets = dict(changes)
-            action = "edited" if changes else "progress"
-            if status is not None and status != row["status"]:
-                sets["status"] = status
-                action = {"blocked": "blocked", "needs_human": "escalated", "todo": "unblocked",
-                          "in_progress": "resumed"}[status]
-                if status == "blocked" or status == "needs_human":
-                    sets["blocked_reason"] = reason
-                    sets["lease_expires_at"] = None
-                if status == "todo":
-                    sets.update(assignee=None, lease_expires_at=None, blocked_reason=None)
-                if status == "in_progress":
-                    sets.update(lease_expires_at=ts + self.lease_seconds, blocked_reason=None)
-            elif row["status"] == "in_progress" and held:
-                sets["lease_expires_at"] = ts + self.lease_seconds  # activity renews the lease
-            sets["updated_at"] = ts
-            if "status" in sets:  # posted before the change, so a holder losing the card is still told
-                self._event(db, actor, "status_update", task_id,
-                            f"task {task_id} {row['status']} → {status}" + (f": {reason}" if reason else ""))
-            assignments = ", ".join(f"{k} = ?" for k in sets)
-            db.execute(f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ?",
-                       list(sets.values()) + [task_id])
             text = "; ".join(x for x in (reason, note, ("changed " + ", ".join(changes)) if changes else None) if x)
-            self._history(db, task_id, actor, action, row["status"], sets.get("status", row["status"]),
-                          text or None, ts)
-            return self._task(db, self._row(db, task_id), viewer=actor)
+            if moving:  # posted before the change, so a holder losing the card is still told
+                self.post_event(db, actor, "status_update", task_id,
+                                f"task {task_id} {row['status']} → {status}" + (f": {reason}" if reason else ""))
+                row = self.move(db, row, status, "update_task", actor, token=token, reason=reason, sets=changes,
+                                note=text or None, ts=ts)
+            else:
+                if row["status"] == "in_progress" and held:
+                    changes["lease_expires_at"] = ts + self.lease_seconds  # activity renews the lease
+                row = self._change(db, row, actor, "edited" if changes.keys() - {"lease_expires_at"} else "progress",
+                                   changes, text or None, ts)
+            return self._task(db, row, viewer=actor)
 
     def complete(self, actor: str, task_id: int, token: int, output: str, summary: str | None = None,
                  artifacts: list[Artifact] | None = None, to_status: str = "done",
@@ -575,25 +591,20 @@ class Board:
         if not output.strip() and not artifacts:
             raise InvalidInput("complete_task needs output= describing what was done (or at least one artifact)")
         with self._holding(actor, task_id, token, "complete", running=True) as (db, row, ts):
-            cur = db.execute(
-                "UPDATE tasks SET status = ?, output = ?, summary = ?, lease_expires_at = NULL, "
-                "version = version + 1, updated_at = ? WHERE id = ? AND status = 'in_progress' AND assignee = ? "
-                "AND fencing_token = ?", [to_status, output, summary, ts, task_id, actor, token])
-            if cur.rowcount != 1:  # cannot happen under the write lock; refuse rather than guess
-                raise Conflict(f"task {task_id} changed while completing; call get_task and retry")
+            self.move(db, row, to_status, "complete_task", actor, token=token, note=summary, ts=ts,
+                      sets={"output": output, "summary": summary})
             if helpful:
                 self.knowledge.mark_useful(db, actor, task_id, helpful)
             db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
             for a in artifacts:
                 db.execute("INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
                            "VALUES (?, ?, ?, ?, ?, ?)", [task_id, token, a.name, a.kind, a.content, ts])
-            self._history(db, task_id, actor, "completed", "in_progress", to_status, summary, ts)
             if to_status == "review":  # the durable job commits with the card's move, or neither does
                 self.reviews.enqueue(db, row, output, summary, artifacts, ts)
-            self._event(db, actor, "output.complete", task_id,
+            self.post_event(db, actor, "output.complete", task_id,
                         f"task {task_id} complete ({to_status}): {summary or output.strip()[:200]}", output)
             excerpts = "\n".join(f"--- {a.name} ({a.kind})\n{a.content[:2000]}" for a in artifacts)
             self.knowledge.add(db, kind="output", text=f"{summary or ''}\n{output[:8000]}\n{excerpts}".strip(),
                                created_by=actor, task_type=row["task_type"], task_id=task_id, title=row["title"],
                                tags=json.loads(row["labels"]), source=f"task:{task_id}")
-            return self._task(db, self._row(db, task_id), viewer=actor)
+            return self._task(db, self.row(db, task_id), viewer=actor)

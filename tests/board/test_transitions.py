@@ -1,0 +1,83 @@
+"""The card state machine: every move any path makes (tools, the lease sweep, review verdicts) is a
+row of board/transitions.py, and each one bumps the version and writes exactly one history row."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from mcp import Client
+
+from conftest import call, call_error
+from hiveboard.board import Board, Store, Synthesis
+from hiveboard.board.transitions import TRANSITIONS
+from hiveboard.server.app import build_server
+from hiveboard.server.identity import Identity
+
+pytestmark = pytest.mark.anyio
+
+
+def review(board: Board, outcome: str, verdict: str) -> None:
+    job = board.reviews.claim_job("worker", 30)
+    board.reviews.begin(job, "worker", [], [], None)
+    board.reviews.finish(job, "worker", Synthesis(verdict=verdict, score=5, brief="fix it"), outcome, verdict, [])
+
+
+async def test_every_move_is_a_row_of_the_table_with_one_version_and_one_history_row(tmp_path):
+    board = Board(Store(tmp_path / "hiveboard.db"), lease_seconds=300)
+    try:
+        server = build_server(board, Identity(board.agents, "memory", agent="alice"), wants_review=lambda t: True)
+        async with Client(server) as alice:
+            a = (await call(alice, "create_task", title="a"))["id"]
+            b = (await call(alice, "create_task", title="b"))["id"]
+            token = (await call(alice, "claim_task", task_id=a))["token"]
+            await call(alice, "update_task", task_id=a, token=token, status="blocked", reason="waits on b")
+            await call(alice, "update_task", task_id=a, token=token, status="in_progress")
+            await call(alice, "update_task", task_id=a, token=token, note="half way")
+            await call(alice, "update_task", task_id=a, token=token, title="a, renamed")
+            await call(alice, "update_task", task_id=a, token=token)  # renew
+            await call(alice, "claim_task", task_id=a)  # claimed again by its holder
+            await call(alice, "release_task", task_id=a, token=token, reason="later")
+            await call(alice, "update_task", task_id=a, status="blocked", reason="parked")
+            await call(alice, "update_task", task_id=a, status="todo")
+            token = (await call(alice, "claim_task", task_id=a))["token"]
+            await call(alice, "complete_task", task_id=a, token=token, output="v1")
+            await anyio.to_thread.run_sync(review, board, "in_progress", "FAIL")
+            await call(alice, "complete_task", task_id=a, token=token, output="v2")
+            await anyio.to_thread.run_sync(review, board, "needs_human", "FAIL")
+            await call(alice, "update_task", task_id=a, status="todo")
+            token = (await call(alice, "claim_task", task_id=a))["token"]
+            await call(alice, "complete_task", task_id=a, token=token, output="v3")
+            await anyio.to_thread.run_sync(review, board, "done", "PASS")
+            await call(alice, "claim_task", task_id=b)
+            with board.store.write() as db:  # time passes: b's lease runs out
+                db.execute("UPDATE tasks SET lease_expires_at = lease_expires_at - 301 WHERE id = ?", [b])
+            assert (await call(alice, "get_task", task_id=b))["status"] == "todo"
+            token = (await call(alice, "claim_task", task_id=b))["token"]
+            await call(alice, "update_task", task_id=b, token=token, status="needs_human", reason="unclear")
+            assert "only todo cards" in await call_error(alice, "claim_task", task_id=b)  # nothing written
+        rules = {(t.source, t.target, t.action) for t in TRANSITIONS}
+        db = board.store.db
+        for task_id, version in db.execute("SELECT id, version FROM tasks").fetchall():
+            history = db.execute("SELECT action, from_status, to_status FROM task_history WHERE task_id = ? "
+                                 "ORDER BY id", [task_id]).fetchall()
+            assert len(history) == version, (task_id, history)
+            for action, source, target in history[1:]:
+                if action.startswith("reviewed round"):
+                    action = "reviewed"
+                assert (source, target, action) in rules or (action in ("edited", "progress") and source == target), \
+                    (task_id, action, source, target)
+        moves = {(s, t) for s, t in db.execute("SELECT from_status, to_status FROM task_history").fetchall()}
+        assert {("review", "in_progress"), ("review", "needs_human"), ("review", "done"), ("needs_human", "todo"),
+                ("in_progress", "todo"), ("blocked", "todo"), ("todo", "blocked")} <= moves
+    finally:
+        board.store.close()
+
+
+def test_the_table_has_no_move_only_a_person_or_the_system_should_make_open_to_anyone():
+    anyone = {(t.source, t.target) for t in TRANSITIONS if t.who == "anyone"}
+    assert anyone == {("todo", "in_progress"), ("review", "needs_human")}
+    for t in TRANSITIONS:
+        if t.source in ("blocked", "needs_human") and t.target == "todo":
+            assert t.who in ("holder", "steward")
+        if t.target in ("blocked", "needs_human") and t.via == "update_task":
+            assert "reason" in t.guards
