@@ -12,11 +12,12 @@ import difflib
 import functools
 import inspect
 import json
+import logging
 from collections.abc import Callable
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
@@ -37,6 +38,15 @@ CHANGE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHin
 IDEMPOTENT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
 TOOL_ERRORS = (BoardError, EmbeddingError, EmbeddingMismatch, IndexUnavailable)
+
+# Structural bounds on every argument (the body of a stdio request has no size limit of its own).
+MAX_DEPTH = 6
+MAX_ITEMS = 500
+MAX_KEYS = 100
+MAX_KEY_CHARS = 200
+MAX_STRING = 250_000  # above the board's largest field (an output or artifact of 200,000)
+
+log = logging.getLogger("hiveboard")
 
 
 def as_result(value: BaseModel) -> CallToolResult:
@@ -114,12 +124,46 @@ class StrictServer(MCPServer):
             unknown = [key for key in arguments if key not in known]
             if unknown:
                 raise ToolError(_unknown_arguments(name, unknown, known))
+            for key, value in arguments.items():
+                if (problem := oversized(value, key)) is not None:
+                    raise ToolError(f"{name}: {problem}; nothing was done")
         try:
             return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            # a bug of ours, not the caller's: log it, and still tell the caller something it can act on
+            log.error("tool %s failed", name, exc_info=exc.__cause__ or exc)
+            raise ToolError(f"{name} failed inside the server ({type(exc.__cause__ or exc).__name__}; the server log "
+                            "has the details). Check with get_task or get_messages whether it took effect before "
+                            "you retry") from None
         except ToolError as exc:
             if (invalid := rejected_arguments(exc)) is not None:
                 raise ToolError(_rejected(name, invalid)) from None
             raise
+
+
+def oversized(value, where: str, depth: int = 0) -> str | None:
+    """The structural bounds every argument keeps, whatever its schema says (each tool's own, tighter
+    limits follow): nesting depth, items per list, keys per object, characters per string."""
+    if depth > MAX_DEPTH:
+        return f"argument {where!r} is nested deeper than {MAX_DEPTH} levels"
+    if isinstance(value, str):
+        if len(value) > MAX_STRING:
+            return f"argument {where!r} is {len(value)} characters; at most {MAX_STRING} are accepted"
+    elif isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            return f"argument {where!r} has {len(value)} items; at most {MAX_ITEMS} are accepted"
+        for n, item in enumerate(value):
+            if (problem := oversized(item, f"{where}[{n}]", depth + 1)) is not None:
+                return problem
+    elif isinstance(value, dict):
+        if len(value) > MAX_KEYS:
+            return f"argument {where!r} has {len(value)} keys; at most {MAX_KEYS} are accepted"
+        for key, item in value.items():
+            if isinstance(key, str) and len(key) > MAX_KEY_CHARS:
+                return f"a key of argument {where!r} is {len(key)} characters; at most {MAX_KEY_CHARS}"
+            if (problem := oversized(item, f"{where}.{key}", depth + 1)) is not None:
+                return problem
+    return None
 
 
 def _unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:

@@ -26,6 +26,7 @@ from hiveboard.critics.engine import ReviewEngine, ReviewWorker
 
 from .app import build_server
 from .boundary import tool_token_costs
+from .compat import run_stdio
 from .config import Settings, config_file
 from .identity import Identity, bearer_token
 
@@ -201,7 +202,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, memory: M
           file=sys.stderr, flush=True)
     server = build_server(board, identity, memory=memory, review=review_engine(settings, board, memory))
     _freeze_heap()
-    server.run("stdio")
+    anyio.run(run_stdio, server)
     return 0
 
 

@@ -2,16 +2,22 @@
 
 The SDK (pinned in pyproject.toml to the minor version tests/server/test_compat.py covers) has no
 public way to add a request handler to an MCPServer, to tell a connection apart from the per-request
-session object, or to tell a rejected argument from a failing tool. When an upgrade moves any of
+session object, to tell a rejected argument from a failing tool, or to answer a stdio line that is
+not a JSON-RPC message. When an upgrade moves any of
 these, the compat tests fail by name instead of identity or subscriptions breaking quietly.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_PARAMS, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
 
@@ -29,3 +35,64 @@ def connection_of(session) -> object | None:
 def rejected_arguments(error: ToolError) -> ValidationError | None:
     """The validation error when the SDK refused a tool's arguments (it chains it as the cause)."""
     return error.__cause__ if isinstance(error.__cause__, ValidationError) else None
+
+
+class _AnsweringReader:
+    """The stdio transport's read stream, minus lines that are not a JSON-RPC message: the SDK hands
+    those to the server as exceptions and nobody answers, so a client waits forever. Each gets a
+    JSON-RPC error instead: -32700 for text that is not JSON, -32602 for JSON whose strings are not
+    valid Unicode (a lone UTF-16 surrogate escape), with the request's id when it can be read."""
+
+    def __init__(self, inner, write_stream):
+        self._inner, self._write = inner, write_stream
+
+    def __getattr__(self, name):  # last_context and anything else the dispatcher looks up
+        return getattr(self._inner, name)
+
+    async def receive(self):
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, ValidationError):
+                return item
+            await self._write.send(SessionMessage(_unreadable_line_answer(item)))
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+
+def _unreadable_line_answer(error: ValidationError) -> JSONRPCError:
+    line = next((e.get("input") for e in error.errors() if isinstance(e.get("input"), str)), "")
+    try:
+        request = json.loads(line)  # Python's parser keeps lone surrogates, so the id can still be read
+    except ValueError:
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
+            code=PARSE_ERROR, message="the line is not valid JSON; send one JSON-RPC message per line"))
+    request_id = request.get("id") if isinstance(request, dict) else None
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        request_id = None
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
+        code=INVALID_PARAMS, message="the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not "
+        "valid Unicode; nothing was done. Send valid UTF-8 text"))
+
+
+async def run_stdio(server: MCPServer) -> None:
+    """MCPServer.run_stdio_async, answering lines that are not a JSON-RPC message instead of dropping them."""
+    lowlevel = server._lowlevel_server
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(_AnsweringReader(read_stream, write_stream), write_stream,
+                           lowlevel.create_initialization_options())

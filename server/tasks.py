@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -14,6 +15,7 @@ from .boundary import CHANGE, CREATE, IDEMPOTENT, MAX_ID, READ, Id, TaskId, Toke
 from .deps import Deps
 
 PREVIEW_CHARS = 4_000
+log = logging.getLogger("hiveboard")
 
 
 class WhoAmI(BaseModel):
@@ -153,7 +155,14 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         """Take a card atomically: you get a lease, a fencing token and lessons from past work, or a refusal."""
         agent = identity.require(ctx)
         claim = board.claim(agent, task_id=task_id, task_type=task_type)
-        lessons = memory.context_for(agent, claim.task) if memory is not None and claim.claimed else []
+        lessons: list[Hit] = []
+        if memory is not None and claim.claimed:
+            try:
+                lessons = memory.context_for(agent, claim.task)
+            except Exception:  # the claim has committed: its holder must still learn its token
+                log.exception("lessons for task %s could not be read", claim.task.id)
+                claim = claim.model_copy(update={"message": claim.message + "; past lessons could not be read "
+                                                 "just now (query_memory later)"})
         return ClaimAnswer(**dict(claim), lessons=lessons)
 
     @mcp.tool(annotations=CHANGE)

@@ -418,3 +418,46 @@ async def test_unknown_and_invalid_arguments_get_one_sentence_and_nothing_is_wri
         assert "pydantic" not in bad and "\n" not in bad
         assert "argument 'limit'" in await call_error(alice, "list_tasks", limit=500)
         assert (await call(alice, "list_tasks"))["total"] == 0
+
+
+async def test_every_argument_has_structural_bounds_whatever_its_schema(connect, board):
+    async with connect("alice") as alice:
+        await call(alice, "whoami")
+        before = counts(board)
+        deep: dict = {}
+        cursor = deep
+        for _ in range(10):
+            cursor["a"] = {}
+            cursor = cursor["a"]
+        attempts = [
+            ("create_task", dict(title="x", labels=[f"l{n}" for n in range(600)]), "'labels' has 600 items"),
+            ("publish_message", dict(intent="info", metadata=deep), "nested deeper than"),
+            ("publish_message", dict(intent="info", metadata={f"k{n}": n for n in range(200)}), "200 keys"),
+            ("complete_task", dict(task_id=1, token=1, output="x" * 300_000), "300000 characters"),
+        ]
+        for tool, args, said in attempts:
+            error = await call_error(alice, tool, **args)
+            assert said in error and "nothing was done" in error, (tool, error)
+        assert counts(board) == before
+
+
+async def test_a_server_bug_still_answers_with_a_sentence_the_agent_can_act_on(connect, board):
+    def broken(**_):
+        raise RuntimeError("a bug")
+
+    board.board = broken
+    async with connect("alice") as alice:
+        error = await call_error(alice, "get_board")
+    assert "get_board failed inside the server (RuntimeError" in error and "get_task" in error
+    assert "a bug" not in error  # the exception's own text stays in the server log
+
+
+async def test_a_claim_whose_lessons_cannot_be_read_still_hands_over_its_token(connect, board):
+    class NoLessons:  # memory whose index fails after the claim has committed
+        def context_for(self, agent, task):
+            raise RuntimeError("index down")
+
+    async with connect("alice", memory=NoLessons()) as alice:
+        card = await call(alice, "create_task", title="x")
+        claim = await call(alice, "claim_task", task_id=card["id"])
+    assert claim["claimed"] and claim["token"] and "could not be read" in claim["message"]

@@ -148,3 +148,44 @@ async def test_a_forged_session_header_does_not_borrow_an_identity(tmp_path, htt
         response = await raw.post(url, json=body, headers={"Accept": "application/json, text/event-stream",
                                                            "Authorization": "Bearer t\u00e9st".encode()})
         assert response.status_code == 401
+
+
+def test_stdio_answers_lines_that_are_not_a_json_rpc_message(tmp_path):
+    """Raw lines the Python client refuses to send: a lone surrogate escape gets an error with the request's
+    id, text that is not JSON gets a parse error; nothing is written and the server keeps answering."""
+    import json
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
+    env["HIVEBOARD_AGENT"] = "alice"
+    proc = subprocess.Popen([sys.executable, "-m", "hiveboard.server", "--home", str(tmp_path), "serve"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+
+    def send(line: str) -> None:
+        proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+
+    def answer() -> dict:
+        return json.loads(proc.stdout.readline())  # the test's own timeout guards a server that never answers
+
+    def create(request_id: int, title: str) -> str:
+        return ('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_task","arguments":'
+                '{"title":"%s"}}}' % (request_id, title))
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
+        assert answer()["id"] == 1
+        send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        send(create(2, "bad \\ud800 title"))
+        bad = answer()
+        assert bad["id"] == 2 and bad["error"]["code"] == -32602 and "surrogate" in bad["error"]["message"]
+        send('{"jsonrpc":"2.0","id":3,"method":"tools/call"')
+        broken = answer()
+        assert broken["id"] is None and broken["error"]["code"] == -32700
+        send(create(4, "fine"))
+        card = json.loads(answer()["result"]["content"][0]["text"])
+        assert card["id"] == 1  # the refused requests wrote nothing
+    finally:
+        proc.kill()
+        proc.wait()
