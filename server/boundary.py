@@ -13,6 +13,7 @@ import functools
 import inspect
 import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Annotated
 
@@ -138,6 +139,9 @@ class StrictServer(MCPServer):
         except ToolError as exc:
             if (invalid := rejected_arguments(exc)) is not None:
                 raise ToolError(_rejected(name, invalid)) from None
+            prefix = f"Error executing tool {name}: "
+            if str(exc).startswith(prefix):  # the SDK's wrapping of our own sentence: name the tool as we do
+                raise ToolError(f"{name}: {str(exc)[len(prefix):]}") from exc.__cause__
             raise
 
 
@@ -193,3 +197,68 @@ def tool_token_costs(mcp_tools: list) -> list[tuple[str, int, int]]:
         output = wire.pop("outputSchema", {})
         costs.append((tool.name, len(json.dumps(wire)) // 4, len(json.dumps(output)) // 4))
     return costs
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+MAX_CHECKED_BODY = 8 * 1024 * 1024  # larger bodies go to the SDK unchecked (and meet its own size limit)
+
+
+def _lone_surrogate(value) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_lone_surrogate(v) for v in value)
+    return False
+
+
+class UnicodeGuard:
+    """ASGI middleware: a JSON-RPC body whose strings hold a lone UTF-16 surrogate escape (which JavaScript
+    clients can send) is answered with an error that says so and names the request, as on stdio; the
+    SDK's own parser answers only "unexpected end of hex escape". Other bodies pass through unchanged."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            return await self.app(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more and size <= MAX_CHECKED_BODY:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if not more and _SURROGATE_ESCAPE.search(body):
+            try:
+                request = json.loads(body)
+            except ValueError:
+                request = None
+            if request is not None and _lone_surrogate(request):
+                request_id = request.get("id") if isinstance(request, dict) else None
+                answer = json.dumps({"jsonrpc": "2.0", "id": request_id if isinstance(request_id, (int, str)) else None,
+                                     "error": {"code": -32602, "message": (
+                                         "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is "
+                                         "not valid Unicode; nothing was done. Send valid UTF-8 text")}}).encode()
+                await send({"type": "http.response.start", "status": 400,
+                            "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": answer})
+                return None
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": more}
+            return await receive()
+
+        return await self.app(scope, replay, send)

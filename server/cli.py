@@ -25,7 +25,7 @@ from hiveboard.memory.service import Memory, open_memory
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker
 
 from .app import build_server
-from .boundary import tool_token_costs
+from .boundary import UnicodeGuard, tool_token_costs
 from .compat import run_stdio
 from .config import Settings, config_file
 from .identity import Identity, bearer_token
@@ -119,7 +119,7 @@ def http_app(settings: Settings, board: Board, memory: Memory | None = None):
     origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.allowed_origins]
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
                                          allowed_origins=origins)
-    app = mcp.streamable_http_app(host=settings.host, transport_security=security)
+    app = UnicodeGuard(mcp.streamable_http_app(host=settings.host, transport_security=security))
     if settings.http_token:
         app = BearerAuth(app, settings.http_token, board)
     return app
