@@ -36,7 +36,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         summary: Annotated[str | None, Field(description="one line; defaults to the first line of content")] = None,
         recipient: Annotated[str | None, Field(description="an agent name, 'role:<role>', 'everyone', or omit "
                                                "to post to the pool (the task's people and subscribers see "
-                                               "it); a reply goes to the replied-to sender by default")] = None,
+                                               "it); a reply goes to the replied-to message's audience by default")] = None,
         task_id: Annotated[int | None, Field(description="the task this is about", ge=1, le=MAX_ID)] = None,
         thread: Annotated[str | None, Field(description="channel or thread name, e.g. 'api-design'; defaults "
                                             "to the task's thread or the replied-to message's")] = None,
