@@ -246,8 +246,21 @@ def m008_events(db: Database) -> None:
     db.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL)")
 
 
+def m009_review_cancelled(db: Database) -> None:
+    # A review job can be cancelled (its card left review by another path). Widening a CHECK leaves every
+    # stored row valid, so this is SQLite's documented in-place schema edit rather than a table rebuild
+    # (a rebuild of `reviews` would trip the foreign keys of `critiques`).
+    version = db.execute("PRAGMA schema_version").fetchone()[0]
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute("UPDATE sqlite_master SET sql = replace(sql, \"CHECK (status IN ('queued', 'running', 'finished'))\", "
+               "\"CHECK (status IN ('queued', 'running', 'finished', 'cancelled'))\") WHERE type = 'table' AND "
+               "name = 'reviews'")
+    db.execute(f"PRAGMA schema_version = {version + 1}")
+    db.execute("PRAGMA writable_schema = OFF")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
-                                                m007_acceptance_tests, m008_events]
+                                                m007_acceptance_tests, m008_events, m009_review_cancelled]
 
 
 def apply_migrations(db: Database) -> list[str]:

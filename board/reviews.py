@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 Severity = Literal["critical", "major", "minor", "info"]
 Verdict = Literal["PASS", "CONDITIONAL", "FAIL"]
 # unverified: the critic had tests to run and could not run them (no sandbox, or execution off)
-CriticStatus = Literal["running", "ok", "error", "timeout", "skipped", "unverified", "pending", "missed"]
+CriticStatus = Literal["running", "ok", "error", "timeout", "skipped", "unverified", "pending", "missed", "cancelled"]
 Outcome = Literal["done", "in_progress", "needs_human"]
 SEVERITY_RANK: dict[str, int] = {"critical": 3, "major": 2, "minor": 1, "info": 0}
 MAX_ISSUES = 50  # per critique; a critic that floods is cut, with a note in its summary
@@ -127,7 +127,7 @@ class Synthesis(BaseModel):
 class ReviewRound(BaseModel):
     review_id: int
     round: int
-    status: Literal["queued", "running", "finished"]
+    status: Literal["queued", "running", "finished", "cancelled"]
     verdict: Literal["PASS", "FAIL"] | None = None
     outcome: Outcome | None = None
     queued_at: str
@@ -242,10 +242,28 @@ class Reviews:
 
     @staticmethod
     def _round(db: Database, task_id: int) -> int:
-        """Rounds so far in the card's current cycle (a human's intervention starts a new cycle)."""
+        """Rounds so far in the card's current cycle: a card that went to a human (by a verdict or by hand)
+        starts a new cycle at round 1."""
         return db.execute(
-            "SELECT count(*) FROM reviews WHERE task_id = ? AND id > coalesce((SELECT max(id) FROM reviews "
-            "WHERE task_id = ? AND outcome = 'needs_human'), 0)", [task_id, task_id]).fetchone()[0]
+            "SELECT count(*) FROM reviews WHERE task_id = ? AND status != 'cancelled' AND created_at > coalesce("
+            "(SELECT max(at) FROM task_history WHERE task_id = ? AND to_status = 'needs_human'), 0)",
+            [task_id, task_id]).fetchone()[0]
+
+    def cancel(self, db: Database, task_id: int, reason: str, ts: float) -> None:
+        """The card left review by another path (e.g. to a human): its unfinished jobs stop counting, and a
+        worker still running one can no longer record anything for it."""
+        jobs = [r[0] for r in db.execute("SELECT id FROM reviews WHERE task_id = ? AND status IN ('queued', "
+                                         "'running')", [task_id])]
+        for review_id in jobs:
+            db.execute("UPDATE reviews SET status = 'cancelled', finished_at = ?, leased_until = NULL WHERE id = ?",
+                       [ts, review_id])
+            db.execute("UPDATE critiques SET status = 'cancelled', error = ?, finished_at = ? WHERE review_id = ? "
+                       "AND status IN ('running', 'pending')", [reason, ts, review_id])
+            self.store.emit(ReviewChanged(review_id, task_id))
+
+    def held(self, review_id: int, worker: str) -> bool:
+        """Whether this worker still holds the job (not cancelled, not taken over)."""
+        return self._held(self.store.db, review_id, worker)
 
     def claim_job(self, worker: str, lease_seconds: float) -> ReviewJob | None:
         """Take the oldest queued job, or one whose worker stopped renewing its lease."""

@@ -251,6 +251,9 @@ class Board:
         for guard in rule.guards:
             self._guard(guard, db, row, actor, target, reason)
         ts = now() if ts is None else ts
+        if row["status"] == "review" and via != "review":
+            self.reviews.cancel(db, row["id"], f"cancelled: the card left review ({row['status']} → {target} by "
+                                f"{actor})", ts)
         implied: dict = {"status": target}
         if target == "in_progress":
             implied.update(lease_expires_at=ts + self.lease_seconds, blocked_reason=None)

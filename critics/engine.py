@@ -16,7 +16,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
@@ -156,7 +155,10 @@ class ReviewEngine:
         except Exception as exc:  # a critic's bug is recorded against it, never silently dropped
             log.exception("critic %s crashed on review %s", critic.name, job.id)
             status, error = "error", f"{type(exc).__name__}: {exc}"
-        self.board.reviews.record(job, worker, critic.name, status, critique, error, time.monotonic() - started)
+        try:
+            self.board.reviews.record(job, worker, critic.name, status, critique, error, time.monotonic() - started)
+        except Exception:  # fail_unfinished records the gap against this critic
+            log.exception("review %s: the result of %s was not stored", job.id, critic.name)
         self.changed.set()
 
     @contextmanager
@@ -198,28 +200,29 @@ class ReviewEngine:
             previous = reviews.previous(job)
             running = [c for c in chosen if c.name in to_run]
             started = time.monotonic()
-            # not a `with` block: leaving one would wait for a critic that overran its timeout
-            pool = ThreadPoolExecutor(max_workers=max(1, len(running)), thread_name_prefix=f"review-{job.id}")
-            futures = [pool.submit(self._one, job, worker, c, work,
-                                   previous[c.name].issues if c.name in previous and
-                                   previous[c.name].status == "ok" else []) for c in running]
+            # Daemon threads, not an executor: a critic that overran its timeout (or whose job was cancelled) is
+            # abandoned, and it never keeps the process alive at shutdown (executor threads are joined at exit).
+            threads = [threading.Thread(target=self._one, name=f"review-{job.id}-{c.name}", daemon=True, args=(
+                job, worker, c, work, previous[c.name].issues if c.name in previous and
+                previous[c.name].status == "ok" else [])) for c in running]
+            for thread in threads:
+                thread.start()
             limit = {c.name: c.deadline or self.config.critic_timeout for c in running}
             while True:
                 elapsed = time.monotonic() - started
-                critics_busy = any(not f.done() and elapsed < limit[c.name] for c, f in zip(running, futures))
+                critics_busy = any(t.is_alive() and elapsed < limit[c.name] for c, t in zip(running, threads))
                 agents_busy = bool(agent_lenses) and now() < deadline and bool(reviews.open_lenses(job.id))
                 if not (critics_busy or agents_busy):
                     break
+                if not reviews.held(job.id, worker):  # cancelled (the card left review) or taken over
+                    log.info("review %s: no longer ours; its critics are abandoned", job.id)
+                    return None
                 self.changed.wait(0.1 if critics_busy else 0.25)  # agent critiques may come from another process
                 self.changed.clear()
-            for critic, future in zip(running, futures):
-                if not future.done():  # recorded as a timeout; its late answer will be refused
+            for critic, thread in zip(running, threads):
+                if thread.is_alive():  # recorded as a timeout; its late answer will be refused
                     reviews.record(job, worker, critic.name, "timeout", None,
                                    f"no critique within {limit[critic.name]:.0f} s")
-                elif future.exception() is not None:
-                    log.error("review %s: the result of %s was not stored: %s", job.id, critic.name,
-                              future.exception())
-            pool.shutdown(wait=False, cancel_futures=True)
             reviews.close_slots(job, worker)
             # a critic whose result never got stored (or one no longer configured, on a resumed job) is a
             # failure on the record, never a silent gap

@@ -44,7 +44,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             mark = notifier.mark(topic)  # before the read, so a verdict in between still wakes us
             trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
             remaining = deadline - time.monotonic()
-            if not trail.rounds or trail.rounds[-1].status == "finished" or remaining <= 0:
+            if not trail.rounds or trail.rounds[-1].status in ("finished", "cancelled") or remaining <= 0:
                 return trail
             latest = trail.rounds[-1]
             done = sum(c.status not in ("running", "pending") for c in latest.critiques)

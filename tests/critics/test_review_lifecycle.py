@@ -1,0 +1,87 @@
+"""A review's life when the card moves on: leaving review by any path cancels the card's unfinished jobs,
+a running job never acts on a card that moved on, the next cycle starts at round 1, and a critic still
+running never keeps the server process alive at shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import anyio
+import pytest
+
+from conftest import agent_token, call, free_port, hiveboard_cmd, http_client, wait_for_port
+from reviewing import NO_BUILTINS, hand_in, llm_critic
+from hiveboard.critics.config import ReviewConfig
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_card_taken_out_of_review_by_hand_cancels_its_job_and_starts_again_at_round_1(connect):
+    async with connect("alice", wants_review=lambda task: True) as alice:
+        card = await hand_in(alice)  # no worker runs: the job stays queued
+        await call(alice, "update_task", task_id=card["id"], status="needs_human", reason="the review is stuck")
+        trail = await call(alice, "get_review", task_id=card["id"])
+        assert [r["status"] for r in trail["rounds"]] == ["cancelled"]
+        await call(alice, "update_task", task_id=card["id"], status="todo")
+        await hand_in(alice, card["id"])
+        trail = await call(alice, "get_review", task_id=card["id"])
+        assert [(r["round"], r["status"]) for r in trail["rounds"]] == [(1, "cancelled"), (1, "queued")]
+
+
+async def test_a_running_review_never_acts_on_a_card_that_moved_on(connect, reviewer, fake_llm, board):
+    fake_llm.delay["*"] = 3
+    engine = reviewer(ReviewConfig(critics={**NO_BUILTINS, "slow": llm_critic(fake_llm, "correctness")},
+                                   task_types={"code": ["correctness"]}))
+    async with connect("alice", review=engine) as alice:
+        card = await hand_in(alice)
+        with anyio.fail_after(30):  # readiness by signal: the critic has asked the model
+            while not fake_llm.calls():
+                await anyio.sleep(0.02)
+        await call(alice, "update_task", task_id=card["id"], status="needs_human", reason="a person takes it")
+        with anyio.fail_after(30):  # the worker notices and drops the job
+            while board.reviews.stats().running:
+                await anyio.sleep(0.05)
+        await anyio.sleep(3.5)  # the critic's late answer arrives and is refused
+        trail = await call(alice, "get_review", task_id=card["id"])
+        task = await call(alice, "get_task", task_id=card["id"])
+        pool = await call(alice, "get_messages", box="pool", task_id=card["id"], limit=100)
+    assert trail["rounds"][-1]["status"] == "cancelled" and trail["rounds"][-1]["verdict"] is None
+    assert [c["status"] for c in trail["rounds"][-1]["critiques"]] == ["cancelled"]
+    assert task["status"] == "needs_human" and task["history"][-1]["action"] == "escalated"
+    assert not {"approval", "critique"} & {m["intent"] for m in pool["messages"]}
+
+
+@pytest.mark.slow
+async def test_a_critic_still_running_does_not_keep_the_server_alive(tmp_path, fake_llm):
+    fake_llm.delay["*"] = 120
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("\n".join([
+        "[review]", "critic_timeout = 300", "agent_deadline = 0", "[review.task_types]", 'code = ["correctness"]',
+        *[line for b in ("bandit", "ruff", "ruff-style", "acceptance") for line in (f"[review.critics.{b}]",
+                                                                                     "enabled = false")],
+        "[review.critics.slow]", 'lens = "correctness"', 'backend = "llm"', 'model = "m"',
+        f'base_url = "{fake_llm.url}"', 'api_key_env = "HIVEBOARD_TEST_UNSET_KEY"']) + "\n")
+    token = agent_token(home, "alice")
+    port = free_port()
+    proc = subprocess.Popen(hiveboard_cmd("--home", str(home), "serve", "--http", "--port", str(port)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "HIVEBOARD_LOG_LEVEL": "WARNING"})
+    try:
+        wait_for_port(port, proc, timeout=120)
+        async with http_client(f"http://127.0.0.1:{port}/mcp", token) as alice:
+            await hand_in(alice)
+            with anyio.fail_after(60):
+                while not fake_llm.calls():
+                    await anyio.sleep(0.05)
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=90)  # the critic would answer after 120 s and its timeout is 300 s
+        assert time.monotonic() - stopped < 90
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
