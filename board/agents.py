@@ -11,7 +11,8 @@ from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import Agent
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
-RESERVED = {"system", "everyone", "all", "critic", "human"}
+# "system" and "review" are the names the board itself posts as; the rest are audiences or roles
+RESERVED = {"system", "review", "everyone", "all", "critic", "human"}
 
 
 def _hash(token: str) -> str:
@@ -33,14 +34,17 @@ def _agent(row) -> Agent:
     return Agent(name=row["name"], role=row["role"], created_at=iso(row["created_at"]))
 
 
-# Roles only the operator grants (`hiveboard agent add NAME --role lead`, or the stdio config): they may
-# move other agents' cards out of blocked and needs_human.
+# Roles only the operator grants (`hiveboard agent add NAME --role lead`, or the stdio config). Operator roles
+# may move other agents' cards out of blocked and needs_human; critics may submit critiques.
 OPERATOR_ROLES: tuple[str, ...] = ("human", "lead")
+PRIVILEGED_ROLES: tuple[str, ...] = (*OPERATOR_ROLES, "critic")
+SEEN_EVERY = 10.0  # seconds: presence is written at most this often per agent
 
 
 class Agents:
     def __init__(self, store: Store):
         self.store = store
+        self._seen: dict[str, float] = {}  # when this process last wrote each agent's presence
 
     def register(self, name: str, role: str | None = None, token: str | None = None) -> tuple[Agent, str | None]:
         """Create an agent and return it with a new bearer token (shown once).
@@ -50,7 +54,7 @@ class Agents:
         name = check_name(name)
         if role is not None and not (0 < len(role) <= 40):
             raise InvalidInput("role must be 1-40 characters, e.g. 'coder', 'reviewer', 'tester'")
-        if role in OPERATOR_ROLES:
+        if role in PRIVILEGED_ROLES:
             raise Forbidden(f"the role {role!r} is granted by the operator, not taken: ask them to run "
                             f"`hiveboard agent add {name} --role {role}`; register with another role or none")
         with self.store.write() as db:
@@ -74,11 +78,32 @@ class Agents:
         name = check_name(name)
         existing = self.get(name, missing_ok=True)
         if existing is not None:
+            self.seen(name)  # a server started for this agent: its client is connected
             return existing
+        ts = now()
         with self.store.write() as db:
-            db.execute("INSERT OR IGNORE INTO agents (name, role, token_hash, created_at) VALUES (?, ?, ?, ?)",
-                       [name, role, _hash("hb_" + secrets.token_urlsafe(24)), now()])
+            db.execute("INSERT OR IGNORE INTO agents (name, role, token_hash, created_at, last_seen_at) VALUES "
+                       "(?, ?, ?, ?, ?)", [name, role, _hash("hb_" + secrets.token_urlsafe(24)), ts, ts])
         return self.get(name)
+
+    def seen(self, name: str, waiting_until: float | None = None) -> None:
+        """Note that an agent is present: it made a call, or (waiting_until) it waits for messages until then.
+        Written at most every SEEN_EVERY seconds per agent, unless a wait starts."""
+        ts = now()
+        if waiting_until is None and ts - self._seen.get(name, 0.0) < SEEN_EVERY:
+            return
+        self._seen[name] = ts
+        with self.store.write() as db:
+            db.execute("UPDATE agents SET last_seen_at = ?, waiting_until = coalesce(?, waiting_until) WHERE name = ?",
+                       [ts, waiting_until, name])
+
+    def present(self, role: str, within: float, exclude: tuple[str, ...] = ()) -> list[str]:
+        """Agents with this role that made a call within `within` seconds or are waiting for messages now."""
+        ts = now()
+        marks = ",".join("?" * len(exclude)) or "NULL"
+        return [r[0] for r in self.store.db.execute(
+            f"SELECT name FROM agents WHERE role = ? AND name NOT IN ({marks}) AND (last_seen_at >= ? OR "
+            f"waiting_until >= ?) ORDER BY name", [role, *exclude, ts - within, ts])]
 
     def new_token(self, name: str, role: str | None = None) -> str:
         """Issue a fresh token for an agent, creating it if needed (the old token stops working).

@@ -259,8 +259,14 @@ def m009_review_cancelled(db: Database) -> None:
     db.execute("PRAGMA writable_schema = OFF")
 
 
+def m010_agent_presence(db: Database) -> None:
+    # An agent waiting in get_messages is present until its wait ends (reviews ask only present critics).
+    db.execute("ALTER TABLE agents ADD COLUMN waiting_until REAL")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
-                                                m007_acceptance_tests, m008_events, m009_review_cancelled]
+                                                m007_acceptance_tests, m008_events, m009_review_cancelled,
+                                                m010_agent_presence]
 
 
 def apply_migrations(db: Database) -> list[str]:

@@ -259,6 +259,7 @@ class Reviews:
                        [ts, review_id])
             db.execute("UPDATE critiques SET status = 'cancelled', error = ?, finished_at = ? WHERE review_id = ? "
                        "AND status IN ('running', 'pending')", [reason, ts, review_id])
+            self._withdraw_requests(db, review_id)
             self.store.emit(ReviewChanged(review_id, task_id))
 
     def held(self, review_id: int, worker: str) -> bool:
@@ -338,15 +339,23 @@ class Reviews:
                  followed, resolved, now(), (now() - seconds) if seconds is not None else None,
                  job.id, critic]).rowcount == 1
 
-    def announce(self, task_id: int, intent: str, summary: str, content: str = "", recipient: str | None = None) -> None:
+    def announce(self, task_id: int, intent: str, summary: str, content: str = "", recipient: str | None = None,
+                 metadata: dict | None = None) -> None:
         """Post a review event to the pool (review.started, review.request to role:critic, …)."""
         with self.store.write() as db:
-            self.board.post_event(db, "review", intent, task_id, summary, content, recipient=recipient)
+            self.board.post_event(db, "review", intent, task_id, summary, content, recipient=recipient,
+                                  metadata=metadata)
 
-    def critic_agents(self, exclude: str) -> list[str]:
-        """Registered agents with the critic role, other than the work's author."""
-        return [r[0] for r in self.store.db.execute("SELECT name FROM agents WHERE role = 'critic' AND name != ? "
-                                                    "ORDER BY name", [exclude])]
+    def critic_agents(self, task_id: int, author: str, within: float) -> list[str]:
+        """Present agents with the critic role (given by the operator) who neither did the work nor created
+        the card."""
+        creator = self.board.row(self.store.db, task_id)["created_by"]
+        return self.board.agents.present("critic", within, exclude=(author, creator))
+
+    def _withdraw_requests(self, db: Database, review_id: int) -> None:
+        """The review moved on: its requests leave the critics' inboxes (the pool keeps them)."""
+        db.execute("DELETE FROM inbox WHERE message_id IN (SELECT id FROM messages WHERE intent = 'review.request' "
+                   "AND json_extract(metadata, '$.review_id') = ?)", [review_id])
 
     def fail_unfinished(self, job: ReviewJob, worker: str, error: str) -> None:
         """Critics of this round still marked running are recorded as errors."""
@@ -368,9 +377,15 @@ class Reviews:
             review = next(db.query("SELECT * FROM reviews WHERE id = ?", [review_id]), None)
             if review is None:
                 raise NotFound(f"review {review_id} does not exist; the review request message names the review id")
-            if review["agent"] == agent:
-                raise Forbidden(f"review {review_id} is of your own work on task {review['task_id']}; "
-                                "critics must be other agents")
+            role = db.execute("SELECT role FROM agents WHERE name = ?", [agent]).fetchone()
+            if role is None or role[0] != "critic":
+                raise Forbidden("only agents the operator gave the critic role may submit critiques (`hiveboard "
+                                "agent add NAME --role critic`); ask the operator, or post your view with "
+                                "publish_message")
+            creator = db.execute("SELECT created_by FROM tasks WHERE id = ?", [review["task_id"]]).fetchone()[0]
+            if agent in (review["agent"], creator):
+                raise Forbidden(f"review {review_id} is of task {review['task_id']}, which you "
+                                f"{'did' if review['agent'] == agent else 'created'}; critics must be other agents")
             if review["status"] != "running":
                 raise IllegalTransition(f"review {review_id} is {review['status']}, not taking critiques"
                                         + ("" if review["status"] == "queued" else
@@ -409,6 +424,7 @@ class Reviews:
         """The deadline passed: lenses no agent took are recorded as missed, not dropped."""
         with self.store.write() as db:
             if self._held(db, job.id, worker):
+                self._withdraw_requests(db, job.id)
                 db.execute("UPDATE critiques SET status = 'missed', error = 'no critic agent submitted this lens "
                            "before the deadline', finished_at = ? WHERE review_id = ? AND status = 'pending'",
                            [now(), job.id])

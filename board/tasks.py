@@ -104,11 +104,11 @@ class Board:
         self.reviews = Reviews(self)
 
     def post_event(self, db: Database, actor: str, intent: str, task_id: int, summary: str, content: str = "",
-               recipient: str | None = None) -> None:
+                   recipient: str | None = None, metadata: dict | None = None) -> None:
         """Post a board event to the message pool inside the change's own transaction."""
         self.messages.post(db, actor, NewMessage(
             intent=intent, task_id=task_id, recipient=recipient, summary=summary[: self.limits.message_summary],
-            content=content[: self.limits.message_chars], metadata={"event": True}))
+            content=content[: self.limits.message_chars], metadata={"event": True, **(metadata or {})}))
 
     # ----------------------------------------------------------------- reading
 

@@ -189,7 +189,8 @@ class ReviewEngine:
         reviews = self.board.reviews
         lenses = self.config.lenses_for(job.task_type)
         chosen = [c for c in self.critics.values() if c.lens in lenses]
-        agents = reviews.critic_agents(job.agent) if self.config.agent_deadline > 0 else []
+        agents = (reviews.critic_agents(job.task_id, job.agent, self.config.critic_presence)
+                  if self.config.agent_deadline > 0 else [])
         agent_lenses = lenses if agents else []
         deadline = job.agent_deadline or now() + self.config.agent_deadline
         with self._leased(job, worker):
@@ -257,7 +258,8 @@ class ReviewEngine:
                 f"{', '.join(agent_lenses)}>, verdict, score, summary, issues). First submission per lens counts; "
                 "stay inside your lens." + ("\n\nFrom the team's memory (past lessons and critiques of similar "
                                             "work):\n" + "\n".join(f"- {c}" for c in context) if context else ""),
-                recipient="role:critic")
+                recipient="role:critic", metadata={"review_id": job.id, "task_id": job.task_id, "round": job.round,
+                                                   "lenses": agent_lenses, "deadline": iso(deadline)})
 
     def _synthesise(self, work: Work, critiques: list[CritiqueRecord], lenses: list[str]) -> Synthesis:
         synthesis = synthesise(critiques, lenses, work.round)

@@ -78,6 +78,7 @@ class Identity:
         if name is None:
             raise ToolError("this connection has no agent identity yet: call whoami(name='your-agent-name') once "
                             "(or the operator sets HIVEBOARD_AGENT in the client's MCP config)")
+        self.agents.seen(name)
         return name
 
     def bind(self, ctx: Context | None, name: str, role: str | None, token: str | None) -> tuple[Agent, str | None, str]:

@@ -10,6 +10,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
+from hiveboard.board import now
 from hiveboard.board.messages import Message, MessagePage, NewMessage, Subscription
 
 from .boundary import CREATE, IDEMPOTENT, MAX_ID, Id, tool_boundary
@@ -82,14 +83,23 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             page = await anyio.to_thread.run_sync(functools.partial(board.messages.pool, **filters))
             return page.model_copy(update={"acked": acked})
         deadline = time.monotonic() + wait_seconds
-        while True:
-            mark = notifier.mark(f"inbox:{agent}")  # before the check, so a publish in between still wakes us
-            page = await anyio.to_thread.run_sync(functools.partial(
-                board.messages.inbox, agent, unread_only=unread_only, **filters))
-            remaining = deadline - time.monotonic()
-            if page.messages or remaining <= 0:
-                return page.model_copy(update={"acked": acked})
-            await notifier.wait(f"inbox:{agent}", mark, remaining)
+        waiting = False
+        try:
+            while True:
+                mark = notifier.mark(f"inbox:{agent}")  # before the check, so a publish in between still wakes us
+                page = await anyio.to_thread.run_sync(functools.partial(
+                    board.messages.inbox, agent, unread_only=unread_only, **filters))
+                remaining = deadline - time.monotonic()
+                if page.messages or remaining <= 0:
+                    return page.model_copy(update={"acked": acked})
+                if not waiting:  # a waiting agent is present (reviews ask present critics only)
+                    waiting = True
+                    await anyio.to_thread.run_sync(board.agents.seen, agent, now() + remaining)
+                await notifier.wait(f"inbox:{agent}", mark, remaining)
+        finally:
+            if waiting:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(board.agents.seen, agent, now())
 
     @mcp.tool(annotations=IDEMPOTENT)
     @tool_boundary
