@@ -264,9 +264,14 @@ def m010_agent_presence(db: Database) -> None:
     db.execute("ALTER TABLE agents ADD COLUMN waiting_until REAL")
 
 
+def m011_waivers(db: Database) -> None:
+    # Analyser rule ids the card's creator waived for it (JSON list).
+    db.execute("ALTER TABLE tasks ADD COLUMN waived TEXT NOT NULL DEFAULT '[]'")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
                                                 m007_acceptance_tests, m008_events, m009_review_cancelled,
-                                                m010_agent_presence]
+                                                m010_agent_presence, m011_waivers]
 
 
 def apply_migrations(db: Database) -> list[str]:

@@ -83,6 +83,8 @@ class Task(TaskSummary):
     acceptance_tests: AcceptanceTests | None = Field(None, description="the creator's tests (content hidden from "
                                                      "everyone but the creator when hidden)")
     hidden_tests: int = Field(0, description="hidden acceptance test files and commands not shown to you")
+    waived: list[str] = Field([], description="analyser rule ids the creator waived for this card (e.g. B324 when "
+                              "MD5 is the requirement): their findings are reported as info, never blocking")
     created_by: str
     created_at: str
     updated_at: str
@@ -107,6 +109,7 @@ class NewTask(BaseModel):
     acceptance_criteria: list[str] = []
     acceptance_tests: AcceptanceTests | None = None
     assignee: str | None = None
+    waive: list[str] = []
 
 
 class TaskEdit(BaseModel):

@@ -170,6 +170,7 @@ class ReviewJob(BaseModel):
     artifacts: list[Artifact]
     attempts: int
     agent_deadline: float | None = None
+    waived: list[str] = []  # analyser rule ids the card's creator waived
 
 
 class DayRate(BaseModel):
@@ -284,7 +285,7 @@ class Reviews:
                 description=task["description"], acceptance_criteria=json.loads(task["acceptance_criteria"]),
                 acceptance_tests=self.board.acceptance_tests(task), output=row["output"], summary=row["summary"],
                 artifacts=[Artifact(**a) for a in json.loads(row["artifacts"])], attempts=row["attempts"],
-                agent_deadline=row["agent_deadline"])
+                agent_deadline=row["agent_deadline"], waived=json.loads(task["waived"]))
 
     def heartbeat(self, review_id: int, worker: str, lease_seconds: float) -> bool:
         """Extend the worker's lease on its job; False when it no longer holds it."""

@@ -44,6 +44,7 @@ from .models import (
 )
 
 TASK_TYPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+RULE_RE = re.compile(r"^[A-Z]{1,8}[0-9]{0,6}$")  # an analyser's rule id: B324, S608, E501, PLE1142
 
 @dataclass(frozen=True)
 class Limits:
@@ -163,7 +164,7 @@ class Board:
         return Task(
             **self._summary_fields(row, deps),
             description=row["description"], acceptance_criteria=json.loads(row["acceptance_criteria"]),
-            acceptance_tests=tests, hidden_tests=hidden, created_by=row["created_by"], created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]),
+            acceptance_tests=tests, hidden_tests=hidden, waived=json.loads(row["waived"]), created_by=row["created_by"], created_at=iso(row["created_at"]), updated_at=iso(row["updated_at"]),
             ready=not waiting, waiting_on=waiting, blocked_reason=row["blocked_reason"],
             summary=row["summary"], output=row["output"], artifacts=artifacts, history=hist,
         )
@@ -412,6 +413,10 @@ class Board:
         labels = self._check_labels(new.labels)
         self._check_criteria(new.acceptance_criteria)
         tests = self._check_tests(new.acceptance_tests)
+        waived = sorted({rule.strip().upper() for rule in new.waive})
+        if len(waived) > self.limits.labels or not all(RULE_RE.match(rule) for rule in waived):
+            raise InvalidInput(f"waive takes up to {self.limits.labels} analyser rule ids such as B324 or S608; got "
+                               f"{', '.join(repr(r) for r in waived[:5])}")
         deps = list(dict.fromkeys(new.depends_on))
         if len(deps) > self.limits.depends_on:
             raise InvalidInput(f"{len(deps)} dependencies given; at most {self.limits.depends_on}")
@@ -432,10 +437,10 @@ class Board:
                     raise InvalidInput(f"depends_on names tasks that do not exist: {missing}")
             task_id = db.execute(
                 "INSERT INTO tasks (title, description, task_type, priority, labels, acceptance_criteria, "
-                "acceptance_tests, status, reserved_for, created_by, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?)",
+                "acceptance_tests, waived, status, reserved_for, created_by, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?)",
                 [new.title.strip(), new.description, task_type, PRIORITY_RANK[new.priority], json.dumps(labels),
-                 json.dumps(new.acceptance_criteria), tests, assignee, actor, ts, ts]).lastrowid
+                 json.dumps(new.acceptance_criteria), tests, json.dumps(waived), assignee, actor, ts, ts]).lastrowid
             for dep in deps:
                 db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
             self._history(db, task_id, actor, "created", None, "todo",

@@ -130,6 +130,9 @@ class ReviewConfig(BaseModel):
         "timed out: needs_human (default), or pass it")
     agent_deadline: float = Field(120, ge=0, le=86_400, description="seconds agent critics (role critic) get; "
                                   "0: do not ask agents")
+    honour_suppressions: list[str] = Field([], description="rule ids whose inline suppressions by the author "
+                                           "(# noqa, # nosec) are honoured; [\"*\"]: all. Others are reported "
+                                           "and keep their severity")
     critic_presence: float = Field(120, gt=0, le=86_400, description="an agent critic is asked only if it made a "
                                    "call within this many seconds or is waiting for messages")
     worker_lease: float = Field(30, ge=1, le=3600, description="a worker that stops renewing loses the job after "

@@ -79,9 +79,9 @@ def build_critics(config: ReviewConfig, sandbox: Detected) -> dict[str, Critic]:
         timeout = c.timeout or config.critic_timeout
         critic: Critic
         if c.backend == "ruff":
-            critic = RuffCritic(name, c.lens, timeout, reader, config.limits, c.rules)
+            critic = RuffCritic(name, c.lens, timeout, reader, config.limits, c.rules, config.honour_suppressions)
         elif c.backend == "bandit":
-            critic = BanditCritic(name, c.lens, timeout, reader, config.limits)
+            critic = BanditCritic(name, c.lens, timeout, reader, config.limits, config.honour_suppressions)
         elif c.backend == "acceptance":
             timeout = c.timeout or config.execute_timeout
             critic = AcceptanceCritic(name, c.lens, runner, why_not, timeout, config.limits)

@@ -9,6 +9,7 @@ In later rounds an earlier finding is resolved when the same rule no longer fire
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -20,7 +21,8 @@ from .config import RUFF_RULES
 from .sandbox import Box, Limits, Session
 
 
-REPORT_KB = 16 * 1024  # an analyser's JSON report is kept whole up to this size
+REPORT_KB = 16 * 1024
+RULE_ID = re.compile(r"^[A-Z]{1,8}[0-9]{1,6}$")  # an analyser's JSON report is kept whole up to this size
 
 
 def _run(box: Box, session: Session, cmd: list[str], timeout: float, limits: Limits) -> str:
@@ -70,13 +72,21 @@ DEFECTS = ("PLE", "F50", "F52", "F601", "F602", "F621", "F622", "B002", "B003", 
 
 
 class StaticCritic(Critic):
-    """A critic whose backend is an analyser run over the work's Python files."""
+    """A critic whose backend is an analyser run over the work's Python files.
 
-    def __init__(self, name: str, lens: str, timeout: float, box: Box, limits: Limits):
+    The analyser runs with the author's inline suppressions ignored: a finding the author silenced
+    (`# noqa`, `# nosec`) is still reported, and it is honoured (made info) only for rule ids the operator
+    allows (`review.honour_suppressions`) or the card's creator waived. Waived rules never block."""
+
+    SUPPRESSION: re.Pattern = re.compile(r"$^")  # the analyser's inline marker, with its optional rule list
+
+    def __init__(self, name: str, lens: str, timeout: float, box: Box, limits: Limits,
+                 honour: list[str] | None = None):
         super().__init__(name, lens)
         self.timeout = timeout
         self.box = box
         self.limits = limits
+        self.honour = set(honour or [])
 
     def command(self, session: Session, files: list[str]) -> list[str]:
         """The analyser's command line over `files` (absolute paths under session.src)."""
@@ -85,6 +95,39 @@ class StaticCritic(Critic):
     def parse(self, report: str, root: str) -> list[ReviewIssue]:
         """Findings from the analyser's report; file names relative to `root`."""
         raise NotImplementedError
+
+    def _suppressed(self, line: str, rule: str | None) -> bool:
+        found = self.SUPPRESSION.search(line)
+        if found is None:
+            return False
+        # only words that look like rule ids count: "# nosec: trusted input" silences everything
+        rules = {w.upper() for w in re.split(r"[,\s]+", found.group(1) or "") if RULE_ID.match(w.upper())}
+        return not rules or (rule or "").upper() in rules
+
+    def _judge(self, issues: list[ReviewIssue], files: dict[str, str], waived: set[str]
+               ) -> tuple[list[ReviewIssue], int]:
+        """Apply the creator's waivers and judge the author's inline suppressions (see the class doc)."""
+        out, suppressed = [], 0
+        lines = {path: text.splitlines() for path, text in files.items()}
+        for issue in issues:
+            path, _, number = issue.location.rpartition(":")
+            source = lines.get(path, [])
+            line = source[int(number) - 1] if number.isdigit() and 0 < int(number) <= len(source) else ""
+            silenced = self._suppressed(line, issue.rule)
+            suppressed += silenced
+            if issue.rule in waived:
+                issue = issue.model_copy(update={"severity": "info", "description": (
+                    f"waived by the card's creator ({issue.rule}): {issue.description}")})
+            elif silenced and ("*" in self.honour or issue.rule in self.honour):
+                issue = issue.model_copy(update={"severity": "info", "description": (
+                    f"suppressed by the author, allowed by the operator ({issue.rule} at {issue.location}): "
+                    f"{issue.description}")})
+            elif silenced:
+                issue = issue.model_copy(update={"description": (
+                    f"suppressed by the author: {issue.rule} at {issue.location} (the suppression is not honoured; "
+                    f"the card's creator can waive the rule): {issue.description}")})
+            out.append(issue)
+        return out, suppressed
 
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
         files = python_sources(work)
@@ -95,20 +138,23 @@ class StaticCritic(Critic):
             report = _run(self.box, session, self.command(session, [f"{session.src}/{f}" for f in sorted(files)]),
                           self.timeout, self.limits)
             issues = self.parse(report, session.src)
+        issues, suppressed = self._judge(issues, files, set(work.waived))
         verdict, score = verdict_of(issues)
         counts = Counter(i.severity for i in issues)
         summary = (f"{self.backend} checked {len(files)} Python file(s) for {self.lens}: "
-                   + (", ".join(f"{n} {sev}" for sev, n in counts.most_common()) or "no findings"))
+                   + (", ".join(f"{n} {sev}" for sev, n in counts.most_common()) or "no findings")
+                   + (f"; {suppressed} finding(s) suppressed inline by the author" if suppressed else ""))
         return Critique(verdict=verdict, score=score, summary=summary, issues=issues,
                         resolutions=resolutions(earlier, issues))
 
 
 class RuffCritic(StaticCritic):
     backend = "ruff"
+    SUPPRESSION = re.compile(r"#\s*noqa(?::\s*([A-Z0-9][A-Z0-9,\s]*))?", re.IGNORECASE)
 
     def __init__(self, name: str, lens: str, timeout: float, box: Box, limits: Limits,
-                 rules: list[str] | None = None):
-        super().__init__(name, lens, timeout, box, limits)
+                 rules: list[str] | None = None, honour: list[str] | None = None):
+        super().__init__(name, lens, timeout, box, limits, honour)
         self.rules = rules or RUFF_RULES.get(lens) or RUFF_RULES["correctness"]
 
     def command(self, session: Session, files: list[str]) -> list[str]:
@@ -116,6 +162,7 @@ class RuffCritic(StaticCritic):
 
         # files named one by one: ruff's default excludes (.git, venv, …) must not hide an artifact
         return [self.box.expose(session, Path(find_ruff_bin())), "check", "--isolated", "--no-cache", "--exit-zero",
+                "--ignore-noqa",
                 "--output-format", "json", "--line-length", "120", "--select", ",".join(self.rules), "--", *files]
 
     def parse(self, report: str, root: str) -> list[ReviewIssue]:
@@ -158,13 +205,15 @@ BANDIT_KNOWN: dict[str, tuple[str, str]] = {
 
 class BanditCritic(StaticCritic):
     backend = "bandit"
+    SUPPRESSION = re.compile(r"#\s*nosec\b(?:[:\s]+([A-Z][A-Z0-9,\s]*))?", re.IGNORECASE)
     SEVERITY = {("HIGH", "HIGH"): "critical", ("HIGH", "MEDIUM"): "critical", ("HIGH", "LOW"): "major",
                 ("MEDIUM", "HIGH"): "major", ("MEDIUM", "MEDIUM"): "major", ("MEDIUM", "LOW"): "minor"}
 
     def command(self, session: Session, files: list[str]) -> list[str]:
         # -I: an isolated interpreter, so no submitted `yaml.py` or `bandit/` is importable; -x: bandit's
         # default excludes would skip .git etc.
-        return [sys.executable, "-I", "-m", "bandit", "-q", "-f", "json", "-x", "/nowhere", "--", *files]
+        return [sys.executable, "-I", "-m", "bandit", "-q", "--ignore-nosec", "-f", "json", "-x", "/nowhere", "--",
+                *files]
 
     def parse(self, text: str, root: str) -> list[ReviewIssue]:
         report = json.loads(text)

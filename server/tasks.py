@@ -98,12 +98,15 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         acceptance_tests: Annotated[AcceptanceTests | None, Field(
             description="tests that review runs against the claimer's work in the sandbox and the claimer cannot "
             "change: files (pytest) and/or '$ …' commands; hidden=true shows the claimer only that they exist")] = None,
+        waive: Annotated[list[Annotated[str, Field(max_length=20)]], Field(
+            description="analyser rule ids that are not defects for this card, e.g. ['B324'] when MD5 is the "
+            "requirement: reported as info, never blocking", max_length=20)] = [],
     ) -> TaskSummary:
         """Add a card to the todo column."""
         actor = identity.require(ctx)
         return _summary(board.create(actor, NewTask(
             title=title, description=description, task_type=task_type, priority=priority, labels=labels,
-            depends_on=depends_on, acceptance_criteria=acceptance_criteria, assignee=assignee,
+            depends_on=depends_on, acceptance_criteria=acceptance_criteria, assignee=assignee, waive=waive,
             acceptance_tests=acceptance_tests)))
 
     @mcp.tool(annotations=READ)

@@ -240,3 +240,41 @@ async def test_a_statement_that_does_nothing_fails(connect, reviewer):
         round1 = (await verdict(c, card["id"]))["rounds"][0]
     assert round1["verdict"] == "FAIL" and round1["synthesis"]["issues"][0]["severity"] == "major"
     assert "B015" in round1["synthesis"]["brief"]
+
+
+MD5 = "import hashlib\n\n\ndef digest(data: bytes) -> str:\n    return hashlib.md5(data).hexdigest()\n"
+
+
+async def test_an_authors_inline_suppression_is_reported_and_not_honoured_by_default(connect, reviewer):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("app.py", EVAL.replace("eval(input())", "eval(input())  # nosec"))])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    assert round1["verdict"] == "FAIL"
+    found = [i for i in critic(round1, "bandit")["issues"] if i["rule"] == "B307"]
+    assert found and found[0]["severity"] in ("critical", "major")
+    assert "suppressed by the author: B307 at app.py:2" in found[0]["description"]
+    assert "suppressed inline by the author" in critic(round1, "bandit")["summary"]
+
+
+async def test_the_operator_may_honour_suppressions_of_named_rules(connect, reviewer):
+    engine = reviewer(ReviewConfig(honour_suppressions=["B307"]))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("app.py", EVAL.replace("eval(input())", "eval(input())  # nosec B307"))])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    found = [i for i in critic(round1, "bandit")["issues"] if i["rule"] == "B307"]
+    assert found[0]["severity"] == "info" and "allowed by the operator" in found[0]["description"]
+    assert round1["verdict"] == "PASS", round1["synthesis"]["brief"]
+
+
+async def test_the_cards_creator_can_waive_a_rule_the_card_requires(connect, reviewer):
+    engine = reviewer()
+    async with connect("alice", review=engine) as c:
+        card = await call(c, "create_task", title="MD5 hex digest for the legacy cache key", waive=["b324"])
+        assert (await call(c, "get_task", task_id=card["id"]))["waived"] == ["B324"]
+        await hand_in(c, card["id"], artifacts=[py("cache.py", MD5)])
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        assert "waive takes up to" in await call_error(c, "create_task", title="x", waive=["not a rule"])
+    found = [i for i in critic(round1, "bandit")["issues"] if i["rule"] == "B324"]
+    assert found and found[0]["severity"] == "info" and "waived by the card's creator" in found[0]["description"]
+    assert round1["verdict"] == "PASS", round1["synthesis"]["brief"]
