@@ -146,16 +146,16 @@ class AcceptanceCritic(Critic):
         if limit:
             return [self._issue(check, "acceptance-limit" if not out.timed_out else "acceptance-timeout",
                                 f"{check.label} {limit}.", out, "make the tests finish within the limits (an endless "
-                                "loop, a fork bomb, a huge allocation or output?)")], limit
+                                "loop, a fork bomb, a huge allocation or output?)", session=session)], limit
         if check.pytest is None:
             if out.returncode == 0:
                 return [], "passed"
             return [self._issue(check, "acceptance-failed", f"{check.label} exited with {out.returncode}.", out,
-                                "make the acceptance command succeed; run it locally the same way")], \
+                                "make the acceptance command succeed; run it locally the same way", session=session)], \
                 f"exit {out.returncode}"
-        return self._pytest_result(check, out)
+        return self._pytest_result(check, out, session)
 
-    def _pytest_result(self, check: Check, out: Outcome) -> tuple[list[ReviewIssue], str]:
+    def _pytest_result(self, check: Check, out: Outcome, session: Session) -> tuple[list[ReviewIssue], str]:
         try:
             report = json.loads(out.report)
             counts, tests = dict(report["counts"]), dict(report["tests"])
@@ -164,7 +164,7 @@ class AcceptanceCritic(Critic):
             return [self._issue(check, "acceptance-failed", f"{check.label} ended (exit {out.returncode}) without "
                                 "a test report: " + (f"it {hint}" if hint else "the run crashed, or the code under "
                                                      "test ended the process"), out, "do not exit or kill the process from the code under test; make the tests "
-                                "importable and runnable")], "no report"
+                                "importable and runnable", session=session)], "no report"
         tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no tests"
         bad = [(node, t) for node, t in tests.items() if t.get("outcome") in ("failed", "error")]
         if not bad and out.returncode == 0 and counts.get("passed"):
@@ -172,17 +172,13 @@ class AcceptanceCritic(Critic):
         if not bad:
             why = "collected no test" if not counts else f"exited with {out.returncode}"
             return [self._issue(check, "acceptance-failed", f"{check.label} {why} ({tally}).", out,
-                                "add tests that pytest collects (test_*.py files with test_ functions)")], tally
+                                "add tests that pytest collects (test_*.py files with test_ functions)", session=session)], tally
         issues = []
         for node, t in bad[:SHOWN_FAILURES]:
-            message = str(t.get("message") or "").strip()
-            if check.hidden:  # the test's code stays hidden: only its name and the kind of failure
-                message = message.split(":", 1)[0].split("\n", 1)[0][:80]
             issues.append(ReviewIssue(
                 severity="critical", category="test-failed" if t.get("outcome") == "failed" else "test-error",
                 rule=check.label[:40], location=node[:300],
-                description=f"{node} {t.get('outcome')}: {message}"[:4000]
-                + ("" if check.hidden else f"\n{str(t.get('detail') or '')[-1500:]}"),
+                description=self.scrub(_failure(node, t, check.hidden), session),
                 suggestion="make this test pass" + ("" if not check.spec else
                                                     " (it is the card's own acceptance test; it cannot be changed)")))
         if len(bad) > SHOWN_FAILURES:
@@ -191,7 +187,37 @@ class AcceptanceCritic(Critic):
                                       suggestion="call get_review for the run's totals"))
         return issues, tally
 
-    def _issue(self, check: Check, category: str, text: str, out: Outcome, suggestion: str) -> ReviewIssue:
+    def _issue(self, check: Check, category: str, text: str, out: Outcome, suggestion: str,
+               session: Session | None = None) -> ReviewIssue:
         tail = "" if check.hidden else (out.stdout + out.stderr)[-TAIL:]
         return ReviewIssue(severity="critical", category=category, rule=check.label[:40],
-                           description=(text + (f"\n{tail}" if tail.strip() else ""))[:4000], suggestion=suggestion)
+                           description=self.scrub((text + (f"\n{tail}" if tail.strip() else ""))[:4000], session),
+                           suggestion=suggestion)
+
+    @staticmethod
+    def scrub(text: str, session: Session | None) -> str:
+        """No sandbox or temporary paths in what the author reads: paths are relative to the work."""
+        if session is None:
+            return text
+        for root in sorted({session.src, session.spec, session.run, str(session.host)}, key=len, reverse=True):
+            text = text.replace(root + "/", "").replace(root, ".")
+        return text
+
+
+def _failure(node: str, test: dict, hidden: bool) -> str:
+    """One failing test in a few lines: which test, expected against actual when an assert compared two
+    values, the failing line and the error; a hidden test shows its name and the kind of failure only."""
+    message = str(test.get("message") or "").strip()
+    if hidden:  # the test's code stays hidden: only its name and the kind of failure
+        return f"{node} {test.get('outcome')}: {message.split(':', 1)[0].splitlines()[0][:80] if message else ''}"
+    lines = [f"{node} {test.get('outcome')}"]
+    compared = test.get("compared")
+    if compared and compared.get("op") == "==":
+        lines[0] += f": expected {compared['expected']}, got {compared['actual']}"
+    elif message:
+        lines[0] += f": {message.splitlines()[0][:300]}"
+    # the failing statement (">") and the error lines ("E"), as pytest marks them, without the traceback
+    detail = [line.rstrip() for line in str(test.get("detail") or "").splitlines()
+              if line.startswith((">", "E "))]
+    shown = "\n".join(detail[-8:])
+    return "\n".join([*lines, shown[-600:]] if shown else lines)

@@ -130,6 +130,8 @@ class ReviewConfig(BaseModel):
         "timed out: needs_human (default), or pass it")
     agent_deadline: float = Field(120, ge=0, le=86_400, description="seconds agent critics (role critic) get; "
                                   "0: do not ask agents")
+    brief_chars: int = Field(1000, ge=200, le=20_000, description="the revision brief's length: blocking issues "
+                             "first, the rest counted")
     honour_suppressions: list[str] = Field([], description="rule ids whose inline suppressions by the author "
                                            "(# noqa, # nosec) are honoured; [\"*\"]: all. Others are reported "
                                            "and keep their severity")

@@ -262,7 +262,7 @@ class ReviewEngine:
                                                    "lenses": agent_lenses, "deadline": iso(deadline)})
 
     def _synthesise(self, work: Work, critiques: list[CritiqueRecord], lenses: list[str]) -> Synthesis:
-        synthesis = synthesise(critiques, lenses, work.round)
+        synthesis = synthesise(critiques, lenses, work.round, self.config.brief_chars)
         if self.synthesiser is None or not any(c.status == "ok" for c in critiques):
             return synthesis
         try:

@@ -14,12 +14,32 @@ import sys
 
 MESSAGE = 600  # characters of a failure's message kept
 DETAIL = 2500  # characters of a failure's full report kept
+VALUE = 200  # characters of a compared value kept
+
+
+def _short(value):
+    try:
+        text = repr(value)
+    except Exception:  # a submitted object's __repr__ may raise
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= VALUE else text[:VALUE] + "…"
 
 
 class Report:
     def __init__(self):
         self.tests = {}
         self.collected = 0
+        self.current = None
+        self.compared = {}  # nodeid -> the first failing comparison: (op, left, right)
+
+    def pytest_runtest_setup(self, item):
+        self.current = item.nodeid
+
+    def pytest_assertrepr_compare(self, config, op, left, right):
+        # called for a failing `assert left <op> right`; pytest's own explanation still follows (None)
+        if self.current is not None:
+            self.compared.setdefault(self.current, (op, _short(left), _short(right)))
+        return None
 
     def pytest_collection_finish(self, session):
         self.collected = len(session.items)
@@ -34,9 +54,11 @@ class Report:
             if report.nodeid not in self.tests or self.tests[report.nodeid]["outcome"] == "passed":
                 self.tests[report.nodeid] = self._entry(outcome, report)
 
-    @staticmethod
-    def _entry(outcome, report):
+    def _entry(self, outcome, report):
         entry = {"outcome": outcome}
+        if report.nodeid in self.compared:
+            op, left, right = self.compared[report.nodeid]
+            entry["compared"] = {"op": op, "actual": left, "expected": right}
         if outcome in ("failed", "error"):
             crash = getattr(report.longrepr, "reprcrash", None)
             entry["message"] = (crash.message if crash is not None else str(report.longrepr).strip().splitlines()[-1]

@@ -97,32 +97,47 @@ def contradictions(critiques: list[CritiqueRecord], issues: list[MergedIssue]) -
     return out
 
 
-def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[CritiqueRecord]) -> str:
-    """The revision brief: what to fix, most important first, then what could not be reviewed."""
-    lines = []
+BRIEF_CHARS = 1000
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[CritiqueRecord],
+          limit: int = BRIEF_CHARS) -> str:
+    """The revision brief an agent acts on in one read: the blocking issues, most important first, each
+    with where, what (for a failing test: expected against actual and the failing line) and the fix; the
+    rest counted, not listed. At most `limit` characters."""
     must = [m for m in issues if m.severity in BLOCKING]
     should = [m for m in issues if m.severity not in BLOCKING]
+    lines = [f"Round {round_}: FAIL. Fix these first, in order:" if verdict == "FAIL" else f"Round {round_}: PASS."]
     if verdict == "FAIL":
-        lines.append(f"Round {round_}: FAIL. Fix these first, in order:")
-        failing = [c for c in critiques if c.status == "ok" and c.verdict == "FAIL" and not
-                   any(i.severity in BLOCKING for i in c.issues)]
-        for c in failing:
-            lines.append(f"- {c.critic} ({c.lens}) failed the work: {c.summary}")
-    else:
-        lines.append(f"Round {round_}: PASS.")
+        lines += [f"- {c.critic} ({c.lens}) failed the work: {_cut(c.summary or '', 200)}" for c in critiques
+                  if c.status == "ok" and c.verdict == "FAIL" and not any(i.severity in BLOCKING for i in c.issues)]
+    entries = []
     for m in must:
-        lines.append(f"{m.rank}. [{m.severity}] [{m.lens}] {m.location or '(general)'} — {m.description}"
-                     + (f" Fix: {m.suggestion}" if m.suggestion else "") + f" (found by {', '.join(m.found_by)})")
+        what = " | ".join(line.strip() for line in m.description.splitlines()[:3] if line.strip())
+        entries.append(f"{m.rank}. [{m.severity}] {m.location or '(general)'} — {_cut(what, 320)}"
+                       + (f" Fix: {_cut(m.suggestion, 160)}" if m.suggestion else ""))
+    shown = 0
+    for entry in entries:
+        if sum(len(x) + 1 for x in lines) + len(entry) > limit - 140:  # room for the closing count
+            break
+        lines.append(entry)
+        shown += 1
+    rest = []
+    if len(must) > shown:
+        rest.append(f"{len(must) - shown} more blocking")
     if should:
-        lines.append("Also worth fixing:" if verdict == "FAIL" else "Suggestions (not blocking):")
-        for m in should[:15]:
-            lines.append(f"{m.rank}. [{m.severity}] [{m.lens}] {m.location or '(general)'} — {m.description}")
-        if len(should) > 15:
-            lines.append(f"… {len(should) - 15} more minor/info issues: call get_review for all of them")
-    return "\n".join(lines)
+        rest.append(f"{len(should)} minor/info (not blocking)")
+    if rest:
+        lines.append(f"Not listed: {', '.join(rest)}; get_review(task_id) has every issue.")
+    return _cut("\n".join(lines), limit)
 
 
-def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int) -> Synthesis:
+def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
+               brief_chars: int = BRIEF_CHARS) -> Synthesis:
     """One verdict for a round. No critic is dropped: failures and missed lenses are listed."""
     delivered = [c for c in critiques if c.status == "ok"]
     ran = sorted({c.lens for c in delivered}, key=_rank)
@@ -140,7 +155,8 @@ def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int) 
     scores = [c.score for c in delivered if c.score is not None]
     return Synthesis(
         verdict=verdict, score=round(sum(scores) / len(scores), 2) if scores else None, issues=issues,
-        contradictions=contradictions(critiques, issues), brief=brief(verdict, issues, round_, critiques),
+        contradictions=contradictions(critiques, issues),
+        brief=brief(verdict, issues, round_, critiques, brief_chars),
         lenses_ran=ran, lenses_failed=failed, lenses_uncovered=uncovered, decisive=decisive,
         note="; ".join(notes) or None)
 

@@ -155,8 +155,14 @@ async def test_failing_acceptance_tests_fail_the_review_then_pass_once_fixed(con
         acceptance = critic(round1, "acceptance")
         assert acceptance["status"] == "ok" and acceptance["verdict"] == "FAIL"
         assert acceptance["issues"][0]["category"] == "test-failed"
-        assert "assert -1 == 5" in acceptance["issues"][0]["description"]
+        failure = acceptance["issues"][0]["description"]
+        # which test, expected against actual, the failing line; no sandbox or temporary paths
+        assert "test_calc.py::test_add failed: expected 5, got -1" in failure and "assert add(2, 3) == 5" in failure
         assert round1["verdict"] == "FAIL" and round1["synthesis"]["issues"][0]["severity"] == "critical"
+        brief = round1["synthesis"]["brief"]
+        assert len(brief) <= 1000 and "expected 5, got -1" in brief
+        for text in (failure, brief, acceptance["summary"]):
+            assert "/review" not in text and "/tmp" not in text, text
 
         await hand_in(c, card["id"], artifacts=[py("calc.py", CALC_FIXED), tests], output="fixed add")
         trail = await verdict(c, card["id"])
