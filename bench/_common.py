@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -65,12 +66,21 @@ def ts(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
+def payload(result) -> dict:
+    """A tool result's data, from whichever carrier the server's profile uses: structured content, or
+    the compact JSON text (the default profile sends the data once, as text)."""
+    if result.structured_content is not None:
+        return result.structured_content
+    text = "".join(getattr(block, "text", "") for block in result.content)
+    return json.loads(text) if text.startswith(("{", "[")) else {}
+
+
 async def call(client, tool: str, **args) -> dict:
-    """A tool's structured result through an MCP client; a tool error stops the benchmark."""
+    """A tool's result through an MCP client; a tool error stops the benchmark."""
     result = await client.call_tool(tool, args)
     if result.is_error:
         raise RuntimeError(f"{tool} failed: {result.content[0].text if result.content else result}")
-    return result.structured_content or {}
+    return payload(result)
 
 
 def quiet_loggers() -> None:

@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 
 import uvicorn
-
 from hiveboard.server import cli
 from hiveboard.server.config import Settings
+from mcp_types import CallToolResult
 
 
-def noop() -> str:
-    """Do nothing (benchmark baseline)."""
-    return "ok"
+def noop() -> CallToolResult:
+    """Do nothing and answer nothing (the benchmark's floor)."""
+    return CallToolResult(content=[])
 
 
 def bench_app(settings: Settings):
@@ -34,7 +34,7 @@ def bench_app(settings: Settings):
 
     def build_server_with_noop(*args, **kwargs):
         mcp = real_build_server(*args, **kwargs)
-        mcp.add_tool(noop, name="noop")
+        mcp.add_tool(noop, name="noop", structured_output=False)
         return mcp
 
     cli.build_server = build_server_with_noop

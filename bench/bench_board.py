@@ -8,15 +8,18 @@ What it does, in one run against one server process (bench/_server.py: the real 
 --http` app plus a `noop` tool):
 
 1. For 1 client and for 8 concurrent clients (each its own HTTP connection and agent token), time
-   every call of: noop, create_task, claim_task (claim-next), complete_task (on the cards that
-   client just claimed), get_board. Prints p50/p99 latency, calls/s and the p50 ratio to noop at
-   the same client count.
+   every call of: noop (a bare tool that answers an empty result: the floor), create_task,
+   claim_task (claim-next), update_task (a note on a held card), get_task, list_tasks, get_board,
+   release_task, complete_task, get_messages (a page of 20 from a 1,000-message inbox) and
+   publish_message (direct to another agent). Prints p50/p99 latency, calls/s and the p50 ratio to
+   noop at the same client count.
 2. A claim race: 300 fresh cards, 16 clients claim-next until the board is empty; counts double
    claims (must be 0) and checks the database agrees.
 3. For context, the same board operations called in-process on `hiveboard.board.Board` (no MCP,
    no HTTP) on a separate database.
 
-Targets (issue): board tools within 1.5x of the no-op tool (p50); zero double claims.
+Targets (issue): board tools and get_messages within 1.5x of the no-op tool (p50); publish_message
+with 8 concurrent senders p99 <= 50 ms; zero double claims.
 """
 
 from __future__ import annotations
@@ -38,14 +41,18 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from _common import machine_info, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _common import machine_info, payload, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.messages import NewMessage
 
 HERE = Path(__file__).resolve().parent
-OPS = ("noop", "create_task", "claim_task", "complete_task", "get_board")
+OPS = ("noop", "create_task", "claim_task", "update_task", "get_task", "list_tasks", "get_board", "release_task",
+       "complete_task", "get_messages", "publish_message")
 BOARD_OPS = OPS[1:]
 TARGET_RATIO = 1.5
+PUBLISH_P99_MS = 50.0  # publish_message with 8 concurrent senders
+INBOX = 1_000  # messages in every bench agent's inbox before the run
 RACE_CARDS = 300
 RACE_CLIENTS = 16
 
@@ -65,7 +72,7 @@ class Row:
     ratio_vs_noop: float | None = None
     server_cpu_ms: float | None = None  # server process CPU (user+sys) per call
     client_cpu_ms: float | None = None  # bench (client) process CPU per call
-    result_bytes: int | None = None  # size of one CallToolResult (structured + text content) as JSON
+    result_bytes: int | None = None  # size of one CallToolResult (every carrier of its data) as JSON
 
 
 @dataclass
@@ -183,28 +190,46 @@ async def call(client: Client, tool: str, args: dict) -> dict:
     result = await client.call_tool(tool, args)
     if result.is_error:
         raise ToolFailed(f"{tool}({args}) failed: {result.content[0].text if result.content else result}")
-    return result.structured_content or {}
+    return payload(result)
 
 
 class Agent:
     """One benchmark client: its own connection and agent identity, and the cards it holds."""
 
-    def __init__(self, name: str, client: Client):
+    def __init__(self, name: str, client: Client, peer: str):
         self.name = name
         self.client = client
+        self.peer = peer  # who its direct messages go to
         self.held: list[tuple[int, int]] = []  # (task id, fencing token) from its claims
         self.seq = 0
+        self.created: int | None = None  # the last card it created (get_task reads it)
         self.last_result = None
 
     def args_for(self, op: str) -> dict:
         if op == "create_task":
             self.seq += 1
             return dict(title=f"bench card {self.name} #{self.seq}", description="created by bench/bench_board.py",
-                        task_type="code", priority="medium", labels=["bench"])
+                        task_type="code", priority="medium", labels=["bench"],
+                        acceptance_criteria=["the bench reads it back"])
+        if op == "update_task":
+            task_id, token = self.held[self.seq % len(self.held)]
+            self.seq += 1
+            return dict(task_id=task_id, token=token, note="progress: handler written, tests next")
+        if op == "get_task":
+            return dict(task_id=self.created)
+        if op == "release_task":
+            task_id, token = self.held.pop(0)
+            return dict(task_id=task_id, token=token, reason="bench: giving it back")
         if op == "complete_task":
             task_id, token = self.held.pop(0)
             return dict(task_id=task_id, token=token, output="done by the benchmark", summary="bench")
-        return {}  # noop, claim_task (claim-next), get_board (default top=5)
+        if op == "get_messages":
+            return dict(unread_only=False)  # the newest 20 of the inbox, read state unchanged
+        if op == "publish_message":
+            self.seq += 1
+            return dict(intent="status_update", recipient=self.peer,
+                        content=f"{self.name} #{self.seq}: the login handler is written; tests next")
+        return {}  # noop, claim_task (claim-next), list_tasks and get_board (defaults)
 
     def after(self, op: str, result: dict) -> None:
         if op == "claim_task":
@@ -212,6 +237,16 @@ class Agent:
                 raise ToolFailed(f"{self.name}: claim_task found no card ({result.get('message')}); "
                                  "the bench seeds too few cards")
             self.held.append((result["task"]["id"], result["token"]))
+        elif op == "create_task":
+            self.created = result["id"]
+        elif op == "get_messages" and len(result.get("messages", [])) != 20:
+            raise ToolFailed(f"{self.name}: get_messages returned {len(result.get('messages', []))} messages, not 20")
+
+    async def prepare(self, op: str, n: int) -> None:
+        """Untimed: cards to hold before an op that gives cards back or needs one."""
+        need = n if op in ("release_task", "complete_task") else 1 if op == "update_task" else 0
+        while len(self.held) < need:
+            self.after("claim_task", await call(self.client, "claim_task", {}))
 
     async def run(self, op: str, n: int, lat: list[float]) -> None:
         for _ in range(n):
@@ -221,7 +256,7 @@ class Agent:
             lat.append(time.perf_counter() - t0)
             if result.is_error:
                 raise ToolFailed(f"{op}({args}) failed: {result.content[0].text if result.content else result}")
-            self.after(op, result.structured_content or {})
+            self.after(op, payload(result))
             self.last_result = result
 
 
@@ -246,6 +281,9 @@ class Sample:
 
 async def measure(agents: list[Agent], op: str, per_client: int, acc: Sample, server_pid: int | None = None) -> None:
     """All agents call `op` per_client times concurrently; adds latencies, wall time and CPU to acc."""
+    async with anyio.create_task_group() as tg:
+        for a in agents:
+            tg.start_soon(a.prepare, op, per_client)
     s0 = proc_cpu_seconds(server_pid) if server_pid else None
     c0 = time.process_time()
     t0 = time.perf_counter()
@@ -266,9 +304,10 @@ async def measure(agents: list[Agent], op: str, per_client: int, acc: Sample, se
 
 async def open_agents(stack, url: str, tokens: dict[str, str]) -> list[Agent]:
     agents = []
-    for name, token in tokens.items():
-        client = await stack.enter_async_context(connect(url, token))
-        agents.append(Agent(name, client))
+    names = list(tokens)
+    for i, name in enumerate(names):
+        client = await stack.enter_async_context(connect(url, token=tokens[name]))
+        agents.append(Agent(name, client, peer=names[(i + 1) % len(names)]))
     return agents
 
 
@@ -278,10 +317,9 @@ async def warm_up(agents: list[Agent], calls: int) -> None:
         for _ in range(calls):
             await call(a.client, "noop", {})
             await call(a.client, "get_board", {})
-        await call(a.client, "create_task", a.args_for("create_task"))
-        claim = await call(a.client, "claim_task", {})
-        a.after("claim_task", claim)
-        await call(a.client, "complete_task", a.args_for("complete_task"))
+        for op in BOARD_OPS:
+            await a.prepare(op, 1)
+            a.after(op, await call(a.client, op, a.args_for(op)))
 
     async with anyio.create_task_group() as tg:
         for a in agents:
@@ -355,12 +393,26 @@ def seed(board: Board, n: int, actor: str, title: str, task_type: str = "code") 
                                     task_type=task_type, priority="medium", labels=["bench", "seed"]))
 
 
-def park_todo(board: Board, actor: str) -> int:
-    """Block every todo card (through the board, as any agent may) so the race sees exactly its own cards."""
-    ids = [r[0] for r in board.store.db.execute("SELECT id FROM tasks WHERE status = 'todo'").fetchall()]
-    for task_id in ids:
-        board.update(actor, task_id, status="blocked", reason="parked by bench before the claim race")
-    return len(ids)
+def seed_inboxes(board: Board, agents: list[str], n: int) -> None:
+    """n messages in each agent's inbox, most of them read, as a working agent's inbox looks: broadcasts
+    to everyone, with previews long enough that get_messages cuts them at 280 characters."""
+    body = ("The API contract for /login changed: the handler now returns a JWT with a 15 minute expiry and a "
+            "refresh token in an httpOnly cookie; clients must send the refresh token to /refresh. ") * 3
+    for i in range(n):
+        board.messages.publish(agents[i % len(agents)], NewMessage(
+            intent=("status_update", "request_help", "answer", "proposal")[i % 4], recipient="everyone",
+            content=f"#{i} {body}", thread=f"topic-{i % 7}"))
+    with board.store.write() as db:
+        db.execute("UPDATE inbox SET read_at = coalesce(read_at, ?)", (time.time(),))
+    board.store.optimize()
+
+
+def park_todo(board: Board) -> int:
+    """Block every todo card (through the board, as its creator) so the race sees exactly its own cards."""
+    rows = board.store.db.execute("SELECT id, created_by FROM tasks WHERE status = 'todo'").fetchall()
+    for task_id, creator in rows:
+        board.update(creator, task_id, status="blocked", reason="parked by bench before the claim race")
+    return len(rows)
 
 
 def direct_rows(tmp: Path, calls: int) -> list[Row]:
@@ -440,6 +492,10 @@ def verdict(res: Results) -> list[str]:
              if op in BOARD_OPS and cpu.get(("noop", n))]
     if parts:
         lines.append("  (info) server CPU per call vs noop: " + ", ".join(parts))
+    pub = next((r for r in res.rows if r.op == "publish_message" and r.clients == 8), None)
+    if pub is not None:
+        lines.append(f"target publish_message p99 with 8 concurrent senders <= {PUBLISH_P99_MS:.0f} ms: "
+                     f"{'PASS' if pub.p99_ms <= PUBLISH_P99_MS else 'FAIL'} ({pub.p99_ms:.2f} ms)")
     if res.race is not None:
         ok = race_ok(res.race) and res.race.claimed == res.race.cards
         lines.append(f"target {res.race.clients}-client claims, zero double claims: {'PASS' if ok else 'FAIL'} "
@@ -459,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=4, help="split each op's calls over this many rounds through "
                    "all ops (default 4)")
     p.add_argument("--seed", type=int, default=200, help="cards on the board before the run (default 200)")
+    p.add_argument("--inbox", type=int, default=INBOX, help=f"messages in each agent's inbox ({INBOX})")
     p.add_argument("--race-cards", type=int, default=RACE_CARDS, help=f"cards in the claim race ({RACE_CARDS})")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--server-script", default=str(HERE / "_server.py"), metavar="PATH",
@@ -491,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         names = [f"bench-{i:02d}" for i in range(RACE_CLIENTS)]
         tokens = {n: board.agents.new_token(n) for n in names}
         seed(board, args.seed, names[0], "seed card")
+        seed_inboxes(board, names, args.inbox)
         server.start()
         print(f"server: pid {server.proc.pid} at {server.url}")
 
@@ -499,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
                     "count;\nsrv cpu / cli cpu: CPU ms per call of the server / bench process; bytes: one result "
                     "as JSON")
 
-        parked = park_todo(board, names[0])
+        parked = park_todo(board)
         seed(board, race_cards, names[0], "race card", task_type="race")
         claims, lat, wall = anyio.run(run_race, server.url, tokens)
         ids = [task_id for _, task_id in claims]

@@ -73,7 +73,7 @@ from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_info as common_machine_info  # noqa: E402
-from _common import Lat, pct, remove_unless_kept  # noqa: E402
+from _common import Lat, payload, pct, remove_unless_kept  # noqa: E402
 from _memory_corpus import PATTERNS, Item, item, query_pool  # noqa: E402
 from hiveboard.board import Board, Store  # noqa: E402
 from hiveboard.board import knowledge as knowledge_mod  # noqa: E402
@@ -277,7 +277,7 @@ async def call(client: Client, tool: str, args: dict) -> dict:
     result = await client.call_tool(tool, args)
     if result.is_error:
         raise BenchError(f"{tool}({args}) failed: {result.content[0].text if result.content else result}")
-    return result.structured_content or {}
+    return payload(result)
 
 
 ROW_SECONDS = 20.0  # --row-seconds: a row stops early once it has run this long (and has MIN_SAMPLES)
@@ -393,7 +393,7 @@ async def measure_level(level: int, board: Board, memory: Memory, ids: list[int]
         add("query_memory keyword (MCP)", await timed_calls(
             client, "query_memory", [dict(query=t, mode="keyword") for t in texts]))
         schemas = getattr(client.session, "_tool_output_schemas", None)
-        if isinstance(schemas, dict) and "query_memory" in schemas:
+        if isinstance(schemas, dict) and schemas.get("query_memory"):  # full profile only
             saved, schemas["query_memory"] = schemas["query_memory"], None
             try:
                 add("query_memory hybrid, no client schema check", await timed_calls(

@@ -54,7 +54,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from _common import Lat, machine_info, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _common import Lat, machine_info, payload, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 from hiveboard.board import Board, Store
 from hiveboard.board.messages import NewMessage, _cursor
@@ -159,7 +159,7 @@ async def call(client: Client, tool: str, args: dict | None = None) -> dict:
     result = await client.call_tool(tool, args or {})
     if result.is_error:
         raise BenchError(f"{tool}({args}) failed: {result.content[0].text if result.content else result}")
-    return result.structured_content or {}
+    return payload(result)
 
 
 async def timed_calls(client: Client, tool: str, args: dict, n: int, before=None, check=None) -> Lat:
@@ -423,7 +423,7 @@ async def fetch_section(board: Board, ld: Loaded, reps: int, noop_calls: int, re
         # jsonschema (session.validate_tool_result); most of a get_messages call's time is that check.
         # The same calls with the check switched off for get_messages show the server's share.
         schemas = getattr(client.session, "_tool_output_schemas", None)
-        if isinstance(schemas, dict) and "get_messages" in schemas:
+        if isinstance(schemas, dict) and schemas.get("get_messages"):  # full profile only
             saved = schemas["get_messages"]
             schemas["get_messages"] = None
             try:

@@ -22,28 +22,25 @@ ArtifactKind = Literal["code", "text", "diff", "test", "data", "link", "other"]
 class Artifact(BaseModel):
     """One piece of finished work attached to a completion."""
 
-    name: str = Field(description="path or name, e.g. 'src/auth.py' or 'report.md'", min_length=1, max_length=300)
-    kind: ArtifactKind = Field("other", description="what the content is: code, text, diff, test, data, link, other")
-    content: str = Field("", description="the artifact itself (text)")
+    name: str = Field(description="path or name, e.g. 'src/auth.py'", min_length=1, max_length=300)
+    kind: ArtifactKind = "other"
+    content: str = ""
 
 
 class TestFile(BaseModel):
     """One file of a card's acceptance tests."""
 
-    name: str = Field(description="path, e.g. 'test_api.py' or 'tests/test_api.py'", min_length=1, max_length=300)
-    content: str = Field(description="the file's text")
+    name: str = Field(description="path, e.g. 'tests/test_api.py'", min_length=1, max_length=300)
+    content: str
 
 
 class AcceptanceTests(BaseModel):
     """Tests the card's creator attaches: they run in the review sandbox against the claimer's work, next
     to the claimer's own tests, and the claimer cannot change or delete them."""
 
-    files: list[TestFile] = Field([], description="test files (pytest: test_*.py); they import the claimer's "
-                                  "modules by name")
-    commands: list[str] = Field([], description="commands such as '$ python -m pytest -q' run from the work's "
-                                "directory; none: pytest over the files")
-    hidden: bool = Field(False, description="the claimer sees that tests exist, not their content; a failure is "
-                         "reported by test name only")
+    files: list[TestFile] = Field([], description="pytest files")
+    commands: list[str] = Field([], description="e.g. '$ python -m pytest -q'")
+    hidden: bool = Field(False, description="the claimer sees only that tests exist")
 
 
 class HistoryEntry(BaseModel):

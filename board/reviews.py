@@ -33,17 +33,21 @@ SEVERITY_RANK: dict[str, int] = {"critical": 3, "major": 2, "minor": 1, "info": 
 MAX_ISSUES = 50  # per critique; a critic that floods is cut, with a note in its summary
 
 
-class ReviewIssue(BaseModel):
-    """One problem a critic found."""
+class Finding(BaseModel):
+    """One problem, as an agent critic reports it."""
 
     severity: Severity
-    category: str = Field(description="short kind of problem, e.g. sql-injection, unused-import", max_length=80)
-    location: str = Field("", description="file:line or section, when known", max_length=300)
-    description: str = Field(description="what is wrong", max_length=4000)
-    suggestion: str = Field("", description="how to fix it", max_length=4000)
-    rule: str | None = Field(None, description="the analyser's rule id (e.g. B307), for static critics", max_length=40)
-    ref: str | None = Field(None, description="stable id of this issue, set by the board (r<round>:<critic>#n); "
-                            "the next round's resolutions refer to it")
+    category: str = Field(description="e.g. sql-injection", max_length=80)
+    location: str = Field("", description="file:line or section", max_length=300)
+    description: str = Field(max_length=4000)
+    suggestion: str = Field("", max_length=4000)
+
+
+class ReviewIssue(Finding):
+    """One problem a critic found, as the board keeps it."""
+
+    rule: str | None = Field(None, description="a static analyser's rule id", max_length=40)
+    ref: str | None = Field(None, description="set by the board; resolutions cite it")
 
 
 class Resolution(BaseModel):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from hiveboard.board import Board, Task
 
 from . import memory as memory_tools, messages, prompts, resources, review as review_tools, tasks
-from .boundary import StrictServer, tool_token_costs
+from .boundary import Profile, StrictServer, tool_token_costs
 from .deps import Deps
 from .identity import Identity
 
@@ -32,16 +32,25 @@ and complete_task. Your lease is renewed by update_task (a note, or the token al
 card to todo and your token stops working. complete_task moves the card to review: critics check it in the
 background and it comes back to you (a 'critique' message with a revision brief) or goes to done;
 follow it with get_review(task_id, wait_seconds=…). Agents with the role 'critic' receive review
-requests and answer with submit_critique."""
+requests and answer with submit_critique (score: 10 excellent, 7-9 good, 4-6 significant issues,
+1-3 major; from round 2, one resolution per earlier issue of yours, by its ref).
+update_task status: blocked and needs_human need a reason; in_progress resumes a blocked card;
+todo unblocks it for anyone. Messages: intent is a lowercase word of your choice; a reply goes to
+the replied-to sender and thread by default, a task's message to the task's thread; summary
+defaults to the first line. get_messages(unread_only=true) marks what it returns read; false
+lists unread then read without changing them; ack=[ids] acknowledges handled messages, all or
+none. Results are compact JSON; long fields are cut with a hint saying how to get the rest."""
 
 
 def build_server(board: Board, identity: Identity, *, memory: Memory | None = None,
-                 review: ReviewEngine | None = None, wants_review: Callable[[Task], bool] | None = None) -> StrictServer:
+                 review: ReviewEngine | None = None, wants_review: Callable[[Task], bool] | None = None,
+                 profile: Profile = "lean") -> StrictServer:
     """The hiveboard MCP server over one board.
 
     With `review` (the review engine), completed cards go to `review` and a job is queued for the
     review worker (which the caller runs: `hiveboard serve` starts one); `wants_review` overrides
-    which cards. With neither, completed cards go straight to done.
+    which cards. With neither, completed cards go straight to done. `profile`: what results and
+    tools/list carry (see boundary.StrictServer).
     """
     if wants_review is None and review is not None:
         wants_review = review.wants_review
@@ -61,7 +70,7 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
             inboxes.serve_on(None)
 
     mcp = StrictServer("hiveboard", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan,
-                       subscriptions=inboxes.bus)
+                       subscriptions=inboxes.bus, profile=profile)
     inboxes.install(mcp, deps)
     tasks.register(mcp, deps)
     review_tools.register(mcp, deps)

@@ -1,9 +1,17 @@
-"""The strict edge of the MCP surface: what every tool call passes before the board sees it.
+"""The strict edge of the MCP surface: what every tool call passes before the board sees it, and
+what the model is shown of the tools.
 
 Text that cannot be stored and read back (NUL, lone surrogates) is refused before anything is
 written; unknown arguments are refused with a did-you-mean; a rejected argument gets one sentence
-naming it; board and memory errors become tool errors with the board's own sentence; results go out
-as compact JSON. The layers below can then trust their input.
+naming it; board and memory errors become tool errors with the board's own sentence. The layers
+below can then trust their input.
+
+What goes out is lean. A result carries its data once, as compact JSON text: clients that read
+only `content` (Claude Desktop) and clients that prefer `structuredContent` when present (Claude
+Code, Cursor) then show the model the same thing, once. Input schemas are advertised compacted
+(`compact_schema`) while arguments are still validated with the full pydantic model. The "full"
+profile (HIVEBOARD_TOOL_PROFILE=full) adds output schemas and structured content for clients
+that want typed results.
 """
 
 from __future__ import annotations
@@ -15,28 +23,36 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
+from hiveboard.board import BoardError
+from hiveboard.memory.embeddings import EmbeddingError
+from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from hiveboard.board import BoardError
-from hiveboard.memory.embeddings import EmbeddingError
-from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
-
 from .compat import rejected_arguments
 
-MAX_ID = 2**63 - 1  # SQLite's INTEGER range
+# Ids and fencing tokens count up from 1 in SQLite (whose INTEGER stops at 2**63 - 1); JSON clients
+# in JavaScript cannot send an integer above 2**53 - 1 exactly (RFC 7493), so that is the bound.
+MAX_ID = 2**53 - 1
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
-TaskId = Annotated[int, Field(description="task id, as shown by list_tasks or get_board", ge=1, le=MAX_ID)]
-Token = Annotated[int, Field(description="the fencing token claim_task returned for this card", ge=0, le=MAX_ID)]
+TaskId = Id
+Token = Annotated[int, Field(description="fencing token from claim_task", ge=0, le=MAX_ID)]
 
-READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
-CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
-CHANGE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
-IDEMPOTENT = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+# Only hints that differ from the spec's defaults (readOnlyHint false, destructiveHint true,
+# idempotentHint false; the last two mean nothing on a read-only tool): a client reads a missing
+# hint as its default, and every tools/list would carry the rest. openWorldHint (default true) is
+# left at its default too: no client we know acts on it, and false on 17 tools cost ~90 tokens;
+# a client that does reads "may reach outside", the cautious side.
+READ = ToolAnnotations(readOnlyHint=True)
+CREATE = ToolAnnotations(destructiveHint=False)
+CHANGE = ToolAnnotations()  # not read-only, may destroy (the defaults), stated so the intent is visible
+IDEMPOTENT = ToolAnnotations(destructiveHint=False, idempotentHint=True)
+
+TOOLS_BUDGET = 3_000  # ~tokens of tools/list in the default profile, as tool_token_costs counts them
 
 TOOL_ERRORS = (BoardError, EmbeddingError, EmbeddingMismatch, IndexUnavailable)
 
@@ -50,11 +66,17 @@ MAX_STRING = 250_000  # above the board's largest field (an output or artifact o
 log = logging.getLogger("hiveboard")
 
 
-def as_result(value: BaseModel) -> CallToolResult:
-    """Structured output plus its text twin as compact JSON without nulls (the SDK's default text is
-    indented and keeps every null, which costs the reading model tokens and every call bytes)."""
-    return CallToolResult(content=[TextContent(type="text", text=value.model_dump_json(exclude_none=True))],
-                          structured_content=value.model_dump(mode="json"))
+Profile = Literal["lean", "full"]
+
+
+def as_result(value: BaseModel, structured: bool = False) -> CallToolResult:
+    """The result as compact JSON text without nulls (the SDK's default text is indented and keeps
+    every null, which costs the reading model tokens and every call bytes); with `structured`, also
+    as structured content (the "full" profile: twice on the wire, once for the model)."""
+    text = [TextContent(type="text", text=value.model_dump_json(exclude_none=True))]
+    if structured:
+        return CallToolResult(content=text, structured_content=value.model_dump(mode="json"))
+    return CallToolResult(content=text)
 
 
 def check_text(value, where: str) -> None:
@@ -87,46 +109,94 @@ def _check_arguments(kwargs: dict) -> None:
 
 def tool_boundary(fn: Callable) -> Callable:
     """Wrap a tool: refuse text that cannot be stored (before anything is written), turn board and
-    memory errors into tool errors the model can read (nothing was written), compact results. Works on
+    memory errors into tool errors the model can read (nothing was written). The StrictServer it is
+    registered on turns the pydantic value it returns into the result its profile sends. Works on
     sync and async tools."""
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def async_wrapper(*args, **kwargs):
             _check_arguments(kwargs)
             try:
-                return as_result(await fn(*args, **kwargs))
+                return await fn(*args, **kwargs)
             except TOOL_ERRORS as exc:
                 raise ToolError(str(exc)) from exc
 
+        async_wrapper.hiveboard_boundary = True
         return async_wrapper
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         _check_arguments(kwargs)
         try:
-            return as_result(fn(*args, **kwargs))
+            return fn(*args, **kwargs)
         except TOOL_ERRORS as exc:
             raise ToolError(str(exc)) from exc
 
+    wrapper.hiveboard_boundary = True
     return wrapper
 
 
+def _answering(fn: Callable, structured: bool) -> Callable:
+    """A boundary-wrapped tool whose pydantic value goes out through as_result (sync stays sync, so
+    the SDK still runs it on a worker thread)."""
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_answer(*args, **kwargs):
+            return as_result(await fn(*args, **kwargs), structured)
+
+        return async_answer
+
+    @functools.wraps(fn)
+    def answer(*args, **kwargs):
+        return as_result(fn(*args, **kwargs), structured)
+
+    return answer
+
+
 class StrictServer(MCPServer):
-    """An MCPServer whose tools refuse unknown arguments (with a did-you-mean) and answer a rejected
-    argument with one sentence naming it, instead of pydantic's dump."""
+    """An MCPServer whose tools refuse unknown arguments (with a did-you-mean), answer a rejected
+    argument with one sentence naming it instead of pydantic's dump, and are advertised lean.
+
+    `profile`: "lean" (default) sends each result's data once, as compact JSON text, and no output
+    schemas; "full" adds structured content and output schemas. Both advertise compacted input
+    schemas."""
 
     _parameters: dict[str, list[str]] | None = None
+    _listed: list | None = None
+
+    def __init__(self, *args, profile: Profile = "lean", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.profile = profile
+
+    def add_tool(self, fn: Callable, *args, structured_output: bool | None = None, **kwargs) -> None:
+        if getattr(fn, "hiveboard_boundary", False):
+            structured = self.profile == "full"
+            fn, structured_output = _answering(fn, structured), structured
+        super().add_tool(fn, *args, structured_output=structured_output, **kwargs)
+        self._listed = self._parameters = None
+
+    async def list_tools(self) -> list:
+        """The tools as advertised: input schemas compacted (the SDK keeps the full pydantic model to
+        validate arguments with), computed once."""
+        if self._listed is None:
+            self._listed = [tool.model_copy(update={
+                "input_schema": compact_schema(tool.input_schema),
+                "description": " ".join((tool.description or "").split()),
+                "annotations": tool.annotations if tool.annotations and tool.annotations.model_dump(
+                    exclude_none=True) else None,  # all defaults: say nothing
+            }) for tool in await super().list_tools()]
+        return self._listed
 
     async def call_tool(self, name: str, arguments: dict, context=None):
         if self._parameters is None:
-            self._parameters = {t.name: list(t.input_schema.get("properties", {})) for t in await self.list_tools()}
+            self._parameters = {t.name: t.input_schema.get("properties", {}) for t in await self.list_tools()}
         known = self._parameters.get(name)
         if known is not None:
             unknown = [key for key in arguments if key not in known]
             if unknown:
-                raise ToolError(_unknown_arguments(name, unknown, known))
+                raise ToolError(_unknown_arguments(name, unknown, list(known)))
             for key, value in arguments.items():
-                if (problem := oversized(value, key)) is not None:
+                if (problem := oversized(value, key, bound=_own_bound(known[key], value))) is not None:
                     raise ToolError(f"{name}: {problem}; nothing was done")
         try:
             return await super().call_tool(name, arguments, context)
@@ -145,17 +215,28 @@ class StrictServer(MCPServer):
             raise
 
 
-def oversized(value, where: str, depth: int = 0) -> str | None:
-    """The structural bounds every argument keeps, whatever its schema says (each tool's own, tighter
-    limits follow): nesting depth, items per list, keys per object, characters per string."""
+def _own_bound(schema: dict, value) -> int | None:
+    """The argument's own advertised length bound, when it is tighter than the structural one."""
+    if isinstance(value, str):
+        return schema.get("maxLength")
+    if isinstance(value, list):
+        return schema.get("maxItems")
+    return None
+
+
+def oversized(value, where: str, depth: int = 0, bound: int | None = None) -> str | None:
+    """The structural bounds every argument keeps, whatever its schema says: nesting depth, items per
+    list, keys per object, characters per string (`bound`: the argument's own, if tighter, is named)."""
     if depth > MAX_DEPTH:
         return f"argument {where!r} is nested deeper than {MAX_DEPTH} levels"
     if isinstance(value, str):
         if len(value) > MAX_STRING:
-            return f"argument {where!r} is {len(value)} characters; at most {MAX_STRING} are accepted"
+            return f"argument {where!r} is {len(value)} characters; at most {min(MAX_STRING, bound or MAX_STRING)} " \
+                   "are accepted"
     elif isinstance(value, list):
         if len(value) > MAX_ITEMS:
-            return f"argument {where!r} has {len(value)} items; at most {MAX_ITEMS} are accepted"
+            return f"argument {where!r} has {len(value)} items; at most {min(MAX_ITEMS, bound or MAX_ITEMS)} are " \
+                   "accepted"
         for n, item in enumerate(value):
             if (problem := oversized(item, f"{where}[{n}]", depth + 1)) is not None:
                 return problem
@@ -185,17 +266,77 @@ def _rejected(tool: str, error: ValidationError) -> str:
     return f"{tool}: argument {where!r}: {first['msg']}; nothing was done{more}"
 
 
-def tool_token_costs(mcp_tools: list) -> list[tuple[str, int, int]]:
-    """Approximate context cost of each tool definition, in tokens (JSON characters / 4).
+# ----------------------------------------------------------------------------- advertised schemas
 
-    Returns (name, what every client sends the model: name, description, input schema and
-    annotations; the output schema, which only some clients pass on).
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")  # name -> schema
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "contains")
+_EMPTY_DEFAULTS = (None, [], {}, "", False)  # what an omitted argument obviously means
+_JSON_TYPES = {"string": str, "boolean": bool}
+
+
+def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """An input schema as the model needs it, with every constraint kept (types, enums, bounds,
+    lengths, required) and what says nothing dropped: titles (the property name says it), the type
+    of an enum of strings, `additionalProperties: true` (the default),
+    `$defs` (inlined, without the model's docstring, which is written for Python readers; none of
+    hiveboard's argument models is recursive), `anyOf: [X, null]` of an argument whose default is
+    null (X: omitting it means null), and defaults that say "empty" or "off" (null, [], {}, "",
+    false). Other defaults stay: they tell the model what it gets."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any, depth: int = 0) -> Any:
+        if not isinstance(node, dict):
+            return node
+        if depth > 20:
+            raise ValueError("compact_schema: a $ref cycle (recursive model); keep $defs for it")
+        if "$ref" in node and node["$ref"].startswith("#/$defs/"):
+            target = walk(defs[node["$ref"].split("/")[-1]], depth + 1)
+            target.pop("description", None)
+            node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("title", "$defs"):
+                continue
+            if key in _SCHEMA_MAPS:
+                out[key] = {name: walk(sub, depth) for name, sub in value.items()}
+            elif key in _SCHEMA_LISTS:
+                out[key] = [walk(sub, depth) for sub in value]
+            elif key in _SCHEMA_ONE:
+                out[key] = walk(value, depth)
+            else:
+                out[key] = value
+        if "default" in out and out["default"] is None:
+            branches = out.get("anyOf", [])
+            real = [b for b in branches if b != {"type": "null"}]
+            if len(branches) == 2 and len(real) == 1:
+                del out["anyOf"]
+                out = {**real[0], **out}
+        if "enum" in out and out.get("type") in _JSON_TYPES and all(
+                isinstance(v, _JSON_TYPES[out["type"]]) for v in out["enum"]):
+            del out["type"]  # the enum says it
+        if out.get("additionalProperties") is True:
+            del out["additionalProperties"]  # JSON Schema's default
+        if "default" in out and any(out["default"] == empty and type(out["default"]) is type(empty)
+                                    for empty in _EMPTY_DEFAULTS):
+            del out["default"]
+        return out
+
+    return walk(schema)
+
+
+def tool_token_costs(mcp_tools: list) -> list[tuple[str, int, int]]:
+    """Approximate context cost of each tool definition as tools/list sends it, in tokens (compact
+    JSON characters / 4).
+
+    Returns (name, name + description + input schema + annotations, the output schema when the
+    profile sends one: Claude Code does not show it to the model, other clients may).
     """
     costs = []
     for tool in mcp_tools:
-        wire = tool.model_dump(exclude_none=True, by_alias=True)
-        output = wire.pop("outputSchema", {})
-        costs.append((tool.name, len(json.dumps(wire)) // 4, len(json.dumps(output)) // 4))
+        wire = tool.model_dump(mode="json", exclude_none=True, by_alias=True)
+        output = wire.pop("outputSchema", None)
+        costs.append((tool.name, len(_compact_json(wire)) // 4, len(_compact_json(output)) // 4 if output else 0))
     return costs
 
 
@@ -262,3 +403,7 @@ class UnicodeGuard:
             return await receive()
 
         return await self.app(scope, replay, send)
+
+
+def _compact_json(value) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -114,7 +114,8 @@ class BearerAuth:
 def http_app(settings: Settings, board: Board, memory: Memory | None = None):
     """The Starlette app for streamable HTTP, with Host/Origin checks and optional bearer auth."""
     identity = Identity(board.agents, "http", server_token=settings.http_token)
-    mcp = build_server(board, identity, memory=memory, review=review_engine(settings, board, memory))
+    mcp = build_server(board, identity, memory=memory, review=review_engine(settings, board, memory),
+                       profile=settings.tool_profile)
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*"]
     origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.allowed_origins]
     security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
@@ -200,7 +201,8 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, memory: M
     identity = Identity(board.agents, "stdio", agent=settings.agent, role=settings.agent_role)
     print(f"hiveboard: serving stdio (data: {settings.db_path}, agent: {settings.agent or 'set by whoami'})",
           file=sys.stderr, flush=True)
-    server = build_server(board, identity, memory=memory, review=review_engine(settings, board, memory))
+    server = build_server(board, identity, memory=memory, review=review_engine(settings, board, memory),
+                          profile=settings.tool_profile)
     _freeze_heap()
     anyio.run(run_stdio, server)
     return 0
@@ -262,12 +264,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def cmd_tools(args: argparse.Namespace) -> int:
     import tempfile
 
+    from .app import INSTRUCTIONS
+    from .boundary import TOOLS_BUDGET
+
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=tmp)
         board = open_board(settings)
         memory = open_memory_for(settings, board)
         mcp = build_server(board, Identity(board.agents, "memory"), memory=memory,
-                           review=review_engine(settings, board, memory))
+                           review=review_engine(settings, board, memory), profile=settings.tool_profile)
         tools = anyio.run(mcp.list_tools)
         memory.stop()
         board.store.close()
@@ -275,8 +280,12 @@ def cmd_tools(args: argparse.Namespace) -> int:
     print(f"{'tool':<16} {'~tokens':>8} {'+output':>8}  description")
     for (name, cost, output), tool in zip(costs, tools):
         print(f"{name:<16} {cost:>8} {output:>8}  {(tool.description or '').splitlines()[0]}")
-    print(f"{'total':<16} {sum(c[1] for c in costs):>8} {sum(c[2] for c in costs):>8}  ({len(tools)} tools; "
-          "~4 characters per token; +output = output schemas, sent to the model by some clients only)")
+    tool_total, output_total = sum(c[1] for c in costs), sum(c[2] for c in costs)
+    total = tool_total + output_total
+    print(f"{'total':<16} {tool_total:>8} {output_total:>8}  ({len(tools)} tools, profile {settings.tool_profile}; "
+          "~4 characters of compact JSON per token; +output = output schemas)")
+    print(f"tools/list: ~{total} tokens, budget {TOOLS_BUDGET}: {'within' if total <= TOOLS_BUDGET else 'OVER'}; "
+          f"server instructions (sent once at initialize): ~{len(INSTRUCTIONS) // 4} tokens")
     return 0
 
 

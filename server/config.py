@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     review: ReviewConfig = Field(default_factory=ReviewConfig, description="critics: the [review] table "
                                  "(HIVEBOARD_REVIEW__EXECUTE=true and so on)")
     review_workers: int = Field(2, ge=0, le=32, description="review jobs this process runs at once (0: none)")
+    tool_profile: Literal["lean", "full"] = Field("lean", description="lean: each result's data once, as "
+                                                  "compact JSON text, and no output schemas; full: also structured "
+                                                  "content and output schemas (typed results for clients that use "
+                                                  "them; more tokens in some clients)")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

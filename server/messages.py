@@ -30,22 +30,19 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def publish_message(
         ctx: Context,
-        intent: Annotated[str, Field(description="what kind of message: status_update, request_help, answer, "
-                                     "test_results, output.updated, critique, approval, proposal, "
-                                     "consensus_reached, … or your own lowercase word", max_length=40)],
-        content: Annotated[str, Field(description="the message itself")] = "",
-        summary: Annotated[str | None, Field(description="one line; defaults to the first line of content")] = None,
-        recipient: Annotated[str | None, Field(description="an agent name, 'role:<role>', 'everyone', or omit "
-                                               "to post to the pool (the task's people and subscribers see "
-                                               "it); a reply goes to the replied-to message's audience by default")] = None,
-        task_id: Annotated[int | None, Field(description="the task this is about", ge=1, le=MAX_ID)] = None,
-        thread: Annotated[str | None, Field(description="channel or thread name, e.g. 'api-design'; defaults "
-                                            "to the task's thread or the replied-to message's")] = None,
-        reply_to: Annotated[int | None, Field(description="id of the message this answers", ge=1, le=MAX_ID)] = None,
+        intent: Annotated[str, Field(description="e.g. status_update, request_help, "
+                                     "answer", max_length=40)],
+        content: str = "",
+        summary: Annotated[str | None, Field(description="one line")] = None,
+        recipient: Annotated[str | None, Field(description="agent, 'role:<role>' or 'everyone'; "
+                                               "omit: the pool")] = None,
+        task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
+        thread: Annotated[str | None, Field(description="channel name")] = None,
+        reply_to: Annotated[int | None, Field(description="message id it answers", ge=1, le=MAX_ID)] = None,
         priority: Literal["low", "normal", "high", "urgent"] = "normal",
-        metadata: Annotated[dict, Field(description="small JSON object of extra fields")] = {},
+        metadata: Annotated[dict, Field(description="small JSON object")] = {},
     ) -> Message:
-        """Send a message to an agent, a role, everyone, or the pool. You are the sender."""
+        """Send a message to an agent, a role, everyone or the pool."""
         return board.messages.publish(identity.require(ctx), NewMessage(
             intent=intent, content=content, summary=summary, recipient=recipient, task_id=task_id,
             thread=thread, reply_to=reply_to, priority=priority, metadata=metadata))
@@ -54,26 +51,22 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     async def get_messages(
         ctx: Context,
-        box: Annotated[Literal["inbox", "pool"], Field(description="inbox: messages to you, your role, "
-                                                       "everyone or your subscriptions; pool: the shared log "
-                                                       "(e.g. a task's or thread's whole history)")] = "inbox",
-        unread_only: Annotated[bool, Field(description="inbox: only unread (they are then marked read); "
-                                           "false: unread first, then read, without changing read state")] = True,
+        box: Annotated[Literal["inbox", "pool"], Field(description="inbox: yours; pool: everyone's")] = "inbox",
+        unread_only: Annotated[bool, Field(description="true marks them read")] = True,
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         intent: Annotated[str | None, Field(max_length=40)] = None,
         thread: Annotated[str | None, Field(max_length=80)] = None,
         sender: Annotated[str | None, Field(max_length=64)] = None,
-        since: Annotated[str | None, Field(description="ISO 8601 time; only messages from then on")] = None,
-        full: Annotated[bool, Field(description="full content instead of a 280-character preview")] = False,
+        since: Annotated[str | None, Field(description="ISO 8601 time")] = None,
+        full: Annotated[bool, Field(description="not a 280-character preview")] = False,
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
-        cursor: Annotated[str | None, Field(description="next_cursor from the previous page")] = None,
-        wait_seconds: Annotated[float, Field(description="inbox: if nothing matches, wait up to this long for "
-                                             "a new message instead of returning empty", ge=0, le=300)] = 0,
-        ack: Annotated[list[Id], Field(
-            description="ids of inbox messages you have handled: acknowledged (and marked read) first, all or "
-                        "nothing", max_length=500)] = [],
+        cursor: Annotated[str | None, Field(description="previous next_cursor")] = None,
+        wait_seconds: Annotated[float, Field(description="wait this long for a match",
+                                             ge=0, le=300)] = 0,
+        ack: Annotated[list[Id], Field(description="ids to acknowledge",
+                                       max_length=500)] = [],
     ) -> MessagePage:
-        """Read your inbox (or the shared pool), acknowledge handled messages, or wait for the next one."""
+        """Read your inbox or the pool, ack handled messages, or wait for one."""
         filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,
                        limit=limit, cursor=cursor)
         agent = await anyio.to_thread.run_sync(identity.require, ctx) if (box == "inbox" or ack) else None
@@ -105,11 +98,11 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def subscribe(
         ctx: Context,
-        kind: Annotated[Literal["intent", "task", "channel"], Field(description="what to follow")],
-        value: Annotated[str, Field(description="the intent (e.g. output.complete), task id, or channel name",
-                                    min_length=1, max_length=80)],
-        unsubscribe: Annotated[bool, Field(description="true to stop following it")] = False,
+        kind: Literal["intent", "task", "channel"],
+        value: Annotated[str, Field(description="intent, task id or channel", min_length=1,
+                                    max_length=80)],
+        unsubscribe: bool = False,
     ) -> Subscriptions:
-        """Follow (or stop following) an intent, a task or a channel: matching messages land in your inbox."""
+        """Follow (or unfollow) an intent, task or channel into your inbox."""
         agent = identity.require(ctx)
         return Subscriptions(subscriptions=board.messages.subscribe(agent, kind, value, on=not unsubscribe))

@@ -10,7 +10,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from hiveboard.board.reviews import BoardStats, Critique, CritiqueRecord, ReviewIssue, Resolution, ReviewTrail
+from hiveboard.board.reviews import BoardStats, Critique, CritiqueRecord, Finding, ReviewIssue, Resolution, ReviewTrail
 
 from .boundary import CREATE, MAX_ID, READ, tool_boundary
 from .deps import Deps
@@ -24,15 +24,12 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     async def get_review(
         ctx: Context,
-        task_id: Annotated[int | None, Field(description="the card whose review trajectory you want", ge=1,
-                                             le=MAX_ID)] = None,
-        review_id: Annotated[int | None, Field(description="or a review id (from a review.request message)",
-                                               ge=1, le=MAX_ID)] = None,
-        wait_seconds: Annotated[float, Field(description="wait up to this long for the latest round to finish, "
-                                             "with progress notifications while critics report", ge=0,
-                                             le=600)] = 0,
+        task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
+        review_id: Annotated[int | None, Field(description="or a review id (from review.request)", ge=1,
+                                               le=MAX_ID)] = None,
+        wait_seconds: Annotated[float, Field(description="wait for the round to finish", ge=0, le=600)] = 0,
     ) -> ReviewTrail:
-        """A card's whole review: every round, every critique (including failed ones), every synthesis."""
+        """A card's whole review: rounds, critiques, syntheses."""
         if (task_id is None) == (review_id is None):
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:
@@ -58,27 +55,23 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def submit_critique(
         ctx: Context,
-        review_id: Annotated[int, Field(description="from the review.request message", ge=1, le=MAX_ID)],
-        lens: Annotated[str, Field(description="one open lens of that review (security, correctness, …)",
-                                   max_length=40)],
+        review_id: Annotated[int, Field(description="from review.request", ge=1, le=MAX_ID)],
+        lens: Annotated[str, Field(description="an open lens of that review", max_length=40)],
         verdict: Literal["PASS", "CONDITIONAL", "FAIL"],
-        score: Annotated[int, Field(description="10 excellent, 7-9 good, 4-6 significant issues, 1-3 major "
-                                    "problems", ge=1, le=10)],
+        score: Annotated[int, Field(description="10 excellent … 1 broken",
+                                    ge=1, le=10)],
         summary: Annotated[str, Field(min_length=1, max_length=4000)],
-        issues: Annotated[list[ReviewIssue], Field(description="what is wrong, each with severity (critical, "
-                                                   "major, minor, info), category, location, description, "
-                                                   "suggestion", max_length=50)] = [],
-        resolutions: Annotated[list[Resolution], Field(description="round 2+: for each of your earlier issues "
-                                                       "(ref from get_review), resolved / partial / "
-                                                       "not_addressed", max_length=50)] = [],
+        issues: Annotated[list[Finding], Field(max_length=50)] = [],
+        resolutions: Annotated[list[Resolution], Field(description="round 2+: on your "
+                                                       "earlier issues", max_length=50)] = [],
     ) -> CritiqueRecord:
-        """As an agent critic, review one lens of someone else's work (first submission per lens counts)."""
-        critique = Critique(verdict=verdict, score=score, summary=summary, issues=issues, resolutions=resolutions)
+        """As a critic, judge one lens of others' work (first submission per lens counts)."""
+        critique = Critique(verdict=verdict, score=score, summary=summary, resolutions=resolutions,
+                            issues=[ReviewIssue(**issue.model_dump()) for issue in issues])
         return board.reviews.submit(identity.require(ctx), review_id, lens.strip().lower(), critique)
 
     @mcp.tool(annotations=READ)
     @tool_boundary
     def board_stats() -> BoardStats:
-        """How review and memory are doing: first-pass PASS rate, rounds per card, critique success and
-        per-critic contribution, review latency, messages per task, memory reuse."""
+        """Review and memory health: PASS rate, rounds, critics, latency, reuse."""
         return board.reviews.stats()

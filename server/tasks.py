@@ -66,13 +66,12 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def whoami(
         ctx: Context,
-        name: Annotated[str | None, Field(description="register this connection as this agent (once); omit "
-                                          "to just see who you are", max_length=64)] = None,
-        role: Annotated[str | None, Field(description="your role, e.g. coder, reviewer, lead", max_length=40)] = None,
-        token: Annotated[str | None, Field(description="the agent's token, to re-attach to an agent that "
-                                           "already exists", max_length=200)] = None,
+        name: Annotated[str | None, Field(description="register as this agent (once)", max_length=64)] = None,
+        role: Annotated[str | None, Field(description="e.g. coder, reviewer, lead", max_length=40)] = None,
+        token: Annotated[str | None, Field(description="re-attach to an existing agent",
+                                           max_length=200)] = None,
     ) -> WhoAmI:
-        """Show who this connection acts as, or set it once with name= (identity is per connection)."""
+        """Who this connection acts as; name= sets it once."""
         if name is None:
             current = identity.current(ctx)
             if current is None:
@@ -86,23 +85,20 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def create_task(
         ctx: Context,
-        title: Annotated[str, Field(description="short imperative title", min_length=1, max_length=200)],
-        description: Annotated[str, Field(description="what to do and why; markdown")] = "",
-        task_type: Annotated[str, Field(description="code, test, refactor, docs, design, bug, research, ops, "
-                                        "or your own lowercase word", max_length=40)] = "code",
+        title: Annotated[str, Field(description="short, imperative", min_length=1, max_length=200)],
+        description: Annotated[str, Field(description="what and why (markdown)")] = "",
+        task_type: Annotated[str, Field(description="code, test, docs, bug, … or your own "
+                                        "word", max_length=40)] = "code",
         priority: Literal["critical", "high", "medium", "low"] = "medium",
-        labels: Annotated[list[str], Field(description="free labels, e.g. ['auth', 'backend']")] = [],
-        depends_on: Annotated[list[Id], Field(description="ids of tasks that must be done first")] = [],
-        acceptance_criteria: Annotated[list[str], Field(description="checkable statements of done")] = [],
-        assignee: Annotated[str | None, Field(description="reserve the card for this agent")] = None,
+        labels: list[str] = [],
+        depends_on: Annotated[list[Id], Field(description="ids done first")] = [],
+        acceptance_criteria: Annotated[list[str], Field(description="checkable")] = [],
+        assignee: Annotated[str | None, Field(description="reserve it for this agent")] = None,
         acceptance_tests: Annotated[AcceptanceTests | None, Field(
-            description="tests that review runs against the claimer's work in the sandbox and the claimer cannot "
-            "change: files (pytest) and/or '$ …' commands; hidden=true shows the claimer only that they exist")] = None,
-        waive: Annotated[list[Annotated[str, Field(max_length=20)]], Field(
-            description="analyser rule ids that are not defects for this card, e.g. ['B324'] when MD5 is the "
-            "requirement: reported as info, never blocking", max_length=20)] = [],
+            description="review runs them; the claimer cannot change them")] = None,
+        waive: Annotated[list[str], Field(description="rule ids not to block on, e.g. B324", max_length=20)] = [],
     ) -> TaskSummary:
-        """Add a card to the todo column."""
+        """Add a card to todo."""
         actor = identity.require(ctx)
         return _summary(board.create(actor, NewTask(
             title=title, description=description, task_type=task_type, priority=priority, labels=labels,
@@ -114,10 +110,10 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     def get_task(
         ctx: Context,
         task_id: TaskId,
-        full: Annotated[bool, Field(description="include long output and artifacts in full")] = False,
-        history: Annotated[int, Field(description="how many recent history entries", ge=0, le=100)] = 20,
+        full: Annotated[bool, Field(description="uncut output and artifacts")] = False,
+        history: Annotated[int, Field(ge=0, le=100)] = 20,
     ) -> Task:
-        """One card in full: fields, dependencies, output, artifacts and its history of transitions."""
+        """One card: fields, output, artifacts, history."""
         return _trim(board.get(task_id, history=history, viewer=identity.current(ctx)), full)
 
     @mcp.tool(annotations=READ)
@@ -127,11 +123,11 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         task_type: Annotated[str | None, Field(max_length=40)] = None,
         assignee: Annotated[str | None, Field(max_length=64)] = None,
         label: Annotated[str | None, Field(max_length=50)] = None,
-        ready: Annotated[bool | None, Field(description="true: only cards whose dependencies are done")] = None,
+        ready: Annotated[bool | None, Field(description="dependencies done")] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 50,
-        cursor: Annotated[str | None, Field(description="next_cursor from the previous page")] = None,
+        cursor: Annotated[str | None, Field(description="previous next_cursor")] = None,
     ) -> ListPage:
-        """Cards matching filters, highest priority first, in bounded pages."""
+        """Cards by filter, highest priority first, paged."""
         page = board.list(status=status, task_type=task_type, assignee=assignee, label=label, ready=ready,
                           limit=limit, cursor=cursor)
         hint = None
@@ -142,20 +138,18 @@ def register(mcp: MCPServer, deps: Deps) -> None:
 
     @mcp.tool(annotations=READ)
     @tool_boundary
-    def get_board(top: Annotated[int, Field(description="cards shown per column", ge=0, le=50)] = 3) -> BoardView:
-        """The board at a glance: each column's count and top cards, and how many cards are ready."""
+    def get_board(top: Annotated[int, Field(description="cards per column", ge=0, le=50)] = 3) -> BoardView:
+        """Column counts, top cards, and how many are ready."""
         return board.board(top=top)
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary
     def claim_task(
         ctx: Context,
-        task_id: Annotated[int | None, Field(description="the card to take; omit to take the next ready one",
-                                             ge=1, le=MAX_ID)] = None,
-        task_type: Annotated[str | None, Field(description="with no task_id: only cards of this type",
-                                               max_length=40)] = None,
+        task_id: Annotated[int | None, Field(description="omit: the next ready card", ge=1, le=MAX_ID)] = None,
+        task_type: Annotated[str | None, Field(description="with no task_id: only this type", max_length=40)] = None,
     ) -> ClaimAnswer:
-        """Take a card atomically: you get a lease, a fencing token and lessons from past work, or a refusal."""
+        """Take a card atomically: a lease, a fencing token, lessons from past work."""
         agent = identity.require(ctx)
         claim = board.claim(agent, task_id=task_id, task_type=task_type)
         lessons: list[Hit] = []
@@ -172,9 +166,9 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def release_task(
         ctx: Context, task_id: TaskId, token: Token,
-        reason: Annotated[str | None, Field(description="why you are giving it back")] = None,
+        reason: str | None = None,
     ) -> TaskSummary:
-        """Give a card you hold back to todo for someone else."""
+        """Give a card you hold back to todo."""
         return _summary(board.release(identity.require(ctx), task_id, token, reason))
 
     @mcp.tool(annotations=CHANGE)
@@ -182,23 +176,22 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     def update_task(
         ctx: Context,
         task_id: TaskId,
-        token: Annotated[int | None, Field(description="your fencing token; needed on a card you hold",
+        token: Annotated[int | None, Field(description="fencing token, if you hold it",
                                            ge=0, le=MAX_ID)] = None,
-        note: Annotated[str | None, Field(description="a progress note for the history")] = None,
+        note: Annotated[str | None, Field(description="progress note")] = None,
         status: Annotated[Literal["blocked", "in_progress", "todo", "needs_human"] | None,
-                          Field(description="blocked/needs_human (with reason), in_progress to resume a blocked "
-                                "card, todo to unblock a card for anyone")] = None,
-        reason: Annotated[str | None, Field(description="why (required for blocked and needs_human)")] = None,
+                          Field(description="blocked/needs_human need a reason; todo "
+                                "unblocks")] = None,
+        reason: str | None = None,
         title: Annotated[str | None, Field(max_length=200)] = None,
         description: str | None = None,
         priority: Literal["critical", "high", "medium", "low"] | None = None,
         labels: list[str] | None = None,
         acceptance_criteria: list[str] | None = None,
-        expected_version: Annotated[int | None, Field(description="refuse the update if the card changed since "
-                                                      "this version (from get_task)", ge=1, le=MAX_ID)] = None,
+        expected_version: Annotated[int | None, Field(description="refuse if past this version",
+                                                      ge=1, le=MAX_ID)] = None,
     ) -> TaskSummary:
-        """Note progress or send just your token (both renew your lease), block/unblock/escalate a card, or
-        edit its fields."""
+        """Note progress or renew your lease (token alone); block, unblock, escalate or edit."""
         edit = TaskEdit(title=title, description=description, priority=priority, labels=labels,
                         acceptance_criteria=acceptance_criteria)
         return _summary(board.update(identity.require(ctx), task_id, token=token, note=note, status=status,
@@ -211,15 +204,12 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         task_id: TaskId,
         token: Token,
         output: Annotated[str, Field(description="what you did and the result")],
-        summary: Annotated[str | None, Field(description="one or two lines for the board", max_length=2000)] = None,
-        artifacts: Annotated[list[Artifact], Field(description="files or texts produced, each with name, kind "
-                                                   "and content")] = [],
-        helpful_lessons: Annotated[list[Id], Field(
-                                   max_length=50, description="ids of the lessons claim_task handed you that "
-                                                    "helped (feeds the memory's reuse rate)")] = [],
+        summary: Annotated[str | None, Field(description="a line or two for the board", max_length=2000)] = None,
+        artifacts: Annotated[list[Artifact], Field(description="files or texts produced")] = [],
+        helpful_lessons: Annotated[list[Id], Field(max_length=50, description="ids of claim_task's lessons "
+                                                   "that helped")] = [],
     ) -> TaskSummary:
-        """Hand in your work on a card you hold: it moves to review (critics run in the background; see
-        get_review) or, with review off, to done. Returns at once."""
+        """Hand in a card you hold: to review (see get_review) or done."""
         actor = identity.require(ctx)
         to_status = "review" if wants_review is not None and wants_review(board.get(task_id, history=0)) else "done"
         return _summary(board.complete(actor, task_id, token, output, summary, artifacts, to_status,

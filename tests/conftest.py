@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -91,18 +92,24 @@ class ToolFailed(AssertionError):
     pass
 
 
+def data(result):
+    """A tool result's data: the compact JSON text the server sends it as (once)."""
+    assert result.structured_content is None, "the default profile sends a result's data once, as text"
+    return json.loads(result.content[0].text)
+
+
 async def call(client: Client, tool: str, **args):
-    """Call a tool and return its structured result; fail the test if the tool errored."""
+    """Call a tool and return its result's data; fail the test if the tool errored."""
     result = await client.call_tool(tool, args)
     if result.is_error:
         raise ToolFailed(f"{tool} failed: {result.content[0].text}")
-    return result.structured_content
+    return data(result)
 
 
 async def call_error(client: Client, tool: str, **args) -> str:
     """Call a tool that must fail; return its error text."""
     result = await client.call_tool(tool, args)
-    assert result.is_error, f"{tool} should have failed but returned {result.structured_content}"
+    assert result.is_error, f"{tool} should have failed but returned {result.content}"
     return result.content[0].text
 
 

@@ -89,7 +89,7 @@ async def test_without_critic_agents_nobody_is_asked_and_nothing_waits(connect, 
     async with connect("alice", review=engine) as alice:
         card = await hand_in(alice)
         round1 = (await verdict(alice, card["id"], timeout=20))["rounds"][0]
-        assert round1["critiques"] == [] and round1["agent_deadline"] is None
+        assert round1["critiques"] == [] and round1.get("agent_deadline") is None
 
 
 async def test_a_running_rounds_critiques_stay_sealed_and_agents_judge_only_their_own_issues(connect, reviewer,
@@ -102,7 +102,7 @@ async def test_a_running_rounds_critiques_stay_sealed_and_agents_judge_only_thei
                    summary="broken", issues=[{"severity": "major", "category": "bug", "description": "off by one"}])
         running = (await call(alice, "get_review", task_id=card["id"]))["rounds"][0]
         sealed = critic(running, "agent:correctness")
-        assert sealed["status"] == "ok" and sealed["issues"] == [] and sealed["verdict"] is None
+        assert sealed["status"] == "ok" and sealed["issues"] == [] and sealed.get("verdict") is None
         await call(bob, "submit_critique", review_id=review_id, lens="clarity", verdict="PASS", score=9, summary="ok")
         assert (await verdict(alice, card["id"]))["rounds"][0]["outcome"] == "in_progress"
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import call, free_port
+from conftest import call, data, free_port
 from fake_llm import critique, issue
 from hiveboard.critics.config import Endpoint, ReviewConfig, SynthesisConfig
 from hiveboard.memory.embeddings import get_embedder
@@ -252,7 +252,7 @@ async def test_get_review_reports_progress_while_it_waits(connect, reviewer, fak
         card = await hand_in(c)
         result = await c.call_tool("get_review", {"task_id": card["id"], "wait_seconds": 30},
                                    progress_callback=on_progress)
-        assert result.structured_content["rounds"][0]["status"] == "finished"
+        assert data(result)["rounds"][0]["status"] == "finished"
     assert updates and updates[-1][1] == 2 and any(p == 1 for p, _, _ in updates)
     assert "of 2 critics done" in updates[-1][2]
 

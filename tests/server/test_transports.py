@@ -73,7 +73,7 @@ async def test_http_session_binding_on_the_session_protocol(tmp_path, http_serve
         assert (await call(c, "whoami", name="vscode"))["message"] == "this MCP session now acts as vscode"
         assert (await call(c, "create_task", title="from vscode"))["id"] == 1
     async with http_client(url, mode="legacy") as other:  # a new session starts anonymous
-        assert (await call(other, "whoami"))["agent"] is None
+        assert (await call(other, "whoami")).get("agent") is None
 
 
 async def test_http_token_origin_and_binding_defaults(tmp_path, http_server):
@@ -89,7 +89,7 @@ async def test_http_token_origin_and_binding_defaults(tmp_path, http_server):
     async with http_client(url, alice) as c:  # an agent token also passes the server's gate
         assert (await call(c, "whoami"))["agent"] == "alice"
     async with http_client(url, "team-secret") as c:  # the team token gets in, but is nobody
-        assert (await call(c, "whoami"))["agent"] is None
+        assert (await call(c, "whoami")).get("agent") is None
 
 
 async def test_waiting_agent_on_one_process_gets_a_message_published_through_another(tmp_path):
@@ -140,7 +140,7 @@ async def test_a_forged_session_header_does_not_borrow_an_identity(tmp_path, htt
         forged_http = httpx2.AsyncClient(headers={"Authorization": "Bearer team-secret",
                                                   "Mcp-Session-Id": seen["sid"]}, timeout=60)
         async with Client(streamable_http_client(url, http_client=forged_http)) as forger:
-            assert (await call(forger, "whoami"))["agent"] is None
+            assert (await call(forger, "whoami")).get("agent") is None
             assert "whoami" in await call_error(forger, "publish_message", intent="info", recipient="everyone",
                                                 content="forged")
     async with httpx.AsyncClient() as raw:  # a header that is not ASCII is refused, not a crash
