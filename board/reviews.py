@@ -153,6 +153,7 @@ class ReviewTrail(BaseModel):
     task_type: str
     status: str
     agent: str | None
+    scores: list[float | None] = Field([], description="the synthesis score of each finished round, oldest first")
     rounds: list[ReviewRound]
 
 
@@ -204,6 +205,8 @@ class BoardStats(BaseModel):
     first_pass_pass_rate: float | None = Field(description="cards that passed their first round")
     first_pass_by_day: list[DayRate]
     rounds_per_card: float | None = Field(description="mean rounds of cards whose review has ended")
+    score_by_round: list[float] = Field([], description="mean synthesis score of round 1, 2, …: how revision "
+                                        "raises the work's score")
     max_rounds_seen: int
     needs_human: int = Field(description="cards sent to a human after the last round")
     unverified_needs_human: int = Field(description="rounds sent to a human because the work's tests could not run")
@@ -467,8 +470,10 @@ class Reviews:
         """Every round of a card's review, oldest first."""
         self.board.sweep_expired()  # as board.get does, so an expired lease shows as todo
         row = self.board.row(self.store.db, task_id)  # the card's header only: this runs on every wake-up
+        rounds = self.rounds(task_id)
         return ReviewTrail(task_id=task_id, title=row["title"], task_type=row["task_type"], status=row["status"],
-                           agent=row["assignee"], rounds=self.rounds(task_id))
+                           agent=row["assignee"], rounds=rounds,
+                           scores=[r.synthesis.score for r in rounds if r.status == "finished" and r.synthesis])
 
     def review_of(self, review_id: int) -> int:
         """The task id of a review."""
@@ -559,6 +564,9 @@ class Reviews:
             first_pass_by_day=[DayRate(day=d, reviewed=n, passed=p, rate=_rate(p, n)) for d, (n, p) in
                                sorted(by_day.items())][-30:],
             rounds_per_card=round(statistics.fmean(r[0] for r in ended), 2) if ended else None,
+            score_by_round=[round(r[1], 2) for r in db.execute(
+                "SELECT round, avg(json_extract(synthesis, '$.score')) FROM reviews WHERE status = 'finished' AND "
+                "json_extract(synthesis, '$.score') IS NOT NULL GROUP BY round ORDER BY round LIMIT 20")],
             max_rounds_seen=max((r[0] for r in ended), default=0),
             needs_human=db.execute("SELECT count(*) FROM reviews WHERE outcome = 'needs_human'").fetchone()[0],
             unverified_needs_human=unverified.get("needs_human", 0), unverified_passed=unverified.get("done", 0),

@@ -114,6 +114,10 @@ class ReviewConfig(BaseModel):
 
     enabled: bool = Field(True, description="false: complete_task moves cards straight to done")
     max_rounds: int = Field(3, ge=1, le=20, description="FAIL rounds before the card goes to needs_human")
+    pass_score: float = Field(0, ge=0, le=10, description="the bar: PASS also needs the synthesis score (mean of "
+                              "the critics' scores) at or above it; 0: no bar")
+    pass_scores: dict[str, float] = Field({}, description="the bar per task type, e.g. {code = 8}; overrides "
+                                          "pass_score")
     critic_timeout: float = Field(120, gt=0, le=3600, description="seconds a critic may take")
     repair_attempts: int = Field(2, ge=0, le=5, description="re-asks of a model whose critique was malformed")
     execute: Literal["sandbox", "off", "unsafe"] = Field(
@@ -170,6 +174,9 @@ class ReviewConfig(BaseModel):
     def lens_table(self) -> dict[str, list[str]]:
         """Task type → lenses: the defaults with the configured entries over them."""
         return {**TASK_TYPE_LENSES, **self.task_types}
+
+    def bar_for(self, task_type: str) -> float:
+        return self.pass_scores.get(task_type, self.pass_score)
 
     def lenses_for(self, task_type: str) -> list[str]:
         table = self.lens_table

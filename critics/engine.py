@@ -262,7 +262,7 @@ class ReviewEngine:
                                                    "lenses": agent_lenses, "deadline": iso(deadline)})
 
     def _synthesise(self, work: Work, critiques: list[CritiqueRecord], lenses: list[str]) -> Synthesis:
-        synthesis = synthesise(critiques, lenses, work.round, self.config.brief_chars)
+        synthesis = synthesise(critiques, lenses, work.round, self.config.brief_chars, self.config.bar_for(work.task_type))
         if self.synthesiser is None or not any(c.status == "ok" for c in critiques):
             return synthesis
         try:
@@ -310,8 +310,12 @@ class ReviewEngine:
                                    "install bubblewrap (see hiveboard doctor), or set review.unverified = \"pass\" "
                                    "to pass such work marked unverified.")
         if synthesis.verdict == "PASS":
+            scores = [r.synthesis.score for r in self.board.reviews.rounds(job.task_id)
+                      if r.synthesis is not None and r.round < job.round][-(job.round - 1):] if job.round > 1 else []
+            progression = " → ".join(f"{s:g}" for s in [*scores, synthesis.score] if s is not None)
             head = f"task {job.task_id} passed review round {job.round}" + (
-                f" (score {synthesis.score}/10)" if synthesis.score is not None else
+                f" (score {synthesis.score}/10" + (f"; by round {progression}" if scores else "") + ")"
+                if synthesis.score is not None else
                 " without review: no critic could review this work") + (
                 f"; UNVERIFIED: its tests did not run ({synthesis.unverified})" if unverified else "") + f"; {ran}"
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")

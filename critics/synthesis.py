@@ -137,7 +137,7 @@ def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[
 
 
 def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
-               brief_chars: int = BRIEF_CHARS) -> Synthesis:
+               brief_chars: int = BRIEF_CHARS, bar: float = 0) -> Synthesis:
     """One verdict for a round. No critic is dropped: failures and missed lenses are listed."""
     delivered = [c for c in critiques if c.status == "ok"]
     ran = sorted({c.lens for c in delivered}, key=_rank)
@@ -153,10 +153,18 @@ def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
     if not delivered:
         notes.append("no critic delivered a critique")
     scores = [c.score for c in delivered if c.score is not None]
+    score = round(sum(scores) / len(scores), 2) if scores else None
+    text = brief(verdict, issues, round_, critiques, brief_chars)
+    if verdict == "PASS" and bar and score is not None and score < bar:
+        # the seeds' loop: revise until the score reaches the bar, not only until nothing blocks
+        verdict = "FAIL"
+        notes.append(f"score {score}/10 is below the bar {bar:g} (review.pass_score)")
+        text = _cut(f"Round {round_}: FAIL. No blocking issue, but the score {score}/10 is below the bar "
+                    f"{bar:g}: improve the work where the critics marked it down.\n"
+                    + "\n".join(text.splitlines()[1:]), brief_chars)
     return Synthesis(
-        verdict=verdict, score=round(sum(scores) / len(scores), 2) if scores else None, issues=issues,
-        contradictions=contradictions(critiques, issues),
-        brief=brief(verdict, issues, round_, critiques, brief_chars),
+        verdict=verdict, score=score, issues=issues,
+        contradictions=contradictions(critiques, issues), brief=text,
         lenses_ran=ran, lenses_failed=failed, lenses_uncovered=uncovered, decisive=decisive,
         note="; ".join(notes) or None)
 

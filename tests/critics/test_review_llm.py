@@ -271,3 +271,21 @@ async def test_a_lens_whose_critics_failed_does_not_pass_silently(connect, revie
         if outcome == "needs_human":
             reason = (await call(c, "get_task", task_id=card["id"]))["blocked_reason"]
             assert "security could not be reviewed" in reason and "could not reach model" in reason
+
+
+async def test_work_under_the_score_bar_is_revised_until_it_reaches_it(connect, reviewer, fake_llm):
+    """The seeds' loop: no blocking issue is not enough while the score is under review.pass_score."""
+    fake_llm.script("correctness", critique("PASS", 6, "works, but thin: no edge cases"),
+                    critique("PASS", 9, "handles the edge cases"))
+    engine = reviewer(config(fake_llm, "correctness", pass_scores={"code": 8}))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, output="first try")
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+        assert round1["verdict"] == "FAIL" and round1["outcome"] == "in_progress"
+        assert "below the bar 8" in round1["synthesis"]["brief"]
+        await hand_in(c, card["id"], output="added the edge cases")
+        trail = await verdict(c, card["id"])
+        assert trail["rounds"][1]["verdict"] == "PASS" and trail["scores"] == [6, 9]
+        approval = (await call(c, "get_messages", intent="approval", full=True))["messages"][0]["content"]
+        assert "score 9.0/10; by round 6 → 9" in approval
+        assert (await call(c, "board_stats"))["score_by_round"] == [6.0, 9.0]
