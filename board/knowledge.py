@@ -307,9 +307,11 @@ class Knowledge:
         if not ids:
             return
         ts = now()
-        with self.store.write() as db:
-            db.conn.executemany("INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) VALUES (?, ?, ?, ?)",
-                                [(i, agent, task_id, ts) for i in ids])
+        with self.store.write() as db:  # once per item, agent and card: a re-claim does not count again
+            db.conn.executemany(
+                "INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) SELECT ?, ?, ?, ? WHERE NOT EXISTS "
+                "(SELECT 1 FROM memory_surfaced WHERE item_id = ? AND agent = ? AND task_id IS ?)",
+                [(i, agent, task_id, ts, i, agent, task_id) for i in ids])
 
     def mark_useful(self, db: Database, agent: str, task_id: int, ids: list[int]) -> None:
         """The agent says these surfaced items helped with this task (inside the caller's transaction)."""

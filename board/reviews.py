@@ -30,6 +30,7 @@ Verdict = Literal["PASS", "CONDITIONAL", "FAIL"]
 CriticStatus = Literal["running", "ok", "error", "timeout", "skipped", "unverified", "pending", "missed", "cancelled"]
 Outcome = Literal["done", "in_progress", "needs_human"]
 SEVERITY_RANK: dict[str, int] = {"critical": 3, "major": 2, "minor": 1, "info": 0}
+BLOCKING: tuple[str, ...] = ("critical", "major")  # severities that fail the work on their own
 MAX_ISSUES = 50  # per critique; a critic that floods is cut, with a note in its summary
 
 
@@ -270,6 +271,14 @@ class Reviews:
             self._withdraw_requests(db, review_id)
             self.store.emit(ReviewChanged(review_id, task_id))
 
+    @staticmethod
+    def _blocking_refs(db: Database, task_id: int, before_review: int) -> set[str]:
+        """Refs of the blocking issues raised in the card's earlier rounds."""
+        return {ref for (ref,) in db.execute(
+            "SELECT json_extract(i.value, '$.ref') FROM critiques c, json_each(c.issues) i WHERE c.task_id = ? "
+            "AND c.review_id < ? AND json_extract(i.value, '$.severity') IN ('critical', 'major')",
+            [task_id, before_review])}
+
     def held(self, review_id: int, worker: str) -> bool:
         """Whether this worker still holds the job (not cancelled, not taken over)."""
         return self._held(self.store.db, review_id, worker)
@@ -332,10 +341,11 @@ class Reviews:
                error: str | None = None, seconds: float | None = None) -> bool:
         """Store one critic's result as soon as it is in; False if the worker lost the job meanwhile."""
         issues = _with_refs(job.round, critic, critique.issues if critique else [])
-        followed, resolved = _tally(critique.resolutions if critique else [])
         with self.store.write() as db:
             if not self._held(db, job.id, worker):
                 return False
+            followed, resolved = _tally(critique.resolutions if critique else [],
+                                        self._blocking_refs(db, job.task_id, job.id))
             self.store.emit(ReviewChanged(job.id, job.task_id))  # wakes get_review calls waiting on this round
             return db.execute(
                 "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, issue_count = ?, "
@@ -422,7 +432,8 @@ class Reviews:
                        "finished_at = ? WHERE review_id = ? AND critic = ?",
                        [critique.verdict, critique.score, critique.summary,
                         json.dumps([i.model_dump() for i in issues]), len(issues),
-                        json.dumps([r.model_dump() for r in resolutions]), agent, *_tally(resolutions), ts,
+                        json.dumps([r.model_dump() for r in resolutions]), agent,
+                        *_tally(resolutions, self._blocking_refs(db, review["task_id"], review_id)), ts,
                         review_id, f"agent:{lens}"])
             self.store.emit(ReviewChanged(review_id, review["task_id"]))
             return _record(next(db.query("SELECT * FROM critiques WHERE review_id = ? AND critic = ?",
@@ -583,9 +594,11 @@ def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[Revi
     return [i.model_copy(update={"ref": f"r{round_}:{critic}#{n}"}) for n, i in enumerate(kept, 1)]
 
 
-def _tally(resolutions: list[Resolution]) -> tuple[int, int]:
-    """(earlier issues judged, of which resolved): the critique-success counts."""
-    return len(resolutions), sum(r.status == "resolved" for r in resolutions)
+def _tally(resolutions: list[Resolution], blocking: set[str]) -> tuple[int, int]:
+    """(earlier blocking issues judged, of which resolved): the critique-success counts. Minor findings
+    nobody had to fix would otherwise dominate the rate."""
+    judged_ = [r for r in resolutions if r.ref in blocking]
+    return len(judged_), sum(r.status == "resolved" for r in judged_)
 
 
 def judged(resolutions: list[Resolution], refs: list[str]) -> list[Resolution]:

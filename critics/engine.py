@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from contextlib import contextmanager
 
 from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
+from hiveboard.board.reviews import BLOCKING
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged
 from hiveboard.board.reviews import judged
@@ -98,6 +100,31 @@ def build_critics(config: ReviewConfig, sandbox: Detected) -> dict[str, Critic]:
 def _judged(critique: Critique, earlier: list[ReviewIssue]) -> Critique:
     """Keep resolutions of this critic's own earlier issues only, and name any it did not judge."""
     return critique.model_copy(update={"resolutions": judged(critique.resolutions, [i.ref for i in earlier])})
+
+
+PATHS = re.compile(r"(?:[\w.~-]*/)+[\w.-]+(?::\d+)?|\b[\w.-]+\.py:\d+\b")  # file paths and file:line
+
+
+def _sentence(text: str, limit: int = 220) -> str:
+    """The first sentence of the first meaningful line, without paths, cut to `limit`."""
+    line = next((x.strip() for x in text.splitlines() if x.strip() and not x.lstrip().startswith((">", "E ", "Traceback",
+                                                                                                  'File "'))), "")
+    line = re.sub(r"\s+(?:at|in|from)\s*(?=[.,;:)]|$)", "", PATHS.sub("", line))
+    line = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0].strip(" -—:;,")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def lesson_of(issue: ReviewIssue, fixed_by: str) -> tuple[str, str, str]:
+    """(problem, fix, what caught it) for a resolved blocking issue: no tracebacks, no paths."""
+    test = issue.location.split("::", 1)[1] if "::" in issue.location else None
+    caught_by = f"the test {test}" if test else (issue.rule or f"the {issue.category} check")
+    what = _sentence(issue.description)
+    if test:  # a failing acceptance test: the fix is what the author changed, not "make the test pass"
+        what = _sentence(issue.description.split(" failed", 1)[-1].lstrip(": ")) or what
+        problem = f"{test} failed: {what}" if what else f"{test} failed"
+        return problem, _sentence(fixed_by) or "fixed so that the test passes", caught_by
+    fix = _sentence(issue.suggestion) or _sentence(fixed_by)
+    return f"{issue.category}: {what}", fix, caught_by
 
 
 class ReviewEngine:
@@ -329,7 +356,8 @@ class ReviewEngine:
 
     def _mine_lessons(self, job: ReviewJob, work: Work, critiques: list[CritiqueRecord],
                       previous: dict[str, CritiqueRecord]) -> None:
-        """Issues raised last round and resolved in this one become lessons for this task type."""
+        """Blocking issues raised last round and resolved in this one become lessons for this task type:
+        one sentence of problem, one of fix, and the rule or test that caught it."""
         earlier = {i.ref: (c, i) for c in previous.values() for i in c.issues}
         done = 0
         for c in critiques:
@@ -337,17 +365,12 @@ class ReviewEngine:
                 if r.status != "resolved" or r.ref not in earlier or done >= LESSONS_PER_REVIEW:
                     continue
                 critic, issue = earlier[r.ref]
-                if issue.severity == "info":
+                if issue.severity not in BLOCKING:
                     continue
-                problem = (f"[{issue.severity}] {issue.category}: {issue.description}"
-                           + (f" (at {issue.location})" if issue.location else "")
-                           + f" — raised by the {critic.lens} critic {critic.critic} in round {job.round - 1} "
-                             f"of task {job.task_id}")
-                fix = ((issue.suggestion + ". ") if issue.suggestion else "") + \
-                    f"Fixed in round {job.round}: {(work.summary or work.output)[:600]}"
+                problem, fix, caught_by = lesson_of(issue, work.summary or work.output)
                 try:
-                    self._lesson(job, problem, fix, [critic.lens, issue.category],
-                                 f"{critic.lens}: {issue.category} ({job.task_type})")
+                    self._lesson(job, f"{problem} (caught by {caught_by})", fix,
+                                 [critic.lens, issue.category, issue.rule or ""], f"{issue.category} ({job.task_type})")
                     done += 1
                 except Exception:
                     log.exception("could not record a lesson from review %s", job.id)

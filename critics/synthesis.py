@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 
 from hiveboard.board import CritiqueRecord, ReviewIssue, Synthesis
-from hiveboard.board.reviews import SEVERITY_RANK, Contradiction, MergedIssue
+from hiveboard.board.reviews import BLOCKING, SEVERITY_RANK, Contradiction, MergedIssue
 
 from .config import PRECEDENCE
 
 WORD = re.compile(r"[a-z0-9_]+")
-BLOCKING = ("critical", "major")
 
 
 def _rank(lens: str) -> int:

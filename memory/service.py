@@ -216,21 +216,23 @@ class Memory:
         return Recorded(item=self.knowledge.item(item_id), merged=False)
 
     def context_for(self, agent: str, task: Task, k: int = 3) -> list[Hit]:
-        """Lessons and critiques for a card just claimed: same task type first, then any; recorded as surfaced.
+        """Lessons for a card just claimed — same task type first, then any — and critiques only where no
+        lesson fits; recorded as surfaced (once per card).
 
         Never fails: the claim is already made, and a card must not be lost to a memory hiccup.
         """
         try:
             query = f"{task.title}\n{task.description}\n" + "\n".join(task.acceptance_criteria)
-            kinds = ["lesson", "critique"]
             try:
                 vector = self.embedder.embed([query])[0]
             except EmbeddingError:
                 vector = None  # keyword matches still help
-            hits = self.query(query, task_type=task.task_type, kinds=kinds, k=k, vector=vector).hits
-            if len(hits) < k:
+            hits: list[Hit] = []
+            for kinds, task_type in ((["lesson"], task.task_type), (["lesson"], None), (["critique"], task.task_type)):
+                if len(hits) >= k:
+                    break
                 seen = {h.id for h in hits}
-                more = self.query(query, kinds=kinds, k=k, vector=vector).hits
+                more = self.query(query, task_type=task_type, kinds=kinds, k=k, vector=vector).hits
                 hits += [h for h in more if h.id not in seen][: k - len(hits)]
             self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
             return hits

@@ -84,13 +84,20 @@ async def test_fail_then_revise_then_pass_records_a_lesson_the_next_agent_gets(c
             lessons = await call(c, "query_memory", query="SQL query built with string formatting",
                                  kinds=["lesson"], task_type="code")
             assert lessons["hits"] and "parameterised" in lessons["hits"][0]["snippet"]
+            lesson = lessons["hits"][0]["snippet"]  # one sentence of problem, one of fix, what caught it
+            assert "sql-injection: the query is built by string formatting from user input" in lesson
+            assert "caught by" in lesson and "db.py" not in lesson and "Traceback" not in lesson
             # the next agent on a code card like it is handed the lesson at claim time
             nxt = await call(c, "create_task", title="search users by email", task_type="code",
                              description="query the users table by email address")
         async with connect("bob", review=engine, memory=memory) as bob:
             claim = await call(bob, "claim_task", task_id=nxt["id"])
+            assert claim["lessons"][0]["kind"] == "lesson"  # lessons first; critiques only where none fits
             assert any(h["kind"] == "lesson" and h["id"] == lessons["hits"][0]["id"] for h in claim["lessons"])
+            surfaced = (await call(bob, "board_stats"))["memory_surfaced"]
+            await call(bob, "claim_task", task_id=nxt["id"])  # claimed again by its holder: not counted again
             stats = await call(bob, "board_stats")
+            assert stats["memory_surfaced"] == surfaced
             assert stats["critique_success_rate"] == 1.0 and stats["first_pass_pass_rate"] == 0.0
             assert stats["rounds_per_card"] == 2.0
             security_stats = next(x for x in stats["critics"] if x["critic"] == "llm-security")
