@@ -102,6 +102,16 @@ class MergedIssue(BaseModel):
     refs: list[str]
 
 
+class MetaDecision(BaseModel):
+    """The critic of the critics on one blocking issue: kept, or downgraded with a reason."""
+
+    rank: int
+    location: str = ""
+    severity: Severity = Field(description="the severity the critics gave")
+    decided: Severity = Field(description="the severity after the meta-review")
+    reason: str
+
+
 class Contradiction(BaseModel):
     """Critics that disagree; the precedence rule says which way the synthesis went."""
 
@@ -125,6 +135,7 @@ class Synthesis(BaseModel):
                                 "major issue) made the verdict FAIL")
     synthesiser: str = "deterministic"
     note: str | None = None
+    meta: list[MetaDecision] = Field([], description="the meta-review of the blocking issues, when configured")
     unverified: str | None = Field(None, description="tests of this work that could not be run, and why; such work "
                                    "is not passed as tested")
 

@@ -29,10 +29,10 @@ from hiveboard.memory.service import Memory
 from .acceptance import AcceptanceCritic
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Unverified, Work
 from .config import PRECEDENCE, Endpoint, ReviewConfig
-from .llm import LLMCritic, LLMSynthesiser
+from .llm import LLMCritic, LLMSynthesiser, MetaReviewer
 from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
-from .synthesis import convergence_summary, synthesise
+from .synthesis import downgrade, convergence_summary, synthesise
 
 log = logging.getLogger("hiveboard.critics")
 MAX_ATTEMPTS = 3  # a job whose run crashed this often goes to a human instead of looping
@@ -142,6 +142,7 @@ class ReviewEngine:
         synth = config.synthesis
         self.synthesiser = LLMSynthesiser(synth.endpoint, config.critic_timeout, config.repair_attempts, PRECEDENCE) \
             if synth.backend == "llm" and synth.endpoint else None
+        self.meta = MetaReviewer(config.meta, config.critic_timeout, config.repair_attempts) if config.meta else None
         self.changed = threading.Event()  # set when a critique lands; agent-slot waits wake on it
 
     def wants_review(self, task) -> bool:
@@ -256,7 +257,7 @@ class ReviewEngine:
             # failure on the record, never a silent gap
             reviews.fail_unfinished(job, worker, "the critic's result was not stored (see the server log)")
             critiques = reviews.critiques(job.id)
-            synthesis = self._synthesise(work, critiques, lenses)
+            synthesis = self._meta_review(work, critiques, self._synthesise(work, critiques, lenses))
             outcome, message = self._decide(job, synthesis, critiques)
             # lessons before the verdict: whoever sees the verdict can already find them (a re-run
             # after a crash here merges them as near-duplicates)
@@ -304,6 +305,22 @@ class ReviewEngine:
         return synthesis.model_copy(update={
             "verdict": verdict, "brief": brief, "synthesiser": f"llm:{self.synthesiser.endpoint.model}",
             "note": "; ".join(x for x in (synthesis.note, *extra) if x) or None})
+
+    def _meta_review(self, work: Work, critiques: list[CritiqueRecord], synthesis: Synthesis) -> Synthesis:
+        """The critic of the critics, when configured: may downgrade blocking issues of a FAIL, with reasons."""
+        blocking_issues = [m for m in synthesis.issues if m.severity in BLOCKING]
+        if self.meta is None or synthesis.verdict != "FAIL" or not blocking_issues:
+            return synthesis
+        try:
+            judgements = self.meta.judge(work, blocking_issues)
+        except (CriticFailed, CriticTimeout) as exc:
+            note = f"meta-review failed ({exc}); the synthesis stands"
+            return synthesis.model_copy(update={"note": "; ".join(x for x in (synthesis.note, note) if x)})
+        ranks = {m.rank for m in blocking_issues}
+        decisions = {j.rank: (j.severity if not j.keep else next(m.severity for m in blocking_issues
+                                                                  if m.rank == j.rank), j.reason)
+                     for j in judgements if j.rank in ranks}
+        return downgrade(synthesis, critiques, work.round, decisions, self.config.brief_chars)
 
     def _decide(self, job: ReviewJob, synthesis: Synthesis, critiques: list[CritiqueRecord]) -> tuple[str, str]:
         """(card outcome, message) for a synthesis."""

@@ -160,6 +160,49 @@ FAIL if any critic's critical or major issue stands. The brief tells the author 
 important first. Reply with JSON: {{"verdict": "PASS"|"FAIL", "brief": "...", "contradictions": ["..."]}}"""
 
 
+META_SYSTEM = """You are the meta critic: you check other critics' blocking issues against the card and the
+work. For each issue, decide whether it is real for THIS card: keep it, or downgrade it to minor or info
+when the card asks for exactly that, the issue misreads the code, or it cannot cause harm here. Give a
+short concrete reason. Reply with JSON: {"judgements": [{"rank": <issue rank>, "keep": true|false,
+"severity": "critical"|"major"|"minor"|"info", "reason": "..."}]}"""
+
+
+class _Judgement(BaseModel):
+    rank: int
+    keep: bool
+    severity: str = Field(pattern="^(critical|major|minor|info)$")
+    reason: str = Field(max_length=2000)
+
+
+class _MetaReply(BaseModel):
+    judgements: list[_Judgement]
+
+
+class MetaReviewer:
+    """The optional critic of the critics (review.meta): judges each blocking issue of a FAIL."""
+
+    def __init__(self, endpoint: Endpoint, timeout: float, repair_attempts: int):
+        self.endpoint = endpoint
+        self.repair_attempts = repair_attempts
+        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
+
+    def judge(self, work: Work, issues: list) -> list[_Judgement]:
+        listed = [i.model_dump(include={"rank", "severity", "lens", "category", "location", "description",
+                                        "suggestion"}) for i in issues]
+        messages = [{"role": "system", "content": META_SYSTEM},
+                    {"role": "user", "content": f"{work.render(40_000)}\n\nBlocking issues:\n{json.dumps(listed)}"}]
+        schema = {"type": "object", "properties": {"judgements": {"type": "array", "items": {
+            "type": "object", "properties": {"rank": {"type": "integer"}, "keep": {"type": "boolean"},
+                                             "severity": {"type": "string",
+                                                          "enum": ["critical", "major", "minor", "info"]},
+                                             "reason": {"type": "string"}},
+            "required": ["rank", "keep", "severity", "reason"], "additionalProperties": False}}},
+            "required": ["judgements"], "additionalProperties": False}
+        reply = _ask(self.client, self.endpoint.model, messages, schema, "meta_review", _MetaReply,
+                     self.endpoint.temperature, self.repair_attempts)
+        return reply.judgements
+
+
 class LLMSynthesiser:
     """The optional model-written verdict and brief (configured with review.synthesis)."""
 

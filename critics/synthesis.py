@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from hiveboard.board import CritiqueRecord, ReviewIssue, Synthesis
-from hiveboard.board.reviews import BLOCKING, SEVERITY_RANK, Contradiction, MergedIssue
+from hiveboard.board.reviews import BLOCKING, SEVERITY_RANK, Contradiction, MergedIssue, MetaDecision
 
 from .config import PRECEDENCE
 
@@ -166,6 +166,29 @@ def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
         contradictions=contradictions(critiques, issues), brief=text,
         lenses_ran=ran, lenses_failed=failed, lenses_uncovered=uncovered, decisive=decisive,
         note="; ".join(notes) or None)
+
+
+def downgrade(synthesis: Synthesis, critiques: list[CritiqueRecord], round_: int, decisions: dict[int, tuple[str, str]],
+              brief_chars: int = BRIEF_CHARS) -> Synthesis:
+    """Apply a meta-review: {rank: (severity, reason)} for blocking issues. A critical finding of the first lens
+    (security) is never lowered. The verdict is then decided again on what still blocks."""
+    meta, issues = [], []
+    for m in synthesis.issues:
+        if m.rank in decisions and m.severity in BLOCKING:
+            to, reason = decisions[m.rank]
+            if m.severity == "critical" and m.lens == PRECEDENCE[0] and SEVERITY_RANK[to] < SEVERITY_RANK["critical"]:
+                to, reason = m.severity, f"kept: a critical {m.lens} finding is never lowered ({reason})"
+            meta.append(MetaDecision(rank=m.rank, location=m.location, severity=m.severity, decided=to, reason=reason))
+            m = m.model_copy(update={"severity": to})
+        issues.append(m)
+    still = [m for m in issues if m.severity in BLOCKING]
+    unexplained = [c.critic for c in critiques if c.status == "ok" and c.verdict == "FAIL" and not c.issues]
+    verdict = "FAIL" if still or unexplained else "PASS"
+    decisive = sorted({name for m in still for name in m.found_by} | set(unexplained))
+    return synthesis.model_copy(update={
+        "issues": issues, "meta": meta, "verdict": verdict, "decisive": decisive,
+        "brief": brief(verdict, issues, round_, critiques, brief_chars) if verdict != synthesis.verdict else
+        synthesis.brief})
 
 
 def convergence_summary(rounds: list[list[CritiqueRecord]], max_rounds: int) -> str:

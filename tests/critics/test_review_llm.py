@@ -296,3 +296,47 @@ async def test_work_under_the_score_bar_is_revised_until_it_reaches_it(connect, 
         approval = (await call(c, "get_messages", intent="approval", full=True))["messages"][0]["content"]
         assert "score 9.0/10; by round 6 → 9" in approval
         assert (await call(c, "board_stats"))["score_by_round"] == [6.0, 9.0]
+
+
+def meta_config(fake, *lenses: str) -> ReviewConfig:
+    return config(fake, *lenses, meta=Endpoint(model="meta-model", base_url=fake.url, api_key_env=None))
+
+
+async def test_the_critic_of_the_critics_downgrades_a_blocking_issue_with_a_reason(connect, reviewer, fake_llm):
+    fake_llm.script("correctness", critique("FAIL", 4, "weak hash", issues=[issue(
+        "major", "weak-hash", "cache.py:4", "MD5 is broken for security", "use sha256")]))
+    fake_llm.script("meta", {"judgements": [{"rank": 1, "keep": False, "severity": "info",
+                                              "reason": "the card asks for an MD5 cache key; no security use"}]})
+    engine = reviewer(meta_config(fake_llm, "correctness"))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, title="MD5 hex digest for the legacy cache key")
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    synthesis = round1["synthesis"]
+    assert round1["verdict"] == "PASS" and round1["outcome"] == "done"
+    assert synthesis["meta"] == [{"rank": 1, "location": "cache.py:4", "severity": "major", "decided": "info",
+                                  "reason": "the card asks for an MD5 cache key; no security use"}]
+    prompt = fake_llm.calls("meta")[0]["body"]["messages"][-1]["content"]
+    assert "MD5 hex digest for the legacy cache key" in prompt and "MD5 is broken" in prompt
+
+
+async def test_the_critic_of_the_critics_never_clears_a_critical_security_finding(connect, reviewer, fake_llm):
+    fake_llm.script("security", critique("FAIL", 2, "injection", issues=[issue(
+        "critical", "sql-injection", "db.py:2", "user input formatted into SQL", "use placeholders")]))
+    fake_llm.script("meta", {"judgements": [{"rank": 1, "keep": False, "severity": "minor", "reason": "looks fine"}]})
+    engine = reviewer(meta_config(fake_llm, "security"))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    assert round1["verdict"] == "FAIL"
+    decision = round1["synthesis"]["meta"][0]
+    assert decision["decided"] == "critical" and "never lowered" in decision["reason"]
+
+
+async def test_a_malformed_meta_review_leaves_the_verdict_standing(connect, reviewer, fake_llm):
+    fake_llm.script("correctness", critique("FAIL", 3, "bug", issues=[issue("major")]))
+    fake_llm.script("meta", "not json", "still not json", "nope")
+    engine = reviewer(meta_config(fake_llm, "correctness"))
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c)
+        round1 = (await verdict(c, card["id"]))["rounds"][0]
+    assert round1["verdict"] == "FAIL" and "meta-review failed" in round1["synthesis"]["note"]
