@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import statistics
 import time
 import typing
 from collections import Counter
@@ -329,7 +330,7 @@ async def review_card(c: Client, card: Card) -> dict:
                output=f"{card.program}.py with its tests", artifacts=card.artifacts)
     t0 = time.perf_counter()
     while True:
-        trail = await call(c, "get_review", task_id=made["id"], wait_seconds=WAIT)
+        trail = await call(c, "get_review", task_id=made["id"], wait_seconds=WAIT, full=True)
         last = trail["rounds"][-1] if trail["rounds"] else {}
         if last.get("status") == "finished":
             break
@@ -344,7 +345,7 @@ async def review_card(c: Client, card: Card) -> dict:
         critics={n: dict(status=x["status"], verdict=x.get("verdict"), seconds=x.get("seconds"),
                          error=x.get("error"), summary=x.get("summary")) for n, x in critiques.items()},
         blocking=[row for n in decisive if n in critiques for row in issue_rows(critiques[n])],
-        note=synthesis.get("note"))
+        note=synthesis.get("note"), brief_chars=len(synthesis.get("brief") or ""))
 
 
 async def run_cards(settings: Settings, cards: list[Card], batch: int) -> tuple[list[dict], str]:
@@ -401,14 +402,17 @@ def summarise(label: str, execute: str, where: str, results: list[dict], seconds
         critic_failures=sum(x["status"] in ("error", "timeout") for r in results for x in r["critics"].values()),
         wall_p50=pct([r["wall"] for r in results], 50) / 1000, wall_p95=pct([r["wall"] for r in results], 95) / 1000,
         client_p50=pct([r["client"] for r in results], 50) / 1000,
-        client_p95=pct([r["client"] for r in results], 95) / 1000, seconds=seconds)
+        client_p95=pct([r["client"] for r in results], 95) / 1000, seconds=seconds,
+        brief_p50=statistics.median([r["brief_chars"] for r in fails]) if fails else 0,
+        brief_max=max((r["brief_chars"] for r in fails), default=0))
 
 
 def print_table(rows: list[dict]) -> None:
     print("\n| run | review.execute | programs | buggy FAIL | buggy FAIL rate | buggy needs_human | buggy PASS | "
           "correct FAIL | correct needs_human | correct PASS | FAIL decided by (buggy / correct) | "
-          "critic errors / timeouts | review wall p50 / p95 s | client p50 / p95 s | run s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+          "critic errors / timeouts | review wall p50 / p95 s | client p50 / p95 s | FAIL brief chars p50 / max | "
+          "run s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
         names = [n for n in r["decisive"] if r["decisive"][n] or n in CRITICS]
         who = ", ".join(f"{n} {r['decisive_buggy'].get(n, 0)} / {r['decisive_correct'].get(n, 0)}" for n in names)
@@ -416,7 +420,7 @@ def print_table(rows: list[dict]) -> None:
               f"{r['buggy_fail'] / max(1, r['buggy']):.0%} | {r['buggy_human']} | {r['buggy_pass']} | "
               f"{r['correct_fail']}/{r['correct']} | {r['correct_human']} | {r['correct_pass']} | {who} | "
               f"{r['critic_failures']} | {r['wall_p50']:.2f} / {r['wall_p95']:.2f} | {r['client_p50']:.2f} / {r['client_p95']:.2f} | "
-              f"{r['seconds']:.0f} |")
+              f"{r['brief_p50']:.0f} / {r['brief_max']} | {r['seconds']:.0f} |")
     for r in rows:
         print(f"- {r['run']}: {r['where']}")
 

@@ -204,7 +204,7 @@ async def one_review(c: Client, board: Board, n: int, artifacts: list[dict] | No
                                                                     "content": ARTIFACT}])
     t0 = time.perf_counter()
     while True:
-        trail = await call(c, "get_review", task_id=card["id"], wait_seconds=60)
+        trail = await call(c, "get_review", task_id=card["id"], wait_seconds=60, full=True)
         last = trail["rounds"][-1]
         if last["status"] == "finished":
             break

@@ -167,6 +167,7 @@ class ReviewTrail(BaseModel):
     agent: str | None
     scores: list[float | None] = Field([], description="the synthesis score of each finished round, oldest first")
     rounds: list[ReviewRound]
+    rounds_omitted: int = Field(0, description="earlier rounds left out of this compact answer (full=true has them)")
 
 
 class ReviewJob(BaseModel):
@@ -496,6 +497,21 @@ class Reviews:
         return ReviewTrail(task_id=task_id, title=row["title"], task_type=row["task_type"], status=row["status"],
                            agent=row["assignee"], rounds=rounds,
                            scores=[r.synthesis.score for r in rounds if r.status == "finished" and r.synthesis])
+
+    @staticmethod
+    def compact(trail: ReviewTrail) -> ReviewTrail:
+        """The latest round only, with only blocking issues (critiques' and the synthesis's) and no
+        resolutions: what an agent needs to act; the full trail is one call away."""
+        if not trail.rounds:
+            return trail
+        last = trail.rounds[-1]
+        critiques = [c.model_copy(update={"issues": [i for i in c.issues if i.severity in BLOCKING],
+                                          "resolutions": []}) for c in last.critiques]
+        synthesis = last.synthesis and last.synthesis.model_copy(update={
+            "issues": [i for i in last.synthesis.issues if i.severity in BLOCKING], "contradictions": []})
+        return trail.model_copy(update={"rounds": [last.model_copy(update={"critiques": critiques,
+                                                                           "synthesis": synthesis})],
+                                        "rounds_omitted": len(trail.rounds) - 1})
 
     def review_of(self, review_id: int) -> int:
         """The task id of a review."""

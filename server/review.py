@@ -28,8 +28,9 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         review_id: Annotated[int | None, Field(description="or a review id (from review.request)", ge=1,
                                                le=MAX_ID)] = None,
         wait_seconds: Annotated[float, Field(description="wait for the round to finish", ge=0, le=600)] = 0,
+        full: bool = False,
     ) -> ReviewTrail:
-        """A card's whole review: rounds, critiques, syntheses."""
+        """A card's review: the latest round's verdict, blocking issues and brief (full=true: all rounds)."""
         if (task_id is None) == (review_id is None):
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:
@@ -42,7 +43,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
             remaining = deadline - time.monotonic()
             if not trail.rounds or trail.rounds[-1].status in ("finished", "cancelled") or remaining <= 0:
-                return trail
+                return trail if full else board.reviews.compact(trail)
             latest = trail.rounds[-1]
             done = sum(c.status not in ("running", "pending") for c in latest.critiques)
             if (done, len(latest.critiques)) != reported:

@@ -28,7 +28,7 @@ async def hand_in(client, task_id: int | None = None, *, artifacts: list[dict] |
 
 async def verdict(client, task_id: int, timeout: float = 60) -> dict:
     """Wait for the card's latest review round to finish; returns the trail (get_review)."""
-    trail = await call(client, "get_review", task_id=task_id, wait_seconds=timeout)
+    trail = await call(client, "get_review", task_id=task_id, wait_seconds=timeout, full=True)
     assert trail["rounds"] and trail["rounds"][-1]["status"] == "finished", trail
     return trail
 

@@ -32,7 +32,7 @@ async def test_an_agent_critic_takes_a_lens_through_the_pool_and_its_issues_coun
         meta = request[0]["metadata"]  # machine-readable: no need to parse the prose
         assert meta["task_id"] == card["id"] and meta["round"] == 1 and sorted(meta["lenses"]) == ["clarity", "correctness"]
         assert not (await call(carol, "get_messages", intent="review.request"))["messages"]  # not a critic
-        trail = await call(bob, "get_review", task_id=card["id"])
+        trail = await call(bob, "get_review", task_id=card["id"], full=True)
         review_id = trail["rounds"][0]["review_id"]
         assert trail["rounds"][0]["open_lenses"] == ["clarity", "correctness"] and f"review_id={review_id}" in \
             request[0]["content"]
@@ -100,7 +100,7 @@ async def test_a_running_rounds_critiques_stay_sealed_and_agents_judge_only_thei
         review_id = await requested(bob)
         await call(bob, "submit_critique", review_id=review_id, lens="correctness", verdict="FAIL", score=3,
                    summary="broken", issues=[{"severity": "major", "category": "bug", "description": "off by one"}])
-        running = (await call(alice, "get_review", task_id=card["id"]))["rounds"][0]
+        running = (await call(alice, "get_review", task_id=card["id"], full=True))["rounds"][0]
         sealed = critic(running, "agent:correctness")
         assert sealed["status"] == "ok" and sealed["issues"] == [] and sealed.get("verdict") is None
         await call(bob, "submit_critique", review_id=review_id, lens="clarity", verdict="PASS", score=9, summary="ok")
@@ -108,7 +108,7 @@ async def test_a_running_rounds_critiques_stay_sealed_and_agents_judge_only_thei
 
         await hand_in(alice, card["id"], output="fixed the off-by-one")
         review_id = await requested(bob)  # round 2's request: its lenses are open
-        assert review_id == (await call(bob, "get_review", task_id=card["id"]))["rounds"][1]["review_id"]
+        assert review_id == (await call(bob, "get_review", task_id=card["id"], full=True))["rounds"][1]["review_id"]
         await call(bob, "submit_critique", review_id=review_id, lens="clarity", verdict="PASS", score=9, summary="ok")
         record = await call(bob, "submit_critique", review_id=review_id, lens="correctness", verdict="PASS", score=9,
                             summary="fixed", resolutions=[

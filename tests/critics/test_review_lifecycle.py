@@ -23,11 +23,11 @@ async def test_a_card_taken_out_of_review_by_hand_cancels_its_job_and_starts_aga
     async with connect("alice", wants_review=lambda task: True) as alice:
         card = await hand_in(alice)  # no worker runs: the job stays queued
         await call(alice, "update_task", task_id=card["id"], status="needs_human", reason="the review is stuck")
-        trail = await call(alice, "get_review", task_id=card["id"])
+        trail = await call(alice, "get_review", task_id=card["id"], full=True)
         assert [r["status"] for r in trail["rounds"]] == ["cancelled"]
         await call(alice, "update_task", task_id=card["id"], status="todo")
         await hand_in(alice, card["id"])
-        trail = await call(alice, "get_review", task_id=card["id"])
+        trail = await call(alice, "get_review", task_id=card["id"], full=True)
         assert [(r["round"], r["status"]) for r in trail["rounds"]] == [(1, "cancelled"), (1, "queued")]
 
 
@@ -45,7 +45,7 @@ async def test_a_running_review_never_acts_on_a_card_that_moved_on(connect, revi
             while board.reviews.stats().running:
                 await anyio.sleep(0.05)
         await anyio.sleep(3.5)  # the critic's late answer arrives and is refused
-        trail = await call(alice, "get_review", task_id=card["id"])
+        trail = await call(alice, "get_review", task_id=card["id"], full=True)
         task = await call(alice, "get_task", task_id=card["id"])
         pool = await call(alice, "get_messages", box="pool", task_id=card["id"], limit=100)
     assert trail["rounds"][-1]["status"] == "cancelled" and trail["rounds"][-1]["verdict"] is None

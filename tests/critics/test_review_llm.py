@@ -296,6 +296,9 @@ async def test_work_under_the_score_bar_is_revised_until_it_reaches_it(connect, 
         approval = (await call(c, "get_messages", intent="approval", full=True))["messages"][0]["content"]
         assert "score 9.0/10; by round 6 → 9" in approval
         assert (await call(c, "board_stats"))["score_by_round"] == [6.0, 9.0]
+        compact = await call(c, "get_review", task_id=card["id"])  # the default: the latest round, to act on
+        assert compact["rounds_omitted"] == 1 and [r["round"] for r in compact["rounds"]] == [2]
+        assert compact["scores"] == [6, 9] and "brief" in compact["rounds"][0]["synthesis"]
 
 
 def meta_config(fake, *lenses: str) -> ReviewConfig:

@@ -188,7 +188,7 @@ async def test_get_review_by_task_or_review_id(connect, reviewer, fake_llm):
         assert "does not exist" in await call_error(c, "get_review", review_id=999)
         card = await hand_in(c, artifacts=[py("users.py", CLEAN)])
         trail = await verdict(c, card["id"])
-        by_review = await call(c, "get_review", review_id=trail["rounds"][0]["review_id"])
+        by_review = await call(c, "get_review", review_id=trail["rounds"][0]["review_id"], full=True)
         assert by_review["task_id"] == card["id"] and len(by_review["rounds"]) == 1
 
 

@@ -71,7 +71,7 @@ async def test_a_server_killed_mid_review_resumes_the_job_on_restart(tmp_path, f
             quick_done = lambda: sqlite3.connect(home / "hiveboard.db").execute(  # noqa: E731
                 "SELECT status FROM critiques WHERE critic = 'quick'").fetchone() == ("ok",)
             await until(quick_done, what="the quick critic's critique")
-            trail = await call(c, "get_review", task_id=card["id"])
+            trail = await call(c, "get_review", task_id=card["id"], full=True)
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
     finally:
@@ -82,7 +82,7 @@ async def test_a_server_killed_mid_review_resumes_the_job_on_restart(tmp_path, f
     second, url = serve(home)
     try:
         async with http_client(url, token) as c:
-            trail = await call(c, "get_review", task_id=card["id"], wait_seconds=60)
+            trail = await call(c, "get_review", task_id=card["id"], wait_seconds=60, full=True)
             round1 = trail["rounds"][0]
             assert round1["status"] == "finished" and round1["attempts"] == 2
             assert {x["critic"]: x["status"] for x in round1["critiques"]} == {"quick": "ok", "slow": "ok"}
@@ -112,7 +112,7 @@ async def test_two_servers_on_one_data_directory_never_run_the_same_job(tmp_path
                 await call(client, "complete_task", task_id=card["id"], token=claim["token"], output=f"work {n}")
                 ids.append(card["id"])
             for task_id in ids:
-                trail = await call(ca, "get_review", task_id=task_id, wait_seconds=60)
+                trail = await call(ca, "get_review", task_id=task_id, wait_seconds=60, full=True)
                 assert trail["rounds"][0]["status"] == "finished" and trail["rounds"][0]["attempts"] == 1
     finally:
         stop(a)
