@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 import weakref
@@ -19,6 +20,15 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+if "numpy" not in sys.modules and "sqlite_utils" not in sys.modules:
+    # sqlite-utils imports numpy when it is installed, only to give numpy scalars column types, and
+    # the board hands it none; so it imports with numpy hidden (it expects the ImportError), and the
+    # commands and the server's start-up that need no numpy do not load it.
+    sys.modules["numpy"] = None
+    try:
+        import sqlite_utils  # noqa: F401
+    finally:
+        del sys.modules["numpy"]
 from sqlite_utils import Database
 
 from .migrations import apply_migrations

@@ -11,15 +11,19 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import cached_property
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
 from pydantic import BaseModel, Field, ValidationError
 
 from hiveboard.board import Critique, CritiqueRecord, ReviewIssue
 
 from .base import Critic, CriticFailed, CriticTimeout, Work
 from .config import Endpoint
+
+if TYPE_CHECKING:
+    import openai
 
 ISSUE_SCHEMA = {
     "type": "object",
@@ -73,6 +77,8 @@ JSON_OBJECT = re.compile(r"\{.*\}", re.S)
 
 
 def _client(base_url: str | None, api_key_env: str | None, timeout: float) -> openai.OpenAI:
+    import openai  # on the first review, not when the server starts
+
     key = os.environ.get(api_key_env) if api_key_env else None
     # Local servers (Ollama, vLLM) ignore the key, but the client insists on one.
     return openai.OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=timeout, max_retries=0)
@@ -99,6 +105,8 @@ def _parse(text: str, model: type[BaseModel]) -> BaseModel:
 def _ask(client: openai.OpenAI, model: str, messages: list[dict], schema: dict, name: str, reply: type[BaseModel],
          temperature: float, attempts: int) -> BaseModel:
     """One structured answer, asking again with the error when the reply does not validate."""
+    import openai
+
     last = ""
     for _ in range(attempts + 1):
         try:
@@ -132,7 +140,11 @@ class LLMCritic(Critic):
         self.rubric = rubric
         self.endpoint = endpoint
         self.repair_attempts = repair_attempts
-        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
+        self.timeout = timeout
+
+    @cached_property
+    def client(self) -> openai.OpenAI:
+        return _client(self.endpoint.base_url, self.endpoint.api_key_env, self.endpoint.timeout or self.timeout)
 
     def messages(self, work: Work, earlier: list[ReviewIssue]) -> list[dict]:
         system = SYSTEM.format(lens=self.lens, rubric=self.rubric, schema=json.dumps(CRITIQUE_SCHEMA))
@@ -167,7 +179,11 @@ class LLMSynthesiser:
         self.endpoint = endpoint
         self.repair_attempts = repair_attempts
         self.precedence = precedence
-        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
+        self.timeout = timeout
+
+    @cached_property
+    def client(self) -> openai.OpenAI:
+        return _client(self.endpoint.base_url, self.endpoint.api_key_env, self.endpoint.timeout or self.timeout)
 
     def synthesise(self, work: Work, critiques: list[CritiqueRecord]) -> tuple[str, str, list[str]]:
         bundle = [c.model_dump(include={"critic", "lens", "status", "verdict", "score", "summary", "issues", "error"})
