@@ -51,8 +51,7 @@ from hiveboard.board import (
 
 from hiveboard.board.reviews import BoardStats, Critique, CritiqueRecord, ReviewIssue, Resolution, ReviewTrail
 from hiveboard.critics.engine import ReviewEngine
-from hiveboard.memory.embeddings import EmbeddingError
-from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
+from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 from hiveboard.memory.service import Hit, Memory, Recorded, Results
 
 from .identity import Identity
