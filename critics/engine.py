@@ -401,6 +401,7 @@ class ReviewWorker:
             self.engine.changed.set()
 
     def start(self) -> ReviewWorker:
+        _ = self.engine.critics  # probe the sandbox and build the critics now, not inside the first review
         self.engine.board.store.listeners.append(self._on_commit)
         for n in range(self.threads):
             thread = threading.Thread(target=self._loop, args=(f"{self.name}/{n}",), name=f"review-worker-{n}",

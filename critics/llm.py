@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from functools import cached_property
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -77,7 +76,7 @@ JSON_OBJECT = re.compile(r"\{.*\}", re.S)
 
 
 def _client(base_url: str | None, api_key_env: str | None, timeout: float) -> openai.OpenAI:
-    import openai  # on the first review, not when the server starts
+    import openai  # when a critic is built (a server builds its critics after `initialize`), not on import
 
     key = os.environ.get(api_key_env) if api_key_env else None
     # Local servers (Ollama, vLLM) ignore the key, but the client insists on one.
@@ -140,11 +139,7 @@ class LLMCritic(Critic):
         self.rubric = rubric
         self.endpoint = endpoint
         self.repair_attempts = repair_attempts
-        self.timeout = timeout
-
-    @cached_property
-    def client(self) -> openai.OpenAI:
-        return _client(self.endpoint.base_url, self.endpoint.api_key_env, self.endpoint.timeout or self.timeout)
+        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
 
     def messages(self, work: Work, earlier: list[ReviewIssue]) -> list[dict]:
         system = SYSTEM.format(lens=self.lens, rubric=self.rubric, schema=json.dumps(CRITIQUE_SCHEMA))
@@ -179,11 +174,7 @@ class LLMSynthesiser:
         self.endpoint = endpoint
         self.repair_attempts = repair_attempts
         self.precedence = precedence
-        self.timeout = timeout
-
-    @cached_property
-    def client(self) -> openai.OpenAI:
-        return _client(self.endpoint.base_url, self.endpoint.api_key_env, self.endpoint.timeout or self.timeout)
+        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
 
     def synthesise(self, work: Work, critiques: list[CritiqueRecord]) -> tuple[str, str, list[str]]:
         bundle = [c.model_dump(include={"critic", "lens", "status", "verdict", "score", "summary", "issues", "error"})
