@@ -74,7 +74,9 @@ class Store:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA analysis_limit = 1000")  # keeps ANALYZE to about a millisecond
-        holder = _Connection(Database(conn))
+        # no sqlite-utils plugins: finding them reads every installed package's metadata at each start,
+        # and the board's connections are its own
+        holder = _Connection(Database(conn, execute_plugins=False))
         with self._all_lock:
             self._all.add(holder)
         return holder

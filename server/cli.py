@@ -146,10 +146,11 @@ def _freeze_heap(collect: bool = True) -> None:
     """Move start-up objects out of the garbage collector's reach: full collections then scan only
     what requests allocate, which keeps long pauses out of wake-up latency. collect=False freezes
     without collecting first: before `initialize` is answered a collection costs more than the little
-    garbage start-up leaves (which then stays)."""
+    garbage start-up leaves (which then stays). Turns the collector back on (main turned it off)."""
     if collect:
         gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -451,6 +452,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     from hiveboard.memory.errors import IndexUnavailable
 
+    gc.enable()  # a long run, not a start-up
+
     settings = _settings(args)
     board = open_board(settings)
     try:
@@ -519,6 +522,11 @@ def main(argv: list[str] | None = None) -> int:
         args = p.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
     if args.command == "agent" and args.action in ("add", "token") and not args.name:
         p.error(f"agent {args.action} needs a NAME, e.g. hiveboard agent {args.action} alice")
+    # Start-up imports allocate hundreds of thousands of objects and free almost none, so the
+    # collector's passes over them are wasted: it is off until `serve` is ready to serve
+    # (_freeze_heap) or a long command starts its work; the other commands end first.
+    collecting = gc.isenabled()
+    gc.disable()
     from hiveboard.board import BoardError  # after parsing: --help needs none of the board
 
     try:
@@ -529,6 +537,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `hiveboard board | head`: the reader stopped; so do we, quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        if collecting:
+            gc.enable()
 
 
 if __name__ == "__main__":
