@@ -48,9 +48,11 @@ class LazyMemory:
             return self._memory
 
     def query(self, query: str, **options) -> Results:
+        """`Memory.query`, once the memory is open."""
         return self.get().query(query, **options)
 
     def record_lesson(self, actor: str, **lesson) -> Recorded:
+        """`Memory.record_lesson`, once the memory is open."""
         return self.get().record_lesson(actor, **lesson)
 
     def context_for(self, agent: str, task: Task, k: int = 3) -> list[Hit]:
