@@ -91,7 +91,7 @@ def main() -> None:
     print(machine_info())
     rows = asyncio.run(run(args.waiters, args.window))
     base = rows[0][1]
-    print(f"\n| what | CPU (share of one core) | over the baseline |\n|---|---:|---:|")
+    print("\n| what | CPU (share of one core) | over the baseline |\n|---|---:|---:|")
     for name, share in rows:
         print(f"| {name} | {share:.1%} | {share - base:+.1%} |")
     review = rows[1][1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import threading
 import time
 import weakref
@@ -18,6 +19,15 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+if "numpy" not in sys.modules and "sqlite_utils" not in sys.modules:
+    # sqlite-utils imports numpy when it is installed, only to give numpy scalars column types, and
+    # the board hands it none; so it imports with numpy hidden (it expects the ImportError), and the
+    # commands and the server's start-up that need no numpy do not load it.
+    sys.modules["numpy"] = None
+    try:
+        import sqlite_utils  # noqa: F401
+    finally:
+        del sys.modules["numpy"]
 from sqlite_utils import Database
 
 from .events import KEEP_EVENTS, Event, Notifier, encode
@@ -64,7 +74,9 @@ class Store:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA analysis_limit = 1000")  # keeps ANALYZE to about a millisecond
-        holder = _Connection(Database(conn))
+        # no sqlite-utils plugins: finding them reads every installed package's metadata at each start,
+        # and the board's connections are its own
+        holder = _Connection(Database(conn, execute_plugins=False))
         with self._all_lock:
             self._all.add(holder)
         return holder

@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel, Field
 from sqlite_utils import Database
 
 from .db import Store, iso, now
 from .errors import InvalidInput, NotFound
 from .events import MemoryAdded
+
+if TYPE_CHECKING:
+    import numpy as np
 
 KINDS: tuple[str, ...] = ("lesson", "critique", "output", "message", "note")
 WORD_RE = re.compile(r"\w+")  # any script: FTS5's unicode61 tokenizer splits the same way
@@ -88,10 +91,14 @@ _DF_CACHE_MIN = 1_000
 
 
 def to_blob(vector) -> bytes:
+    import numpy as np  # here, not at import: the board's commands and start-up need no numpy
+
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
 def from_blob(blob: bytes) -> np.ndarray:
+    import numpy as np
+
     return np.frombuffer(blob, dtype=np.float32)
 
 

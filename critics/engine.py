@@ -18,13 +18,13 @@ import time
 import uuid
 from pathlib import Path
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
 from hiveboard.board.reviews import BLOCKING
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged
 from hiveboard.board.reviews import judged
-from hiveboard.memory.service import Memory
 
 from .acceptance import AcceptanceCritic
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Unverified, Work
@@ -33,6 +33,9 @@ from .llm import LLMCritic, LLMSynthesiser, MetaReviewer
 from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
 from .synthesis import downgrade, convergence_summary, synthesise
+
+if TYPE_CHECKING:  # the memory loads its models on first use, not with the review engine
+    from hiveboard.memory.service import Memory
 
 log = logging.getLogger("hiveboard.critics")
 MAX_ATTEMPTS = 3  # a job whose run crashed this often goes to a human instead of looping
@@ -137,13 +140,33 @@ class ReviewEngine:
         self.board = board
         self.config = config
         self.memory = memory
-        self.sandbox = detect([Path(board.store.path).resolve().parent, *(Path(p) for p in hidden or [])])
-        self.critics = critics if critics is not None else build_critics(config, self.sandbox)
+        self._hidden = [Path(board.store.path).resolve().parent, *(Path(p) for p in hidden or [])]
+        self._sandbox: Detected | None = None
+        self._critics = critics
+        self._detecting = threading.Lock()
         synth = config.synthesis
         self.synthesiser = LLMSynthesiser(synth.endpoint, config.critic_timeout, config.repair_attempts, PRECEDENCE) \
             if synth.backend == "llm" and synth.endpoint else None
         self.meta = MetaReviewer(config.meta, config.critic_timeout, config.repair_attempts) if config.meta else None
         self.changed = threading.Event()  # set when a critique lands; agent-slot waits wake on it
+
+    @property
+    def sandbox(self) -> Detected:
+        """This machine's sandbox, probed on first use: the probe starts a Python inside it, which a
+        server does after it has answered `initialize`, not before."""
+        with self._detecting:
+            if self._sandbox is None:
+                self._sandbox = detect(self._hidden)
+            return self._sandbox
+
+    @property
+    def critics(self) -> dict[str, Critic]:
+        if self._critics is None:
+            sandbox = self.sandbox
+            with self._detecting:
+                if self._critics is None:
+                    self._critics = build_critics(self.config, sandbox)
+        return self._critics
 
     def wants_review(self, task) -> bool:
         return self.config.enabled
@@ -428,6 +451,7 @@ class ReviewWorker:
             self.engine.changed.set()
 
     def start(self) -> ReviewWorker:
+        _ = self.engine.critics  # probe the sandbox and build the critics now, not inside the first review
         self.engine.board.store.notifier.subscribe(self._on_commit)
         for n in range(self.threads):
             thread = threading.Thread(target=self._loop, args=(f"{self.name}/{n}",), name=f"review-worker-{n}",

@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
 from pydantic import BaseModel, Field, ValidationError
 
 from hiveboard.board import Critique, CritiqueRecord, ReviewIssue
 
 from .base import Critic, CriticFailed, CriticTimeout, Work
 from .config import Endpoint
+
+if TYPE_CHECKING:
+    import openai
 
 ISSUE_SCHEMA = {
     "type": "object",
@@ -73,6 +76,8 @@ JSON_OBJECT = re.compile(r"\{.*\}", re.S)
 
 
 def _client(base_url: str | None, api_key_env: str | None, timeout: float) -> openai.OpenAI:
+    import openai  # when a critic is built (a server builds its critics after `initialize`), not on import
+
     key = os.environ.get(api_key_env) if api_key_env else None
     # Local servers (Ollama, vLLM) ignore the key, but the client insists on one.
     return openai.OpenAI(base_url=base_url, api_key=key or "not-needed", timeout=timeout, max_retries=0)
@@ -99,6 +104,8 @@ def _parse(text: str, model: type[BaseModel]) -> BaseModel:
 def _ask(client: openai.OpenAI, model: str, messages: list[dict], schema: dict, name: str, reply: type[BaseModel],
          temperature: float, attempts: int) -> BaseModel:
     """One structured answer, asking again with the error when the reply does not validate."""
+    import openai
+
     last = ""
     for _ in range(attempts + 1):
         try:

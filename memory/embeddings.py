@@ -26,6 +26,8 @@ from typing import Protocol
 
 import numpy as np
 
+from .errors import EmbeddingError
+
 log = logging.getLogger("hiveboard.memory")
 
 MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"  # the configured name of the offline model (the package's name)
@@ -33,10 +35,6 @@ MINILM_DYNAMIC_NAME = f"int8-dynamic:{MINILM_NAME}"  # what it computes with, re
 MINILM_DIM = 384
 MAX_TOKENS = 256
 QUANTIZE_RECIPE = "dynamic-qint8-matmul-per-channel-v1"  # change it when the recipe below changes
-
-
-class EmbeddingError(RuntimeError):
-    """The embedding model could not be loaded or called; the message says what to do."""
 
 
 class Embedder(Protocol):

@@ -21,16 +21,9 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from hiveboard.board.knowledge import MemoryItem
 
 from .embeddings import MINILM_NAME, Embedder, get_embedder
+from .errors import EmbeddingMismatch, IndexUnavailable
 
 COLLECTION = "hiveboard_memory"
-
-
-class EmbeddingMismatch(RuntimeError):
-    """The index was built with another embedding model."""
-
-
-class IndexUnavailable(RuntimeError):
-    """No vector index could answer right now (searches fall back to keywords)."""
 
 
 @register_embedding_function

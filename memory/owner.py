@@ -20,11 +20,14 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
-import numpy as np
+from .errors import IndexUnavailable
 
-from .index import IndexUnavailable, VectorIndex
+if TYPE_CHECKING:  # Chroma and numpy are imported when the index is opened, not with this module
+    import numpy as np
+
+    from .index import VectorIndex
 
 log = logging.getLogger("hiveboard.memory")
 
@@ -89,6 +92,8 @@ class SharedIndex:
         return True
 
     def _serve(self) -> None:
+        import numpy as np
+
         secret = secrets.token_urlsafe(24)
         index = self.index
 
@@ -134,6 +139,8 @@ class SharedIndex:
     def query(self, vector: np.ndarray, n: int, **filters) -> list[tuple[int, float]]:
         if self.index is not None or self.acquire():
             return self.index.query(vector, n, **filters)
+        import httpx  # here: only a process that does not own the index relays, and not before a search
+
         try:
             info = json.loads((self.home / "memory-owner.json").read_text())
             response = httpx.post(f"http://127.0.0.1:{info['port']}/query", timeout=10,

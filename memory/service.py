@@ -12,19 +12,22 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import BaseModel, Field
 
 from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded
 from hiveboard.board.knowledge import KINDS, MemoryItem
 
-from .embeddings import Embedder, EmbeddingError
-from .index import COLLECTION, VectorIndex
-from .index import IndexUnavailable
+from .errors import EmbeddingError, IndexUnavailable
 from .owner import SharedIndex
+
+if TYPE_CHECKING:  # Chroma, the embedding model and numpy load when a memory is opened, not with this module
+    import numpy as np
+
+    from .embeddings import Embedder
+    from .index import VectorIndex
 
 log = logging.getLogger("hiveboard.memory")
 
@@ -195,6 +198,8 @@ class Memory:
         vector = self.embedder.embed([text])[0]
         source = f"task:{task_id}" if task_id else None
         if supersedes is None:
+            import numpy as np
+
             existing = self.knowledge.vectors(kind="lesson", task_type=task_type, model=self.embedder.name)
             if existing:
                 ids, matrix = zip(*existing)
@@ -277,6 +282,8 @@ class Memory:
         return len(items)
 
     def _index(self, index: VectorIndex, items: list[MemoryItem], lease: float) -> None:
+        import numpy as np
+
         stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
         missing = [i for i in items if i.id not in stored]
         if missing:
@@ -327,12 +334,15 @@ class Memory:
 
 
 def open_memory(board: Board, embedder: Embedder, home: Path, chroma_url: str | None = None,
-                base_url: str | None = None, rebuild: bool = False, collection: str = COLLECTION) -> Memory:
+                base_url: str | None = None, rebuild: bool = False, collection: str | None = None) -> Memory:
     """The memory of a data directory: the embedded Chroma shared through one owner, or a Chroma server.
 
     rebuild=True drops the vector collection first (reindex, e.g. after changing the embedding model).
-    `collection` lets several boards share one Chroma server.
+    `collection` (default `index.COLLECTION`) lets several boards share one Chroma server.
     """
+    from .index import COLLECTION, VectorIndex
+
+    collection = collection or COLLECTION
     if chroma_url:
         return Memory(board, embedder, VectorIndex(embedder, url=chroma_url, base_url=base_url, rebuild=rebuild,
                                                    collection=collection))

@@ -26,8 +26,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from hiveboard.board import BoardError
-from hiveboard.memory.embeddings import EmbeddingError
-from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
+from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations

@@ -1,6 +1,10 @@
 """The `hiveboard` command: serve (stdio or streamable HTTP), board, agent, tools.
 
 Logs go to stderr only: on stdio, stdout is the protocol.
+
+Each command imports what it uses inside its function: `board` and `agent` need neither the MCP SDK
+nor the memory's models, and `serve` loads the memory after it has answered `initialize` (see
+memory/lazy.py). bench/bench_startup.py measures this; tests/server/test_startup.py keeps it so.
 """
 
 from __future__ import annotations
@@ -12,23 +16,16 @@ import json
 import logging
 import os
 import sys
+import threading
+from typing import TYPE_CHECKING
 
-import anyio
-from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import ValidationError
+if TYPE_CHECKING:
+    from hiveboard.board import Board
+    from hiveboard.critics.engine import ReviewEngine, ReviewWorker
+    from hiveboard.memory.lazy import LazyMemory
+    from hiveboard.memory.service import Memory
 
-from hiveboard.board import Board, BoardError, Limits, Store
-
-from hiveboard.memory.embeddings import EmbeddingError, get_embedder
-from hiveboard.memory.index import EmbeddingMismatch, IndexUnavailable
-from hiveboard.memory.service import Memory, open_memory
-from hiveboard.critics.engine import ReviewEngine, ReviewWorker
-
-from .app import build_server
-from .boundary import UnicodeGuard, tool_token_costs
-from .compat import run_stdio
-from .config import Settings, config_file
-from .identity import Identity, bearer_token
+    from .config import Settings
 
 log = logging.getLogger("hiveboard")
 
@@ -51,6 +48,10 @@ def _token_arg(args: argparse.Namespace) -> str | None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from pydantic import ValidationError
+
+    from .config import Settings, config_file
+
     overrides = {k: v for k, v in dict(
         home=args.home, db=args.db,
         agent=getattr(args, "agent", None), agent_role=getattr(args, "role", None),
@@ -77,12 +78,17 @@ def private_home(home) -> None:
 
 
 def open_board(settings: Settings) -> Board:
+    from hiveboard.board import Board, Limits, Store
+
     private_home(settings.home)
     limits = Limits(message_chars=settings.max_message_chars, output=settings.max_output_chars)
     return Board(Store(settings.db_path), lease_seconds=settings.lease_seconds, limits=limits)
 
 
 def open_memory_for(settings: Settings, board: Board, rebuild: bool = False) -> Memory:
+    from hiveboard.memory.embeddings import get_embedder
+    from hiveboard.memory.service import open_memory
+
     embedder = get_embedder(settings.embedding_model, settings.embedding_base_url, settings.embedding_api_key)
     return open_memory(board, embedder, settings.home, chroma_url=settings.chroma_url,
                        base_url=settings.embedding_base_url, rebuild=rebuild, collection=settings.chroma_collection)
@@ -97,6 +103,10 @@ class BearerAuth:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        import anyio
+
+        from .identity import bearer_token
+
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         token = bearer_token(headers.get("authorization"))
         ok = token is not None and (
@@ -111,10 +121,18 @@ class BearerAuth:
         await send({"type": "http.response.body", "body": body})
 
 
-def http_app(settings: Settings, board: Board, memory: Memory | None = None):
-    """The Starlette app for streamable HTTP, with Host/Origin checks and optional bearer auth."""
+def http_app(settings: Settings, board: Board, memory: Memory | LazyMemory | None = None,
+             review: ReviewEngine | None = None):
+    """The Starlette app for streamable HTTP, with Host/Origin checks and optional bearer auth; `review`
+    defaults to the configured review engine."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from .app import build_server
+    from .boundary import UnicodeGuard
+    from .identity import Identity
+
     identity = Identity(board.agents, "http", server_token=settings.http_token)
-    mcp = build_server(board, identity, memory=memory, review=review_engine(settings, board, memory),
+    mcp = build_server(board, identity, memory=memory, review=review or review_engine(settings, board, memory),
                        profile=settings.tool_profile)
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*"]
     origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.allowed_origins]
@@ -126,33 +144,121 @@ def http_app(settings: Settings, board: Board, memory: Memory | None = None):
     return app
 
 
-def _freeze_heap() -> None:
+def _freeze_heap(collect: bool = True) -> None:
     """Move start-up objects out of the garbage collector's reach: full collections then scan only
-    what requests allocate, which keeps long pauses out of wake-up latency."""
-    gc.collect()
+    what requests allocate, which keeps long pauses out of wake-up latency. collect=False freezes
+    without collecting first: before `initialize` is answered a collection costs more than the little
+    garbage start-up leaves (which then stays). Turns the collector back on (main turned it off)."""
+    if collect:
+        gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from hiveboard.memory.lazy import LazyMemory
+
     settings = _settings(args)
     logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     board = open_board(settings)
+    memory = LazyMemory(lambda: open_memory_for(settings, board))
+    background = Background(settings, board, memory, review_engine(settings, board, memory))
     try:
-        memory = open_memory_for(settings, board)
-    except (EmbeddingMismatch, EmbeddingError, IndexUnavailable) as exc:
-        print(f"hiveboard: {exc}", file=sys.stderr)
-        return 2
-    memory.start()
-    worker = start_review_worker(settings, board, memory)
-    try:
-        return _serve(args, settings, board, memory)
+        return _serve(args, settings, board, background)
     finally:
+        background.stop()
+
+
+QUIET_SECONDS = 0.25  # longer than the gaps within a client's start-up requests, shorter than a model's first call
+LATEST_SECONDS = 3.0
+
+
+class Background:
+    """What `serve` starts once it is up, each in a thread of its own: the review worker (whose start
+    probes the sandbox) and the memory (Chroma and the embedding model, the slowest imports of all).
+    Started before, they would compete for the GIL with the start-up that `initialize` waits for."""
+
+    def __init__(self, settings: Settings, board: Board, memory: LazyMemory, review: ReviewEngine | None):
+        self.settings, self.board, self.memory, self.review = settings, board, memory, review
+        self.worker: ReviewWorker | None = None
+        self._lock = threading.Lock()
+        self._started = self._stopped = False
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started or self._stopped:
+                return
+            self._started = True
+        threading.Thread(target=self._open_memory, name="hiveboard-memory-open", daemon=True).start()
+        threading.Thread(target=self._start_worker, name="hiveboard-review-start", daemon=True).start()
+
+    def _open_memory(self) -> None:
+        from hiveboard.memory.lazy import OPEN_ERRORS
+
+        try:
+            self.memory.get()
+        except Exception as exc:
+            if self._stopped:  # the server is stopping and closed the memory first
+                return
+            if not isinstance(exc, OPEN_ERRORS):
+                log.exception("the memory could not be opened")
+            _memory_failed(exc)
+        _freeze_heap()  # the memory's modules and model join the start-up objects
+
+    def _start_worker(self) -> None:
+        worker = start_review_worker(self.settings, self.board, self.memory, self.review)
+        with self._lock:
+            if not self._stopped:
+                self.worker, worker = worker, None
+        if worker is not None:  # stopped meanwhile
+            worker.stop()
+
+    def after_initialize(self, quiet: float = QUIET_SECONDS, latest: float = LATEST_SECONDS):
+        """Server middleware that starts the background after `initialize` has been answered, once the
+        client has sent nothing for `quiet` seconds, or `latest` seconds after `initialize` at the
+        latest. A client lists tools (and prompts, resources) right after `initialize`; started
+        amid those answers, the background's imports would slow them for the GIL. A tool that needs
+        the memory before then opens it itself."""
+        import asyncio
+
+        quiet_timer = latest_timer = None
+
+        async def middleware(ctx, call_next):
+            nonlocal quiet_timer, latest_timer
+            if self._started or ctx.method == "initialize":
+                return await call_next(ctx)
+            loop = asyncio.get_running_loop()
+            if latest_timer is None:  # the first message after the answer to `initialize`
+                latest_timer = loop.call_later(latest, self.start)
+            if quiet_timer is not None:
+                quiet_timer.cancel()
+            try:
+                return await call_next(ctx)
+            finally:
+                quiet_timer = loop.call_later(quiet, self.start)
+
+        return middleware
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            worker = self.worker
         if worker is not None:
             worker.stop()
-        memory.stop()
+        self.memory.stop()
 
 
-def review_engine(settings: Settings, board: Board, memory: Memory | None) -> ReviewEngine | None:
+def _memory_failed(exc: Exception) -> None:
+    """The memory cannot open (an index of another model, a missing model, Chroma unreachable): the
+    server stops, as it did before it served, rather than run on with searches that cannot work. No
+    search has been answered yet, and what SQLite committed stays committed."""
+    print(f"hiveboard: {exc}", file=sys.stderr, flush=True)
+    os._exit(2)
+
+
+def review_engine(settings: Settings, board: Board, memory: Memory | LazyMemory | None) -> ReviewEngine | None:
+    from hiveboard.critics.engine import ReviewEngine
+
     if not settings.review.enabled:
         return None
     return ReviewEngine(board, settings.review, memory, hidden=private_paths(settings))
@@ -160,12 +266,17 @@ def review_engine(settings: Settings, board: Board, memory: Memory | None) -> Re
 
 def private_paths(settings: Settings) -> list:
     """What the review sandbox must never show: the data directory, the database and the config file."""
+    from .config import config_file
+
     return [settings.home, settings.db_path, config_file()]
 
 
-def start_review_worker(settings: Settings, board: Board, memory: Memory) -> ReviewWorker | None:
+def start_review_worker(settings: Settings, board: Board, memory: Memory | LazyMemory | None,
+                        engine: ReviewEngine | None = None) -> ReviewWorker | None:
     """The background review worker of this process (every serving process runs one; jobs are leased)."""
-    engine = review_engine(settings, board, memory)
+    from hiveboard.critics.engine import ReviewWorker
+
+    engine = engine or review_engine(settings, board, memory)
     if engine is None:
         return None
     if settings.review_workers == 0:
@@ -180,7 +291,10 @@ def start_review_worker(settings: Settings, board: Board, memory: Memory) -> Rev
     return ReviewWorker(engine, threads=settings.review_workers).start()
 
 
-def _serve(args: argparse.Namespace, settings: Settings, board: Board, memory: Memory) -> int:
+def _serve(args: argparse.Namespace, settings: Settings, board: Board, background: Background) -> int:
+    from .app import build_server
+    from .identity import Identity
+
     if args.http:
         import uvicorn
 
@@ -194,16 +308,24 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, memory: M
             return 2
         print(f"hiveboard: serving streamable HTTP on http://{settings.host}:{settings.port}/mcp "
               f"(data: {settings.db_path})", file=sys.stderr, flush=True)
-        app = http_app(settings, board, memory)
-        _freeze_heap()
+        app = http_app(settings, board, background.memory, background.review)
+        _freeze_heap(collect=False)
+        # An HTTP server usually waits for its first client longer than the background takes, and it
+        # should refuse an unusable memory index on its own, so it starts now rather than at a client.
+        background.start()
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
         return 0
     identity = Identity(board.agents, "stdio", agent=settings.agent, role=settings.agent_role)
     print(f"hiveboard: serving stdio (data: {settings.db_path}, agent: {settings.agent or 'set by whoami'})",
           file=sys.stderr, flush=True)
-    server = build_server(board, identity, memory=memory, review=review_engine(settings, board, memory),
+    import anyio
+
+    from .compat import run_stdio
+
+    server = build_server(board, identity, memory=background.memory, review=background.review,
                           profile=settings.tool_profile)
-    _freeze_heap()
+    server.middleware.append(background.after_initialize())
+    _freeze_heap(collect=False)
     anyio.run(run_stdio, server)
     return 0
 
@@ -264,13 +386,19 @@ def cmd_agent(args: argparse.Namespace) -> int:
 def cmd_tools(args: argparse.Namespace) -> int:
     import tempfile
 
-    from .app import INSTRUCTIONS
-    from .boundary import TOOLS_BUDGET
+    import anyio
+
+    from hiveboard.memory.lazy import LazyMemory
+
+    from .app import INSTRUCTIONS, build_server
+    from .boundary import TOOLS_BUDGET, tool_token_costs
+    from .config import Settings
+    from .identity import Identity
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=tmp)
         board = open_board(settings)
-        memory = open_memory_for(settings, board)
+        memory = LazyMemory(lambda: open_memory_for(settings, board))  # listing the tools never opens it
         mcp = build_server(board, Identity(board.agents, "memory"), memory=memory,
                            review=review_engine(settings, board, memory), profile=settings.tool_profile)
         tools = anyio.run(mcp.list_tools)
@@ -299,6 +427,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     from hiveboard.critics.engine import build_critics, describe, execution
     from hiveboard.critics.sandbox import detect
+
+    from .config import config_file
 
     settings = _settings(args)
     review = settings.review
@@ -332,6 +462,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    from hiveboard.memory.errors import IndexUnavailable
+
+    gc.enable()  # a long run, not a start-up
+
     settings = _settings(args)
     board = open_board(settings)
     try:
@@ -400,6 +534,13 @@ def main(argv: list[str] | None = None) -> int:
         args = p.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
     if args.command == "agent" and args.action in ("add", "token") and not args.name:
         p.error(f"agent {args.action} needs a NAME, e.g. hiveboard agent {args.action} alice")
+    # Start-up imports allocate hundreds of thousands of objects and free almost none, so the
+    # collector's passes over them are wasted: it is off until `serve` is ready to serve
+    # (_freeze_heap) or a long command starts its work; the other commands end first.
+    collecting = gc.isenabled()
+    gc.disable()
+    from hiveboard.board import BoardError  # after parsing: --help needs none of the board
+
     try:
         return args.fn(args) or 0
     except BoardError as exc:
@@ -408,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `hiveboard board | head`: the reader stopped; so do we, quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        if collecting:
+            gc.enable()
 
 
 if __name__ == "__main__":
