@@ -169,6 +169,16 @@ class Board:
             summary=row["summary"], output=row["output"], artifacts=artifacts, history=hist,
         )
 
+    def summarize(self, db: Database, row: dict) -> TaskSummary:
+        """The compact card (what a change answers with; get_task has the rest)."""
+        return TaskSummary(**self._summary_fields(row, self._deps(db, [row["id"]])[row["id"]]))
+
+    def summary(self, task_id: int) -> TaskSummary:
+        """One card, compactly: what deciding about it (e.g. whether it needs review) takes."""
+        self.sweep_expired()
+        with self.store.read() as db:
+            return self.summarize(db, self.row(db, task_id))
+
     def get(self, task_id: int, history: int | None = None, viewer: str | None = None) -> Task:
         """One whole card with its recent history (newest `history` entries, oldest first)."""
         self.sweep_expired()
@@ -401,7 +411,7 @@ class Board:
 
     # ----------------------------------------------------------------- commands
 
-    def create(self, actor: str, new: NewTask) -> Task:
+    def create(self, actor: str, new: NewTask) -> TaskSummary:
         """Add a card to todo."""
         task_type = new.task_type.strip().lower()
         if not new.title.strip():
@@ -449,7 +459,7 @@ class Board:
             if assignee and assignee != actor:
                 self.post_event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {new.title.strip()}",
                             new.description, recipient=assignee)
-            return self._task(db, self.row(db, task_id), viewer=actor)
+            return self.summarize(db, self.row(db, task_id))
 
     def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
         """Take a card: the given one, or the next ready one (highest priority, oldest first)."""
@@ -504,18 +514,18 @@ class Board:
         with self._holding(actor, task_id, token, "renew the claim on", running=True) as (db, row, ts):
             return self._renew(db, row, actor, ts, None, "update_task")
 
-    def release(self, actor: str, task_id: int, token: int, reason: str | None = None) -> Task:
+    def release(self, actor: str, task_id: int, token: int, reason: str | None = None) -> TaskSummary:
         """Give a claimed card back to todo."""
         self._check_text(reason, self.limits.note, "reason")
         with self._holding(actor, task_id, token, "release") as (db, row, ts):
             self.post_event(db, actor, "status_update", task_id, f"{actor} released task {task_id} back to todo"
                             + (f": {reason}" if reason else ""))
             row = self.move(db, row, "todo", "release_task", actor, token=token, note=reason, ts=ts)
-            return self._task(db, row, viewer=actor)
+            return self.summarize(db, row)
 
     def update(self, actor: str, task_id: int, *, token: int | None = None, note: str | None = None,
                status: str | None = None, reason: str | None = None, edit: TaskEdit | None = None,
-               expected_version: int | None = None) -> Task:
+               expected_version: int | None = None) -> TaskSummary:
         """Progress notes, status changes (blocked, resume, unblock, needs_human) and field edits."""
         self._check_text(note, self.limits.note, "note")
         self._check_text(reason, self.limits.note, "reason")
@@ -542,7 +552,7 @@ class Board:
         if not (changes or note or status):
             if token is not None:  # the holder checking in: extend the lease
                 self.renew(actor, task_id, token)
-                return self.get(task_id, history=0, viewer=actor)
+                return self.summary(task_id)
             raise InvalidInput("nothing to update: pass a note, a status or a field to change (or, on a card you "
                                "hold, your token alone to extend your lease)")
         ts = now()
@@ -581,11 +591,11 @@ class Board:
                     changes["lease_expires_at"] = ts + self.lease_seconds  # activity renews the lease
                 row = self._change(db, row, actor, "edited" if changes.keys() - {"lease_expires_at"} else "progress",
                                    changes, text or None, ts)
-            return self._task(db, row, viewer=actor)
+            return self.summarize(db, row)
 
     def complete(self, actor: str, task_id: int, token: int, output: str, summary: str | None = None,
                  artifacts: list[Artifact] | None = None, to_status: str = "done",
-                 helpful: list[int] | None = None) -> Task:
+                 helpful: list[int] | None = None) -> TaskSummary:
         """Record the holder's output and artifacts and move the card to review (or done)."""
         if to_status not in ("review", "done"):
             raise ValueError("to_status must be review or done")
@@ -615,4 +625,4 @@ class Board:
             self.knowledge.add(db, kind="output", text=f"{summary or ''}\n{output[:8000]}\n{excerpts}".strip(),
                                created_by=actor, task_type=row["task_type"], task_id=task_id, title=row["title"],
                                tags=json.loads(row["labels"]), source=f"task:{task_id}")
-            return self._task(db, self.row(db, task_id), viewer=actor)
+            return self.summarize(db, self.row(db, task_id))

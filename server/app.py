@@ -12,7 +12,7 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from hiveboard.board import Board, Task
+from hiveboard.board import Board, TaskSummary
 
 from . import memory as memory_tools, messages, prompts, resources, review as review_tools, tasks
 from .boundary import Profile, StrictServer, tool_token_costs
@@ -43,7 +43,7 @@ none. Results are compact JSON; long fields are cut with a hint saying how to ge
 
 
 def build_server(board: Board, identity: Identity, *, memory: Memory | None = None,
-                 review: ReviewEngine | None = None, wants_review: Callable[[Task], bool] | None = None,
+                 review: ReviewEngine | None = None, wants_review: Callable[[TaskSummary], bool] | None = None,
                  profile: Profile = "lean") -> StrictServer:
     """The hiveboard MCP server over one board.
 

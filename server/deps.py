@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hiveboard.board import Board, Task
+from hiveboard.board import Board, TaskSummary
 
 from .identity import Identity
 
@@ -19,4 +19,4 @@ class Deps:
     board: Board
     identity: Identity
     memory: Memory | None = None
-    wants_review: Callable[[Task], bool] | None = None  # None: completed cards go straight to done
+    wants_review: Callable[[TaskSummary], bool] | None = None  # None: completed cards go straight to done

@@ -35,11 +35,6 @@ class ListPage(Page):
     hint: str | None = Field(None, description="how to get the rest, when there is more")
 
 
-def _summary(task: Task) -> TaskSummary:
-    """Mutating tools answer with the compact card; get_task has the rest."""
-    return TaskSummary(**task.model_dump(include=set(TaskSummary.model_fields)))
-
-
 def _trim(task: Task, full: bool) -> Task:
     """Bound a card's long fields unless the caller asked for everything."""
     if full:
@@ -100,10 +95,10 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     ) -> TaskSummary:
         """Add a card to todo."""
         actor = identity.require(ctx)
-        return _summary(board.create(actor, NewTask(
+        return board.create(actor, NewTask(
             title=title, description=description, task_type=task_type, priority=priority, labels=labels,
             depends_on=depends_on, acceptance_criteria=acceptance_criteria, assignee=assignee, waive=waive,
-            acceptance_tests=acceptance_tests)))
+            acceptance_tests=acceptance_tests))
 
     @mcp.tool(annotations=READ)
     @tool_boundary
@@ -169,7 +164,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         reason: str | None = None,
     ) -> TaskSummary:
         """Give a card you hold back to todo."""
-        return _summary(board.release(identity.require(ctx), task_id, token, reason))
+        return board.release(identity.require(ctx), task_id, token, reason)
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary
@@ -194,8 +189,8 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         """Note progress or renew your lease (token alone); block, unblock, escalate or edit."""
         edit = TaskEdit(title=title, description=description, priority=priority, labels=labels,
                         acceptance_criteria=acceptance_criteria)
-        return _summary(board.update(identity.require(ctx), task_id, token=token, note=note, status=status,
-                                     reason=reason, edit=edit, expected_version=expected_version))
+        return board.update(identity.require(ctx), task_id, token=token, note=note, status=status,
+                            reason=reason, edit=edit, expected_version=expected_version)
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary
@@ -211,6 +206,6 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     ) -> TaskSummary:
         """Hand in a card you hold: to review (see get_review) or done."""
         actor = identity.require(ctx)
-        to_status = "review" if wants_review is not None and wants_review(board.get(task_id, history=0)) else "done"
-        return _summary(board.complete(actor, task_id, token, output, summary, artifacts, to_status,
-                                       helpful=helpful_lessons))
+        to_status = "review" if wants_review is not None and wants_review(board.summary(task_id)) else "done"
+        return board.complete(actor, task_id, token, output, summary, artifacts, to_status,
+                              helpful=helpful_lessons)
