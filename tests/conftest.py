@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections import deque
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -25,6 +30,15 @@ from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import open_memory
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
+
+# Overall limit for a subprocess to start or a CLI command to finish: generous, because at load
+# average 10 on two cores an interpreter start takes ten times as long; readiness itself is a signal.
+START_TIMEOUT = 300
+
+
+def pytest_collection_modifyitems(items):
+    """Slow tests first, so that with two workers the last minute is not one worker finishing a long test."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture
@@ -56,23 +70,44 @@ def connect(board: Board):
 
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory):
-    """A local `chroma run` server on a free loopback port, for the whole test session."""
+    """A local `chroma run` server on a free loopback port, for the whole test session (per xdist worker)."""
     chroma = Path(sys.executable).parent / "chroma"
     if not chroma.exists():
         pytest.skip("the chroma CLI is not installed next to this Python")
-    port = free_port()
-    proc = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path_factory.mktemp("chroma-server")),
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(3):  # the free port may be taken by another process before chroma binds it
+        port = free_port()
+        proc = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path_factory.mktemp("chroma-server")),
+                                 "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        if wait_until(functools.partial(_answers, f"{url}/api/v2/heartbeat"), proc):
+            break
+    else:
+        raise RuntimeError("chroma run exited three times before answering its heartbeat")
     try:
-        wait_for_port(port, proc, timeout=60)
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def wait_until(ready, proc: subprocess.Popen, timeout: float = START_TIMEOUT) -> bool:
+    """Poll ready() until it holds (True) or proc exits (False); a server too slow to start fails the test."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            return False
+        if time.monotonic() > deadline:
+            stop_process(proc)
+            raise TimeoutError(f"{proc.args[:3]} did not become ready within {timeout:.0f} s")
+        time.sleep(0.05)
+    return True
 
 
 @pytest.fixture(params=["embedded", "chroma-server"])
@@ -119,48 +154,80 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="session")
+def unreachable_url():
+    """http://127.0.0.1:<port>/v1 where nothing listens, for the whole session: the port stays bound
+    (without listen) so no other server, in this worker or another, can take it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+
 def hiveboard_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "hiveboard.server", *args]
 
 
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited early with {proc.returncode}: {proc.stderr.read().decode()}")
+def stop_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"server on port {port} did not start")
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# uvicorn's INFO line once its socket listens; with --port 0 it names the port the kernel chose
+READY = re.compile(r"Uvicorn running on (http://\S+?:\d+)")
+
+
+def serve_http(home: Path, *extra: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """Start `hiveboard serve --http` on a port of the kernel's choosing; (process, MCP URL) once it listens.
+
+    Readiness is uvicorn's "running on" line on stderr, awaited up to START_TIMEOUT (a start under heavy
+    load is slow, not broken); a server that exits first fails with its stderr. stderr is drained for the
+    server's whole life, so its log can never fill the pipe and block it.
+    """
+    args = hiveboard_cmd("--home", str(home), "serve", "--http", "--port", "0", "--log-level", "INFO", *extra)
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env if env is not None else dict(os.environ))
+    tail: deque[str] = deque(maxlen=100)
+    found: dict[str, str] = {}
+    ready = threading.Event()
+
+    def drain() -> None:
+        for line in proc.stderr:
+            tail.append(line)
+            if not ready.is_set() and (m := READY.search(line)):
+                found["url"] = m.group(1)
+                ready.set()
+        ready.set()  # end of stderr: the server exited
+
+    threading.Thread(target=drain, daemon=True).start()
+    if not ready.wait(START_TIMEOUT):
+        stop_process(proc)
+        raise TimeoutError(f"hiveboard serve --http said nothing like ready within {START_TIMEOUT} s:\n"
+                           + "".join(tail))
+    if "url" not in found:
+        proc.wait()
+        raise RuntimeError(f"hiveboard serve --http exited with {proc.returncode}:\n" + "".join(tail))
+    return proc, found["url"] + "/mcp"
 
 
 @pytest.fixture
 def http_server(tmp_path: Path):
-    """start(home=..., token=None, extra=[]) -> base URL of a `hiveboard serve --http` subprocess."""
+    """start(home=..., token=None, extra=[]) -> MCP URL of a `hiveboard serve --http` subprocess."""
     procs: list[subprocess.Popen] = []
 
     def start(home: Path | None = None, token: str | None = None, extra: tuple[str, ...] = ()) -> str:
-        port = free_port()
-        home = home or tmp_path / "home"
-        args = ["--home", str(home), "serve", "--http", "--port", str(port), *extra]
-        if token:
-            args += ["--token", token]
-        env = {**os.environ, "HIVEBOARD_LOG_LEVEL": "WARNING"}
-        proc = subprocess.Popen(hiveboard_cmd(*args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        proc, url = serve_http(home or tmp_path / "home", *extra, *(["--token", token] if token else []))
         procs.append(proc)
-        wait_for_port(port, proc)
-        return f"http://127.0.0.1:{port}/mcp"
+        return url
 
     start.procs = procs  # the server processes, newest last (tests that need a server's pid)
     yield start
     for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def http_client(url: str, token: str | None = None, mode: str = "auto") -> Client:
@@ -172,8 +239,24 @@ def http_client(url: str, token: str | None = None, mode: str = "auto") -> Clien
 def agent_token(home: Path, name: str) -> str:
     """Issue a bearer token the way an operator would: `hiveboard agent add NAME`."""
     out = subprocess.run(hiveboard_cmd("--home", str(home), "agent", "add", name), capture_output=True,
-                         text=True, check=True)
+                         text=True, check=True, timeout=START_TIMEOUT)
     return out.stdout.strip()
+
+
+async def self_registered_token(url: str, name: str) -> str:
+    """An agent registers itself over HTTP with whoami(name=...) and gets its bearer token: the MCP way,
+    and one request instead of a `hiveboard agent add` process (seconds of interpreter start each)."""
+    async with http_client(url) as client:
+        me = await call(client, "whoami", name=name)
+    assert me["agent"] == name and me["token"], me
+    return me["token"]
+
+
+async def fence(client: Client) -> None:
+    """Return once the server has read every request this client sent before: it reads one connection's
+    messages in order and starts their handlers in that order, so a call started in a task is then being
+    handled, not still on its way. (A whoami, not a ping: ping is gone from the 2026-07-28 protocol.)"""
+    await call(client, "whoami")
 
 
 # ---------------------------------------------------------------- review (tests/critics)

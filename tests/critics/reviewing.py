@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import call
+from conftest import START_TIMEOUT, call
 from fake_llm import FakeLLM
 from hiveboard.critics.config import CriticConfig
 
@@ -26,7 +26,7 @@ async def hand_in(client, task_id: int | None = None, *, artifacts: list[dict] |
                       summary=output[:100], artifacts=artifacts or [])
 
 
-async def verdict(client, task_id: int, timeout: float = 60) -> dict:
+async def verdict(client, task_id: int, timeout: float = START_TIMEOUT) -> dict:
     """Wait for the card's latest review round to finish; returns the trail (get_review)."""
     trail = await call(client, "get_review", task_id=task_id, wait_seconds=timeout, full=True)
     assert trail["rounds"] and trail["rounds"][-1]["status"] == "finished", trail

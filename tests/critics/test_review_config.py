@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import hiveboard_cmd
+from conftest import START_TIMEOUT, hiveboard_cmd
 from hiveboard.critics.engine import ReviewEngine
 from hiveboard.server.config import Settings
 
@@ -59,6 +59,6 @@ def test_environment_variables_reach_the_review_table(tmp_path, monkeypatch):
 def test_a_bad_configuration_stops_the_server_with_the_reason(tmp_path, toml, says):
     (tmp_path / "config.toml").write_text(toml)
     done = subprocess.run(hiveboard_cmd("--home", str(tmp_path), "serve"), capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
+                          timeout=START_TIMEOUT, stdin=subprocess.DEVNULL)
     assert done.returncode != 0
     assert "configuration is not valid" in done.stderr and says in done.stderr

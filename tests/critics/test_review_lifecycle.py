@@ -4,15 +4,13 @@ running never keeps the server process alive at shutdown."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import time
 
 import anyio
 import pytest
 
-from conftest import agent_token, call, free_port, hiveboard_cmd, http_client, wait_for_port
+from conftest import START_TIMEOUT, agent_token, call, http_client, serve_http
 from reviewing import NO_BUILTINS, hand_in, llm_critic
 from hiveboard.critics.config import ReviewConfig
 
@@ -66,15 +64,11 @@ async def test_a_critic_still_running_does_not_keep_the_server_alive(tmp_path, f
         "[review.critics.slow]", 'lens = "correctness"', 'backend = "llm"', 'model = "m"',
         f'base_url = "{fake_llm.url}"', 'api_key_env = "HIVEBOARD_TEST_UNSET_KEY"']) + "\n")
     token = agent_token(home, "alice")
-    port = free_port()
-    proc = subprocess.Popen(hiveboard_cmd("--home", str(home), "serve", "--http", "--port", str(port)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "HIVEBOARD_LOG_LEVEL": "WARNING"})
+    proc, url = serve_http(home)
     try:
-        wait_for_port(port, proc, timeout=120)
-        async with http_client(f"http://127.0.0.1:{port}/mcp", token) as alice:
+        async with http_client(url, token) as alice:
             await hand_in(alice)
-            with anyio.fail_after(60):
+            with anyio.fail_after(START_TIMEOUT):
                 while not fake_llm.calls():
                     await anyio.sleep(0.05)
         stopped = time.monotonic()

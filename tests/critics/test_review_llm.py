@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import call, data, free_port
+from conftest import call, data
 from fake_llm import critique, issue
 from hiveboard.critics.config import Endpoint, ReviewConfig, SynthesisConfig
 from hiveboard.memory.embeddings import get_embedder
@@ -161,13 +161,13 @@ async def test_malformed_output_is_repaired_retried_or_recorded(connect, reviewe
     assert round1["synthesis"]["lenses_failed"] == ["style"] and "llm-style (style) error" in round1["synthesis"]["note"]
 
 
-async def test_a_slow_critic_times_out_and_an_unreachable_one_errors_the_rest_decide(connect, reviewer, fake_llm):
+async def test_a_slow_critic_times_out_and_an_unreachable_one_errors_the_rest_decide(connect, reviewer, fake_llm,
+                                                                                   unreachable_url):
     fake_llm.delay["performance"] = 5
     fake_llm.script("correctness", critique("FAIL", 3, "off by one", issues=[issue()]))
     critics = {**NO_BUILTINS,
                "slow": llm_critic(fake_llm, "performance", timeout=0.5),
-               "gone": llm_critic(fake_llm, "security").model_copy(
-                   update={"base_url": f"http://127.0.0.1:{free_port()}/v1"}),
+               "gone": llm_critic(fake_llm, "security").model_copy(update={"base_url": unreachable_url}),
                "llm-correctness": llm_critic(fake_llm, "correctness")}
     engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["security", "correctness", "performance"]}))
     async with connect("alice", review=engine) as c:
@@ -180,8 +180,8 @@ async def test_a_slow_critic_times_out_and_an_unreachable_one_errors_the_rest_de
     assert set(round1["synthesis"]["lenses_failed"]) == {"security", "performance"}
 
 
-async def test_every_critic_failing_sends_the_card_to_a_human(connect, reviewer):
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+async def test_every_critic_failing_sends_the_card_to_a_human(connect, reviewer, unreachable_url):
+    dead = unreachable_url
     critics = {**NO_BUILTINS, "gone": {"lens": "correctness", "backend": "llm", "model": "m", "base_url": dead,
                                        "api_key_env": None}}
     engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["correctness"]}))
@@ -265,10 +265,10 @@ async def test_get_review_reports_progress_while_it_waits(connect, reviewer, fak
 
 
 @pytest.mark.parametrize("policy, outcome", [("needs_human", "needs_human"), ("pass", "done")])
-async def test_a_lens_whose_critics_failed_does_not_pass_silently(connect, reviewer, fake_llm, policy, outcome):
+async def test_a_lens_whose_critics_failed_does_not_pass_silently(connect, reviewer, fake_llm, policy, outcome,
+                                                                 unreachable_url):
     critics = {**NO_BUILTINS, "llm-style": llm_critic(fake_llm, "style"),
-               "gone": llm_critic(fake_llm, "security").model_copy(
-                   update={"base_url": f"http://127.0.0.1:{free_port()}/v1"})}
+               "gone": llm_critic(fake_llm, "security").model_copy(update={"base_url": unreachable_url})}
     engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["security", "style"]},
                                    on_critic_failure=policy))
     async with connect("alice", review=engine) as c:

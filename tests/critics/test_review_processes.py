@@ -3,17 +3,15 @@ servers on one data directory never run the same job. Real `hiveboard serve --ht
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from conftest import agent_token, call, free_port, hiveboard_cmd, http_client, wait_for_port
+from conftest import START_TIMEOUT, call, http_client, self_registered_token, serve_http, stop_process
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -31,25 +29,7 @@ def write_config(home: Path, fake_url: str, critics: dict[str, str]) -> None:
     (home / "config.toml").write_text("\n".join(lines) + "\n")
 
 
-def serve(home: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "HIVEBOARD_LOG_LEVEL": "WARNING"}
-    proc = subprocess.Popen(hiveboard_cmd("--home", str(home), "serve", "--http", "--port", str(port)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    wait_for_port(port, proc, timeout=60)
-    return proc, f"http://127.0.0.1:{port}/mcp"
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-async def until(predicate, timeout: float = 60, what: str = "condition") -> None:
+async def until(predicate, timeout: float = START_TIMEOUT, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -59,10 +39,10 @@ async def until(predicate, timeout: float = 60, what: str = "condition") -> None
 async def test_a_server_killed_mid_review_resumes_the_job_on_restart(tmp_path, fake_llm):
     home = tmp_path / "home"
     write_config(home, fake_llm.url, {"quick": "correctness", "slow": "performance"})
-    fake_llm.delay["performance"] = 30  # the first server dies while this critic is still thinking
-    token = agent_token(home, "alice")
-    first, url = serve(home)
+    fake_llm.delay["performance"] = START_TIMEOUT  # the first server dies while this critic is still thinking
+    first, url = serve_http(home)
     try:
+        token = await self_registered_token(url, "alice")
         async with http_client(url, token) as c:
             card = await call(c, "create_task", title="cache the index", task_type="code")
             claim = await call(c, "claim_task", task_id=card["id"])
@@ -73,16 +53,16 @@ async def test_a_server_killed_mid_review_resumes_the_job_on_restart(tmp_path, f
             await until(quick_done, what="the quick critic's critique")
             trail = await call(c, "get_review", task_id=card["id"], full=True)
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
+        first.wait(timeout=START_TIMEOUT)
     finally:
-        stop(first)
+        stop_process(first)
     assert trail["rounds"][0]["status"] == "running"
 
     fake_llm.delay["performance"] = 0
-    second, url = serve(home)
+    second, url = serve_http(home)
     try:
         async with http_client(url, token) as c:
-            trail = await call(c, "get_review", task_id=card["id"], wait_seconds=60, full=True)
+            trail = await call(c, "get_review", task_id=card["id"], wait_seconds=START_TIMEOUT, full=True)
             round1 = trail["rounds"][0]
             assert round1["status"] == "finished" and round1["attempts"] == 2
             assert {x["critic"]: x["status"] for x in round1["critiques"]} == {"quick": "ok", "slow": "ok"}
@@ -90,7 +70,7 @@ async def test_a_server_killed_mid_review_resumes_the_job_on_restart(tmp_path, f
             resumed = await call(c, "get_messages", box="pool", task_id=card["id"], intent="review.resumed")
             assert resumed["messages"]
     finally:
-        stop(second)
+        stop_process(second)
     # the critic that had finished was not asked again; the interrupted one was
     assert len(fake_llm.calls("correctness")) == 1 and len(fake_llm.calls("performance")) == 2
 
@@ -99,10 +79,10 @@ async def test_two_servers_on_one_data_directory_never_run_the_same_job(tmp_path
     home = tmp_path / "home"
     write_config(home, fake_llm.url, {"judge": "correctness"})
     fake_llm.delay["correctness"] = 0.5
-    token = agent_token(home, "alice")
-    (a, url_a), (b, url_b) = serve(home), serve(home)
+    (a, url_a), (b, url_b) = serve_http(home), serve_http(home)
     cards = 8
     try:
+        token = await self_registered_token(url_a, "alice")
         async with http_client(url_a, token) as ca, http_client(url_b, token) as cb:
             ids = []
             for n in range(cards):
@@ -112,11 +92,11 @@ async def test_two_servers_on_one_data_directory_never_run_the_same_job(tmp_path
                 await call(client, "complete_task", task_id=card["id"], token=claim["token"], output=f"work {n}")
                 ids.append(card["id"])
             for task_id in ids:
-                trail = await call(ca, "get_review", task_id=task_id, wait_seconds=60, full=True)
+                trail = await call(ca, "get_review", task_id=task_id, wait_seconds=START_TIMEOUT, full=True)
                 assert trail["rounds"][0]["status"] == "finished" and trail["rounds"][0]["attempts"] == 1
     finally:
-        stop(a)
-        stop(b)
+        stop_process(a)
+        stop_process(b)
     assert len(fake_llm.calls("correctness")) == cards  # each job's critic ran exactly once
     db = sqlite3.connect(home / "hiveboard.db")
     assert db.execute("SELECT count(*), count(DISTINCT review_id) FROM critiques").fetchone() == (cards, cards)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import call, call_error
+from conftest import START_TIMEOUT, call, call_error
 
 from hiveboard.memory.embeddings import MINILM_DIM, MINILM_DYNAMIC_NAME, get_embedder
 from hiveboard.memory.index import EmbeddingMismatch, VectorIndex
@@ -145,7 +145,7 @@ async def test_the_worker_indexes_in_the_background(connect, memory):
     memory.start(poll_seconds=0.05)
     async with connect("alice", memory=memory) as c:
         lesson = await call(c, "record_lesson", **CACHE_LESSON)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             hits = (await call(c, "query_memory", query="objects never freed", mode="vector"))["hits"]
             if hits and hits[0]["id"] == lesson["item"]["id"]:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import call
+from conftest import START_TIMEOUT, call
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 LESSON = dict(problem="Retries hammered the API in lockstep after an outage.",
               fix="Back off exponentially with random jitter between attempts.", task_type="code")
@@ -80,7 +80,7 @@ def stdio_server(home: Path, agent: str, env: dict | None = None, offline: bool 
     return Client(StdioServerParameters(command=sys.executable, args=args, env=env))
 
 
-async def until(check, seconds: float = 30, what: str = "condition"):
+async def until(check, seconds: float = START_TIMEOUT, what: str = "condition"):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         result = await check()
@@ -118,7 +118,6 @@ async def test_two_windows_share_fresh_memory_and_the_owner_can_leave(tmp_path):
     async with stdio_server(home, "window-b") as b:
         async with stdio_server(home, "window-a") as a:
             await call(a, "whoami")
-            await anyio.sleep(0.5)
             from_a = await call(a, "record_lesson", **LESSON)
             # b asks by meaning; whichever process owns the index answers, and sees a's fresh lesson
             await until(lambda: _contains(vector_ids(b, "clients retrying all at the same moment"),

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import START_TIMEOUT
 
 from hiveboard.memory import embeddings
 from hiveboard.memory.embeddings import MINILM_DYNAMIC_NAME, MINILM_NAME, MiniLM, get_embedder
@@ -38,7 +39,7 @@ def test_two_processes_quantize_into_one_cached_file(tmp_path):
     env = {"HIVEBOARD_MODEL_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
     procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
              for _ in range(2)]
-    digests = [p.communicate(timeout=120)[0] for p in procs]
+    digests = [p.communicate(timeout=START_TIMEOUT)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs)
     files = sorted(p.name for p in (tmp_path / "cache").iterdir())
     models = [f for f in files if f.endswith(".onnx")]

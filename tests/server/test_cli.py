@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import hiveboard_cmd
+from conftest import START_TIMEOUT, hiveboard_cmd
 
 from hiveboard.board import Board, NewTask, Store
 from hiveboard.server.cli import parser
@@ -16,7 +16,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(hiveboard_cmd(*args), capture_output=True, text=True, timeout=60)
+    return subprocess.run(hiveboard_cmd(*args), capture_output=True, text=True, timeout=START_TIMEOUT)
 
 
 def test_board_prints_columns_and_cards(tmp_path):
@@ -78,6 +78,7 @@ def test_message_size_limit_is_configurable(tmp_path, monkeypatch):
         board.messages.publish("a", NewMessage(intent="info", content="x" * 501, task_id=1))
 
 
+@pytest.mark.slow
 def test_serve_refuses_an_index_of_another_model_and_reindex_repairs_it(tmp_path):
     from hiveboard.memory.embeddings import get_embedder
     from hiveboard.memory.index import VectorIndex, chroma_client
@@ -124,7 +125,7 @@ def test_the_http_token_comes_from_a_file_and_a_command_line_token_is_warned_abo
     assert _settings(parser().parse_args(["--home", str(tmp_path), "serve", "--token-file", str(secret)])) \
         .http_token == "team-secret"
     out = subprocess.run(hiveboard_cmd("--home", str(tmp_path), "serve", "--http", "--port", "1", "--token", "x",
-                                       "--host", "256.0.0.1"), capture_output=True, text=True, timeout=60)
+                                       "--host", "256.0.0.1"), capture_output=True, text=True, timeout=START_TIMEOUT)
     assert "visible to every local user" in out.stderr
 
 
@@ -135,7 +136,7 @@ def test_board_into_a_pipe_that_closes_early_ends_quietly(tmp_path):
     proc = subprocess.Popen(hiveboard_cmd("--home", str(tmp_path), "board"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, bufsize=0)
     proc.stdout.close()  # `hiveboard board | true`: the reader is gone before the board is printed
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=START_TIMEOUT) == 0
     assert "Traceback" not in proc.stderr.read().decode()
 
 

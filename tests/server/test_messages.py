@@ -6,7 +6,7 @@ import time
 
 import anyio
 import pytest
-from conftest import call, call_error, data
+from conftest import call, call_error, data, fence
 
 pytestmark = pytest.mark.anyio
 
@@ -211,7 +211,7 @@ async def test_waiting_get_messages_wakes_on_publish(connect):
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait)
-            await anyio.sleep(0.3)
+            await fence(waiter)  # the server has read the waiting call
             sent_at = time.monotonic()
             await call(sender, "publish_message", intent="info", recipient="waiter", content="wake up")
             published = time.monotonic()

@@ -8,11 +8,11 @@ import sys
 import anyio
 import httpx
 import pytest
-from conftest import agent_token, call, call_error, http_client
+from conftest import START_TIMEOUT, agent_token, call, call_error, fence, http_client
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test starts server processes
 
 
 def stdio_server(home, agent: str | None = None) -> Client:
@@ -32,7 +32,7 @@ async def test_stdio_server_runs_a_whole_card(tmp_path):
         await call(c, "update_task", task_id=card["id"], token=claim["token"], note="outline done")
         done = await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="README written")
         assert done["status"] == "review"
-        review = await call(c, "get_review", task_id=card["id"], wait_seconds=30)  # the stdio server's worker
+        review = await call(c, "get_review", task_id=card["id"], wait_seconds=START_TIMEOUT)  # the stdio server's worker
         assert review["status"] == "done" and review["rounds"][0]["synthesis"]["lenses_uncovered"] == [
             "accuracy", "clarity"]
         assert "it is done" in await call_error(c, "update_task", task_id=card["id"], token=claim["token"])
@@ -62,7 +62,9 @@ async def test_http_agents_act_by_bearer_token_only(tmp_path, http_server):
                                                       output="not mine")
         await call(a, "complete_task", task_id=card["id"], token=claim["token"], output="mine")
         full = await call(b, "get_task", task_id=card["id"])
-        assert [h["actor"] for h in full["history"]] == ["alice", "alice", "alice"]
+        # the server's review worker may already have moved the card on after alice's three entries
+        actors = [h["actor"] for h in full["history"]]
+        assert actors[:3] == ["alice", "alice", "alice"] and set(actors[3:]) <= {"review"}, full["history"]
     async with http_client(url, "hb_forged") as forged:
         assert "belongs to no agent" in await call_error(forged, "whoami")
 
@@ -105,7 +107,7 @@ async def test_waiting_agent_on_one_process_gets_a_message_published_through_ano
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait)
-            await anyio.sleep(1.0)  # a is now waiting inside its own process
+            await fence(a)  # a's server has read the waiting call: it is being handled in its own process
             await call(b, "publish_message", intent="info", recipient="window-a", content="from the other window")
         messages, waited = got[0]
         assert [(m["sender"], m["content"]) for m in messages] == [("window-b", "from the other window")]
@@ -118,7 +120,7 @@ async def test_inbox_listener_on_one_process_hears_a_publish_through_another(tmp
         await call(b, "whoami")
         async with a.listen(resource_subscriptions=["hiveboard://inbox/window-a"]) as sub:
             await call(b, "publish_message", intent="info", recipient="window-a", content="ping")
-            with anyio.fail_after(20):
+            with anyio.fail_after(START_TIMEOUT):
                 event = await sub.__anext__()
         assert event.uri == "hiveboard://inbox/window-a"
 
