@@ -269,9 +269,17 @@ def m011_waivers(db: Database) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN waived TEXT NOT NULL DEFAULT '[]'")
 
 
+def m012_contests(db: Database) -> None:
+    # Competing attempts: each attempt is a card whose `contest` is the id of the contest's first card;
+    # the referee's decision is kept on every attempt.
+    db.execute("ALTER TABLE tasks ADD COLUMN contest INTEGER")
+    db.execute("ALTER TABLE tasks ADD COLUMN contest_result TEXT")
+    db.execute("CREATE INDEX tasks_contest ON tasks (contest) WHERE contest IS NOT NULL")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
                                                 m007_acceptance_tests, m008_events, m009_review_cancelled,
-                                                m010_agent_presence, m011_waivers]
+                                                m010_agent_presence, m011_waivers, m012_contests]
 
 
 def apply_migrations(db: Database) -> list[str]:

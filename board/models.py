@@ -70,6 +70,8 @@ class TaskSummary(BaseModel):
     lease_expires_at: str | None = None
     version: int = Field(1, description="bumped on every change (see update_task expected_version)")
     unverified: str | None = Field(None, description="done without its tests having run: why")
+    contest: int | None = Field(None, description="competing attempts: the id of the contest's first card")
+    contest_result: str | None = Field(None, description="the referee's decision, once every attempt has ended")
 
 
 class Task(TaskSummary):
@@ -107,6 +109,7 @@ class NewTask(BaseModel):
     acceptance_tests: AcceptanceTests | None = None
     assignee: str | None = None
     waive: list[str] = []
+    attempts: int = 1  # >1: competing attempts, one card each, compared by a referee
 
 
 class TaskEdit(BaseModel):

@@ -70,7 +70,8 @@ class Limits:
 
 
 DOING: dict[str, str] = {"claim_task": "renew the claim on", "release_task": "release", "update_task": "update",
-                         "complete_task": "complete", "lease": "expire", "review": "review"}
+                         "complete_task": "complete", "lease": "expire", "review": "review", "referee": "close"}
+MAX_ATTEMPTS = 5
 
 
 def _illegal(row: dict, target: str, via: Via) -> str:
@@ -140,6 +141,7 @@ class Board:
             labels=json.loads(row["labels"]), depends_on=[d for d, _ in deps],
             lease_expires_at=iso(row["lease_expires_at"]) if row["status"] == "in_progress" else None,
             version=row["version"], unverified=row["unverified"] if row["status"] == "done" else None,
+            contest=row["contest"], contest_result=row["contest_result"],
         )
 
     @staticmethod
@@ -316,6 +318,12 @@ class Board:
             raise InvalidInput(f"moving task {task_id} to {target} needs reason= saying what it waits on")
         if guard == "reserved" and row["reserved_for"] not in (None, actor):
             raise Forbidden(f"task {task_id} is reserved for {row['reserved_for']}; claim another card")
+        if guard == "one_attempt" and row["contest"] is not None:
+            other = db.execute("SELECT id FROM tasks WHERE contest = ? AND id != ? AND assignee = ?",
+                               [row["contest"], task_id, actor]).fetchone()
+            if other:
+                raise Forbidden(f"task {task_id} is an attempt of contest {row['contest']} and you made attempt "
+                                f"{other[0]}; competing attempts need different agents: claim another card")
         if guard == "ready":
             waiting = [d for d, status in self._deps(db, [task_id])[task_id] if status != "done"]
             if waiting:
@@ -430,6 +438,11 @@ class Board:
         deps = list(dict.fromkeys(new.depends_on))
         if len(deps) > self.limits.depends_on:
             raise InvalidInput(f"{len(deps)} dependencies given; at most {self.limits.depends_on}")
+        if not 1 <= new.attempts <= MAX_ATTEMPTS:
+            raise InvalidInput(f"attempts must be 1 (one card) to {MAX_ATTEMPTS} (competing attempts, each its own "
+                               f"card for a different agent); got {new.attempts}")
+        if new.attempts > 1 and new.assignee:
+            raise InvalidInput("competing attempts are for different agents: leave assignee out, or use attempts=1")
         assignee = None
         if new.assignee:
             assignee = self.agents.get(new.assignee, missing_ok=True)
@@ -445,21 +458,54 @@ class Board:
                 missing = [d for d in deps if d not in found]
                 if missing:
                     raise InvalidInput(f"depends_on names tasks that do not exist: {missing}")
-            task_id = db.execute(
-                "INSERT INTO tasks (title, description, task_type, priority, labels, acceptance_criteria, "
-                "acceptance_tests, waived, status, reserved_for, created_by, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?)",
-                [new.title.strip(), new.description, task_type, PRIORITY_RANK[new.priority], json.dumps(labels),
-                 json.dumps(new.acceptance_criteria), tests, json.dumps(waived), assignee, actor, ts, ts]).lastrowid
-            for dep in deps:
-                db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
-            self._history(db, task_id, actor, "created", None, "todo",
-                          f"reserved for {assignee}" if assignee else None, ts)
-            self.store.emit(TaskChanged(task_id, "todo"))
-            if assignee and assignee != actor:
-                self.post_event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {new.title.strip()}",
-                            new.description, recipient=assignee)
-            return self.summarize(db, self.row(db, task_id))
+            first = None
+            for attempt in range(1, new.attempts + 1):
+                title = new.title.strip() + (f" (attempt {attempt} of {new.attempts})" if new.attempts > 1 else "")
+                task_id = db.execute(
+                    "INSERT INTO tasks (title, description, task_type, priority, labels, acceptance_criteria, "
+                    "acceptance_tests, waived, status, reserved_for, created_by, created_at, updated_at, contest) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?, ?)",
+                    [title, new.description, task_type, PRIORITY_RANK[new.priority], json.dumps(labels),
+                     json.dumps(new.acceptance_criteria), tests, json.dumps(waived), assignee, actor, ts, ts,
+                     first]).lastrowid
+                if new.attempts > 1 and first is None:
+                    first = task_id
+                    db.execute("UPDATE tasks SET contest = ? WHERE id = ?", [first, first])
+                for dep in deps:
+                    db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
+                self._history(db, task_id, actor, "created", None, "todo",
+                              f"reserved for {assignee}" if assignee else
+                              (f"attempt {attempt} of {new.attempts} of contest {first}" if first else None), ts)
+                self.store.emit(TaskChanged(task_id, "todo"))
+                if assignee and assignee != actor:
+                    self.post_event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {title}",
+                                    new.description, recipient=assignee)
+            return self.summarize(db, self.row(db, first or task_id))
+
+    # ----------------------------------------------------------------- competing attempts
+
+    def contest(self, contest_id: int) -> list[dict]:
+        """The attempt cards of a contest, oldest first."""
+        return list(self.store.db.query("SELECT * FROM tasks WHERE contest = ? ORDER BY id", [contest_id]))
+
+    def decide_contest(self, contest_id: int, winner: int, result: str, ts: float | None = None) -> bool:
+        """Record the referee's decision on every attempt, close attempts a human was asked about, and tell
+        each attempt's people. False if the contest was decided already (another worker got there first)."""
+        ts = now() if ts is None else ts
+        with self.store.write() as db:
+            rows = list(db.query("SELECT * FROM tasks WHERE contest = ? ORDER BY id", [contest_id]))
+            if not rows or any(r["contest_result"] for r in rows) or \
+                    any(r["status"] not in ("done", "needs_human") for r in rows):
+                return False
+            for row in rows:
+                verdict = "won" if row["id"] == winner else f"lost to task {winner}"
+                if row["status"] == "needs_human":
+                    row = self.move(db, row, "done", "referee", "review", ts=ts, note=f"contest {contest_id}: {verdict}")
+                self._change(db, row, "review", "contest decided", {"contest_result": f"{verdict}: {result}"},
+                             f"contest {contest_id}: {verdict}", ts)
+                self.post_event(db, "review", "contest.decided", row["id"],
+                                f"contest {contest_id}: task {winner} won; task {row['id']} {verdict}", result)
+            return True
 
     def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
         """Take a card: the given one, or the next ready one (highest priority, oldest first)."""
@@ -474,8 +520,9 @@ class Board:
                 found = db.execute(
                     f"SELECT id FROM tasks t WHERE t.status = 'todo' AND (t.reserved_for IS NULL OR t.reserved_for = ?)"
                     f"{type_clause} AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks dt ON dt.id = d.depends_on "
-                    f"WHERE d.task_id = t.id AND dt.status != 'done') ORDER BY t.priority DESC, t.id LIMIT 1",
-                    params).fetchone()
+                    f"WHERE d.task_id = t.id AND dt.status != 'done') AND (t.contest IS NULL OR NOT EXISTS (SELECT 1 "
+                    f"FROM tasks o WHERE o.contest = t.contest AND o.assignee = ?)) ORDER BY t.priority DESC, t.id "
+                    f"LIMIT 1", [*params, actor]).fetchone()
                 if found is None:
                     what = f" of type {task_type!r}" if task_type else ""
                     return Claim(claimed=False, message=f"no ready card{what} in todo right now; create one, "

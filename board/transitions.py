@@ -15,6 +15,7 @@ Who may:
 Guards (checked after who):
 - ready     every dependency is done
 - reserved  the card is not reserved for another agent
+- one_attempt  an agent takes at most one attempt of competing attempts
 - reason    a reason is given (kept as the card's blocked_reason)
 """
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Who = Literal["anyone", "holder", "steward", "system", "review"]
-Via = Literal["claim_task", "release_task", "update_task", "complete_task", "lease", "review"]
+Via = Literal["claim_task", "release_task", "update_task", "complete_task", "lease", "review", "referee"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Transition:
 
 
 TRANSITIONS: tuple[Transition, ...] = (
-    Transition("todo", "in_progress", "claim_task", "anyone", "claimed", ("reserved", "ready")),
+    Transition("todo", "in_progress", "claim_task", "anyone", "claimed", ("reserved", "ready", "one_attempt")),
     Transition("in_progress", "in_progress", "claim_task", "holder", "renewed"),  # re-claim hands the token back
     Transition("in_progress", "in_progress", "update_task", "holder", "renewed"),
     Transition("in_progress", "todo", "release_task", "holder", "released"),
@@ -57,6 +58,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("review", "done", "review", "review", "reviewed"),
     Transition("review", "in_progress", "review", "review", "reviewed"),
     Transition("review", "needs_human", "review", "review", "reviewed"),
+    # competing attempts: once every attempt has ended, the referee closes a loser a human was asked about
+    Transition("needs_human", "done", "referee", "review", "closed by the referee"),
 )
 
 _BY_KEY = {(t.source, t.target, t.via): t for t in TRANSITIONS}

@@ -150,6 +150,9 @@ class ReviewConfig(BaseModel):
     critics: dict[str, CriticConfig] = Field({}, description="name → critic (merged over the built-in ones)")
     llm: Endpoint | None = Field(None, description="a default LLM critic for every lens that has none")
     synthesis: SynthesisConfig = SynthesisConfig()
+    referee: Endpoint | None = Field(None, description="competing attempts: a model that compares the two best "
+                                     "attempts side by side, asked twice with the order swapped; none (or two "
+                                     "answers that disagree): decided by the review results")
     meta: Endpoint | None = Field(None, description="the critic of the critics: a model that checks each blocking "
                                   "issue against the card and the work and may downgrade it (never a critical "
                                   "security finding); none: no meta-review")

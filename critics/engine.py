@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
@@ -29,7 +30,7 @@ from hiveboard.board.reviews import judged
 from .acceptance import AcceptanceCritic
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Unverified, Work
 from .config import PRECEDENCE, Endpoint, ReviewConfig
-from .llm import LLMCritic, LLMSynthesiser, MetaReviewer
+from .llm import LLMCritic, LLMSynthesiser, MetaReviewer, Referee
 from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
 from .synthesis import downgrade, convergence_summary, synthesise
@@ -130,6 +131,26 @@ def lesson_of(issue: ReviewIssue, fixed_by: str) -> tuple[str, str, str]:
     return f"{issue.category}: {what}", fix, caught_by
 
 
+@dataclass
+class AttemptStanding:
+    """Where one competing attempt stands after its review."""
+
+    task_id: int
+    passed: bool
+    tests_passed: bool
+    blocking: int
+    score: float
+    rounds: int
+
+    def key(self) -> tuple:
+        return (self.passed, self.tests_passed, -self.blocking, self.score, -self.rounds, -self.task_id)
+
+    def describe(self) -> str:
+        return (f"{'passed' if self.passed else 'did not pass'} review, tests "
+                f"{'passed' if self.tests_passed else 'did not pass or did not run'}, {self.blocking} blocking "
+                f"issue(s), score {self.score:g}, {self.rounds} round(s)")
+
+
 class ReviewEngine:
     """Runs one review round of a card."""
 
@@ -148,6 +169,8 @@ class ReviewEngine:
         self.synthesiser = LLMSynthesiser(synth.endpoint, config.critic_timeout, config.repair_attempts, PRECEDENCE) \
             if synth.backend == "llm" and synth.endpoint else None
         self.meta = MetaReviewer(config.meta, config.critic_timeout, config.repair_attempts) if config.meta else None
+        self.referee = Referee(config.referee, config.critic_timeout, config.repair_attempts) \
+            if config.referee else None
         self.changed = threading.Event()  # set when a critique lands; agent-slot waits wake on it
 
     @property
@@ -287,7 +310,63 @@ class ReviewEngine:
             self._mine_lessons(job, work, critiques, previous)
             if not reviews.finish(job, worker, synthesis, outcome, message, synthesis.decisive):
                 return None
+        try:
+            self.decide_contest(job.task_id)
+        except Exception:  # the verdict stands; the next attempt's verdict tries the contest again
+            log.exception("could not decide the contest of task %s", job.task_id)
         return synthesis
+
+    # ----------------------------------------------------------------- competing attempts
+
+    def _standing(self, attempt: dict) -> AttemptStanding:
+        rounds = [r for r in self.board.reviews.rounds(attempt["id"], reveal=True) if r.status == "finished"]
+        last = rounds[-1] if rounds else None
+        synthesis = last.synthesis if last else None
+        tests = [c for c in (last.critiques if last else []) if c.backend == "acceptance" and c.status == "ok"]
+        return AttemptStanding(
+            task_id=attempt["id"], passed=bool(last and last.outcome == "done" and last.verdict == "PASS"),
+            tests_passed=bool(tests) and all(c.verdict == "PASS" for c in tests),
+            blocking=sum(i.severity in BLOCKING for i in synthesis.issues) if synthesis else 0,
+            score=(synthesis.score if synthesis and synthesis.score is not None else 0.0), rounds=len(rounds))
+
+    def decide_contest(self, task_id: int) -> bool:
+        """Once every competing attempt of this card's contest has ended, pick the winner: by the review
+        results (passed, tests passed, fewest blocking issues, highest score, fewest rounds, earliest), or,
+        with review.referee, by a model that sees the two best side by side, asked twice with the order
+        swapped (two answers that disagree leave it to the results). True if this call decided it."""
+        card = self.board.summary(task_id)
+        if card.contest is None:
+            return False
+        attempts = self.board.contest(card.contest)
+        if any(a["status"] not in ("done", "needs_human") or a["contest_result"] for a in attempts):
+            return False
+        ranked = sorted((self._standing(a) for a in attempts), key=AttemptStanding.key, reverse=True)
+        winner, how = ranked[0], "by the review results"
+        if self.referee is not None and len(ranked) > 1 and ranked[1].passed:
+            winner, how = self._referee_pick(card.contest, ranked[0], ranked[1])
+        table = "; ".join(f"task {s.task_id}: {s.describe()}" for s in ranked)
+        return self.board.decide_contest(card.contest, winner.task_id, f"decided {how}. Ranking: {table}")
+
+    def _referee_pick(self, contest: int, a: AttemptStanding, b: AttemptStanding) -> tuple[AttemptStanding, str]:
+        first, second = (self.board.get(s.task_id, history=0) for s in (a, b))
+        brief = f"# {first.title.rsplit(' (attempt', 1)[0]}\n{first.description}\n" + "\n".join(
+            f"- {c}" for c in first.acceptance_criteria)
+
+        def shown(task) -> str:
+            return "\n".join([task.output or "", *(f"--- {x.name}\n{x.content[:20_000]}" for x in task.artifacts)])
+
+        try:
+            one, why_one = self.referee.prefer(brief, shown(first), shown(second))
+            two, why_two = self.referee.prefer(brief, shown(second), shown(first))  # the same two, swapped
+        except (CriticFailed, CriticTimeout) as exc:
+            return a, f"by the review results (the referee model failed: {exc})"
+        pick_one = a if one == "A" else b
+        pick_two = b if two == "A" else a
+        if pick_one is not pick_two:
+            return a, ("by the review results: the referee model's two answers disagreed when the order was "
+                       "swapped")
+        return pick_one, f"by the referee model, the same with the order swapped: {why_one}"
+
 
     def _announce(self, job: ReviewJob, chosen: list[Critic], agent_lenses: list[str], deadline: float,
                   context: list[str]) -> None:

@@ -210,6 +210,36 @@ class MetaReviewer:
         return reply.judgements
 
 
+REFEREE_SYSTEM = """You are the referee critic: two attempts at the same card compete. Compare them on what
+the card asks for: correctness first, then completeness, then clarity. Reply with JSON:
+{"winner": "A" or "B", "reason": "one or two sentences"}"""
+
+
+class _RefereeReply(BaseModel):
+    winner: str = Field(pattern="^(A|B)$")
+    reason: str = Field(max_length=2000)
+
+
+class Referee:
+    """The optional model referee of competing attempts (review.referee)."""
+
+    def __init__(self, endpoint: Endpoint, timeout: float, repair_attempts: int):
+        self.endpoint = endpoint
+        self.repair_attempts = repair_attempts
+        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
+
+    def prefer(self, card: str, first: str, second: str) -> tuple[str, str]:
+        """Which of two attempts wins ("A" = first, "B" = second), and why."""
+        messages = [{"role": "system", "content": REFEREE_SYSTEM},
+                    {"role": "user", "content": f"{card}\n\n## Attempt A\n{first}\n\n## Attempt B\n{second}"}]
+        schema = {"type": "object", "properties": {"winner": {"type": "string", "enum": ["A", "B"]},
+                                                   "reason": {"type": "string"}},
+                  "required": ["winner", "reason"], "additionalProperties": False}
+        reply = _ask(self.client, self.endpoint.model, messages, schema, "referee", _RefereeReply,
+                     self.endpoint.temperature, self.repair_attempts)
+        return reply.winner, reply.reason
+
+
 class LLMSynthesiser:
     """The optional model-written verdict and brief (configured with review.synthesis)."""
 

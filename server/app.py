@@ -35,8 +35,11 @@ follow it with get_review(task_id, wait_seconds=…). Agents with the role 'crit
 requests and answer with submit_critique (score: 10 excellent, 7-9 good, 4-6 significant issues,
 1-3 major; from round 2, one resolution per earlier issue of yours, by its ref).
 update_task status: blocked and needs_human need a reason; in_progress resumes a blocked card;
-todo unblocks it for anyone. Messages: intent is a lowercase word of your choice; a reply goes to
-the replied-to sender and thread by default, a task's message to the task's thread; summary
+todo returns it to the board (its holder, its creator or a lead/human may). create_task: waive=[rule ids]
+the card itself requires (reported, never blocking); attempts=N makes N competing cards for different
+agents, and once all are reviewed a referee keeps the best. Messages: intent is a lowercase word of your
+choice; a reply goes to the replied-to message's audience and thread by default, a task's message to the
+task's thread; summary
 defaults to the first line. get_messages(unread_only=true) marks what it returns read; false
 lists unread then read without changing them; ack=[ids] acknowledges handled messages, all or
 none. Results are compact JSON; long fields are cut with a hint saying how to get the rest."""

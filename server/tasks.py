@@ -6,6 +6,7 @@ import logging
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
@@ -91,13 +92,18 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         assignee: Annotated[str | None, Field(description="reserve it for this agent")] = None,
         acceptance_tests: Annotated[AcceptanceTests | None, Field(
             description="review runs them; the claimer cannot change them")] = None,
-        waive: Annotated[list[str], Field(description="rule ids not to block on, e.g. B324", max_length=20)] = [],
+        waive: Annotated[list[str], Field(max_length=20)] = [],
+        attempts: Annotated[int, Field(ge=1, le=5)] = 1,
     ) -> TaskSummary:
         """Add a card to todo."""
         actor = identity.require(ctx)
+        if attempts > 1 and wants_review is None:
+            raise ToolError("competing attempts are compared through their reviews, and review is off on this "
+                            "server; create one card (attempts=1)")
         return board.create(actor, NewTask(
             title=title, description=description, task_type=task_type, priority=priority, labels=labels,
             depends_on=depends_on, acceptance_criteria=acceptance_criteria, assignee=assignee, waive=waive,
+            attempts=attempts,
             acceptance_tests=acceptance_tests))
 
     @mcp.tool(annotations=READ)

@@ -1,0 +1,80 @@
+"""Competing attempts (the PRD's debate): create_task(attempts=N) makes N cards for different agents; each
+is reviewed; once all have ended a referee keeps the best — by the review results, or by a model that
+sees the two best side by side, asked twice with the order swapped."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import call, call_error
+from fake_llm import critique
+from hiveboard.critics.config import Endpoint, ReviewConfig
+from reviewing import NO_BUILTINS, llm_critic, verdict
+
+pytestmark = pytest.mark.anyio
+
+
+def contest_config(fake, referee: bool = False) -> ReviewConfig:
+    return ReviewConfig(critics={**NO_BUILTINS, "llm-correctness": llm_critic(fake, "correctness")},
+                        task_types={"code": ["correctness"]},
+                        referee=Endpoint(model="referee", base_url=fake.url, api_key_env=None) if referee else None)
+
+
+async def attempt(client, task_id: int, output: str) -> dict:
+    claim = await call(client, "claim_task", task_id=task_id)
+    assert claim["claimed"], claim
+    await call(client, "complete_task", task_id=task_id, token=claim["token"], output=output)
+    return await verdict(client, task_id)
+
+
+async def run_contest(connect, engine) -> tuple[int, int, dict, dict]:
+    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
+            connect("carol", review=engine) as carol:
+        first = await call(alice, "create_task", title="parse ISO dates", attempts=2)
+        a, b = first["id"], first["id"] + 1
+        assert first["contest"] == a and first["title"] == "parse ISO dates (attempt 1 of 2)"
+        await attempt(bob, a, "bob's version: datetime.fromisoformat")
+        assert "you made attempt" in await call_error(bob, "claim_task", task_id=b)  # one attempt per agent
+        await attempt(carol, b, "carol's version: a hand-written parser")
+        # the referee runs after the last verdict: its decision reaches the card's creator
+        told = await call(alice, "get_messages", intent="contest.decided", wait_seconds=60)
+        assert told["messages"], "the contest was not decided"
+        cards = [await call(alice, "get_task", task_id=t) for t in (a, b)]
+        pool = await call(alice, "get_messages", box="pool", intent="contest.decided", limit=10)
+    return a, b, {c["id"]: c for c in cards}, pool
+
+
+async def test_the_results_decide_when_there_is_no_referee_model(connect, reviewer, fake_llm):
+    fake_llm.script("correctness", critique("PASS", 9, "solid"), critique("PASS", 7, "works"))
+    a, b, cards, pool = await run_contest(connect, reviewer(contest_config(fake_llm)))
+    assert cards[a]["contest_result"].startswith("won: decided by the review results")
+    assert cards[b]["contest_result"].startswith(f"lost to task {a}")
+    assert "score 9" in cards[b]["contest_result"] and "score 7" in cards[b]["contest_result"]
+    assert {m["task_id"] for m in pool["messages"]} == {a, b}  # each attempt's people are told
+
+
+def prefer_carol(request: dict) -> dict:
+    text = request["messages"][-1]["content"]
+    first = re.search(r"## Attempt A\n(.*?)\n\n## Attempt B", text, re.S).group(1)
+    return {"winner": "A" if "carol" in first else "B", "reason": "handles time zones"}
+
+
+async def test_a_referee_model_that_agrees_with_itself_when_swapped_decides(connect, reviewer, fake_llm):
+    fake_llm.script("correctness", critique("PASS", 9, "solid"), critique("PASS", 7, "works"))
+    fake_llm.script("referee", prefer_carol, prefer_carol)
+    a, b, cards, _ = await run_contest(connect, reviewer(contest_config(fake_llm, referee=True)))
+    assert cards[b]["contest_result"].startswith("won: decided by the referee model, the same with the order swapped")
+    assert cards[a]["contest_result"].startswith(f"lost to task {b}")
+    asked = [r["body"]["messages"][-1]["content"] for r in fake_llm.calls("referee")]
+    assert len(asked) == 2 and asked[0].index("bob's version") < asked[0].index("carol's version") and \
+        asked[1].index("carol's version") < asked[1].index("bob's version")  # the same two, order swapped
+
+
+async def test_a_referee_model_that_contradicts_itself_is_overruled_by_the_results(connect, reviewer, fake_llm):
+    fake_llm.script("correctness", critique("PASS", 9, "solid"), critique("PASS", 7, "works"))
+    fake_llm.script("referee", {"winner": "A", "reason": "first is best"}, {"winner": "A", "reason": "first is best"})
+    a, b, cards, _ = await run_contest(connect, reviewer(contest_config(fake_llm, referee=True)))
+    assert cards[a]["contest_result"].startswith("won: decided by the review results: the referee model's two "
+                                                 "answers disagreed")
