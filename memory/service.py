@@ -9,6 +9,7 @@ rebuilds the Chroma collection from SQLite.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -89,6 +90,16 @@ def _search_pool() -> ThreadPoolExecutor:
 def _snippet(item: MemoryItem) -> str:
     text = " ".join(item.text.split())
     return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
+
+
+CAUGHT_BY = re.compile(r"\(caught by ([^)]+)\)")
+
+
+def _same_catch(a: str, b: str) -> bool:
+    """Near-identical wording is the same lesson only if no different rule or test caught the two problems
+    (`(caught by B307)` against `(caught by B102)` are two lessons, however alike they read)."""
+    ca, cb = CAUGHT_BY.search(a), CAUGHT_BY.search(b)
+    return ca is None or cb is None or ca.group(1) == cb.group(1)
 
 
 class Memory:
@@ -205,7 +216,7 @@ class Memory:
                 ids, matrix = zip(*existing)
                 sims = np.vstack(matrix) @ vector
                 best = int(np.argmax(sims))
-                if sims[best] >= DUPLICATE_SIMILARITY:
+                if sims[best] >= DUPLICATE_SIMILARITY and _same_catch(text, self.knowledge.item(ids[best]).text):
                     with self.board.store.write() as db:
                         self.knowledge.merge_into(db, ids[best], source, tags or [])
                     return Recorded(item=self.knowledge.item(ids[best]), merged=True, duplicate_of=ids[best],

@@ -73,6 +73,18 @@ async def test_near_duplicate_lessons_are_merged_and_counted(connect, memory):
     assert memory.knowledge.count() == 3
 
 
+async def test_alike_lessons_caught_by_different_rules_are_kept_apart(connect, memory):
+    async with connect("alice", memory=memory) as c:
+        args = dict(fix="Parse the input instead of evaluating it.", task_type="code")
+        first = await call(c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B307)",
+                           **args)
+        other = await call(c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B102)",
+                           **args)
+        same = await call(c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B307) ",
+                          **args)
+    assert other["merged"] is False and same["merged"] is True and same["duplicate_of"] == first["item"]["id"]
+
+
 async def test_a_superseding_lesson_hides_the_old_one(connect, memory):
     async with connect("alice", memory=memory) as c:
         old = await call(c, "record_lesson", problem="Tests hit the real payment API and were flaky.",
