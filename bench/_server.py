@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import uvicorn
-from hiveboard.server import cli
+from hiveboard.server import app, cli
 from hiveboard.server.config import Settings
 from mcp_types import CallToolResult
 
@@ -29,19 +29,20 @@ def noop() -> CallToolResult:
 
 
 def bench_app(settings: Settings):
-    """cli.http_app with `noop` registered on the same MCPServer as the board tools."""
-    real_build_server = cli.build_server
+    """cli.http_app with `noop` registered on the same MCPServer as the board tools (http_app takes
+    build_server from server/app.py when it is called, so that is where it is wrapped)."""
+    real_build_server = app.build_server
 
     def build_server_with_noop(*args, **kwargs):
         mcp = real_build_server(*args, **kwargs)
         mcp.add_tool(noop, name="noop", structured_output=False)
         return mcp
 
-    cli.build_server = build_server_with_noop
+    app.build_server = build_server_with_noop
     try:
         return cli.http_app(settings, cli.open_board(settings))
     finally:
-        cli.build_server = real_build_server
+        app.build_server = real_build_server
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -125,7 +125,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         assignee: Annotated[str | None, Field(max_length=64)] = None,
         label: Annotated[str | None, Field(max_length=50)] = None,
         ready: Annotated[bool | None, Field(description="dependencies done")] = None,
-        limit: Annotated[int, Field(ge=1, le=200)] = 50,
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
         cursor: Annotated[str | None, Field(description="previous next_cursor")] = None,
     ) -> ListPage:
         """Cards by filter, highest priority first, paged."""
