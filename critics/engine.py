@@ -292,7 +292,12 @@ class ReviewEngine:
                 if not reviews.held(job.id, worker):  # cancelled (the card left review) or taken over
                     log.info("review %s: no longer ours; its critics are abandoned", job.id)
                     return None
-                self.changed.wait(0.1 if critics_busy else 0.25)  # agent critiques may come from another process
+                # Woken by a critic finishing, an agent's critique or a cancellation (the store's notifier, which
+                # also relays other processes' commits); otherwise only when a deadline comes due.
+                due = [limit[c.name] - elapsed for c, t in zip(running, threads) if t.is_alive()]
+                if agent_lenses:
+                    due.append(deadline - now())
+                self.changed.wait(min(max(0.01, min(due, default=1.0)), 5.0))
                 self.changed.clear()
             for critic, thread in zip(running, threads):
                 if thread.is_alive():  # recorded as a timeout; its late answer will be refused
