@@ -4,6 +4,7 @@
     /work/venv/bin/python bench/bench_memory.py --quick       # smoke run: 1k and 10k, 60 queries (about 1 min)
     /work/venv/bin/python bench/bench_memory.py --whatif      # also time earlier code paths patched in (+3 min)
     /work/venv/bin/python bench/bench_memory.py --levels 10k --queries 300 --json out.json
+    /work/venv/bin/python bench/bench_memory.py --sets-only --misses   # labelled sets' quality only (a few min)
 
 One process. Each level gets its own temp data directory (removed at the end; --keep keeps them) with
 a fresh SQLite board and the embedded Chroma opened the way `hiveboard serve` opens it
@@ -42,6 +43,11 @@ same server is the MCP baseline.
    by query with "as shipped", each with its share of on-topic top-5 results so a faster variant that
    finds worse items shows it.
 
+6. RSS while indexing (--rss-items, 512): sampled every 50 ms while the worker embeds and indexes long
+   items (each fills the model's 256 tokens), then while `reindex` rebuilds the index; start, peak, end.
+7. Retrieval quality per labelled set (bench/_labelled.py; --sets, --sets-only): R@1/R@5/R@10/MRR@10 of
+   hybrid, vector and keyword search as shipped, a plain BM25 and the raw model's cosine, all in this run.
+
 Targets (issue, on 2 cores): query_memory p50 through MCP, hybrid, query embedding included,
 ≤ 15 ms at 10k items and ≤ 30 ms at 100k. PASS/FAIL is printed; the exit code is 1 only for a wrong
 answer (an empty hybrid result, a filter that let another task type through, an index with the
@@ -75,6 +81,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_info as common_machine_info  # noqa: E402
 from _common import Lat, payload, pct, remove_unless_kept  # noqa: E402
 from _memory_corpus import PATTERNS, Item, item, query_pool  # noqa: E402
+import _labelled  # noqa: E402
 from hiveboard.board import Board, Store  # noqa: E402
 from hiveboard.board import knowledge as knowledge_mod  # noqa: E402
 from hiveboard.memory import service as memory_service  # noqa: E402
@@ -136,6 +143,8 @@ class Results:
     rows: list[Row] = field(default_factory=list)
     targets: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    quality: list[dict] = field(default_factory=list)  # per labelled set: method -> R@1/R@5/R@10/MRR@10
+    rss: list[dict] = field(default_factory=list)  # RSS while indexing / reindexing
     total_s: float = 0.0
 
 
@@ -499,8 +508,22 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
     old_keyword = full_join_keyword(board)
     inline = InlineExecutor()
 
-    def use(embedder=None, keyword=None, scored_rows=None, sequential=False):
+    def rrf(rankings, similarity, vector, words, k):  # the fusion before the labelled sets: equal-weight RRF, k=60
+        scores: dict[int, float] = {}
+        for ranked in rankings.values():
+            for rank, item_id in enumerate(ranked):
+                scores[item_id] = scores.get(item_id, 0.0) + 1.0 / (60 + rank + 1)
+        return scores
+
+    def use(embedder=None, keyword=None, scored_rows=None, sequential=False, fuse=None):
         def apply():
+            if fuse is None:
+                memory.__dict__.pop("_fuse", None)
+                memory.__dict__.pop("_keyword", None)
+            else:  # the keyword thread as it was: BM25's ranking only
+                memory._fuse = fuse
+                memory._keyword = lambda query, mode, filters: (
+                    board.knowledge.keyword(query, limit=memory_service.CANDIDATES, **filters), None)
             memory.embedder = embedder or shipped_embedder
             knowledge_mod.SCORED_ROWS = scored_rows or shipped_rows
             memory_service._search_pool = (lambda: inline) if sequential else shipped_pool
@@ -512,6 +535,7 @@ async def whatif_level(level: int, board: Board, memory: Memory, ids: list[int],
 
     variants = [
         ("as shipped", use()),
+        ("before: reciprocal-rank fusion k=60 (no coverage, no stored sims)", use(fuse=rrf)),
         ("before: the export's fp32 arithmetic (query embedding)", use(embedder=export)),
         ("before: keyword full join, every word", use(keyword=old_keyword)),
         ("keyword and vector halves in sequence", use(sequential=True)),
@@ -678,6 +702,68 @@ def run_level(level: int, items: list[Item], vectors: np.ndarray, n_real: int, q
         gc.collect()
 
 
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def sampled_rss(work) -> dict:
+    """Run work() while a thread samples this process's RSS every 50 ms: start, peak and end in MB."""
+    import threading
+    samples = [rss_mb()]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            samples.append(rss_mb())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t0 = time.perf_counter()
+    try:
+        work()
+    finally:
+        done.set()
+        sampler.join()
+    return dict(start_mb=samples[0], peak_mb=max(samples), end_mb=rss_mb(), seconds=time.perf_counter() - t0)
+
+
+def indexing_rss(n: int, tmp: Path, res: Results) -> None:
+    """RSS while the indexing worker embeds n long items (each fills the model's 256 tokens), then while
+    `reindex` rebuilds the index from SQLite (stored vectors reused, nothing embedded)."""
+    if not Path("/proc/self/statm").exists():
+        return
+    home = tmp / "rss"
+    board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
+    memory = open_memory(board, get_embedder(), home)
+    long = " ".join(f"identifier_{k} retried the request after a timeout" for k in range(120))
+    try:
+        with board.store.write() as db:
+            for i in range(n):
+                board.knowledge.add(db, kind="message", text=f"{i} {long}", title=f"long item {i}", created_by="bench")
+        gc.collect()
+        for name, work in ((f"index {n} new long items (embedding them)", memory.drain),
+                           (f"reindex {n} items (stored vectors reused)", memory.reindex)):
+            row = dict(measurement=name, **sampled_rss(work))
+            res.rss.append(row)
+            print(f"  {name}: RSS {row['start_mb']:.0f} -> peak {row['peak_mb']:.0f} -> {row['end_mb']:.0f} MB "
+                  f"({row['seconds']:.1f} s)", flush=True)
+    finally:
+        memory.stop()
+        board.store.close()
+
+
+def quality(sets: list[str], res: Results, misses: bool) -> None:
+    """Retrieval quality per labelled set (bench/_labelled.py), printed and kept in the results."""
+    found = []
+    for name in sets:
+        print(f"\n[labelled set {name}] loading and searching", flush=True)
+        found.append(_labelled.evaluate(name, get_embedder()))
+        res.quality.append(asdict(found[-1]))
+    if found:
+        _labelled.print_results(found, misses)
+
+
 def main(argv: list[str] | None = None) -> int:
     global GC_FREEZE, ROW_SECONDS, REFRESH_STATS
     p = argparse.ArgumentParser(description="hiveboard shared memory: query_memory at 1k/10k/100k items vs raw Chroma")
@@ -703,6 +789,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--row-seconds", type=float, default=ROW_SECONDS,
                    help=f"stop a row after this long once it has {MIN_SAMPLES} samples ({ROW_SECONDS:g}; what-if "
                    "workloads get twice this); keeps the 100k level, where a query can take 100+ ms, in bounds")
+    p.add_argument("--sets", default=",".join(_labelled.SETS),
+                   help=f"labelled sets whose retrieval quality is printed (default: {','.join(_labelled.SETS)}; "
+                   "'' for none)")
+    p.add_argument("--sets-only", action="store_true", help="only the labelled sets' quality tables (a few minutes)")
+    p.add_argument("--misses", action="store_true", help="list the queries vector search has in its top 5 and hybrid not")
+    p.add_argument("--rss-items", type=int, default=512, help="long items embedded while RSS is sampled (512)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     p.add_argument("--keep", action="store_true", help="keep the temp data directories")
@@ -732,6 +824,16 @@ def main(argv: list[str] | None = None) -> int:
     if load > 1.0:
         print(f"warning: 1-min load average {load:.2f} at start: something else is running, latencies will be noisy")
 
+    sets = [s for s in args.sets.split(",") if s]
+    if args.sets_only:
+        with tempfile.TemporaryDirectory(prefix="hiveboard-bench-rss-") as scratch:
+            print("\n[memory] RSS while indexing (sampled every 50 ms)", flush=True)
+            indexing_rss(args.rss_items, Path(scratch), res)
+        quality(sets, res, args.misses)
+        if args.json:
+            Path(args.json).write_text(json.dumps(asdict(res), indent=2, ensure_ascii=False, default=float))
+        return 0
+
     top = max(levels)
     items = [item(args.seed, i) for i in range(top)]
     pool = query_pool(args.seed, 4 * cfg["queries"])
@@ -753,6 +855,10 @@ def main(argv: list[str] | None = None) -> int:
             embedding_throughput(MiniLM(threads=args.embed_threads), sample, (1, BULK_BATCH, 64), res,
                                  f"MiniLM(threads={args.embed_threads}) (bench setup)")
 
+        print("\n[memory] RSS while indexing (sampled every 50 ms; the process holds the bench's data too)",
+              flush=True)
+        indexing_rss(args.rss_items, tmp, res)
+
         n_real = cfg["real"]
         print(f"\n[vectors] embedding {n_real} items for real (MiniLM threads={args.embed_threads}, length-sorted "
               f"batches of {BULK_BATCH})", flush=True)
@@ -773,6 +879,7 @@ def main(argv: list[str] | None = None) -> int:
         for level in levels:
             run_level(level, items, vectors, n_real, queries, tmp, cfg, res)
 
+        quality(sets, res, args.misses)
         print_tables(res)
         if any(lv.items > lv.real_vectors for lv in res.levels):
             print(f"\nnote: levels above {n_real} items use {n_real} real embeddings; the other items reuse one of "

@@ -10,6 +10,7 @@ item is never lost if a process dies half-way.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 KINDS: tuple[str, ...] = ("lesson", "critique", "output", "message", "note")
+MAX_TAGS = 20  # an item's tags, also after near-duplicates merged theirs into it (the MCP edge bounds one call)
 WORD_RE = re.compile(r"\w+")  # any script: FTS5's unicode61 tokenizer splits the same way
 
 
@@ -58,13 +60,40 @@ STOPWORDS = frozenset(
     "which who why will with you your".split())
 
 
+# The parts of an identifier: capitals before a capitalised word ("HTTP" in "HTTPServer"), capitalised or
+# lowercase words, capitals, digits, other letters; what is neither (underscores, dots) separates parts.
+_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
+
+
+def identifier_parts(word: str) -> list[str]:
+    """The lowercased parts of an identifier split at camelCase, snake_case and digit boundaries
+    ("intToBin" -> int, to, bin; "str2int" -> str, 2, int); [] for a word that does not split."""
+    parts = [p.lower() for p in _CAMEL_RE.findall(word)]
+    return parts if len(parts) > 1 else []
+
+
+def code_words(title: str, text: str) -> str:
+    """What the keyword index holds besides title and text: the parts of every identifier that splits at
+    camelCase or digit boundaries (FTS5 keeps "intToBin" and "str2int" whole), so that "int to bin" finds
+    `intToBin`. Underscores and dots need nothing here: FTS5 splits at them itself. Each identifier is split
+    once, however often it occurs: its count already weighs in through the text column."""
+    parts: list[str] = []
+    for word in dict.fromkeys(re.findall(r"[^\W_]+", f"{title} {text}")):
+        if not word.islower() or any(c.isdigit() for c in word):
+            parts += identifier_parts(word)
+    return " ".join(parts)
+
+
 def query_words(text: str) -> list[str]:
-    """The words of free text that keyword search looks for: lowercased, deduplicated, stopwords dropped.
+    """The words of free text that keyword search looks for: lowercased, deduplicated, stopwords dropped;
+    an identifier is looked for whole and by its parts ("lru_cache" also as "lru" and "cache").
 
     Stopwords are dropped: matching "the" in fifty items would rank noise next to real matches.
     """
-    return list(dict.fromkeys(w.lower() for w in WORD_RE.findall(text)
-                              if len(w) > 1 and w.lower() not in STOPWORDS))[:32]
+    words = []
+    for word in WORD_RE.findall(text):
+        words += [word.lower(), *identifier_parts(word)]
+    return list(dict.fromkeys(w for w in words if len(w) > 1 and w not in STOPWORDS))[:32]
 
 
 def fts_query(text: str | list[str]) -> str | None:
@@ -88,6 +117,26 @@ PREFETCH = 200  # rows ranked by FTS5 alone before the filters are checked in me
 _DF_TTL_SECONDS = 300.0
 _DF_CACHE_SIZE = 20_000
 _DF_CACHE_MIN = 1_000
+
+
+class WordMatches:
+    """The items that hold each keyword word of one query, and each word's IDF weight (BM25's)."""
+
+    def __init__(self, rows: dict[str, set[int]], total: int):
+        self.rows = rows
+        self.weight = {w: math.log(1 + (total - len(r) + 0.5) / (len(r) + 0.5)) for w, r in rows.items()}
+
+    def coverage(self, ids: Iterable[int]) -> dict[int, float]:
+        """For each item, the IDF-weighted share of the query's words it holds: 1.0 when it holds them all,
+        more for a rare word than for a common one. Unlike a BM25 score this is on a fixed scale, so it can
+        be added to a cosine similarity (memory/service.py); items holding none of the words are left out."""
+        norm = sum(self.weight.values()) or 1.0
+        found: dict[int, float] = {}
+        for item_id in ids:
+            held = sum(w for word, w in self.weight.items() if item_id in self.rows[word])
+            if held:
+                found[item_id] = held / norm
+        return found
 
 
 def to_blob(vector) -> bytes:
@@ -117,10 +166,10 @@ class Knowledge:
             raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
         ts = now()
         item_id = db.execute(
-            "INSERT INTO memory_items (kind, task_type, task_id, title, text, tags, source, created_by, created_at, "
-            "embedding, embedding_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [kind, task_type, task_id, title, text, json.dumps(list(tags)), source, created_by, ts,
-             None if embedding is None else to_blob(embedding), model]).lastrowid
+            "INSERT INTO memory_items (kind, task_type, task_id, title, text, code_words, tags, source, created_by, "
+            "created_at, embedding, embedding_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [kind, task_type, task_id, title, text, code_words(title, text), json.dumps(list(tags)), source,
+             created_by, ts, None if embedding is None else to_blob(embedding), model]).lastrowid
         db.execute("INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, ts])
         self.store.emit(MemoryAdded(item_id))
         return item_id
@@ -128,7 +177,7 @@ class Knowledge:
     def merge_into(self, db: Database, item_id: int, source: str | None, tags: Iterable[str] = ()) -> None:
         """Count a near-duplicate against an existing item instead of storing it twice (its tags join)."""
         current = json.loads(db.execute("SELECT tags FROM memory_items WHERE id = ?", [item_id]).fetchone()[0])
-        merged = list(dict.fromkeys([*current, *tags]))
+        merged = list(dict.fromkeys([*current, *tags]))[:MAX_TAGS]
         db.execute("UPDATE memory_items SET merged_count = merged_count + 1, source = coalesce(source, ?), tags = ? "
                    "WHERE id = ?", [source, json.dumps(merged), item_id])
         if merged != current:  # the index filters on tags: refresh it
@@ -246,6 +295,14 @@ class Knowledge:
         cursor.close()
         return found[:limit]
 
+    def word_matches(self, query: str) -> WordMatches:
+        """Which items hold each of the query's keyword words (those `keyword` searches for). One FTS5 doclist
+        read per word: on a large memory keyword_words keeps these under SCORED_ROWS rows in all."""
+        total = max(self._top_id(), 1)
+        return WordMatches({word: {r[0] for r in self.store.db.execute(
+            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?", [f'"{word}"'])}
+            for word in self.keyword_words(query)}, total)
+
     def allowed(self, ids: list[int], *, task_type: str | None = None, kinds: list[str] | None = None,
                 tags: list[str] | None = None, include_deprecated: bool = False) -> set[int]:
         """Which of these ids pass the filters (vector hits are checked against SQLite, the source of truth)."""
@@ -261,6 +318,14 @@ class Knowledge:
         return [(r[0], from_blob(r[1])) for r in self.store.db.execute(
             "SELECT id, embedding FROM memory_items WHERE kind = ? AND task_type IS ? AND deprecated = 0 "
             "AND embedding IS NOT NULL AND embedding_model = ?", [kind, task_type, model])]
+
+    def vectors_where(self, model: str, limit: int, *, task_type: str | None = None, kinds: list[str] | None = None,
+                      tags: list[str] | None = None, include_deprecated: bool = False) -> list[tuple[int, np.ndarray]]:
+        """Stored vectors (made by `model`) of the newest `limit` items that pass the filters."""
+        where, params = self._filters(task_type, kinds, tags, include_deprecated)
+        return [(r[0], from_blob(r[1])) for r in self.store.db.execute(
+            f"SELECT m.id, m.embedding FROM memory_items m WHERE m.embedding IS NOT NULL AND m.embedding_model = ?"
+            f"{where} ORDER BY m.id DESC LIMIT ?", [model, *params, limit])]
 
     def count(self) -> int:
         return self.store.db.execute("SELECT count(*) FROM memory_items").fetchone()[0]

@@ -277,9 +277,40 @@ def m012_contests(db: Database) -> None:
     db.execute("CREATE INDEX tasks_contest ON tasks (contest) WHERE contest IS NOT NULL")
 
 
+
+def m013_code_words(db: Database) -> None:
+    # Keyword search sees inside identifiers: each item keeps the parts of its camelCase and digit-joined
+    # identifiers (board/knowledge.py code_words) in a column the FTS5 index holds beside title and text.
+    # An external-content FTS5 table cannot gain a column: it is made again and rebuilt from the items.
+    from .knowledge import code_words
+
+    db.execute("ALTER TABLE memory_items ADD COLUMN code_words TEXT NOT NULL DEFAULT ''")
+    rows = db.execute("SELECT id, title, text FROM memory_items").fetchall()
+    db.conn.executemany("UPDATE memory_items SET code_words = ? WHERE id = ?",
+                        [(code_words(title, text), item_id) for item_id, title, text in rows])
+    for trigger in ("memory_fts_ai", "memory_fts_ad", "memory_fts_au"):
+        db.execute(f"DROP TRIGGER {trigger}")
+    db.execute("DROP TABLE memory_fts")
+    db.execute("CREATE VIRTUAL TABLE memory_fts USING fts5(title, text, code_words, content='memory_items', "
+               "content_rowid='id', tokenize='porter unicode61')")
+    db.execute("CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_items BEGIN "
+               "INSERT INTO memory_fts (rowid, title, text, code_words) VALUES (new.id, new.title, new.text, "
+               "new.code_words); END")
+    db.execute("CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_items BEGIN "
+               "INSERT INTO memory_fts (memory_fts, rowid, title, text, code_words) "
+               "VALUES ('delete', old.id, old.title, old.text, old.code_words); END")
+    db.execute("CREATE TRIGGER memory_fts_au AFTER UPDATE OF title, text, code_words ON memory_items BEGIN "
+               "INSERT INTO memory_fts (memory_fts, rowid, title, text, code_words) "
+               "VALUES ('delete', old.id, old.title, old.text, old.code_words); "
+               "INSERT INTO memory_fts (rowid, title, text, code_words) VALUES (new.id, new.title, new.text, "
+               "new.code_words); END")
+    db.execute("INSERT INTO memory_fts (memory_fts) VALUES ('rebuild')")
+
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
                                                 m007_acceptance_tests, m008_events, m009_review_cancelled,
-                                                m010_agent_presence, m011_waivers, m012_contests]
+                                                m010_agent_presence, m011_waivers, m012_contests, m013_code_words]
 
 
 def apply_migrations(db: Database) -> list[str]:

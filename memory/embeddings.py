@@ -34,6 +34,10 @@ MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"  # the configured name of the offline
 MINILM_DYNAMIC_NAME = f"int8-dynamic:{MINILM_NAME}"  # what it computes with, recorded with the vectors
 MINILM_DIM = 384
 MAX_TOKENS = 256
+# Texts per onnxruntime run. Memory for one run grows with batch × tokens² (attention); a batch of 64 long
+# texts took the process past 2.5 GB, kept by onnxruntime's CPU arena, which never hands memory back. So
+# runs are small and the arena is off (bench/README.md, "memory while indexing", has the numbers).
+EMBED_BATCH = 8
 QUANTIZE_RECIPE = "dynamic-qint8-matmul-per-channel-v1"  # change it when the recipe below changes
 
 
@@ -160,6 +164,7 @@ class MiniLM:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.log_severity_level = 3
+        options.enable_cpu_mem_arena = False  # see EMBED_BATCH
         self.session = None
         if quantized:
             try:
@@ -177,6 +182,11 @@ class MiniLM:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if len(texts) > EMBED_BATCH:
+            return np.vstack([self._embed(texts[k:k + EMBED_BATCH]) for k in range(0, len(texts), EMBED_BATCH)])
+        return self._embed(texts)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
         with self._lock:
             encoded = self.tokenizer.encode_batch([t or " " for t in texts])
         ids = np.array([e.ids for e in encoded], dtype=np.int64)

@@ -1,7 +1,8 @@
 """The Chroma index over memory items: embedded (PersistentClient) or a Chroma server (HttpClient).
 
 One collection, cosine space; each vector's metadata carries kind, task_type, task_id, deprecated
-and created_at so searches filter inside Chroma. The collection records the embedding model's name
+and created_at so searches filter inside Chroma. Tags are filtered in SQLite only: as one metadata key
+per tag, one item with 60,000 tags broke Chroma's compaction and with it search by meaning for everyone. The collection records the embedding model's name
 and dimension; opening it with another model is refused (vectors of two models do not compare) and
 `hiveboard reindex` rebuilds it from SQLite.
 """
@@ -109,19 +110,16 @@ class VectorIndex:
         self._call(lambda: self.collection.upsert(
             ids=[str(i.id) for i in items], embeddings=[v for v in vectors],
             metadatas=[{"kind": i.kind, "task_type": i.task_type or "", "task_id": i.task_id or 0,
-                        "deprecated": i.deprecated, "created_at": i.created_at,
-                        **{f"tag:{t}": True for t in i.tags}} for i in items]))
+                        "deprecated": i.deprecated, "created_at": i.created_at} for i in items]))
 
     def query(self, vector: np.ndarray, n: int, *, task_type: str | None = None, kinds: list[str] | None = None,
-              tags: list[str] | None = None, include_deprecated: bool = False) -> list[tuple[int, float]]:
-        """(item id, cosine similarity), best first, filtered inside Chroma."""
+              include_deprecated: bool = False) -> list[tuple[int, float]]:
+        """(item id, cosine similarity), best first, filtered inside Chroma (tags are not here: see upsert)."""
         clauses: list[dict] = []
         if task_type:
             clauses.append({"task_type": task_type})
         if kinds:
             clauses.append({"kind": {"$in": list(kinds)}})
-        for tag in tags or ():
-            clauses.append({f"tag:{tag}": True})
         if not include_deprecated:
             clauses.append({"deprecated": False})
         where = clauses[0] if len(clauses) == 1 else ({"$and": clauses} if clauses else None)

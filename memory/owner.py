@@ -109,7 +109,7 @@ class SharedIndex:
                     n = int(body["n"])
                     if vector.ndim != 1 or not 1 <= n <= 200:
                         raise ValueError("vector must be 1-d and n within 1..200")
-                    filters = {k: body.get(k) for k in ("task_type", "kinds", "tags")}
+                    filters = {k: body.get(k) for k in ("task_type", "kinds")}  # tags: in SQLite
                 except (ValueError, KeyError, TypeError) as exc:
                     self.send_error(400, str(exc))
                     return

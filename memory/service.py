@@ -1,7 +1,8 @@
 """Shared memory: hybrid search, lessons with near-duplicate merging, claim context, indexing.
 
-Search fuses two rankings by reciprocal rank: SQLite FTS5 BM25 (keywords; sees an item the moment it
-is written) and Chroma vector similarity (meaning; sees it once the worker has embedded it). SQLite is
+Search fuses two halves: SQLite FTS5 BM25 (keywords; sees an item the moment it is written) and Chroma
+vector similarity (meaning; sees it once the worker has embedded it). Their candidates are scored by
+cosine similarity plus a bounded bonus for the query's words they hold (Memory._fuse). SQLite is
 the source of truth: every vector hit is re-checked there against the filters, and `reindex()`
 rebuilds the Chroma collection from SQLite.
 """
@@ -19,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded
-from hiveboard.board.knowledge import KINDS, MemoryItem
+from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches
 
 from .errors import EmbeddingError, IndexUnavailable
 from .owner import SharedIndex
@@ -32,11 +33,15 @@ if TYPE_CHECKING:  # Chroma, the embedding model and numpy load when a memory is
 
 log = logging.getLogger("hiveboard.memory")
 
-RRF_K = 60
+RRF_K = 60  # orders the results of a one-half search (vector or keyword mode, or vector search unavailable)
+# How much a hybrid score rises for an item holding all the query's words (see Memory._fuse); chosen on the
+# labelled sets in bench/ as the middle of the range (0.1-0.2) where hybrid beat both halves on every set.
+KEYWORD_WEIGHT = 0.15
 CANDIDATES = 50
 OVERFETCH = 200  # unfiltered vector candidates, filtered afterwards in SQLite
 SMALL_FETCH = 100  # the first fetch when no filter but `deprecated` narrows the search (Chroma searches
 # with ef = max(100, n): up to 100 neighbours cost the same)
+TAGGED_SCAN = 5_000  # the newest items with the asked-for tags whose stored vectors a rare-tag search ranks
 DUPLICATE_SIMILARITY = 0.9
 # Below this cosine similarity a vector "match" is noise; kept, it would lend rank-fusion credit to
 # weak keyword hits (measured on tests/memory/retrieval_set.json: hybrid recall@5 0.93 → 0.95).
@@ -52,7 +57,7 @@ class Hit(BaseModel):
     task_id: int | None = None
     title: str
     snippet: str
-    score: float = Field(description="fused rank score (higher is better)")
+    score: float = Field(description="higher is better: similarity plus keyword bonus (hybrid), else rank score")
     similarity: float | None = Field(None, description="cosine similarity to the query, when matched by meaning")
     matched: list[Literal["vector", "keyword"]]
     tags: list[str] = []
@@ -137,6 +142,7 @@ class Memory:
                 raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
         filters = dict(task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
         rankings: dict[str, list[int]] = {}
+        words: WordMatches | None = None
         similarity: dict[int, float] = {}
         note = None
         keyword = None
@@ -144,16 +150,17 @@ class Memory:
             if mode == "hybrid" and not self.board.store.db.conn.in_transaction:
                 # the two halves are independent and both leave the GIL while they work (SQLite, onnxruntime,
                 # Chroma): on a second core the keyword half costs no extra time
-                keyword = _search_pool().submit(self.knowledge.keyword, query, limit=CANDIDATES, **filters)
+                keyword = _search_pool().submit(self._keyword, query, mode, filters)
             else:  # inside a write transaction only this thread's connection sees its own writes
-                rankings["keyword"] = self.knowledge.keyword(query, limit=CANDIDATES, **filters)
+                rankings["keyword"], words = self._keyword(query, mode, filters)
         if mode in ("hybrid", "vector"):
             try:
                 if vector is None:
                     vector = self.embedder.embed([query])[0]
                 # An unfiltered HNSW search is ~1 ms; Chroma's metadata filters cost 15 ms at 10k items
                 # and 100 ms at 100k. So: over-fetch without filters and check them in SQLite, and
-                # ask Chroma to filter only when that leaves too few candidates (a rare type or tag).
+                # ask Chroma to filter only when that leaves too few candidates (a rare type or kind; a rare
+                # tag is ranked in SQLite, since tags are not Chroma metadata).
                 narrowing = task_type or kinds or tags
                 # Without a narrowing filter only deprecated items drop out, and rarely: a smaller first
                 # fetch nearly always holds the CANDIDATES best, and the full over-fetch follows if not.
@@ -166,9 +173,13 @@ class Memory:
                     if len(kept) == CANDIDATES or len(vector_hits) < fetch:  # enough, or nothing more to find
                         break
                 if narrowing and len(kept) < max(k, 10) and len(vector_hits) == OVERFETCH:
-                    filtered = self._vector(vector, CANDIDATES, task_type=task_type, kinds=kinds, tags=tags,
-                                            include_deprecated=include_deprecated)
-                    filtered = [(i, sim) for i, sim in filtered if sim >= MIN_SIMILARITY]
+                    if tags:  # tags live in SQLite only: rank the tagged items' stored vectors there
+                        found = self.knowledge.vectors_where(self.embedder.name, TAGGED_SCAN, **filters)
+                        filtered = sorted(((i, float(v @ vector)) for i, v in found), key=lambda p: -p[1])
+                    else:
+                        filtered = self._vector(vector, CANDIDATES, task_type=task_type, kinds=kinds,
+                                                include_deprecated=include_deprecated)
+                    filtered = [(i, sim) for i, sim in filtered if sim >= MIN_SIMILARITY][:CANDIDATES]
                     allowed = self.knowledge.allowed([i for i, _ in filtered], **filters)
                     kept = [(i, sim) for i, sim in filtered if i in allowed]
                 rankings["vector"] = [i for i, _ in kept]
@@ -177,13 +188,17 @@ class Memory:
                 note = f"search by meaning is unavailable ({exc}); these are keyword matches only"
             finally:
                 if keyword is not None:
-                    rankings = {"keyword": keyword.result(), **rankings}  # keyword first, as before
-        scores: dict[int, float] = {}
+                    ranked, words = keyword.result()
+                    rankings = {"keyword": ranked, **rankings}  # keyword first, as before
         matched: dict[int, list[str]] = {}
         for source, ids in rankings.items():
-            for rank, item_id in enumerate(ids):
-                scores[item_id] = scores.get(item_id, 0.0) + 1.0 / (RRF_K + rank + 1)
+            for item_id in ids:
                 matched.setdefault(item_id, []).append(source)
+        if len(rankings) == 2:
+            scores = self._fuse(rankings, similarity, vector, words, k)
+        else:  # one half: its own order
+            scores = {item_id: 1.0 / (RRF_K + rank + 1) for ids in rankings.values()
+                      for rank, item_id in enumerate(ids)}
         best = sorted(scores, key=lambda i: -scores[i])[:k]
         items = self.knowledge.get(best)
         hits = [Hit(id=i, kind=items[i].kind, task_type=items[i].task_type, task_id=items[i].task_id,
@@ -193,6 +208,37 @@ class Memory:
                     merged_count=items[i].merged_count, deprecated=items[i].deprecated,
                     superseded_by=items[i].superseded_by) for i in best if i in items]
         return Results(hits=hits, note=note)
+
+    def _keyword(self, query: str, mode: Mode, filters: dict) -> tuple[list[int], WordMatches | None]:
+        """The keyword half: BM25's ranking and, for a hybrid search, which items hold which query words."""
+        ranked = self.knowledge.keyword(query, limit=CANDIDATES, **filters)
+        return ranked, self.knowledge.word_matches(query) if mode == "hybrid" else None
+
+    def _fuse(self, rankings: dict[str, list[int]], similarity: dict[int, float], vector: np.ndarray,
+              words: WordMatches, k: int) -> dict[int, float]:
+        """Hybrid score of every candidate of either half: its cosine similarity to the query, plus
+        KEYWORD_WEIGHT times its keyword coverage (the IDF-weighted share of the query's words it holds).
+
+        Both terms are on fixed scales, so keywords lift an item only as far as it holds the query's rare
+        words, and a strong match by meaning is not outvoted by an item ranked middling in both lists (what
+        reciprocal-rank fusion did; bench/README.md has the measurements). A keyword candidate outside the
+        vector list gets its exact similarity from its stored embedding; one not embedded yet is given the
+        weakest similarity among the vector candidates, so its keywords decide where it lands.
+
+        The keyword thread reads which items hold which words beside the vector search (`words`).
+        """
+        candidates = list(dict.fromkeys([*rankings["vector"], *rankings["keyword"]]))
+        if not candidates:
+            return {}
+        sims = dict(similarity)
+        others = [i for i in candidates if i not in sims]
+        if others:
+            stored = self.knowledge.embeddings(others, self.embedder.name)
+            floor = min(sims.values(), default=MIN_SIMILARITY)
+            for item_id in others:
+                sims[item_id] = float(stored[item_id] @ vector) if item_id in stored else floor
+        coverage = words.coverage(candidates)
+        return {i: sims[i] + KEYWORD_WEIGHT * coverage.get(i, 0.0) for i in candidates}
 
     # ----------------------------------------------------------------- lessons
 

@@ -12,7 +12,7 @@ from hiveboard.memory.service import Recorded, Results
 from .boundary import CREATE, MAX_ID, READ, tool_boundary
 from .deps import Deps
 
-MAX_TAGS = 20  # tags of a memory item, or asked for in a search: each is a metadata key in Chroma
+MAX_TAGS = 20  # tags of a memory item, or asked for in a search
 Tag = Annotated[str, Field(min_length=1, max_length=50)]
 
 

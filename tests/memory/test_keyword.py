@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from hiveboard.board import knowledge as knowledge_mod
 from hiveboard.board.knowledge import fts_query
 
@@ -66,7 +65,8 @@ def test_common_words_are_dropped_only_past_the_budget(board, monkeypatch):
     fill(board)
     kn = board.knowledge
     df = {w: kn._document_frequency(w) for w in WORDS}
-    assert kn.keyword_words("the cache timeout of item3") == ["cache", "timeout", "item3"]  # small: all kept
+    # small: all kept, an identifier also by its parts
+    assert kn.keyword_words("the cache timeout of item3") == ["cache", "timeout", "item3", "item"]
     monkeypatch.setattr(knowledge_mod, "SCORED_ROWS", 5)
     assert kn.keyword_words("the cache timeout of item3") == ["item3"]  # the rare word stays
     common = sorted(WORDS, key=df.get)
@@ -107,3 +107,50 @@ def test_a_smaller_first_vector_fetch_gives_the_same_answers(board, memory, monk
     monkeypatch.setattr(service, "SMALL_FETCH", small_fetch)  # 5: too few survive, the full over-fetch follows
     assert [memory.query(q, k=50, mode="vector").hits for q in queries] == before
     assert all(not h.deprecated for hits in before for h in hits) and len(before[0]) > 10
+
+
+CODE_LESSONS = [
+    dict(problem="Printing a number in base two", fix="def intToBin(n):\n    return format(n, 'b')", task_type="code"),
+    dict(problem="Reading a count typed by the user", fix="def str2int(s):\n    return int(s.strip())", task_type="code"),
+    dict(problem="Looking keys up by value", fix="def invertDictMapping(d):\n    return {v: k for k, v in d.items()}",
+         task_type="code"),
+    dict(problem="Parsing a query string", fix="from urllib.parse import parse_qsl\nparse_qsl(query)", task_type="code"),
+]
+
+
+@pytest.mark.anyio
+async def test_keyword_search_sees_inside_identifiers(connect, memory):
+    from conftest import call
+
+    async with connect("alice", memory=memory) as c:
+        ids = [(await call(c, "record_lesson", **lesson))["item"]["id"] for lesson in CODE_LESSONS]
+        for query, expected in [("python int to bin", ids[0]), ("make a str an int", ids[1]),
+                                ("invert dict", ids[2]), ("intToBin", ids[0]), ("parse qsl", ids[3])]:
+            hits = (await call(c, "query_memory", query=query, mode="keyword"))["hits"]
+            assert hits and hits[0]["id"] == expected, (query, [h["title"] for h in hits])
+
+
+def test_a_store_made_before_code_words_is_migrated_and_keeps_working(tmp_path):
+    from hiveboard.board import Board, Store
+    from hiveboard.board.migrations import MIGRATIONS
+    from sqlite_utils import Database
+
+    old = Database(tmp_path / "hiveboard.db")
+    old.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for migration in MIGRATIONS[:MIGRATIONS.index(next(m for m in MIGRATIONS if m.__name__ == "m013_code_words"))]:
+        migration(old)
+        old.execute("INSERT INTO migrations VALUES (?, datetime('now'))", [migration.__name__])
+    old.execute("INSERT INTO memory_items (kind, title, text, created_by, created_at) VALUES "
+                "('lesson', 'base two', 'def intToBin(n): return format(n, ''b'')', 'alice', 0)")
+    old.conn.commit()
+    old.close()
+
+    board = Board(Store(tmp_path / "hiveboard.db"))
+    try:
+        assert board.knowledge.keyword("int to bin") == [1]  # the old item, found by its identifier's parts
+        with board.store.write() as db:
+            board.knowledge.add(db, kind="lesson", text="def str2int(s): return int(s)", created_by="bob")
+        assert board.knowledge.keyword("str int")[0] == 2
+        assert board.knowledge.keyword("format") == [1]  # its text is still indexed as before
+    finally:
+        board.store.close()

@@ -123,6 +123,57 @@ async def test_tag_lists_are_bounded_with_one_sentence(connect, memory):
         many = [f"t{n}" for n in range(2000)]
         error = await call_error(c, "query_memory", query="retry", tags=many)
         assert "argument 'tags' has 2000 items; at most 20 are accepted" in error
+        error = await call_error(c, "query_memory", query="retry", tags=many[:21])
+        assert "argument 'tags': List should have at most 20 items" in error
+        error = await call_error(c, "record_lesson", problem="p", fix="f", task_type="code", tags=["x" * 51])
+        assert "argument 'tags" in error and "at most 50 characters" in error
         error = await call_error(c, "record_lesson", problem="p", fix="f", task_type="code", tags=many)
         assert "argument 'tags'" in error and "nothing was done" in error
         assert (await call(c, "query_memory", query="p", mode="keyword"))["hits"] == []
+
+
+SQL_LESSON = dict(problem="The search endpoint built its SQL with an f-string from the request (SQL injection).",
+                  fix="Pass user values as parameters: cursor.execute('... WHERE name = ?', (name,)).",
+                  task_type="code", tags=["sql", "security"])
+HOSTILE_TAGS = ["$and", "$or", "tag:security", "kind", "deprecated", "{\"$ne\": 1}", "' OR 1=1 --", "\u00e9t\u00e9",
+                "\U0001f525" * 12, "%", "_", "*", "NULL", "x" * 50, *(f"t{n:02d}" + "z" * 46 for n in range(6))]
+
+
+async def test_a_hostile_item_does_not_break_search_for_others(connect, memory):
+    assert len(HOSTILE_TAGS) == 20 and max(map(len, HOSTILE_TAGS)) == 50  # as much as the edge accepts
+    async with connect("mallory", memory=memory) as m, connect("alice", memory=memory) as a:
+        hostile = dict(problem="mallory " + "p" * 3992, fix="\u202e\u200b" + "f" * 3998, task_type="code")
+        bad = await call(m, "record_lesson", **hostile, tags=HOSTILE_TAGS)
+        for n in range(3):  # merged into the first: its tags must stay bounded
+            await call(m, "record_lesson", **hostile, tags=[f"more{n}-{k}" for k in range(20)])
+        assert memory.knowledge.item(bad["item"]["id"]).tags == HOSTILE_TAGS  # merges add no tags past the bound
+        good = await call(a, "record_lesson", **SQL_LESSON)
+        memory.drain()
+        assert memory.knowledge.pending() == 0
+        for mode in ("vector", "hybrid", "keyword"):
+            hits = (await call(a, "query_memory", query="SQL injection from an f-string", mode=mode))["hits"]
+            assert hits[0]["id"] == good["item"]["id"], mode
+        for tag in HOSTILE_TAGS:
+            found = await call(a, "query_memory", query="mallory", tags=[tag], mode="keyword")
+            assert [h["id"] for h in found["hits"]] == [bad["item"]["id"]], tag
+        assert (await call(a, "query_memory", query="SQL", tags=["security"]))["hits"][0]["id"] == good["item"]["id"]
+    index = memory.index.index if hasattr(memory.index, "index") else memory.index
+    stored = index.collection.get(ids=[str(bad["item"]["id"])], include=["metadatas"])["metadatas"][0]
+    assert set(stored) == {"kind", "task_type", "task_id", "deprecated", "created_at"}  # no key per tag
+
+
+def test_a_rare_tag_is_ranked_from_sqlite_when_the_nearest_vectors_lack_it(board, memory, monkeypatch):
+    from hiveboard.memory import service
+
+    monkeypatch.setattr(service, "OVERFETCH", 20)  # 60 closer untagged items fill every vector fetch
+    monkeypatch.setattr(service, "SMALL_FETCH", 20)
+    board.agents.ensure("alice")
+    with board.store.write() as db:
+        for i in range(60):
+            board.knowledge.add(db, kind="note", text=f"SQL injection risk number {i} in a query builder",
+                                created_by="alice", task_type="code")
+        tagged = board.knowledge.add(db, kind="note", text="Escaping user input in database queries",
+                                     created_by="alice", task_type="code", tags=["security"])
+    memory.drain()
+    for mode in ("vector", "hybrid"):
+        assert [h.id for h in memory.query("SQL injection", tags=["security"], mode=mode).hits] == [tagged]
