@@ -5,7 +5,6 @@ running never keeps the server process alive at shutdown."""
 from __future__ import annotations
 
 import signal
-import time
 
 import anyio
 import pytest
@@ -54,11 +53,11 @@ async def test_a_running_review_never_acts_on_a_card_that_moved_on(connect, revi
 
 @pytest.mark.slow
 async def test_a_critic_still_running_does_not_keep_the_server_alive(tmp_path, fake_llm):
-    fake_llm.delay["*"] = 120
+    fake_llm.delay["*"] = 3600
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text("\n".join([
-        "[review]", "critic_timeout = 300", "agent_deadline = 0", "[review.task_types]", 'code = ["correctness"]',
+        "[review]", "critic_timeout = 3600", "agent_deadline = 0", "[review.task_types]", 'code = ["correctness"]',
         *[line for b in ("bandit", "ruff", "ruff-style", "acceptance") for line in (f"[review.critics.{b}]",
                                                                                      "enabled = false")],
         "[review.critics.slow]", 'lens = "correctness"', 'backend = "llm"', 'model = "m"',
@@ -71,10 +70,9 @@ async def test_a_critic_still_running_does_not_keep_the_server_alive(tmp_path, f
             with anyio.fail_after(START_TIMEOUT):
                 while not fake_llm.calls():
                     await anyio.sleep(0.05)
-        stopped = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=90)  # the critic would answer after 120 s and its timeout is 300 s
-        assert time.monotonic() - stopped < 90
+        proc.wait(timeout=START_TIMEOUT)  # the critic would answer only after an hour, within its timeout
+        assert proc.returncode is not None
     finally:
         if proc.poll() is None:
             proc.kill()

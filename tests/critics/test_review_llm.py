@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 import pytest
 
@@ -192,23 +193,27 @@ async def test_every_critic_failing_sends_the_card_to_a_human(connect, reviewer,
         assert "the review could not run" in (await call(c, "get_task", task_id=card["id"]))["blocked_reason"]
 
 
-async def test_three_one_second_critics_run_in_parallel(connect, reviewer, fake_llm):
-    fake_llm.delay["*"] = 1.0
+async def test_three_critics_run_in_parallel(connect, reviewer, fake_llm):
+    """Each critic's model call answers only once all three calls are in flight: run one after another,
+    the first would wait alone until the barrier gives up (no timing is asserted)."""
+    together = threading.Barrier(3, timeout=60)
+    broke = []
+
+    def answer_when_all_asked(request: dict) -> dict:
+        try:
+            together.wait()
+        except threading.BrokenBarrierError:
+            broke.append(request["model"])
+        return critique("PASS", 9, "fine")
+
+    for lens in ("security", "correctness", "performance"):
+        fake_llm.script(lens, answer_when_all_asked)
     engine = reviewer(config(fake_llm, "security", "correctness", "performance"))
     async with connect("alice", review=engine) as c:
         card = await hand_in(c)
-        round1 = (await verdict(c, card["id"]))["rounds"][0]
-    arrivals = sorted(r["at"] for r in fake_llm.calls())
-    assert len(arrivals) == 3 and arrivals[-1] - arrivals[0] < 1.0  # all three asked before the first answered
-    seconds = [x["seconds"] for x in round1["critiques"]]
-    assert min(seconds) >= 1.0
-    wall = _seconds(round1["finished_at"]) - _seconds(round1["started_at"])
-    assert wall < 1.5, f"review took {wall:.2f} s for three 1 s critics"
-
-
-def _seconds(stamp: str) -> float:
-    from datetime import datetime
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        round1 = (await verdict(c, card["id"], timeout=300))["rounds"][0]
+    assert len(fake_llm.calls()) == 3 and broke == [], f"critics were not all asked at once: {broke}"
+    assert [x["status"] for x in round1["critiques"]] == ["ok", "ok", "ok"]
 
 
 async def test_duplicates_are_merged_across_critics_and_contradictions_surfaced(connect, reviewer, fake_llm):
