@@ -131,6 +131,10 @@ def lesson_of(issue: ReviewIssue, fixed_by: str) -> tuple[str, str, str]:
     return f"{issue.category}: {what}", fix, caught_by
 
 
+class _Dropped(Exception):
+    """The round's job was cancelled or taken over while its critics ran."""
+
+
 @dataclass
 class AttemptStanding:
     """Where one competing attempt stands after its review."""
@@ -171,7 +175,8 @@ class ReviewEngine:
         self.meta = MetaReviewer(config.meta, config.critic_timeout, config.repair_attempts) if config.meta else None
         self.referee = Referee(config.referee, config.critic_timeout, config.repair_attempts) \
             if config.referee else None
-        self.changed = threading.Event()  # set when a critique lands; agent-slot waits wake on it
+        self._wakers: set[threading.Event] = set()  # one per running round: woken when a review event commits
+        self._wakers_lock = threading.Lock()
 
     @property
     def sandbox(self) -> Detected:
@@ -212,7 +217,16 @@ class ReviewEngine:
                 log.exception("memory context for review %s failed; critics go on without it", job.id)
         return Work(**dict(job), context=context)
 
-    def _one(self, job: ReviewJob, worker: str, critic: Critic, work: Work, earlier: list[ReviewIssue]) -> None:
+    def changed(self) -> None:
+        """A review event committed (an agent's critique, a cancellation, here or in another process): every
+        running round looks again."""
+        with self._wakers_lock:
+            wakers = list(self._wakers)
+        for wake in wakers:
+            wake.set()
+
+    def _one(self, job: ReviewJob, worker: str, critic: Critic, work: Work, earlier: list[ReviewIssue],
+             done: set[str], wake: threading.Event) -> None:
         """Run one critic on its own thread and store what it gave, whatever happened."""
         started = time.monotonic()
         critique, error, status = None, None, "ok"
@@ -233,7 +247,8 @@ class ReviewEngine:
             self.board.reviews.record(job, worker, critic.name, status, critique, error, time.monotonic() - started)
         except Exception:  # fail_unfinished records the gap against this critic
             log.exception("review %s: the result of %s was not stored", job.id, critic.name)
-        self.changed.set()
+        done.add(critic.name)  # before the wake-up: the round looks at `done`, not at the thread
+        wake.set()
 
     @contextmanager
     def _leased(self, job: ReviewJob, worker: str):
@@ -277,30 +292,25 @@ class ReviewEngine:
             started = time.monotonic()
             # Daemon threads, not an executor: a critic that overran its timeout (or whose job was cancelled) is
             # abandoned, and it never keeps the process alive at shutdown (executor threads are joined at exit).
+            done: set[str] = set()
+            wake = threading.Event()
+            with self._wakers_lock:
+                self._wakers.add(wake)
             threads = [threading.Thread(target=self._one, name=f"review-{job.id}-{c.name}", daemon=True, args=(
                 job, worker, c, work, previous[c.name].issues if c.name in previous and
-                previous[c.name].status == "ok" else [])) for c in running]
+                previous[c.name].status == "ok" else [], done, wake)) for c in running]
             for thread in threads:
                 thread.start()
             limit = {c.name: c.deadline or self.config.critic_timeout for c in running}
-            while True:
-                elapsed = time.monotonic() - started
-                critics_busy = any(t.is_alive() and elapsed < limit[c.name] for c, t in zip(running, threads))
-                agents_busy = bool(agent_lenses) and now() < deadline and bool(reviews.open_lenses(job.id))
-                if not (critics_busy or agents_busy):
-                    break
-                if not reviews.held(job.id, worker):  # cancelled (the card left review) or taken over
-                    log.info("review %s: no longer ours; its critics are abandoned", job.id)
-                    return None
-                # Woken by a critic finishing, an agent's critique or a cancellation (the store's notifier, which
-                # also relays other processes' commits); otherwise only when a deadline comes due.
-                due = [limit[c.name] - elapsed for c, t in zip(running, threads) if t.is_alive()]
-                if agent_lenses:
-                    due.append(deadline - now())
-                self.changed.wait(min(max(0.01, min(due, default=1.0)), 5.0))
-                self.changed.clear()
-            for critic, thread in zip(running, threads):
-                if thread.is_alive():  # recorded as a timeout; its late answer will be refused
+            try:
+                self._await_round(job, worker, running, limit, started, done, wake, agent_lenses, deadline)
+            except _Dropped:
+                return None
+            finally:
+                with self._wakers_lock:
+                    self._wakers.discard(wake)
+            for critic in running:
+                if critic.name not in done:  # recorded as a timeout; its late answer will be refused
                     reviews.record(job, worker, critic.name, "timeout", None,
                                    f"no critique within {limit[critic.name]:.0f} s")
             reviews.close_slots(job, worker)
@@ -372,6 +382,26 @@ class ReviewEngine:
                        "swapped")
         return pick_one, f"by the referee model, the same with the order swapped: {why_one}"
 
+
+    def _await_round(self, job: ReviewJob, worker: str, running: list[Critic], limit: dict[str, float],
+                     started: float, done: set[str], wake: threading.Event, agent_lenses: list[str],
+                     deadline: float) -> None:
+        """Until every critic has answered or run out of time and every agent lens is taken or its deadline
+        passed. Woken by a critic finishing or a review event (the store's notifier, which also relays other
+        processes' commits); otherwise only when a deadline comes due. _Dropped if the job stopped being ours."""
+        reviews = self.board.reviews
+        while True:
+            elapsed = time.monotonic() - started
+            waiting_on = [limit[c.name] - elapsed for c in running if c.name not in done and elapsed < limit[c.name]]
+            agents_busy = bool(agent_lenses) and now() < deadline and bool(reviews.open_lenses(job.id))
+            if not (waiting_on or agents_busy):
+                return
+            if not reviews.held(job.id, worker):  # cancelled (the card left review) or taken over
+                log.info("review %s: no longer ours; its critics are abandoned", job.id)
+                raise _Dropped
+            due = waiting_on + ([deadline - now()] if agents_busy else [])
+            wake.wait(min(max(0.01, min(due)), 5.0))
+            wake.clear()
 
     def _announce(self, job: ReviewJob, chosen: list[Critic], agent_lenses: list[str], deadline: float,
                   context: list[str]) -> None:
@@ -532,7 +562,7 @@ class ReviewWorker:
     def _on_commit(self, events: list[Event]) -> None:
         if any(isinstance(event, ReviewChanged) for event in events):
             self._wake.set()
-            self.engine.changed.set()
+            self.engine.changed()
 
     def start(self) -> ReviewWorker:
         _ = self.engine.critics  # probe the sandbox and build the critics now, not inside the first review
