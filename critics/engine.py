@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
 from hiveboard.board.reviews import BLOCKING
 from hiveboard.board.db import iso
-from hiveboard.board.events import Event, ReviewChanged
+from hiveboard.board.events import Event, ReviewChanged, TaskChanged
 from hiveboard.board.reviews import judged
 
 from .acceptance import AcceptanceCritic
@@ -176,6 +176,7 @@ class ReviewEngine:
         self.referee = Referee(config.referee, config.critic_timeout, config.repair_attempts) \
             if config.referee else None
         self._wakers: set[threading.Event] = set()  # one per running round: woken when a review event commits
+        self._contest_lock = threading.Lock()
         self._wakers_lock = threading.Lock()
 
     @property
@@ -325,10 +326,6 @@ class ReviewEngine:
             self._mine_lessons(job, work, critiques, previous)
             if not reviews.finish(job, worker, synthesis, outcome, message, synthesis.decisive):
                 return None
-        try:
-            self.decide_contest(job.task_id)
-        except Exception:  # the verdict stands; the next attempt's verdict tries the contest again
-            log.exception("could not decide the contest of task %s", job.task_id)
         return synthesis
 
     # ----------------------------------------------------------------- competing attempts
@@ -348,7 +345,12 @@ class ReviewEngine:
         """Once every competing attempt of this card's contest has ended, pick the winner: by the review
         results (passed, tests passed, fewest blocking issues, highest score, fewest rounds, earliest), or,
         with review.referee, by a model that sees the two best side by side, asked twice with the order
-        swapped (two answers that disagree leave it to the results). True if this call decided it."""
+        swapped (two answers that disagree leave it to the results). True if this call decided it. The review
+        worker calls it when a card reaches done or needs_human, by a verdict or by hand."""
+        with self._contest_lock:  # one decision at a time in this process (the board refuses a second anyway)
+            return self._decide_contest(task_id)
+
+    def _decide_contest(self, task_id: int) -> bool:
         card = self.board.summary(task_id)
         if card.contest is None:
             return False
@@ -558,11 +560,27 @@ class ReviewWorker:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._ended: set[int] = set()  # cards that just reached done or needs_human: a contest may be complete
+        self._ended_lock = threading.Lock()
 
     def _on_commit(self, events: list[Event]) -> None:
+        ended = {e.task_id for e in events if isinstance(e, TaskChanged) and e.status in ("done", "needs_human")}
+        if ended:  # e.g. an attempt sent to a human by hand: its contest is decided here, off the caller's thread
+            with self._ended_lock:
+                self._ended |= ended
+            self._wake.set()
         if any(isinstance(event, ReviewChanged) for event in events):
             self._wake.set()
             self.engine.changed()
+
+    def _decide_contests(self) -> None:
+        with self._ended_lock:
+            ended, self._ended = self._ended, set()
+        for task_id in sorted(ended):
+            try:
+                self.engine.decide_contest(task_id)
+            except Exception:
+                log.exception("could not decide the contest of task %s", task_id)
 
     def start(self) -> ReviewWorker:
         _ = self.engine.critics  # probe the sandbox and build the critics now, not inside the first review
@@ -577,6 +595,7 @@ class ReviewWorker:
     def _loop(self, worker: str) -> None:
         reviews = self.engine.board.reviews
         while not self._stop.is_set():
+            self._decide_contests()
             try:
                 job = reviews.claim_job(worker, self.engine.config.worker_lease)
             except Exception:

@@ -78,3 +78,22 @@ async def test_a_referee_model_that_contradicts_itself_is_overruled_by_the_resul
     a, b, cards, _ = await run_contest(connect, reviewer(contest_config(fake_llm, referee=True)))
     assert cards[a]["contest_result"].startswith("won: decided by the review results: the referee model's two "
                                                  "answers disagreed")
+
+
+async def test_an_attempt_sent_to_a_human_by_hand_still_lets_the_contest_end(connect, reviewer, fake_llm):
+    fake_llm.script("correctness", critique("PASS", 8, "fine"))
+    engine = reviewer(contest_config(fake_llm))
+    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
+            connect("carol", review=engine) as carol:
+        first = await call(alice, "create_task", title="parse ISO dates", attempts=2)
+        a, b = first["id"], first["id"] + 1
+        await attempt(bob, a, "bob's version")
+        fake_llm.delay["*"] = 600  # carol's review will not finish by itself
+        claim = await call(carol, "claim_task", task_id=b)
+        await call(carol, "complete_task", task_id=b, token=claim["token"], output="carol's version")
+        await call(alice, "update_task", task_id=b, status="needs_human", reason="a person takes it")
+        told = await call(alice, "get_messages", intent="contest.decided", wait_seconds=60)
+        assert told["messages"], "the contest was not decided"
+        cards = {t: await call(alice, "get_task", task_id=t) for t in (a, b)}
+    assert cards[a]["contest_result"].startswith("won") and cards[b]["contest_result"].startswith(f"lost to task {a}")
+    assert cards[b]["status"] == "done"  # closed by the referee
