@@ -100,10 +100,9 @@ class Agents:
     def present(self, role: str, within: float, exclude: tuple[str, ...] = ()) -> list[str]:
         """Agents with this role that made a call within `within` seconds or are waiting for messages now."""
         ts = now()
-        marks = ",".join("?" * len(exclude)) or "NULL"
-        return [r[0] for r in self.store.db.execute(
-            f"SELECT name FROM agents WHERE role = ? AND name NOT IN ({marks}) AND (last_seen_at >= ? OR "
-            f"waiting_until >= ?) ORDER BY name", [role, *exclude, ts - within, ts])]
+        found = self.store.db.execute("SELECT name FROM agents WHERE role = ? AND (last_seen_at >= ? OR "
+                                      "waiting_until >= ?) ORDER BY name", [role, ts - within, ts])
+        return [name for (name,) in found if name not in exclude]
 
     def new_token(self, name: str, role: str | None = None) -> str:
         """Issue a fresh token for an agent, creating it if needed (the old token stops working).

@@ -286,10 +286,11 @@ class Reviews:
     @staticmethod
     def _blocking_refs(db: Database, task_id: int, before_review: int) -> set[str]:
         """Refs of the blocking issues raised in the card's earlier rounds."""
+        marks = ",".join("?" * len(BLOCKING))
         return {ref for (ref,) in db.execute(
             "SELECT json_extract(i.value, '$.ref') FROM critiques c, json_each(c.issues) i WHERE c.task_id = ? "
-            "AND c.review_id < ? AND json_extract(i.value, '$.severity') IN ('critical', 'major')",
-            [task_id, before_review])}
+            f"AND c.review_id < ? AND json_extract(i.value, '$.severity') IN ({marks})",
+            [task_id, before_review, *BLOCKING])}
 
     def held(self, review_id: int, worker: str) -> bool:
         """Whether this worker still holds the job (not cancelled, not taken over)."""

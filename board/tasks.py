@@ -618,11 +618,8 @@ class Board:
                                            "stuck, move it to needs_human with a reason"))
             moving = status is not None and status != row["status"]
             if moving and transitions.find(row["status"], status, "update_task") is None:
-                allowed = transitions.targets(row["status"], "update_task")
-                raise IllegalTransition(
-                    f"update_task cannot move task {task_id} from {row['status']} to {status}; from "
-                    f"{row['status']} it can go to {', '.join(allowed) or 'nothing'} (use claim_task / release_task "
-                    "/ complete_task for the rest)")
+                raise IllegalTransition(_illegal(row, status, "update_task")
+                                        + " (use claim_task / release_task / complete_task for the rest)")
             # Editing or noting a claimed card is the holder's business, and so is anything sent with a token
             # (the caller believes it holds the card); an unheld card is open to anyone.
             if token is not None or (not moving and held):

@@ -58,7 +58,8 @@ def test_indexing_goes_on_after_the_owner_leaves(board, tmp_path):
     second.stop()
 
 
-def test_the_tag_filter_applies_inside_the_vector_search(board, memory):
+def sixty_close_untagged_and_one_tagged(board, memory) -> int:
+    """60 notes closer to "SQL injection" than the one tagged "security", all indexed; the tagged one's id."""
     board.agents.ensure("alice")
     with board.store.write() as db:
         for i in range(60):
@@ -67,6 +68,11 @@ def test_the_tag_filter_applies_inside_the_vector_search(board, memory):
         tagged = board.knowledge.add(db, kind="note", text="Escaping user input in database queries",
                                      created_by="alice", task_type="code", tags=["security"])
     memory.drain()
+    return tagged
+
+
+def test_the_tag_filter_applies_inside_the_vector_search(board, memory):
+    tagged = sixty_close_untagged_and_one_tagged(board, memory)
     hits = memory.query("SQL injection", tags=["security"], mode="vector").hits
     assert [h.id for h in hits] == [tagged]
 
@@ -167,13 +173,6 @@ def test_a_rare_tag_is_ranked_from_sqlite_when_the_nearest_vectors_lack_it(board
 
     monkeypatch.setattr(service, "OVERFETCH", 20)  # 60 closer untagged items fill every vector fetch
     monkeypatch.setattr(service, "SMALL_FETCH", 20)
-    board.agents.ensure("alice")
-    with board.store.write() as db:
-        for i in range(60):
-            board.knowledge.add(db, kind="note", text=f"SQL injection risk number {i} in a query builder",
-                                created_by="alice", task_type="code")
-        tagged = board.knowledge.add(db, kind="note", text="Escaping user input in database queries",
-                                     created_by="alice", task_type="code", tags=["security"])
-    memory.drain()
+    tagged = sixty_close_untagged_and_one_tagged(board, memory)
     for mode in ("vector", "hybrid"):
         assert [h.id for h in memory.query("SQL injection", tags=["security"], mode=mode).hits] == [tagged]
