@@ -45,6 +45,9 @@ SubscriptionKind = Literal["intent", "task", "channel"]
 PREVIEW_CHARS = 280
 
 
+# what the shared log shows: never a direct message between two agents
+POOL_VISIBLE = "(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')"
+
 class NewMessage(BaseModel):
     intent: str
     content: str = ""
@@ -334,7 +337,7 @@ class Messages:
             raise InvalidInput("limit must be between 1 and 100")
         where, params = self._filters(task_id, intent, thread, sender, since)
         after = _uncursor(cursor)[1] if cursor else 0
-        where.append("(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')")
+        where.append(POOL_VISIBLE)
         with self.store.read() as db:
             ids = [r[0] for r in db.execute(
                 "SELECT m.id FROM messages m WHERE m.id > ?" + "".join(f" AND {w}" for w in where)
@@ -343,6 +346,20 @@ class Messages:
             ids = ids[:limit]
             messages = self._messages(db, ids, full)
         return MessagePage(messages=messages, unread=0, next_cursor=_cursor((0, ids[-1])) if more else None)
+
+    def latest(self, *, task_id: int | None = None, intent: str | None = None, before: int | None = None,
+               limit: int = 50) -> list[Message]:
+        """The pool newest first (what a person scrolling the board's messages wants), `before` a message id."""
+        if not 1 <= limit <= 200:
+            raise InvalidInput("limit must be between 1 and 200")
+        where, params = self._filters(task_id, intent, None, None, None)
+        where.append(POOL_VISIBLE)
+        if before is not None:
+            where.append("m.id < ?"), params.append(before)
+        with self.store.read() as db:
+            ids = [r[0] for r in db.execute("SELECT m.id FROM messages m WHERE " + " AND ".join(where)
+                                            + " ORDER BY m.id DESC LIMIT ?", [*params, limit])]
+            return self._messages(db, ids, True)
 
     @staticmethod
     def check_query(since: str | None = None, cursor: str | None = None) -> None:

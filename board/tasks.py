@@ -23,6 +23,7 @@ from .knowledge import Knowledge
 from .messages import Messages, NewMessage
 from .reviews import Reviews
 from .transitions import Transition, Via
+from .views import Views
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound, NotYourClaim, StaleToken
 from .events import TaskChanged
 from .models import (
@@ -70,7 +71,8 @@ class Limits:
 
 
 DOING: dict[str, str] = {"claim_task": "renew the claim on", "release_task": "release", "update_task": "update",
-                         "complete_task": "complete", "lease": "expire", "review": "review", "referee": "close"}
+                         "complete_task": "complete", "lease": "expire", "review": "review", "referee": "close",
+                         "decide": "decide"}
 MAX_ATTEMPTS = 5
 
 
@@ -104,6 +106,7 @@ class Board:
         self.lease_seconds = lease_seconds
         self.limits = limits
         self.reviews = Reviews(self)
+        self.views = Views(store)
 
     def post_event(self, db: Database, actor: str, intent: str, task_id: int, summary: str, content: str = "",
                    recipient: str | None = None, metadata: dict | None = None) -> None:
@@ -308,6 +311,11 @@ class Board:
                     f"holder ({row['assignee'] or 'none'}), its creator ({row['created_by']}) or an agent with the "
                     f"role {' or '.join(OPERATOR_ROLES)} may move it to {rule.target}; ask one of them, or send "
                     "them a message with publish_message")
+        elif rule.who == "person":
+            agent = self.agents.get(actor, missing_ok=True)
+            if agent is None or agent.role not in OPERATOR_ROLES:
+                raise Forbidden(f"only a person (an agent with the role {' or '.join(OPERATOR_ROLES)}) decides task "
+                                f"{row['id']} from {rule.source}; ask the operator")
         elif rule.who in ("system", "review") and actor != rule.who:
             raise Forbidden(f"only the {'lease sweep' if rule.who == 'system' else 'review'} moves task "
                             f"{row['id']} from {rule.source} to {rule.target}")
@@ -506,6 +514,52 @@ class Board:
                 self.post_event(db, "review", "contest.decided", row["id"],
                                 f"contest {contest_id}: task {winner} won; task {row['id']} {verdict}", result)
             return True
+
+    # ----------------------------------------------------------------- a person's decision
+
+    def decide(self, actor: str, task_id: int, decision: str, note: str = "", assign_to: str | None = None
+               ) -> TaskSummary:
+        """A person (operator role) decides a card waiting in needs_human: `pass` it to done, `send_back`
+        to its author (todo, reserved for them, the note as the brief), or `reassign` it to another agent.
+        The author hears it in their inbox; the decision is logged as the human lens of the card's last
+        review when that review sent it here (e.g. human approval required)."""
+        if decision not in ("pass", "send_back", "reassign"):
+            raise InvalidInput(f"decision {decision!r} is not one of pass, send_back, reassign")
+        note = note.strip()
+        self._check_text(note, self.limits.note, "note")
+        if decision != "pass" and not note:
+            raise InvalidInput(f"{decision.replace('_', ' ')} needs a note saying what to change or why")
+        target = None
+        if decision == "reassign":
+            agent = self.agents.get(assign_to, missing_ok=True) if assign_to else None
+            if agent is None:
+                raise InvalidInput(f"reassign needs assign_to naming a registered agent; known agents: "
+                                   f"{', '.join(self.agents.names()) or 'none yet'}")
+            target = agent.name
+        ts = now()
+        with self.store.write() as db:
+            row = self.row(db, task_id)
+            if row["status"] != "needs_human":
+                raise IllegalTransition(f"task {task_id} is {row['status']}, not needs_human: there is nothing to "
+                                        "decide; reload the card")
+            author = row["assignee"] or row["created_by"]
+            reserve = author if decision == "send_back" else target
+            head = {"pass": f"task {task_id} passed by {actor}",
+                    "send_back": f"task {task_id} sent back to {author} by {actor}",
+                    "reassign": f"task {task_id} reassigned to {target} by {actor}"}[decision]
+            intent = {"pass": "approval", "send_back": "critique", "reassign": "status_update"}[decision]
+            # first, while the author still holds the card: the thread (author, creator, subscribers) hears it
+            self.post_event(db, actor, intent, task_id, head + (f": {note}" if note else ""), note)
+            if decision == "pass":
+                row = self.move(db, row, "done", "decide", actor, ts=ts, note=note or None)
+            else:
+                row = self.move(db, row, "todo", "decide", actor, ts=ts, reason=note, note=note,
+                                sets={"reserved_for": reserve})
+                if target and target != author:
+                    self.post_event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {row['title']}",
+                                    note, recipient=target)
+            self.reviews.record_person(db, task_id, actor, "PASS" if decision == "pass" else "FAIL", head, note, ts)
+            return self.summarize(db, row)
 
     def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
         """Take a card: the given one, or the next ready one (highest priority, oldest first)."""

@@ -141,7 +141,13 @@ def http_app(settings: Settings, board: Board, memory: Memory | LazyMemory | Non
     app = UnicodeGuard(mcp.streamable_http_app(host=settings.host, transport_security=security))
     if settings.http_token:
         app = BearerAuth(app, settings.http_token, board)
-    return app
+    from starlette.applications import Starlette
+
+    from .web.app import Site, WebBoard, web_routes
+
+    web = WebBoard(board, settings.home, memory=memory, hosts=hosts, origins=settings.allowed_origins,
+                   read_only=settings.web_read_only, presence=settings.review.critic_presence)
+    return Site(app, Starlette(routes=web_routes(web)), web)
 
 
 def _freeze_heap(collect: bool = True) -> None:
