@@ -16,8 +16,8 @@ def bars(points: list[tuple[str, float | None]], *, width: int = 520, height: in
     slot = (width - gap) / len(points)
     out = [f'<svg class="chart" viewBox="0 0 {width} {height + pad * 2}" role="img" aria-label="{escape(label)}">']
     for n, (name, value) in enumerate(points):
-        x = gap + n * slot
-        w = max(slot - gap, 1)
+        w = min(max(slot - gap, 1), 64)  # a few points stay bars, not blocks
+        x = gap + n * slot + (slot - gap - w) / 2
         if value is not None:
             h = (value / peak) * height if peak else 0
             y = pad + height - h
