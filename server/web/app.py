@@ -19,6 +19,7 @@ from starlette.routing import Route
 from hiveboard.board import Board, BoardError, Conflict, Forbidden, IllegalTransition, NewTask, NotFound
 from hiveboard.board.messages import NewMessage
 
+from ..boundary import TOOL_ERRORS
 from . import pages
 from .auth import COOKIE, Sessions, host_allowed, load_secret, origin_allowed
 from .live import LiveHub
@@ -192,7 +193,7 @@ def web_routes(web: WebBoard) -> list[Route]:
                                                mode=q["mode"] if q["mode"] in ("hybrid", "vector", "keyword")
                                                else "hybrid")
                     note = results.note
-                except BoardError as exc:
+                except TOOL_ERRORS as exc:  # the same failures a tool reports, as a note on the page
                     note = str(exc)
         return pages.memory_page(q, results, note, viewer)
 

@@ -246,3 +246,20 @@ async def test_a_replaced_token_ends_its_sessions(site):
     subprocess.run(hiveboard_cmd("--home", str(home), "agent", "token", "ann"),
                    capture_output=True, text=True, check=True)
     assert web.get("/board", follow_redirects=False).status_code == 303
+
+
+async def test_memory_search_and_full_read(site):
+    home, url, people = site
+    web, _ = login(_base(url), people["ann"])
+    async with http_client(url, people["coder"]) as coder:
+        made = await call(coder, "record_lesson", problem="Retries hammered the flaky payment API " + "x" * 400,
+                          fix="Back off exponentially with jitter, capped at 30 s", task_type="code",
+                          tags=["payments"])
+    item = made["item"]["id"]
+    page = web.get("/memory", params={"q": "payment retries backoff", "mode": "keyword", "tags": "payments"}).text
+    assert f'href="/memory/{item}"' in page and "Retries hammered" in page  # the hit, cut; the item is whole
+    assert web.get("/memory", params={"q": "payment retries", "mode": "keyword", "tags": "other"}).text.count(
+        'href="/memory/') == 0
+    full = web.get(f"/memory/{item}").text
+    assert "x" * 400 in full and "capped at 30 s" in full and "payments" in full
+    assert web.get("/memory/999999").status_code == 404
