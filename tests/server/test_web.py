@@ -147,6 +147,15 @@ async def test_a_person_resolves_needs_human_and_the_author_hears(site):
         assert any(m["intent"] == "task_assignment" and m["task_id"] == made["id"] for m in told["messages"])
         assert (await call(coder2, "claim_task", task_id=made["id"]))["claimed"] is True
 
+        # a person posts to the card's thread: its holder hears it, as from the person
+        r = web.post(f"/task/{made['id']}/message", data={"content": "Ping me when v2 is wired.", "intent": "ask",
+                                                          "csrf": csrf})
+        assert r.status_code == 303
+        heard = await call(coder2, "get_messages")
+        assert any(m["sender"] == "ann" and m["intent"] == "ask" and "v2 is wired" in m["summary"]
+                   for m in heard["messages"]), heard
+        assert web.post(f"/task/{made['id']}/message", data={"content": "  ", "csrf": csrf}).status_code == 400
+
         # deciding a card that is not waiting on a human is refused, nothing changes
         r = web.post(f"/task/{made['id']}/decide", data={"decision": "pass", "csrf": csrf})
         assert r.status_code == 409 and "not needs_human" in r.text
