@@ -78,8 +78,20 @@ class MemoryAdded:
         return ("memory",)
 
 
-Event = TaskChanged | InboxChanged | ReviewChanged | MemoryAdded
-KINDS: dict[str, type] = {cls.kind: cls for cls in (TaskChanged, InboxChanged, ReviewChanged, MemoryAdded)}
+@dataclass(frozen=True)
+class MemoryIndexed:
+    """Items were embedded and indexed (searches waiting for fresh items wake up)."""
+
+    count: int
+    kind = "memory.indexed"
+
+    def topics(self) -> tuple[str, ...]:
+        return ("memory.indexed",)
+
+
+Event = TaskChanged | InboxChanged | ReviewChanged | MemoryAdded | MemoryIndexed
+KINDS: dict[str, type] = {cls.kind: cls for cls in (TaskChanged, InboxChanged, ReviewChanged, MemoryAdded,
+                                                    MemoryIndexed)}
 
 
 def encode(event: Event) -> str:

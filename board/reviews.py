@@ -234,6 +234,7 @@ class BoardStats(BaseModel):
     memory_surfaced: int
     memory_useful: int
     memory_reuse_rate: float | None
+    memory_pending: int = Field(0, description="memory items waiting for the vector index (found by keyword meanwhile)")
 
 
 def _rate(part: int, whole: int) -> float | None:
@@ -628,7 +629,8 @@ class Reviews:
             review_latency_p50=round(statistics.median(latencies), 3) if latencies else None,
             review_latency_p95=round(p95, 3) if p95 is not None else None,
             critics=critics, messages_per_task=_rate(messages, tasks),
-            memory_surfaced=surfaced, memory_useful=useful, memory_reuse_rate=_rate(useful, surfaced))
+            memory_surfaced=surfaced, memory_useful=useful, memory_reuse_rate=_rate(useful, surfaced),
+            memory_pending=self.board.knowledge.pending())
 
 
 def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[ReviewIssue]:

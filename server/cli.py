@@ -1,4 +1,4 @@
-"""The `hiveboard` command: serve (stdio or streamable HTTP), board, agent, tools.
+"""The `hiveboard` command: serve (stdio or streamable HTTP), board, agent, memory, tools.
 
 Logs go to stderr only: on stdio, stdout is the protocol.
 
@@ -396,8 +396,8 @@ def board_text(board: Board, top: int) -> str:
             lines.append(f"  … {column.count - len(column.top)} more (hiveboard board --top N)")
     surfaced, useful = board.knowledge.reuse()
     rate = f", reuse rate {useful / surfaced:.0%}" if surfaced else ""
-    lines.append(f"\nmemory: {board.knowledge.count()} items; {surfaced} handed to agents at claims, "
-                 f"{useful} marked helpful{rate}")
+    lines.append(f"\nmemory: {board.knowledge.count()} items, {board.knowledge.pending()} waiting for the vector "
+                 f"index; {surfaced} handed to agents at claims, {useful} marked helpful{rate}")
     return "\n".join(lines)
 
 
@@ -431,6 +431,44 @@ async def _watch_board(board: Board, top: int) -> int:
                 changed.clear()
     except (KeyboardInterrupt, asyncio.CancelledError):
         return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    """Export the memory to JSON Lines, or import such a file (every line checked before anything is written)."""
+    from pathlib import Path
+
+    from .memory_file import MAX_ERRORS, check_file, export_file, import_file, index_imported
+
+    settings = _settings(args)
+    board = open_board(settings)
+    if args.action == "export":
+        if args.file in (None, "-"):
+            count = export_file(board, sys.stdout)
+        else:
+            with open(args.file, "w", encoding="utf-8") as out:
+                count = export_file(board, out)
+        print(f"exported {count} memory items{f' to {args.file}' if args.file not in (None, '-') else ''}",
+              file=sys.stderr)
+        return 0
+    if args.file in (None, "-"):
+        print("hiveboard: memory import needs a FILE (it is read twice: checked, then written)", file=sys.stderr)
+        return 2
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"hiveboard: {path} is not a file", file=sys.stderr)
+        return 2
+    count, problems = check_file(path)
+    if problems:
+        more = f"\n… and {len(problems) - MAX_ERRORS} more" if len(problems) > MAX_ERRORS else ""
+        print("\n".join(problems[:MAX_ERRORS]) + more, file=sys.stderr)
+        print(f"hiveboard: {len(problems)} bad line(s) in {path}; nothing was imported", file=sys.stderr)
+        return 2
+    gc.enable()  # a long run, not a start-up
+    ids = import_file(path, board, count)
+    print(f"imported {len(ids)} memory items from {path}" + (f" (ids {ids[0]}-{ids[-1]})" if ids else ""),
+          file=sys.stderr)
+    print(f"hiveboard: {index_imported(settings, board)}", file=sys.stderr)
+    return 0
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -597,6 +635,12 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reindex", help="rebuild the memory's vector index from SQLite (after changing the "
                        "embedding model); stop the servers of this data directory first")
     r.set_defaults(fn=cmd_reindex)
+
+    m = sub.add_parser("memory", help="'export [FILE]' writes the shared memory as JSON Lines (stdout without "
+                       "FILE); 'import FILE' checks every line, then adds the items and indexes them")
+    m.add_argument("action", choices=["export", "import"])
+    m.add_argument("file", nargs="?")
+    m.set_defaults(fn=cmd_memory)
 
     t = sub.add_parser("tools", help="list the MCP tools and their context cost in tokens")
     t.set_defaults(fn=cmd_tools)

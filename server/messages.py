@@ -33,12 +33,12 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         intent: Annotated[str, Field(description="e.g. status_update, request_help, "
                                      "answer", max_length=40)],
         content: str = "",
-        summary: Annotated[str | None, Field(description="one line")] = None,
+        summary: str | None = None,  # defaults to the first line (the server instructions)
         recipient: Annotated[str | None, Field(description="agent, 'role:<role>' or 'everyone'; "
                                                "omit: the pool")] = None,
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         thread: Annotated[str | None, Field(description="channel name")] = None,
-        reply_to: Annotated[int | None, Field(description="message id it answers", ge=1, le=MAX_ID)] = None,
+        reply_to: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         priority: Literal["low", "normal", "high", "urgent"] = "normal",
         metadata: Annotated[dict, Field(description="small JSON object")] = {},
     ) -> Message:
@@ -52,7 +52,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     async def get_messages(
         ctx: Context,
         box: Annotated[Literal["inbox", "pool"], Field(description="inbox: yours; pool: everyone's")] = "inbox",
-        unread_only: Annotated[bool, Field(description="true marks them read")] = True,
+        unread_only: bool = True,  # marks what it returns read: said in the server instructions
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         intent: Annotated[str | None, Field(max_length=40)] = None,
         thread: Annotated[str | None, Field(max_length=80)] = None,
@@ -61,10 +61,8 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         full: Annotated[bool, Field(description="not a 280-character preview")] = False,
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
         cursor: Annotated[str | None, Field(description="previous next_cursor")] = None,
-        wait_seconds: Annotated[float, Field(description="wait this long for a match",
-                                             ge=0, le=300)] = 0,
-        ack: Annotated[list[Id], Field(description="ids to acknowledge",
-                                       max_length=500)] = [],
+        wait_seconds: Annotated[float, Field(ge=0, le=300)] = 0,
+        ack: Annotated[list[Id], Field(max_length=500)] = [],
     ) -> MessagePage:
         """Read your inbox or the pool, ack handled messages, or wait for one."""
         filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,

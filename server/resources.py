@@ -1,4 +1,4 @@
-"""Resources (the board, the metrics, a card, an agent's inbox) and subscriptions to inboxes.
+"""Resources (the board, the metrics, a card, a memory item, an agent's inbox) and subscriptions to inboxes.
 
 An agent may read, subscribe to or listen on its own inbox only. Clients on the session protocol
 (2025-11-25) subscribe with resources/subscribe; on 2026-07-28 they open subscriptions/listen (the
@@ -103,6 +103,16 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     def task_resource(task_id: int) -> str:
         try:
             return board.get(int(task_id)).model_dump_json()
+        except BoardError as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
+
+    @mcp.resource("hiveboard://memory/{item_id}", name="memory", mime_type="application/json",
+                  description="One memory item in full: its whole text, source, tags (query_memory shows a snippet)")
+    def memory_resource(item_id: str) -> str:
+        if not item_id.isdigit():
+            raise ResourceNotFoundError(f"memory item {item_id!r} is not an id; use a hit's id from query_memory")
+        try:
+            return board.knowledge.item(int(item_id)).model_dump_json(exclude_none=True)
         except BoardError as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 

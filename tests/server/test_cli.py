@@ -31,7 +31,7 @@ def test_board_prints_columns_and_cards(tmp_path):
     assert "2 cards, 0 ready" in out.stdout
     assert re.search(r"IN_PROGRESS \(1\)\n\s+#1 .*Design schema @alice", out.stdout)
     assert re.search(r"TODO \(1\)\n\s+#2 .*Write API", out.stdout)
-    assert "memory: 0 items; 0 handed to agents at claims, 0 marked helpful" in out.stdout
+    assert "memory: 0 items, 0 waiting for the vector index; 0 handed to agents at claims, 0 marked helpful" in out.stdout
 
 
 def test_agent_add_prints_a_working_token(tmp_path):
