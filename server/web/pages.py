@@ -368,7 +368,8 @@ def metrics_page(stats: BoardStats, rounds: dict[int, int], viewer: Viewer) -> s
         figure("memory reuse rate", stats.memory_reuse_rate, "%"),
         figure("messages per task", stats.messages_per_task),
         figure("critique success rate", stats.critique_success_rate, "%"),
-        figure("cards reviewed", stats.cards_reviewed)))
+        figure("cards reviewed", stats.cards_reviewed),
+        figure("memory items waiting for the vector index", stats.memory_pending)))
     by_day = charts.bars([(d.day[5:], d.rate) for d in stats.first_pass_by_day], unit="%", top=1,
                          label="first-pass rate by day")
     per_round = charts.bars([(f"{n} round{'s' if n > 1 else ''}", float(c)) for n, c in sorted(rounds.items())],
