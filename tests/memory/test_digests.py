@@ -172,3 +172,21 @@ async def test_the_configured_model_writes_the_rules_and_the_counts_stay(connect
         fallback = await read_digest(c)
     assert fallback["written_by"] == "extractive" and fallback["version"] == digest["version"] + 1
     assert fallback["rules"][0]["rule"].startswith("Throttle requests")
+
+
+def test_the_server_writes_digests_with_the_configured_model_else_offline(board, memory, tmp_path):
+    from hiveboard.critics.config import ReviewConfig
+    from hiveboard.server.cli import start_digester
+    from hiveboard.server.config import DigestConfig, Settings
+
+    chosen = {}
+    for name, settings in (
+            ("offline", Settings(home=tmp_path)),
+            ("review.llm", Settings(home=tmp_path, review=ReviewConfig(llm=Endpoint(model="critic-model")))),
+            ("digest.llm", Settings(home=tmp_path, review=ReviewConfig(llm=Endpoint(model="critic-model")),
+                                    digest=DigestConfig(min_lessons=4, llm=Endpoint(model="digest-model"))))):
+        digester = start_digester(settings, board, memory)
+        digester.stop()
+        chosen[name] = (digester.writer_name if digester.writer else None, digester.min_lessons)
+    assert chosen == {"offline": (None, 10), "review.llm": ("llm:critic-model", 10),
+                      "digest.llm": ("llm:digest-model", 4)}
