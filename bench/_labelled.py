@@ -118,10 +118,14 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS) -> SetRe
                                             task_type=it.get("task_type", "code"), created_by="bench")] = it["key"]
             memory.drain()
             ranked: dict[str, list[list[str]]] = {m: [] for m in methods}
+            # a model that embeds queries and documents differently (e5's "query: " prefix) says so with embed_query
+            embed_query = getattr(embedder, "embed_query", None)
             for q in queries:
+                vector = embed_query([q["query"]])[0] if embed_query else None
                 for mode in ("hybrid", "vector", "keyword"):
                     if mode in methods:
-                        hits = memory.query(q["query"], task_type=q.get("task_type"), k=DEPTH, mode=mode).hits
+                        hits = memory.query(q["query"], task_type=q.get("task_type"), k=DEPTH, mode=mode,
+                                            vector=vector).hits
                         ranked[mode].append([ids[h.id] for h in hits])
         finally:
             memory.stop()
@@ -132,7 +136,7 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS) -> SetRe
         ranked["bm25"] = [_top(bm25.scores(q["query"]), _allowed(types, q), keys, positive_only=True) for q in queries]
     if "cosine" in methods:
         matrix = np.vstack([embedder.embed(docs[k:k + 8]) for k in range(0, len(docs), 8)])
-        qv = embedder.embed([q["query"] for q in queries])
+        qv = getattr(embedder, "embed_query", embedder.embed)([q["query"] for q in queries])
         ranked["cosine"] = [_top(matrix @ v, _allowed(types, q), keys) for v, q in zip(qv, queries)]
     res.metrics = {m: score(ranked[m], queries) for m in methods}
     if "hybrid" in methods and "vector" in methods:

@@ -307,10 +307,28 @@ def m013_code_words(db: Database) -> None:
     db.execute("INSERT INTO memory_fts (memory_fts) VALUES ('rebuild')")
 
 
+def m014_digests(db: Database) -> None:
+    # One digest per task type: its lessons grouped by meaning into a few rules with counts (memory/digests.py).
+    # `accrued` is how many lessons (merged duplicates counted) the task type had when it was built, so a
+    # rebuild waits until enough new ones came in; `building_until` leases a rebuild to one process.
+    db.execute("""
+        CREATE TABLE memory_digests (
+            task_type TEXT PRIMARY KEY,
+            title TEXT NOT NULL DEFAULT '',
+            rules TEXT NOT NULL DEFAULT '[]',
+            lessons INTEGER NOT NULL DEFAULT 0,
+            accrued INTEGER NOT NULL DEFAULT 0,
+            written_by TEXT NOT NULL DEFAULT '',
+            version INTEGER NOT NULL DEFAULT 0,
+            updated_at REAL,
+            building_until REAL
+        )""")
+
 
 MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
                                                 m007_acceptance_tests, m008_events, m009_review_cancelled,
-                                                m010_agent_presence, m011_waivers, m012_contests, m013_code_words]
+                                                m010_agent_presence, m011_waivers, m012_contests, m013_code_words,
+                                                m014_digests]
 
 
 def apply_migrations(db: Database) -> list[str]:

@@ -19,6 +19,7 @@ from sqlite_utils import Database
 from . import transitions
 from .agents import OPERATOR_ROLES, Agents
 from .db import Store, iso, now
+from .digests import Digests
 from .knowledge import Knowledge
 from .messages import Messages, NewMessage
 from .reviews import Reviews
@@ -102,6 +103,7 @@ class Board:
         self.store = store
         self.agents = Agents(store)
         self.knowledge = Knowledge(store)
+        self.digests = Digests(store)
         self.messages = Messages(store, self.agents, self.knowledge, limits)
         self.lease_seconds = lease_seconds
         self.limits = limits

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, Field, ValidationError
 
 from hiveboard.board import Critique, CritiqueRecord, ReviewIssue
+from hiveboard.memory.digests import LessonGroup, WrittenDigest
 
 from .base import Critic, CriticFailed, CriticTimeout, Work
 from .config import Endpoint
@@ -262,3 +263,38 @@ class LLMSynthesiser:
         reply = _ask(self.client, self.endpoint.model, messages, schema, "synthesis", _SynthesisReply,
                      self.endpoint.temperature, self.repair_attempts)
         return reply.verdict, reply.brief, reply.contradictions
+
+
+DIGEST_SYSTEM = """You write a team's digest of lessons for one type of task: a title and one rule per group
+of lessons. The groups were formed from the lessons' meaning; keep them as given, one rule each, in the
+same order. A rule is one imperative sentence an agent can follow (at most 30 words), in the words of the
+lessons, adding nothing they do not say. The title names the task type's common techniques, e.g.
+"Common Web Scraping Techniques". Reply with JSON: {"title": "...", "rules": ["...", ...]}"""
+
+
+class _DigestReply(BaseModel):
+    title: str = Field(max_length=200)
+    rules: list[str]
+
+
+class DigestWriter:
+    """The model-written digest of a task type's lessons (memory/digests.py groups them; this writes the rules)."""
+
+    def __init__(self, endpoint: Endpoint, timeout: float, repair_attempts: int):
+        self.endpoint = endpoint
+        self.repair_attempts = repair_attempts
+        self.name = f"llm:{endpoint.model}"
+        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
+
+    def __call__(self, task_type: str, groups: list[LessonGroup]) -> WrittenDigest:
+        listed = [{"group": n, "lessons": g.count, "examples": g.texts} for n, g in enumerate(groups, 1)]
+        messages = [{"role": "system", "content": DIGEST_SYSTEM},
+                    {"role": "user", "content": f"Task type: {task_type}\n\n{len(groups)} groups:\n"
+                                                f"{json.dumps(listed, ensure_ascii=False)}"}]
+        schema = {"type": "object", "properties": {
+            "title": {"type": "string"},
+            "rules": {"type": "array", "items": {"type": "string"}, "minItems": len(groups), "maxItems": len(groups)}},
+            "required": ["title", "rules"], "additionalProperties": False}
+        reply = _ask(self.client, self.endpoint.model, messages, schema, "digest", _DigestReply,
+                     self.endpoint.temperature, self.repair_attempts)
+        return WrittenDigest(title=reply.title, rules=reply.rules)

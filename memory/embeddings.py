@@ -36,8 +36,10 @@ MINILM_DIM = 384
 MAX_TOKENS = 256
 # Texts per onnxruntime run. Memory for one run grows with batch × tokens² (attention); a batch of 64 long
 # texts took the process past 2.5 GB, kept by onnxruntime's CPU arena, which never hands memory back. So
-# runs are small and the arena is off (bench/README.md, "memory while indexing", has the numbers).
+# runs are small and the arena is off, and a run holds at most EMBED_TOKENS padded tokens: 8 texts of up
+# to 128 tokens, 4 of 256 (bench/README.md, "memory while indexing", has the numbers).
 EMBED_BATCH = 8
+EMBED_TOKENS = 1024
 QUANTIZE_RECIPE = "dynamic-qint8-matmul-per-channel-v1"  # change it when the recipe below changes
 
 
@@ -182,15 +184,23 @@ class MiniLM:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if len(texts) > EMBED_BATCH:
-            return np.vstack([self._embed(texts[k:k + EMBED_BATCH]) for k in range(0, len(texts), EMBED_BATCH)])
-        return self._embed(texts)
-
-    def _embed(self, texts: list[str]) -> np.ndarray:
         with self._lock:
             encoded = self.tokenizer.encode_batch([t or " " for t in texts])
-        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)  # padded on the right, to the longest
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        lengths = mask.sum(axis=1)
+        out, start = [], 0
+        while start < len(texts):  # consecutive runs within EMBED_BATCH texts and EMBED_TOKENS padded tokens
+            end, longest = start + 1, int(lengths[start])
+            while end < len(texts) and end - start < EMBED_BATCH and \
+                    (end - start + 1) * max(longest, int(lengths[end])) <= EMBED_TOKENS:
+                longest = max(longest, int(lengths[end]))
+                end += 1
+            out.append(self._run(ids[start:end, :longest], mask[start:end, :longest]))
+            start = end
+        return out[0] if len(out) == 1 else np.vstack(out)
+
+    def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)

@@ -28,7 +28,8 @@ __all__ = ["build_server", "tool_token_costs", "INSTRUCTIONS"]
 INSTRUCTIONS = """hiveboard: a Kanban board shared by a team of agents.
 Start with whoami (set your name once if the operator did not), then get_board or claim_task.
 claim_task gives you a card and a fencing token; pass the token to update_task, release_task
-and complete_task. Your lease is renewed by update_task (a note, or the token alone); an expired lease returns the
+and complete_task. It also hands you the task type's digest (its common rules, with how many lessons
+back each) when it has one, then single lessons: read both first. Your lease is renewed by update_task (a note, or the token alone); an expired lease returns the
 card to todo and your token stops working. complete_task moves the card to review: critics check it in the
 background and it comes back to you (a 'critique' message with a revision brief) or goes to done;
 follow it with get_review(task_id, wait_seconds=…). Agents with the role 'critic' receive review

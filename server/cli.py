@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hiveboard.board import Board
     from hiveboard.critics.engine import ReviewEngine, ReviewWorker
+    from hiveboard.memory.digests import Digester
     from hiveboard.memory.lazy import LazyMemory
     from hiveboard.memory.service import Memory
 
@@ -216,6 +217,7 @@ class Background:
     def __init__(self, settings: Settings, board: Board, memory: LazyMemory, review: ReviewEngine | None):
         self.settings, self.board, self.memory, self.review = settings, board, memory, review
         self.worker: ReviewWorker | None = None
+        self.digester: Digester | None = None
         self._lock = threading.Lock()
         self._started = self._stopped = False
 
@@ -231,7 +233,7 @@ class Background:
         from hiveboard.memory.lazy import OPEN_ERRORS
 
         try:
-            self.memory.get()
+            memory = self.memory.get()
         except Exception as exc:
             if self._stopped:  # the server is stopping and closed the memory first
                 return
@@ -239,6 +241,12 @@ class Background:
                 log.exception("the memory could not be opened")
             _memory_failed(exc)
         _freeze_heap()  # the memory's modules and model join the start-up objects
+        digester = start_digester(self.settings, self.board, memory)
+        with self._lock:
+            if not self._stopped:
+                self.digester, digester = digester, None
+        if digester is not None:  # stopped meanwhile
+            digester.stop()
 
     def _start_worker(self) -> None:
         worker = start_review_worker(self.settings, self.board, self.memory, self.review)
@@ -277,9 +285,11 @@ class Background:
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
-            worker = self.worker
+            worker, digester = self.worker, self.digester
         if worker is not None:
             worker.stop()
+        if digester is not None:
+            digester.stop()
         self.memory.stop()
 
 
@@ -324,6 +334,23 @@ def start_review_worker(settings: Settings, board: Board, memory: Memory | LazyM
         log.warning("review.execute = \"unsafe\": submitted tests run on this machine as this user, with no "
                     "sandbox; use it only for agents you trust as much as yourself")
     return ReviewWorker(engine, threads=settings.review_workers).start()
+
+
+def start_digester(settings: Settings, board: Board, memory: Memory) -> Digester:
+    """The digests per task type, written in the background; by the configured model when there is one."""
+    from hiveboard.memory.digests import Digester
+
+    writer = None
+    endpoint = settings.digest.llm or settings.review.llm
+    if endpoint is not None:
+        from hiveboard.critics.llm import DigestWriter
+
+        writer = DigestWriter(endpoint, settings.review.critic_timeout, settings.review.repair_attempts)
+    digester = Digester(board, memory.embedder, min_lessons=settings.digest.min_lessons,
+                        refresh_after=settings.digest.refresh_after, max_rules=settings.digest.max_rules,
+                        writer=writer, writer_name=writer.name if writer else None)
+    digester.start()
+    return digester
 
 
 def _serve(args: argparse.Namespace, settings: Settings, board: Board, background: Background) -> int:

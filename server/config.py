@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
-from hiveboard.critics.config import ReviewConfig
+from pydantic import BaseModel, Field
+from hiveboard.critics.config import Endpoint, ReviewConfig
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 
@@ -30,6 +30,16 @@ def config_file() -> Path:
     if explicit:
         return Path(explicit)
     return Path(os.environ.get("HIVEBOARD_HOME") or default_home()) / "config.toml"
+
+
+class DigestConfig(BaseModel):
+    """Digests per task type (memory/digests.py): when they are written, and by which model."""
+
+    min_lessons: int = Field(10, ge=2, le=10_000, description="lessons a task type needs before it gets a digest")
+    refresh_after: int = Field(3, ge=1, le=10_000, description="new lessons that make a digest be written again")
+    max_rules: int = Field(8, ge=1, le=50, description="rules in a digest, most frequent first")
+    llm: Endpoint | None = Field(None, description="a model that writes the rules; default: review.llm when set, "
+                                 "else the extractive digest (offline)")
 
 
 class Settings(BaseSettings):
@@ -58,6 +68,8 @@ class Settings(BaseSettings):
     max_output_chars: int = Field(200_000, ge=100, le=50_000_000, description="largest complete_task output")
     review: ReviewConfig = Field(default_factory=ReviewConfig, description="critics: the [review] table "
                                  "(HIVEBOARD_REVIEW__EXECUTE=true and so on)")
+    digest: DigestConfig = Field(default_factory=DigestConfig, description="digests per task type: the [digest] "
+                                 "table (HIVEBOARD_DIGEST__MIN_LESSONS=10 and so on)")
     review_workers: int = Field(2, ge=0, le=32, description="review jobs this process runs at once (0: none)")
     tool_profile: Literal["lean", "full"] = Field("lean", description="lean: each result's data once, as "
                                                   "compact JSON text, and no output schemas; full: also structured "

@@ -1,4 +1,5 @@
-"""Resources (the board, the metrics, a card, a memory item, an agent's inbox) and subscriptions to inboxes.
+"""Resources (the board, the metrics, a card, a memory item, an agent's inbox, digests per task type) and
+subscriptions to inboxes.
 
 An agent may read, subscribe to or listen on its own inbox only. Clients on the session protocol
 (2025-11-25) subscribe with resources/subscribe; on 2026-07-28 they open subscriptions/listen (the
@@ -8,6 +9,7 @@ SDK's handler, behind the same rule).
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -31,6 +33,10 @@ from .deps import Deps
 
 def inbox_uri(agent: str) -> str:
     return f"hiveboard://inbox/{agent}"
+
+
+def digest_uri(task_type: str) -> str:
+    return f"hiveboard://digest/{task_type}"
 
 
 class InboxSubscriptions:
@@ -115,6 +121,23 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             return board.knowledge.item(int(item_id)).model_dump_json(exclude_none=True)
         except BoardError as exc:
             raise ResourceNotFoundError(str(exc)) from exc
+
+    @mcp.resource("hiveboard://digests", name="digests", mime_type="application/json",
+                  description="The task types that have a digest: title, rules and lessons of each")
+    def digests_resource() -> str:
+        return json.dumps([{"task_type": d.task_type, "title": d.title, "rules": len(d.rules), "lessons": d.lessons,
+                            "uri": digest_uri(d.task_type)} for d in board.digests.all()])
+
+    @mcp.resource("hiveboard://digest/{task_type}", name="digest", mime_type="application/json",
+                  description="A task type's digest: its lessons grouped by meaning into rules with counts")
+    def digest_resource(task_type: str) -> str:
+        task_type = task_type.strip().lower()
+        digest = board.digests.get(task_type)
+        if digest is None:
+            had = board.digests.accrued().get(task_type, 0)
+            raise ResourceNotFoundError(f"task type {task_type!r} has no digest yet ({had} lessons): one is written "
+                                        "once it has enough lessons; hiveboard://digests lists those that have one")
+        return digest.model_dump_json()
 
     @mcp.resource("hiveboard://inbox/{agent}", name="inbox", mime_type="application/json",
                   description="An agent's unread messages (summaries); subscribe to be told when it changes")

@@ -9,6 +9,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
+from hiveboard.board.digests import Digest
 from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
 from hiveboard.memory.service import Hit
 
@@ -28,6 +29,8 @@ class WhoAmI(BaseModel):
 
 
 class ClaimAnswer(Claim):
+    digest: Digest | None = Field(None, description="the common rules of this task type, grouped from its lessons "
+                                  "with counts (hiveboard://digest/{task_type}); read it first")
     lessons: list[Hit] = Field([], description="lessons and past critiques for this kind of work: read them "
                                "first; pass the ids that helped to complete_task as helpful_lessons")
 
@@ -153,6 +156,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         agent = identity.require(ctx)
         claim = board.claim(agent, task_id=task_id, task_type=task_type)
         lessons: list[Hit] = []
+        digest = board.digests.get(claim.task.task_type) if claim.claimed else None
         if memory is not None and claim.claimed:
             try:
                 lessons = memory.context_for(agent, claim.task)
@@ -160,7 +164,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 log.exception("lessons for task %s could not be read", claim.task.id)
                 claim = claim.model_copy(update={"message": claim.message + "; past lessons could not be read "
                                                  "just now (query_memory later)"})
-        return ClaimAnswer(**dict(claim), lessons=lessons)
+        return ClaimAnswer(**dict(claim), digest=digest, lessons=lessons)
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary

@@ -2,7 +2,7 @@
 
 The real `openai` client talks to it over HTTP, so the LLM critic's whole code path runs. Each
 request is routed by the lens named in its system prompt ("You are the <lens> critic"), or
-"synthesis" for the synthesiser. A script entry is a critique dict (sent as JSON), a raw string
+"synthesis" for the synthesiser, or "digest" for the digest writer. A script entry is a critique dict (sent as JSON), a raw string
 (sent as is: malformed output), or a callable(request) returning either. `delay` sleeps per lens.
 """
 
@@ -47,7 +47,8 @@ class FakeLLM:
                     return
                 system = next((m["content"] for m in body["messages"] if m["role"] == "system"), "")
                 found = LENS.search(system)
-                lens = found.group(1) if found else ("synthesis" if "consolidate" in system else "?")
+                lens = found.group(1) if found else ("synthesis" if "consolidate" in system else
+                                                     "digest" if "digest of lessons" in system else "?")
                 with fake.lock:
                     fake.requests.append({"lens": lens, "model": body["model"], "body": body, "at": time.time()})
                     entry = fake.scripts[lens].popleft() if fake.scripts[lens] else \
