@@ -234,10 +234,13 @@ class Board:
         self.sweep_expired()
         with self.store.read() as db:
             counts = dict(db.execute("SELECT status, count(*) FROM tasks GROUP BY status").fetchall())
-            ready = db.execute(
-                "SELECT count(*) FROM tasks t WHERE status = 'todo' AND NOT EXISTS (SELECT 1 FROM task_deps d "
-                "JOIN tasks dt ON dt.id = d.depends_on WHERE d.task_id = t.id AND dt.status != 'done')"
+            # ready = todo cards minus those still waiting on a dependency, counted from the dependencies (few)
+            # rather than by probing every todo card for one; CROSS JOIN keeps SQLite to that order
+            waiting = db.execute(
+                "SELECT count(DISTINCT d.task_id) FROM task_deps d CROSS JOIN tasks t ON t.id = d.task_id "
+                "CROSS JOIN tasks dt ON dt.id = d.depends_on WHERE t.status = 'todo' AND dt.status != 'done'"
             ).fetchone()[0]
+            ready = counts.get("todo", 0) - waiting
             columns = []
             for status in STATUSES:
                 # done is ordered newest first; the others by what should be picked up next
