@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded
 from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches
+from hiveboard.board.priority import lower_this_thread
 
 from .errors import EmbeddingError, IndexUnavailable
 from .owner import SharedIndex
@@ -359,6 +360,7 @@ class Memory:
     def start(self, poll_seconds: float = 0.5) -> None:
         """Run the indexing worker in a background thread (the owner process does the work)."""
         def run() -> None:
+            lower_this_thread()  # embedding is background work: requests go first
             while not self._stop.is_set():
                 try:
                     if self.index_pending() == 0:

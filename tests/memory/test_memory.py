@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 
 import pytest
@@ -166,6 +169,10 @@ async def test_the_worker_indexes_in_the_background(connect, memory):
         else:
             pytest.fail("the background worker never indexed the lesson")
     assert memory.knowledge.pending() == 0
+    if sys.platform.startswith("linux"):  # embedding is background work: it yields the CPU to requests
+        indexers = [t for t in threading.enumerate() if t.name == "hiveboard-memory-indexer"]
+        ours = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        assert indexers and all(os.getpriority(os.PRIO_PROCESS, t.native_id) > ours for t in indexers)
 
 
 async def test_bad_memory_input_is_refused(connect, memory):
