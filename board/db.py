@@ -56,6 +56,16 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def rows(db: Database, sql: str, params: list | tuple = ()) -> list[dict]:
+    """A statement's rows as dicts (a SELECT, or a write with RETURNING), all fetched.
+
+    sqlite-utils' Database.query wraps each statement in a savepoint (two more statements) so that it
+    can refuse one that returns no rows; the board's statements on its hot paths always return rows."""
+    cursor = db.conn.execute(sql, params)
+    keys = [d[0] for d in cursor.description]
+    return [dict(zip(keys, row)) for row in cursor.fetchall()]
+
+
 class Store:
     """One SQLite file shared by threads and processes."""
 
