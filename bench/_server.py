@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     settings = Settings(home=args.home, db=Path(args.home) / "hiveboard.db", host=args.host, port=args.port,
                         log_level="WARNING")
-    uvicorn.run(bench_app(settings, args.background), host=settings.host, port=settings.port, log_level="warning")
+    served = bench_app(settings, args.background)
+    cli.freeze_heap(collect=False)  # as `hiveboard serve` does before it serves (no long full collections)
+    uvicorn.run(served, host=settings.host, port=settings.port, log_level="warning")
     return 0
 
 
