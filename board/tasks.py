@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -641,10 +642,13 @@ class Board:
             return self.summarize(db, row)
 
     def complete(self, actor: str, task_id: int, token: int, output: str, summary: str | None = None,
-                 artifacts: list[Artifact] | None = None, to_status: str = "done",
+                 artifacts: list[Artifact] | None = None, to_status: str | Callable[[TaskSummary], str] = "done",
                  helpful: list[int] | None = None) -> TaskSummary:
-        """Record the holder's output and artifacts and move the card to review (or done)."""
-        if to_status not in ("review", "done"):
+        """Record the holder's output and artifacts and move the card to review (or done).
+
+        `to_status` is "review" or "done", or a function of the held card that says which (decided inside
+        the transaction, so deciding costs no read of its own)."""
+        if not callable(to_status) and to_status not in ("review", "done"):
             raise ValueError("to_status must be review or done")
         artifacts = artifacts or []
         self._check_text(output, self.limits.output, "output")
@@ -656,8 +660,12 @@ class Board:
         if not output.strip() and not artifacts:
             raise InvalidInput("complete_task needs output= describing what was done (or at least one artifact)")
         with self._holding(actor, task_id, token, "complete", running=True) as (db, row, ts):
-            self.move(db, row, to_status, "complete_task", actor, token=token, note=summary, ts=ts,
-                      sets={"output": output, "summary": summary})
+            if callable(to_status):
+                to_status = to_status(self.summarize(db, row))
+                if to_status not in ("review", "done"):
+                    raise ValueError("to_status must be review or done")
+            moved = self.move(db, row, to_status, "complete_task", actor, token=token, note=summary, ts=ts,
+                              sets={"output": output, "summary": summary})
             if helpful:
                 self.knowledge.mark_useful(db, actor, task_id, helpful)
             db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
@@ -672,4 +680,4 @@ class Board:
             self.knowledge.add(db, kind="output", text=f"{summary or ''}\n{output[:8000]}\n{excerpts}".strip(),
                                created_by=actor, task_type=row["task_type"], task_id=task_id, title=row["title"],
                                tags=json.loads(row["labels"]), source=f"task:{task_id}")
-            return self.summarize(db, self.row(db, task_id))
+            return self.summarize(db, moved)  # nothing after the move changes the card's row
