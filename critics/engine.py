@@ -25,7 +25,6 @@ from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, Review
 from hiveboard.board.reviews import BLOCKING
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
-from hiveboard.board.priority import lower_this_thread
 from hiveboard.board.reviews import judged
 
 from .acceptance import AcceptanceCritic
@@ -594,7 +593,6 @@ class ReviewWorker:
         return self
 
     def _loop(self, worker: str) -> None:
-        lower_this_thread()  # reviews are background work: the critics' threads and processes inherit it
         reviews = self.engine.board.reviews
         while not self._stop.is_set():
             self._decide_contests()
