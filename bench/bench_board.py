@@ -594,7 +594,13 @@ def verdict(res: Results) -> list[str]:
     if res.busy is not None and res.busy.seconds:
         b = res.busy
         lines.append(f"  indexer during those calls: {b.embedded} items embedded in {b.seconds:.1f} s "
-                     f"({b.embedded / b.seconds:.1f}/s); fewest waiting after a batch: {b.min_pending} (> 0: never idle)")
+                     f"({b.embedded / b.seconds:.1f}/s; it embeds at low priority, so a loaded machine starves it); "
+                     f"fewest waiting after a batch: {b.min_pending} (> 0: it always had work)")
+        floor = {r.clients: r.p50_ms for r in res.rows if r.op == "noop"}
+        busy_noop = [(r.clients, r.p50_ms, floor[r.clients]) for r in res.memory if r.op == "noop" and r.clients in floor]
+        if busy_noop:
+            lines.append("  (info) noop p50 with the indexer busy vs on the server without memory: " + ", ".join(
+                f"x{n} {busy:.2f} / {quiet:.2f} ms = {busy / quiet:.2f}x" for n, busy, quiet in busy_noop))
     if res.race is not None:
         ok = race_ok(res.race) and res.race.claimed == res.race.cards
         lines.append(f"target {res.race.clients}-client claims, zero double claims: {'PASS' if ok else 'FAIL'} "
