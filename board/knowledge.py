@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 from sqlite_utils import Database
 
-from .db import Store, iso, now
+from .db import Store, iso, now, rows
 from .errors import InvalidInput, NotFound
 from .events import MemoryAdded, MemoryIndexed
 
@@ -270,8 +270,8 @@ class Knowledge:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        return {r["id"]: _item(r) for r in self.store.db.query(
-            f"SELECT * FROM memory_items WHERE id IN ({marks})", ids)}
+        return {r["id"]: _item(r) for r in rows(self.store.db, f"SELECT * FROM memory_items WHERE id IN ({marks})",
+                                                  ids)}
 
     def item(self, item_id: int) -> MemoryItem:
         found = self.get([item_id])

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded
 from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches, source_ids
+from hiveboard.board.priority import at_low_priority
 
 from .errors import EmbeddingError, IndexUnavailable
 from .owner import SharedIndex
@@ -337,8 +338,9 @@ class Memory:
             return self.index.index  # None unless this process owns the embedded index
         return self.index
 
-    def index_pending(self, batch: int = 64) -> int:
-        """Embed and index one batch from the outbox; returns how many items were indexed."""
+    def index_pending(self, batch: int = 64, *, background: bool = False) -> int:
+        """Embed and index one batch from the outbox; returns how many items were indexed. `background`:
+        embed at low priority (board/priority.py), as the indexing worker does beside requests."""
         index = self._local_index()
         if index is None:
             return 0
@@ -346,7 +348,7 @@ class Memory:
         if not items:
             return 0
         try:
-            self._index(index, items, lease)
+            self._index(index, items, lease, background)
         except Exception:
             if len(items) == 1:
                 raise
@@ -355,18 +357,20 @@ class Memory:
             log.exception("indexing a batch of %d failed; retrying one by one", len(items))
             for item in items:
                 try:
-                    self._index(index, [item], lease)
+                    self._index(index, [item], lease, background)
                 except Exception:
                     log.exception("memory item %s could not be indexed; it will be retried", item.id)
         return len(items)
 
-    def _index(self, index: VectorIndex, items: list[MemoryItem], lease: float) -> None:
+    def _index(self, index: VectorIndex, items: list[MemoryItem], lease: float, background: bool = False) -> None:
         import numpy as np
 
         stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
         missing = [i for i in items if i.id not in stored]
         if missing:
-            fresh = self.embedder.embed([f"{i.title}\n{i.text}" for i in missing])
+            texts = [f"{i.title}\n{i.text}" for i in missing]
+            # only the embedding runs at low priority: this thread's SQLite writes and Chroma calls do not
+            fresh = at_low_priority(self.embedder.embed, texts) if background else self.embedder.embed(texts)
             stored.update({i.id: v for i, v in zip(missing, fresh)})
         index.upsert(items, np.vstack([stored[i.id] for i in items]))
         self.knowledge.indexed(stored, self.embedder.name, lease)
@@ -387,7 +391,7 @@ class Memory:
         def run() -> None:
             while not self._stop.is_set():
                 try:
-                    if self.index_pending() == 0:
+                    if self.index_pending(background=True) == 0:
                         self._wake.wait(poll_seconds)  # other processes' items are picked up on the poll
                         self._wake.clear()
                 except Exception:  # keep indexing alive; leased items come back after their lease

@@ -152,7 +152,7 @@ def http_app(settings: Settings, board: Board, memory: Memory | LazyMemory | Non
     return Site(app, Starlette(routes=web_routes(web)), web)
 
 
-def _freeze_heap(collect: bool = True) -> None:
+def freeze_heap(collect: bool = True) -> None:
     """Move start-up objects out of the garbage collector's reach: full collections then scan only
     what requests allocate, which keeps long pauses out of wake-up latency. collect=False freezes
     without collecting first: before `initialize` is answered a collection costs more than the little
@@ -240,7 +240,7 @@ class Background:
             if not isinstance(exc, OPEN_ERRORS):
                 log.exception("the memory could not be opened")
             _memory_failed(exc)
-        _freeze_heap()  # the memory's modules and model join the start-up objects
+        freeze_heap()  # the memory's modules and model join the start-up objects
         digester = start_digester(self.settings, self.board, memory)
         with self._lock:
             if not self._stopped:
@@ -372,7 +372,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
               f"and the web board on http://{settings.host}:{settings.port}/ (data: {settings.db_path})",
               file=sys.stderr, flush=True)
         app = http_app(settings, board, background.memory, background.review)
-        _freeze_heap(collect=False)
+        freeze_heap(collect=False)
         # An HTTP server usually waits for its first client longer than the background takes, and it
         # should refuse an unusable memory index on its own, so it starts now rather than at a client.
         background.start()
@@ -388,7 +388,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
     server = build_server(board, identity, memory=background.memory, review=background.review,
                           profile=settings.tool_profile)
     server.middleware.append(background.after_initialize())
-    _freeze_heap(collect=False)
+    freeze_heap(collect=False)
     anyio.run(run_stdio, server)
     return 0
 
@@ -686,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"agent {args.action} needs a NAME, e.g. hiveboard agent {args.action} alice")
     # Start-up imports allocate hundreds of thousands of objects and free almost none, so the
     # collector's passes over them are wasted: it is off until `serve` is ready to serve
-    # (_freeze_heap) or a long command starts its work; the other commands end first.
+    # (freeze_heap) or a long command starts its work; the other commands end first.
     collecting = gc.isenabled()
     gc.disable()
     from hiveboard.board import BoardError  # after parsing: --help needs none of the board

@@ -67,19 +67,25 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         """Read your inbox or the pool, ack handled messages, or wait for one."""
         filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,
                        limit=limit, cursor=cursor)
-        agent = await anyio.to_thread.run_sync(identity.require, ctx) if (box == "inbox" or ack) else None
-        board.messages.check_query(since, cursor)  # a bad query writes nothing, acks included
-        acked = await anyio.to_thread.run_sync(board.messages.ack, agent, ack) if ack else None
-        if box == "pool":
-            page = await anyio.to_thread.run_sync(functools.partial(board.messages.pool, **filters))
-            return page.model_copy(update={"acked": acked})
+
+        def first_read() -> tuple[str | None, int | None, int, MessagePage]:
+            # one trip to a worker thread for who is asking, the acks and the first page: each trip waits
+            # for the GIL behind the event loop, which is busiest exactly when many agents call at once
+            agent = identity.require(ctx) if (box == "inbox" or ack) else None
+            board.messages.check_query(since, cursor)  # a bad query writes nothing, acks included
+            acked = board.messages.ack(agent, ack) if ack else None
+            if box == "pool":
+                return agent, acked, 0, board.messages.pool(**filters)
+            mark = notifier.mark(f"inbox:{agent}")  # before the check, so a publish in between still wakes us
+            return agent, acked, mark, board.messages.inbox(agent, unread_only=unread_only, **filters)
+
         deadline = time.monotonic() + wait_seconds
+        agent, acked, mark, page = await anyio.to_thread.run_sync(first_read)
+        if box == "pool":
+            return page.model_copy(update={"acked": acked})
         waiting = False
         try:
             while True:
-                mark = notifier.mark(f"inbox:{agent}")  # before the check, so a publish in between still wakes us
-                page = await anyio.to_thread.run_sync(functools.partial(
-                    board.messages.inbox, agent, unread_only=unread_only, **filters))
                 remaining = deadline - time.monotonic()
                 if page.messages or remaining <= 0:
                     return page.model_copy(update={"acked": acked})
@@ -87,6 +93,9 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                     waiting = True
                     await anyio.to_thread.run_sync(board.agents.seen, agent, now() + remaining)
                 await notifier.wait(f"inbox:{agent}", mark, remaining)
+                mark = notifier.mark(f"inbox:{agent}")
+                page = await anyio.to_thread.run_sync(functools.partial(
+                    board.messages.inbox, agent, unread_only=unread_only, **filters))
         finally:
             if waiting:
                 with anyio.CancelScope(shield=True):

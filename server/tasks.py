@@ -213,6 +213,6 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     ) -> TaskSummary:
         """Hand in a card you hold: to review (see get_review) or done."""
         actor = identity.require(ctx)
-        to_status = "review" if wants_review is not None and wants_review(board.summary(task_id)) else "done"
+        to_status = "done" if wants_review is None else (lambda card: "review" if wants_review(card) else "done")
         return board.complete(actor, task_id, token, output, summary, artifacts, to_status,
                               helpful=helpful_lessons)
