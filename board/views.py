@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from .db import Store, iso, now
 from .errors import InvalidInput
+from .messages import POOL_VISIBLE
 from .models import RANK_PRIORITY, STATUSES
 
 COLUMN_LIMIT = 200
@@ -141,12 +142,29 @@ class Views:
 
     def cards(self, ids: Iterable[int]) -> list[CardView]:
         """These cards (the ones that still exist), for a live update."""
-        ids = sorted(set(ids))[:500]
-        if not ids:
-            return []
+        ids = sorted(set(ids))
+        found: list[CardView] = []
         with self.store.read() as db:
-            rows = db.execute(f"{_CARD_SQL} WHERE t.id IN ({','.join('?' * len(ids))})", ids).fetchall()
-            return self._cards(db, rows)
+            for n in range(0, len(ids), 500):  # SQLite's bound on variables, in slices
+                part = ids[n:n + 500]
+                rows = db.execute(f"{_CARD_SQL} WHERE t.id IN ({','.join('?' * len(part))})", part).fetchall()
+                found += self._cards(db, rows)
+        return found
+
+    def pool_tasks(self, message_ids: Iterable[int]) -> tuple[bool, set[int]]:
+        """Of these messages, whether any is in the shared pool, and the cards whose threads they are in
+        (direct messages count for neither: a page never shows them)."""
+        ids = sorted(set(message_ids))
+        shared, tasks = False, set()
+        with self.store.read() as db:
+            for n in range(0, len(ids), 500):
+                part = ids[n:n + 500]
+                for task_id, in db.execute(f"SELECT m.task_id FROM messages m WHERE m.id IN "
+                                           f"({','.join('?' * len(part))}) AND {POOL_VISIBLE}", part):
+                    shared = True
+                    if task_id is not None:
+                        tasks.add(task_id)
+        return shared, tasks
 
     def counts(self, *, task_type: str | None = None, agent: str | None = None, label: str | None = None
                ) -> dict[str, int]:

@@ -36,7 +36,8 @@ class LiveHub:
         self._clients: set[asyncio.Queue] = set()
         self._tasks: set[int] = set()
         self._reviews: set[int] = set()
-        self._messages = False
+        self._messages: set[int] = set()
+        self._rendering = asyncio.Lock()  # one batch at a time, so pages get them in order
         self._flush: asyncio.TimerHandle | None = None
 
     @property
@@ -70,7 +71,7 @@ class LiveHub:
             elif isinstance(e, ReviewChanged):
                 self._reviews.add(e.task_id)
             elif isinstance(e, InboxChanged):
-                self._messages = True
+                self._messages.add(e.message_id)
             elif isinstance(e, MemoryAdded):
                 pass
         if self._flush is None and (self._tasks or self._reviews or self._messages):
@@ -79,12 +80,13 @@ class LiveHub:
     def _send_batch(self) -> None:
         self._flush = None
         tasks, reviews, messages = self._tasks, self._reviews, self._messages
-        self._tasks, self._reviews, self._messages = set(), set(), False
+        self._tasks, self._reviews, self._messages = set(), set(), set()
         asyncio.get_running_loop().create_task(self._broadcast(tasks, reviews, messages))
 
-    async def _broadcast(self, tasks: set[int], reviews: set[int], messages: bool) -> None:
+    async def _broadcast(self, tasks: set[int], reviews: set[int], messages: set[int]) -> None:
         try:
-            payload = await anyio.to_thread.run_sync(self._render, tasks, reviews, messages)
+            async with self._rendering:
+                payload = await anyio.to_thread.run_sync(self._render, tasks, reviews, messages)
         except Exception:  # a failed update must not end the hub; pages catch up on the next one
             log.exception("live update failed")
             return
@@ -97,7 +99,7 @@ class LiveHub:
                     queue.get_nowait()
                 queue.put_nowait(None)
 
-    def _render(self, tasks: set[int], reviews: set[int], messages: bool) -> bytes:
+    def _render(self, tasks: set[int], reviews: set[int], messages: set[int]) -> bytes:
         """One SSE payload for every page: rendered once, whoever is watching."""
         out = []
         changed = tasks | reviews
@@ -107,8 +109,9 @@ class LiveHub:
             data = {"cards": [{"id": c.id, "status": c.status, "html": pages.card(c)} for c in cards],
                     "gone": sorted(changed - found), "counts": self.board.views.counts()}
             out.append(f"event: cards\ndata: {json.dumps(data)}\n\n")
+        pool, threads = self.board.views.pool_tasks(messages) if messages else (False, set())
         out.append("event: change\ndata: " + json.dumps({"tasks": sorted(changed), "reviews": sorted(reviews),
-                                                          "messages": messages}) + "\n\n")
+                                                          "pool": pool, "threads": sorted(threads)}) + "\n\n")
         return "".join(out).encode()
 
     async def stream(self) -> AsyncIterator[bytes]:

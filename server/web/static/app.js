@@ -54,12 +54,21 @@
     if (!filtered) {
       for (const [status, n] of Object.entries(data.counts)) setCount(status, n);
     } else {
+      filteredCounts(filters);
+    }
+    tick();
+  }
+
+  // a filtered page asks for its own counts, at most once a second however busy the board is
+  let counting = null;
+  function filteredCounts(filters) {
+    if (counting) return;
+    counting = setTimeout(() => {
       const q = new URLSearchParams(filters).toString();
       fetch("/board/counts?" + q, { credentials: "same-origin" }).then(r => r.json()).then(counts => {
         for (const [status, n] of Object.entries(counts)) setCount(status, n);
-      }).catch(() => {});
-    }
-    tick();
+      }).catch(() => {}).finally(() => { counting = null; });
+    }, 1000);
   }
 
   function setCount(status, n) {
@@ -89,9 +98,9 @@
 
   function onChange(change) {
     if (live.page === "task") {
-      if (change.tasks.includes(live.task) || change.reviews.includes(live.task) || change.messages) reloadMain(150);
+      if (change.tasks.includes(live.task) || change.reviews.includes(live.task) || change.threads.includes(live.task)) reloadMain(150);
     } else if (live.page === "messages") {
-      if (change.messages) reloadMain(300);
+      if (change.pool) reloadMain(300);
     } else if (live.page === "agents") {
       if (change.tasks.length || change.reviews.length) reloadMain(1000);
     } else if (live.page === "metrics") {
