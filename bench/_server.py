@@ -9,6 +9,9 @@ bearer middleware) served by uvicorn the way `cmd_serve` does. The only differen
 is wrapped so the MCPServer it returns also carries `noop`, the baseline the board tools are
 compared against. Wrapping (rather than copying http_app) keeps the bench on the real app as it
 changes.
+
+With `--background` it also starts what `hiveboard serve --http` starts beside the app (cli.Background):
+the memory (Chroma, the embedding model and its indexing thread) and the review worker, in this process.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ def noop() -> CallToolResult:
     return CallToolResult(content=[])
 
 
-def bench_app(settings: Settings):
+def bench_app(settings: Settings, background: bool = False):
     """cli.http_app with `noop` registered on the same MCPServer as the board tools (http_app takes
-    build_server from server/app.py when it is called, so that is where it is wrapped)."""
+    build_server from server/app.py when it is called, so that is where it is wrapped); with
+    `background`, the memory and the review worker started as `hiveboard serve --http` starts them."""
     real_build_server = app.build_server
 
     def build_server_with_noop(*args, **kwargs):
@@ -40,7 +44,16 @@ def bench_app(settings: Settings):
 
     app.build_server = build_server_with_noop
     try:
-        return cli.http_app(settings, cli.open_board(settings))
+        board = cli.open_board(settings)
+        if not background:
+            return cli.http_app(settings, board)
+        from hiveboard.memory.lazy import LazyMemory
+
+        memory = LazyMemory(lambda: cli.open_memory_for(settings, board))
+        started = cli.Background(settings, board, memory, cli.review_engine(settings, board, memory))
+        served = cli.http_app(settings, board, started.memory, started.review)
+        started.start()
+        return served
     finally:
         app.build_server = real_build_server
 
@@ -50,10 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--home", required=True, help="data directory (the bench prepares its database)")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--background", action="store_true", help="also run the memory indexer and the review worker, "
+                   "as hiveboard serve --http does")
     args = p.parse_args(argv)
     settings = Settings(home=args.home, db=Path(args.home) / "hiveboard.db", host=args.host, port=args.port,
                         log_level="WARNING")
-    uvicorn.run(bench_app(settings), host=settings.host, port=settings.port, log_level="warning")
+    served = bench_app(settings, args.background)
+    cli.freeze_heap(collect=False)  # as `hiveboard serve` does before it serves (no long full collections)
+    uvicorn.run(served, host=settings.host, port=settings.port, log_level="warning")
     return 0
 
 

@@ -15,11 +15,16 @@ What it does, in one run against one server process (bench/_server.py: the real 
    noop at the same client count.
 2. A claim race: 300 fresh cards, 16 clients claim-next until the board is empty; counts double
    claims (must be 0) and checks the database agrees.
-3. For context, the same board operations called in-process on `hiveboard.board.Board` (no MCP,
+3. Publishing while the memory indexer is busy: a second server process that also runs what `hiveboard
+   serve --http` runs beside the app (the memory, whose indexing thread embeds new items, and the review
+   worker). noop, publish_message to one agent, and publish_message to the pool (which joins the shared
+   memory, so the indexer embeds it) in turns, each timed batch starting with BACKLOG memory items waiting.
+4. For context, the same board operations called in-process on `hiveboard.board.Board` (no MCP,
    no HTTP) on a separate database.
 
 Targets (issue): board tools and get_messages within 1.5x of the no-op tool (p50); publish_message
-with 8 concurrent senders p99 <= 50 ms; zero double claims.
+with 8 concurrent senders p99 <= 50 ms; zero double claims; a pool publish_message p50 <= 1.3x a
+direct one while the indexer is busy.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from _common import machine_info, payload, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path when run as a script)
+import _memory_corpus as corpus  # noqa: E402  (bench/ is on sys.path when run as a script)
+from _common import machine_info, payload, pct, remove_unless_kept  # noqa: E402
 
 from hiveboard.board import Board, NewTask, Store
 from hiveboard.board.messages import NewMessage
@@ -50,6 +56,12 @@ HERE = Path(__file__).resolve().parent
 OPS = ("noop", "create_task", "claim_task", "update_task", "get_task", "list_tasks", "get_board", "release_task",
        "complete_task", "get_messages", "publish_message")
 BOARD_OPS = OPS[1:]
+# The memory section: a second server that runs the memory's indexer (and the review worker), as `hiveboard
+# serve --http` does. publish_pool is publish_message without a recipient: the message joins the shared memory.
+MEMORY_OPS = ("noop", "publish_message", "publish_pool")
+TOOL_OF = {"publish_pool": "publish_message"}
+POOL_RATIO = 1.3  # target: pool publish p50 <= 1.3x a direct one, with the indexer busy
+BACKLOG = 150  # memory items waiting for the indexer at the start of every measured batch
 TARGET_RATIO = 1.5
 PUBLISH_P99_MS = 50.0  # publish_message with 8 concurrent senders
 INBOX = 1_000  # messages in every bench agent's inbox before the run
@@ -96,6 +108,8 @@ class Results:
     settings: dict
     rows: list[Row] = field(default_factory=list)
     race: Race | None = None
+    memory: list[Row] = field(default_factory=list)
+    busy: Busy | None = None
     direct: list[Row] = field(default_factory=list)
     total_s: float = 0.0
 
@@ -126,9 +140,10 @@ def free_port() -> int:
 class ServerProcess:
     """bench/_server.py in its own process; stderr goes to a file shown if something fails."""
 
-    def __init__(self, home: Path, log_path: Path, script: Path = HERE / "_server.py"):
+    def __init__(self, home: Path, log_path: Path, script: Path = HERE / "_server.py", extra: tuple[str, ...] = ()):
         self.home = home
         self.script = script
+        self.extra = list(extra)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.log_path = log_path
@@ -142,7 +157,7 @@ class ServerProcess:
         env.update(HIVEBOARD_LOG_LEVEL="WARNING", HIVEBOARD_CONFIG=str(self.home / "no-config.toml"),
                    PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, str(self.script), "--home", str(self.home), "--port", str(self.port)],
+            [sys.executable, str(self.script), "--home", str(self.home), "--port", str(self.port), *self.extra],
             stdout=subprocess.DEVNULL, stderr=self._log, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -225,10 +240,10 @@ class Agent:
             return dict(task_id=task_id, token=token, output="done by the benchmark", summary="bench")
         if op == "get_messages":
             return dict(unread_only=False)  # the newest 20 of the inbox, read state unchanged
-        if op == "publish_message":
+        if op in ("publish_message", "publish_pool"):  # the same message, to one agent or to the pool
             self.seq += 1
-            return dict(intent="status_update", recipient=self.peer,
-                        content=f"{self.name} #{self.seq}: the login handler is written; tests next")
+            return dict(intent="status_update", content=f"{self.name} #{self.seq}: the login handler is written; "
+                        "tests next", **({"recipient": self.peer} if op == "publish_message" else {}))
         return {}  # noop, claim_task (claim-next), list_tasks and get_board (defaults)
 
     def after(self, op: str, result: dict) -> None:
@@ -252,7 +267,7 @@ class Agent:
         for _ in range(n):
             args = self.args_for(op)
             t0 = time.perf_counter()
-            result = await self.client.call_tool(op, args)
+            result = await self.client.call_tool(TOOL_OF.get(op, op), args)
             lat.append(time.perf_counter() - t0)
             if result.is_error:
                 raise ToolFailed(f"{op}({args}) failed: {result.content[0].text if result.content else result}")
@@ -384,6 +399,78 @@ async def run_race(url: str, tokens: dict[str, str]) -> tuple[list[tuple[str, in
     return claims, lat, wall
 
 
+# ----------------------------------------------------------------------------- memory: publishing while indexing
+
+
+@dataclass
+class Busy:
+    """What the memory server's indexer did while the memory section's calls were timed."""
+
+    embedded: int = 0  # items it embedded and indexed meanwhile
+    seconds: float = 0.0  # timed wall time
+    min_pending: int | None = None  # fewest items still waiting at the end of a timed batch (> 0: never idle)
+
+
+def queue_backlog(board: Board, n: int, counter) -> None:
+    """Keep n memory items (lesson, critique and output texts of the memory bench's corpus) waiting for the
+    server's indexer; they are written here, another process, as a second server would write them."""
+    missing = n - board.knowledge.pending()
+    if missing <= 0:
+        return
+    with board.store.write() as db:
+        for _ in range(missing):
+            item = corpus.item(11, next(counter))
+            board.knowledge.add(db, kind=item.kind, text=item.text, created_by="bench-00", task_type=item.task_type,
+                                title=item.title, tags=item.tags)
+
+
+def embedded_count(board: Board) -> int:
+    return board.store.db.execute("SELECT count(*) FROM memory_items WHERE embedding IS NOT NULL").fetchone()[0]
+
+
+async def run_memory(url: str, tokens: dict[str, str], board: Board, plan: list[tuple[int, int]], rounds: int,
+                     server_pid: int | None = None) -> tuple[list[Row], Busy]:
+    """noop, a direct publish_message and a pool publish_message (which joins the shared memory) in turns,
+    each timed batch starting with BACKLOG items waiting for the indexer, so it embeds throughout."""
+    from contextlib import AsyncExitStack
+    from itertools import count
+
+    rows: list[Row] = []
+    busy = Busy()
+    counter = count()
+    for clients, per_client in plan:
+        names = list(tokens)[:clients]
+        async with AsyncExitStack() as stack:
+            agents = await open_agents(stack, url, {n: tokens[n] for n in names})
+            # the memory opens in the background once the server is up; a search waits for it
+            await call(agents[0].client, "query_memory", {"query": "a slow test in the login handler"})
+            for a in agents:
+                for op in MEMORY_OPS * 3:
+                    await call(a.client, TOOL_OF.get(op, op), a.args_for(op))
+            acc = {op: Sample() for op in MEMORY_OPS}
+            done = 0
+            for r in range(rounds):
+                n = per_client * (r + 1) // rounds - done
+                done += n
+                for op in MEMORY_OPS:
+                    if not n:
+                        continue
+                    queue_backlog(board, BACKLOG, counter)
+                    before, wall = embedded_count(board), acc[op].wall
+                    await measure(agents, op, n, acc[op], server_pid)
+                    busy.embedded += embedded_count(board) - before
+                    busy.seconds += acc[op].wall - wall
+                    pending = board.knowledge.pending()
+                    busy.min_pending = pending if busy.min_pending is None else min(busy.min_pending, pending)
+            group = [acc[op].row(op, clients) for op in MEMORY_OPS]
+            print("  .. " + ", ".join(f"{r.op} p50 {r.p50_ms:.2f}" for r in group) + f" ms (x{clients}, indexer busy)",
+                  flush=True)
+            for row in group:
+                row.ratio_vs_noop = row.p50_ms / group[0].p50_ms if group[0].p50_ms else None
+            rows += group
+    return rows, busy
+
+
 # ----------------------------------------------------------------------------- board setup (in the bench process)
 
 
@@ -496,6 +583,24 @@ def verdict(res: Results) -> list[str]:
     if pub is not None:
         lines.append(f"target publish_message p99 with 8 concurrent senders <= {PUBLISH_P99_MS:.0f} ms: "
                      f"{'PASS' if pub.p99_ms <= PUBLISH_P99_MS else 'FAIL'} ({pub.p99_ms:.2f} ms)")
+    for clients in sorted({r.clients for r in res.memory}):
+        got = {r.op: r for r in res.memory if r.clients == clients}
+        pool, direct = got.get("publish_pool"), got.get("publish_message")
+        if pool is not None and direct is not None and direct.p50_ms:
+            ratio = pool.p50_ms / direct.p50_ms
+            lines.append(f"target pool publish_message p50 <= {POOL_RATIO}x a direct one, indexer busy, x{clients}: "
+                         f"{'PASS' if ratio <= POOL_RATIO else 'FAIL'} ({pool.p50_ms:.2f} / {direct.p50_ms:.2f} ms "
+                         f"= {ratio:.2f}x; p99 {pool.p99_ms:.2f} / {direct.p99_ms:.2f} ms)")
+    if res.busy is not None and res.busy.seconds:
+        b = res.busy
+        lines.append(f"  indexer during those calls: {b.embedded} items embedded in {b.seconds:.1f} s "
+                     f"({b.embedded / b.seconds:.1f}/s; it embeds at low priority, so a loaded machine starves it); "
+                     f"fewest waiting after a batch: {b.min_pending} (> 0: it always had work)")
+        floor = {r.clients: r.p50_ms for r in res.rows if r.op == "noop"}
+        busy_noop = [(r.clients, r.p50_ms, floor[r.clients]) for r in res.memory if r.op == "noop" and r.clients in floor]
+        if busy_noop:
+            lines.append("  (info) noop p50 with the indexer busy vs on the server without memory: " + ", ".join(
+                f"x{n} {busy:.2f} / {quiet:.2f} ms = {busy / quiet:.2f}x" for n, busy, quiet in busy_noop))
     if res.race is not None:
         ok = race_ok(res.race) and res.race.claimed == res.race.cards
         lines.append(f"target {res.race.clients}-client claims, zero double claims: {'PASS' if ok else 'FAIL'} "
@@ -521,6 +626,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-script", default=str(HERE / "_server.py"), metavar="PATH",
                    help="server to run, called as PATH --home DIR --port P (default bench/_server.py); "
                    "for A/B-testing a change, e.g. a copy that patches something before calling _server.main")
+    p.add_argument("--no-memory", action="store_true", help="skip the memory section (publishing while the "
+                   "indexer embeds)")
     p.add_argument("--keep", action="store_true", help="keep the temp directory (database, server log)")
     args = p.parse_args(argv)
 
@@ -582,6 +689,21 @@ def main(argv: list[str] | None = None) -> int:
         board.store.close()
 
         server.stop()
+        if not args.no_memory:
+            memory_home = tmp / "home-memory"
+            mboard = Board(Store(memory_home / "hiveboard.db"), lease_seconds=300)
+            mtokens = {n: mboard.agents.new_token(n) for n in names[:8]}
+            server = ServerProcess(memory_home, tmp / "server-memory.log", Path(args.server_script),
+                                   extra=("--background",))
+            server.start()
+            print(f"\nmemory server (indexer and review worker running): pid {server.proc.pid}")
+            res.memory, res.busy = anyio.run(run_memory, server.url, mtokens, mboard, plan, args.rounds,
+                                             server.proc.pid)
+            print_table(res.memory, f"publishing while the memory indexer embeds (a second server with the memory "
+                        f"on; {BACKLOG} items waiting at the start of every batch). publish_pool: no recipient, "
+                        "so the message joins the shared memory")
+            mboard.store.close()
+            server.stop()
         res.direct = direct_rows(tmp, calls1)
         print_table(res.direct, "in-process Board, no MCP/HTTP (context: the SQLite + model work alone)",
                     ratio=False)

@@ -124,6 +124,12 @@ class Agents:
                                     [_hash(token)]).fetchone()
         return None if row is None else Agent(name=row[0], role=row[1], created_at=iso(row[2]))
 
+    def fingerprint(self, name: str) -> str:
+        """A short digest of the agent's current token hash: it changes when the token is replaced, so
+        whatever was derived from the old token (a web session) can tell."""
+        row = self.store.db.execute("SELECT token_hash FROM agents WHERE name = ?", [name]).fetchone()
+        return hashlib.sha256(f"session:{row[0]}".encode()).hexdigest()[:16] if row else ""
+
     def get(self, name: str, missing_ok: bool = False) -> Agent | None:
         row = self.store.db.execute("SELECT name, role, created_at FROM agents WHERE name = ?",
                                     [name.strip().lower()]).fetchone()

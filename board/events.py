@@ -24,7 +24,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
 log = logging.getLogger("hiveboard")
 
@@ -78,13 +78,26 @@ class MemoryAdded:
         return ("memory",)
 
 
-Event = TaskChanged | InboxChanged | ReviewChanged | MemoryAdded
-KINDS: dict[str, type] = {cls.kind: cls for cls in (TaskChanged, InboxChanged, ReviewChanged, MemoryAdded)}
+@dataclass(frozen=True)
+class MemoryIndexed:
+    """Items were embedded and indexed (searches waiting for fresh items wake up)."""
+
+    count: int
+    kind = "memory.indexed"
+
+    def topics(self) -> tuple[str, ...]:
+        return ("memory.indexed",)
+
+
+Event = TaskChanged | InboxChanged | ReviewChanged | MemoryAdded | MemoryIndexed
+KINDS: dict[str, type] = {cls.kind: cls for cls in (TaskChanged, InboxChanged, ReviewChanged, MemoryAdded,
+                                                    MemoryIndexed)}
 
 
 def encode(event: Event) -> str:
-    data = asdict(event)
-    return json.dumps({k: sorted(v) if isinstance(v, frozenset) else v for k, v in data.items()})
+    # field by field: dataclasses.asdict deep-copies every value first, which cost more than the JSON
+    values = ((f.name, getattr(event, f.name)) for f in fields(event))
+    return json.dumps({k: sorted(v) if isinstance(v, frozenset) else v for k, v in values})
 
 
 def decode(kind: str, data: str) -> Event | None:

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 from sqlite_utils import Database
 
-from .db import Store, iso, now
+from .db import Store, iso, now, rows
 from .errors import InvalidInput, NotFound
-from .events import MemoryAdded
+from .events import MemoryAdded, MemoryIndexed
 
 if TYPE_CHECKING:
     import numpy as np
 
-KINDS: tuple[str, ...] = ("lesson", "critique", "output", "message", "note")
+KINDS: tuple[str, ...] = ("lesson", "critique", "output", "message", "note", "snippet", "document")
 MAX_TAGS = 20  # an item's tags, also after near-duplicates merged theirs into it (the MCP edge bounds one call)
 WORD_RE = re.compile(r"\w+")  # any script: FTS5's unicode61 tokenizer splits the same way
 
@@ -44,6 +44,34 @@ class MemoryItem(BaseModel):
     deprecated: bool = False
     superseded_by: int | None = None
     merged_count: int = Field(1, description="how many times this was recorded (near-duplicates merged into it)")
+
+
+class NewItem(BaseModel):
+    """An item stored as given (remember, import): never merged into another item.
+
+    `created_by`, `created_at`, `merged_count` and `deprecated` are kept from an imported file; a
+    remembered item leaves them unset."""
+
+    kind: str = "note"
+    text: str
+    title: str = ""
+    task_type: str | None = None
+    tags: list[str] = []
+    task_id: int | None = None
+    source: str | None = None
+    created_by: str | None = None
+    created_at: float | None = None
+    merged_count: int = 1
+    deprecated: bool = False
+
+
+SOURCE_RE = re.compile(r"(task|message|review):(\d+)")
+
+
+def source_ids(source: str | None) -> dict[str, int]:
+    """The ids an item's source names ("message:12" -> message_id 12, "review:3:bandit" -> review_id 3)."""
+    found = SOURCE_RE.match(source or "")
+    return {f"{found.group(1)}_id": int(found.group(2))} if found else {}
 
 
 def _item(row: dict) -> MemoryItem:
@@ -164,15 +192,54 @@ class Knowledge:
         """Store an item inside the caller's write transaction and queue it for indexing."""
         if kind not in KINDS:
             raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
+        item_id = self._insert(db, NewItem(kind=kind, text=text, title=title, task_type=task_type, task_id=task_id,
+                                           tags=list(tags), source=source, created_by=created_by),
+                               None if embedding is None else to_blob(embedding), model)
+        self.store.emit(MemoryAdded(item_id))
+        return item_id
+
+    @staticmethod
+    def _insert(db: Database, item: NewItem, embedding: bytes | None = None, model: str | None = None) -> int:
         ts = now()
         item_id = db.execute(
             "INSERT INTO memory_items (kind, task_type, task_id, title, text, code_words, tags, source, created_by, "
-            "created_at, embedding, embedding_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [kind, task_type, task_id, title, text, code_words(title, text), json.dumps(list(tags)), source,
-             created_by, ts, None if embedding is None else to_blob(embedding), model]).lastrowid
+            "created_at, merged_count, deprecated, embedding, embedding_model) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [item.kind, item.task_type, item.task_id, item.title, item.text, code_words(item.title, item.text),
+             json.dumps(item.tags), item.source, item.created_by, item.created_at or ts, item.merged_count,
+             int(item.deprecated), embedding, model]).lastrowid
         db.execute("INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, ts])
-        self.store.emit(MemoryAdded(item_id))
         return item_id
+
+    def add_many(self, db: Database, items: list[NewItem], created_by: str) -> list[int]:
+        """Store items as given, inside the caller's write transaction, and queue them for indexing (one
+        event wakes the indexer for all). Nothing is merged: a note that reads like a lesson stays a note.
+        `created_by` stands in for items that do not name their author."""
+        for n, item in enumerate(items):
+            if item.kind not in KINDS:
+                raise InvalidInput(f"items[{n}].kind {item.kind!r} is not one of {', '.join(KINDS)}")
+        ids = [self._insert(db, item if item.created_by else item.model_copy(update={"created_by": created_by}))
+               for item in items]
+        if ids:
+            self.store.emit(MemoryAdded(ids[-1]))
+        return ids
+
+    def remember(self, actor: str, items: list[NewItem]) -> list[MemoryItem]:
+        """Store items for the team in one transaction: all of them, or none when one names a missing task."""
+        with self.store.write() as db:
+            for n, item in enumerate(items):
+                if item.task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?",
+                                                           [item.task_id]).fetchone() is None:
+                    raise InvalidInput(f"items[{n}].task_id: task {item.task_id} does not exist; nothing was stored. "
+                                       "Omit task_id or use an id from list_tasks")
+            ids = self.add_many(db, items, actor)
+        found = self.get(ids)
+        return [found[i] for i in ids]
+
+    def link_superseded(self, db: Database, links: dict[int, int]) -> None:
+        """Point deprecated items at the items that replaced them ({old id: new id}; import)."""
+        db.conn.executemany("UPDATE memory_items SET superseded_by = ? WHERE id = ?",
+                            [(new, old) for old, new in links.items()])
 
     def merge_into(self, db: Database, item_id: int, source: str | None, tags: Iterable[str] = ()) -> None:
         """Count a near-duplicate against an existing item instead of storing it twice (its tags join)."""
@@ -203,8 +270,8 @@ class Knowledge:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        return {r["id"]: _item(r) for r in self.store.db.query(
-            f"SELECT * FROM memory_items WHERE id IN ({marks})", ids)}
+        return {r["id"]: _item(r) for r in rows(self.store.db, f"SELECT * FROM memory_items WHERE id IN ({marks})",
+                                                  ids)}
 
     def item(self, item_id: int) -> MemoryItem:
         found = self.get([item_id])
@@ -330,6 +397,11 @@ class Knowledge:
     def count(self) -> int:
         return self.store.db.execute("SELECT count(*) FROM memory_items").fetchone()[0]
 
+    def page(self, after: int = 0, limit: int = 500) -> list[MemoryItem]:
+        """Items in id order after the id `after` (export)."""
+        return [_item(r) for r in self.store.db.query(
+            "SELECT * FROM memory_items WHERE id > ? ORDER BY id LIMIT ?", [after, limit])]
+
     # ----------------------------------------------------------------- the outbox
 
     def lease(self, limit: int = 64, lease_seconds: float = 120) -> tuple[float, list[MemoryItem]]:
@@ -362,9 +434,14 @@ class Knowledge:
                                 [(to_blob(v), model, i) for i, v in vectors.items()])
             db.conn.executemany("DELETE FROM memory_outbox WHERE item_id = ? AND leased_until = ?",
                                 [(i, lease) for i in vectors])
+            self.store.emit(MemoryIndexed(len(vectors)))
 
-    def pending(self) -> int:
-        return self.store.db.execute("SELECT count(*) FROM memory_outbox").fetchone()[0]
+    def pending(self, queued_by: float | None = None) -> int:
+        """Items waiting for the vector index (`queued_by`: only those queued by then)."""
+        if queued_by is None:
+            return self.store.db.execute("SELECT count(*) FROM memory_outbox").fetchone()[0]
+        return self.store.db.execute("SELECT count(*) FROM memory_outbox WHERE queued_at <= ?",
+                                     [queued_by]).fetchone()[0]
 
     def requeue_all(self) -> int:
         """Queue every item for indexing again (reindex)."""

@@ -45,6 +45,9 @@ SubscriptionKind = Literal["intent", "task", "channel"]
 PREVIEW_CHARS = 280
 
 
+# what the shared log shows: never a direct message between two agents
+POOL_VISIBLE = "(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')"
+
 class NewMessage(BaseModel):
     intent: str
     content: str = ""
@@ -242,21 +245,26 @@ class Messages:
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
-        rows = {r["id"]: r for r in db.query(f"SELECT * FROM messages WHERE id IN ({marks})", ids)}
+        # plain tuples, and no JSON parse of the common empty metadata: a page of 20 is read on every
+        # get_messages, and building it cost more than the SQL
+        rows = {r[0]: r for r in db.execute(
+            "SELECT id, intent, sender, recipient, task_id, thread, reply_to, priority, summary, content, metadata, "
+            f"created_at FROM messages WHERE id IN ({marks})", ids)}
         out = []
         for i in ids:
-            r = rows[i]
-            content = r["content"]
+            _, intent, sender, recipient, task_id, thread, reply_to, priority, summary, full_content, metadata, \
+                created_at = rows[i]
+            content = full_content
             if not full and len(content) > PREVIEW_CHARS:
-                content = content[:PREVIEW_CHARS] + f"… ({len(r['content'])} characters; full=true for all)"
+                content = content[:PREVIEW_CHARS] + f"… ({len(full_content)} characters; full=true for all)"
             read = acked = None
             if state is not None:
                 read, acked = state[i]
             out.append(Message(
-                id=r["id"], intent=r["intent"], sender=r["sender"], recipient=r["recipient"], task_id=r["task_id"],
-                thread=r["thread"], reply_to=r["reply_to"], priority=RANK_PRIORITY[r["priority"]],
-                summary=r["summary"], content=content, content_chars=len(r["content"]),
-                metadata=json.loads(r["metadata"]), created_at=iso(r["created_at"]), read=read, acked=acked))
+                id=i, intent=intent, sender=sender, recipient=recipient, task_id=task_id, thread=thread,
+                reply_to=reply_to, priority=RANK_PRIORITY[priority], summary=summary, content=content,
+                content_chars=len(full_content), metadata={} if metadata == "{}" else json.loads(metadata),
+                created_at=iso(created_at), read=read, acked=acked))
         return out
 
     def _filters(self, task_id, intent, thread, sender, since) -> tuple[list[str], list]:
@@ -334,7 +342,7 @@ class Messages:
             raise InvalidInput("limit must be between 1 and 100")
         where, params = self._filters(task_id, intent, thread, sender, since)
         after = _uncursor(cursor)[1] if cursor else 0
-        where.append("(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')")
+        where.append(POOL_VISIBLE)
         with self.store.read() as db:
             ids = [r[0] for r in db.execute(
                 "SELECT m.id FROM messages m WHERE m.id > ?" + "".join(f" AND {w}" for w in where)
@@ -343,6 +351,20 @@ class Messages:
             ids = ids[:limit]
             messages = self._messages(db, ids, full)
         return MessagePage(messages=messages, unread=0, next_cursor=_cursor((0, ids[-1])) if more else None)
+
+    def latest(self, *, task_id: int | None = None, intent: str | None = None, before: int | None = None,
+               limit: int = 50) -> list[Message]:
+        """The pool newest first (what a person scrolling the board's messages wants), `before` a message id."""
+        if not 1 <= limit <= 200:
+            raise InvalidInput("limit must be between 1 and 200")
+        where, params = self._filters(task_id, intent, None, None, None)
+        where.append(POOL_VISIBLE)
+        if before is not None:
+            where.append("m.id < ?"), params.append(before)
+        with self.store.read() as db:
+            ids = [r[0] for r in db.execute("SELECT m.id FROM messages m WHERE " + " AND ".join(where)
+                                            + " ORDER BY m.id DESC LIMIT ?", [*params, limit])]
+            return self._messages(db, ids, True)
 
     @staticmethod
     def check_query(since: str | None = None, cursor: str | None = None) -> None:

@@ -325,10 +325,16 @@ def m014_digests(db: Database) -> None:
         )""")
 
 
+def m015_tasks_by_priority(db: Database) -> None:
+    # list_tasks without a status filter pages the whole board by priority: without this index SQLite
+    # sorted every card for each page of 20
+    db.execute("CREATE INDEX tasks_by_priority ON tasks (priority DESC, id)")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
                                                 m007_acceptance_tests, m008_events, m009_review_cancelled,
                                                 m010_agent_presence, m011_waivers, m012_contests, m013_code_words,
-                                                m014_digests]
+                                                m014_digests, m015_tasks_by_priority]
 
 
 def apply_migrations(db: Database) -> list[str]:

@@ -234,6 +234,7 @@ class BoardStats(BaseModel):
     memory_surfaced: int
     memory_useful: int
     memory_reuse_rate: float | None
+    memory_pending: int = Field(0, description="memory items waiting for the vector index (found by keyword meanwhile)")
 
 
 def _rate(part: int, whole: int) -> float | None:
@@ -564,6 +565,21 @@ class Reviews:
             self.store.emit(ReviewChanged(job.id, job.task_id))
             return True
 
+    def record_person(self, db: Database, task_id: int, person: str, verdict: str, summary: str, note: str,
+                      ts: float) -> None:
+        """A person's decision on a card its last review sent to a human, kept as that round's human lens
+        (so the trail and the per-critic figures show who decided). Nothing when no review sent it there."""
+        last = db.execute("SELECT id, round, outcome FROM reviews WHERE task_id = ? ORDER BY id DESC LIMIT 1",
+                          [task_id]).fetchone()
+        if last is None or last[2] != "needs_human":
+            return
+        db.execute("INSERT OR IGNORE INTO critiques (review_id, task_id, round, critic, lens, backend, status, "
+                   "verdict, summary, submitted_by, decisive, started_at, finished_at) VALUES "
+                   "(?, ?, ?, ?, 'human', 'person', 'ok', ?, ?, ?, 1, ?, ?)",
+                   [last[0], task_id, last[1], person, verdict, (summary + (f": {note}" if note else ""))[:2000],
+                    person, ts, ts])
+        self.store.emit(ReviewChanged(last[0], task_id))
+
     # ----------------------------------------------------------------- metrics
 
     def stats(self) -> BoardStats:
@@ -613,7 +629,8 @@ class Reviews:
             review_latency_p50=round(statistics.median(latencies), 3) if latencies else None,
             review_latency_p95=round(p95, 3) if p95 is not None else None,
             critics=critics, messages_per_task=_rate(messages, tasks),
-            memory_surfaced=surfaced, memory_useful=useful, memory_reuse_rate=_rate(useful, surfaced))
+            memory_surfaced=surfaced, memory_useful=useful, memory_reuse_rate=_rate(useful, surfaced),
+            memory_pending=self.board.knowledge.pending())
 
 
 def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[ReviewIssue]:

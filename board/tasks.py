@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -18,12 +19,13 @@ from sqlite_utils import Database
 
 from . import transitions
 from .agents import OPERATOR_ROLES, Agents
-from .db import Store, iso, now
+from .db import Store, iso, now, rows
 from .digests import Digests
 from .knowledge import Knowledge
 from .messages import Messages, NewMessage
 from .reviews import Reviews
 from .transitions import Transition, Via
+from .views import Views
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotFound, NotYourClaim, StaleToken
 from .events import TaskChanged
 from .models import (
@@ -71,7 +73,8 @@ class Limits:
 
 
 DOING: dict[str, str] = {"claim_task": "renew the claim on", "release_task": "release", "update_task": "update",
-                         "complete_task": "complete", "lease": "expire", "review": "review", "referee": "close"}
+                         "complete_task": "complete", "lease": "expire", "review": "review", "referee": "close",
+                         "decide": "decide"}
 MAX_ATTEMPTS = 5
 
 
@@ -106,6 +109,7 @@ class Board:
         self.lease_seconds = lease_seconds
         self.limits = limits
         self.reviews = Reviews(self)
+        self.views = Views(store)
 
     def post_event(self, db: Database, actor: str, intent: str, task_id: int, summary: str, content: str = "",
                    recipient: str | None = None, metadata: dict | None = None) -> None:
@@ -118,7 +122,7 @@ class Board:
 
     def row(self, db: Database, task_id: int) -> dict:
         """The card's database row; NotFound if there is none."""
-        row = next(db.query("SELECT * FROM tasks WHERE id = ?", [task_id]), None)
+        row = next(iter(rows(db, "SELECT * FROM tasks WHERE id = ?", [task_id])), None)
         if row is None:
             raise NotFound(f"task {task_id} does not exist; call list_tasks or get_board to see task ids")
         return row
@@ -153,13 +157,13 @@ class Board:
     def _task(self, db: Database, row: dict, history: int | None = None, viewer: str | None = None) -> Task:
         """The card as `viewer` may see it: hidden acceptance tests only for their creator."""
         deps = self._deps(db, [row["id"]])[row["id"]]
-        artifacts = [Artifact(name=a["name"], kind=a["kind"], content=a["content"]) for a in db.query(
-            "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
+        artifacts = [Artifact(name=a["name"], kind=a["kind"], content=a["content"]) for a in rows(
+            db, "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
             [row["id"], row["fencing_token"]])]
         limit = self.limits.history if history is None else history
         hist = [HistoryEntry(at=iso(h["at"]), actor=h["actor"], action=h["action"], from_status=h["from_status"],
-                             to_status=h["to_status"], note=h["note"]) for h in db.query(
-            "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
+                             to_status=h["to_status"], note=h["note"]) for h in rows(
+            db, "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
             [row["id"], limit])]
         waiting = [d for d, status in deps if status != "done"]
         tests, hidden = self.acceptance_tests(row), 0
@@ -220,13 +224,13 @@ class Board:
                 prio, last_id = _cursor_decode(cursor)
                 page_where += " AND (priority < ? OR (priority = ? AND id > ?))"
                 page_params += [prio, prio, last_id]
-            rows = list(db.query(f"SELECT * FROM tasks WHERE {page_where} ORDER BY priority DESC, id "
-                                 f"LIMIT ?", page_params + [limit + 1]))
-            more = len(rows) > limit
-            rows = rows[:limit]
-            deps = self._deps(db, [r["id"] for r in rows])
-            tasks = [TaskSummary(**self._summary_fields(r, deps[r["id"]])) for r in rows]
-        next_cursor = _cursor_encode(rows[-1]["priority"], rows[-1]["id"]) if more else None
+            found = rows(db, f"SELECT * FROM tasks WHERE {page_where} ORDER BY priority DESC, id LIMIT ?",
+                         page_params + [limit + 1])
+            more = len(found) > limit
+            found = found[:limit]
+            deps = self._deps(db, [r["id"] for r in found])
+            tasks = [TaskSummary(**self._summary_fields(r, deps[r["id"]])) for r in found]
+        next_cursor = _cursor_encode(found[-1]["priority"], found[-1]["id"]) if more else None
         return Page(tasks=tasks, total=total, next_cursor=next_cursor)
 
     def board(self, top: int = 5) -> BoardView:
@@ -236,20 +240,23 @@ class Board:
         self.sweep_expired()
         with self.store.read() as db:
             counts = dict(db.execute("SELECT status, count(*) FROM tasks GROUP BY status").fetchall())
-            ready = db.execute(
-                "SELECT count(*) FROM tasks t WHERE status = 'todo' AND NOT EXISTS (SELECT 1 FROM task_deps d "
-                "JOIN tasks dt ON dt.id = d.depends_on WHERE d.task_id = t.id AND dt.status != 'done')"
+            # ready = todo cards minus those still waiting on a dependency, counted from the dependencies (few)
+            # rather than by probing every todo card for one; CROSS JOIN keeps SQLite to that order
+            waiting = db.execute(
+                "SELECT count(DISTINCT d.task_id) FROM task_deps d CROSS JOIN tasks t ON t.id = d.task_id "
+                "CROSS JOIN tasks dt ON dt.id = d.depends_on WHERE t.status = 'todo' AND dt.status != 'done'"
             ).fetchone()[0]
+            ready = counts.get("todo", 0) - waiting
             columns = []
             for status in STATUSES:
                 # done is ordered newest first; the others by what should be picked up next
                 order = "updated_at DESC" if status == "done" else "priority DESC, id"
-                rows = db.execute(f"SELECT id, title, task_type, priority, assignee, unverified FROM tasks WHERE "
-                                  f"status = ? ORDER BY {order} LIMIT ?", [status, top]).fetchall() if top else []
+                picked = db.execute(f"SELECT id, title, task_type, priority, assignee, unverified FROM tasks WHERE "
+                                    f"status = ? ORDER BY {order} LIMIT ?", [status, top]).fetchall() if top else []
                 columns.append(Column(status=status, count=counts.get(status, 0), top=[
                     Card(id=r[0], title=r[1], task_type=r[2], priority=RANK_PRIORITY[r[3]], assignee=r[4],
                          unverified=bool(r[5]) if status == "done" else False)
-                    for r in rows]))
+                    for r in picked]))
         return BoardView(columns=columns, total=sum(counts.values()), ready=ready)
 
     # ----------------------------------------------------------------- writing helpers
@@ -286,8 +293,8 @@ class Board:
         version bump, the history row and the event."""
         sets = {**sets, "updated_at": ts}
         assignments = ", ".join(f"{column} = ?" for column in sets)
-        new = next(db.query(f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ? AND version = ? "
-                            "RETURNING *", [*sets.values(), row["id"], row["version"]]), None)
+        new = next(iter(rows(db, f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ? AND "
+                             "version = ? RETURNING *", [*sets.values(), row["id"], row["version"]])), None)
         if new is None:  # cannot happen under the write lock; refuse rather than guess
             raise Conflict(f"task {row['id']} changed meanwhile; call get_task and retry")
         self._history(db, row["id"], actor, action, row["status"], new["status"], note, ts)
@@ -310,6 +317,11 @@ class Board:
                     f"holder ({row['assignee'] or 'none'}), its creator ({row['created_by']}) or an agent with the "
                     f"role {' or '.join(OPERATOR_ROLES)} may move it to {rule.target}; ask one of them, or send "
                     "them a message with publish_message")
+        elif rule.who == "person":
+            agent = self.agents.get(actor, missing_ok=True)
+            if agent is None or agent.role not in OPERATOR_ROLES:
+                raise Forbidden(f"only a person (an agent with the role {' or '.join(OPERATOR_ROLES)}) decides task "
+                                f"{row['id']} from {rule.source}; ask the operator")
         elif rule.who in ("system", "review") and actor != rule.who:
             raise Forbidden(f"only the {'lease sweep' if rule.who == 'system' else 'review'} moves task "
                             f"{row['id']} from {rule.source} to {rule.target}")
@@ -495,11 +507,11 @@ class Board:
         each attempt's people. False if the contest was decided already (another worker got there first)."""
         ts = now() if ts is None else ts
         with self.store.write() as db:
-            rows = list(db.query("SELECT * FROM tasks WHERE contest = ? ORDER BY id", [contest_id]))
-            if not rows or any(r["contest_result"] for r in rows) or \
-                    any(r["status"] not in ("done", "needs_human") for r in rows):
+            attempts = list(db.query("SELECT * FROM tasks WHERE contest = ? ORDER BY id", [contest_id]))
+            if not attempts or any(r["contest_result"] for r in attempts) or \
+                    any(r["status"] not in ("done", "needs_human") for r in attempts):
                 return False
-            for row in rows:
+            for row in attempts:
                 verdict = "won" if row["id"] == winner else f"lost to task {winner}"
                 if row["status"] == "needs_human":
                     row = self.move(db, row, "done", "referee", "review", ts=ts, note=f"contest {contest_id}: {verdict}")
@@ -508,6 +520,52 @@ class Board:
                 self.post_event(db, "review", "contest.decided", row["id"],
                                 f"contest {contest_id}: task {winner} won; task {row['id']} {verdict}", result)
             return True
+
+    # ----------------------------------------------------------------- a person's decision
+
+    def decide(self, actor: str, task_id: int, decision: str, note: str = "", assign_to: str | None = None
+               ) -> TaskSummary:
+        """A person (operator role) decides a card waiting in needs_human: `pass` it to done, `send_back`
+        to its author (todo, reserved for them, the note as the brief), or `reassign` it to another agent.
+        The author hears it in their inbox; the decision is logged as the human lens of the card's last
+        review when that review sent it here (e.g. human approval required)."""
+        if decision not in ("pass", "send_back", "reassign"):
+            raise InvalidInput(f"decision {decision!r} is not one of pass, send_back, reassign")
+        note = note.strip()
+        self._check_text(note, self.limits.note, "note")
+        if decision != "pass" and not note:
+            raise InvalidInput(f"{decision.replace('_', ' ')} needs a note saying what to change or why")
+        target = None
+        if decision == "reassign":
+            agent = self.agents.get(assign_to, missing_ok=True) if assign_to else None
+            if agent is None:
+                raise InvalidInput(f"reassign needs assign_to naming a registered agent; known agents: "
+                                   f"{', '.join(self.agents.names()) or 'none yet'}")
+            target = agent.name
+        ts = now()
+        with self.store.write() as db:
+            row = self.row(db, task_id)
+            if row["status"] != "needs_human":
+                raise IllegalTransition(f"task {task_id} is {row['status']}, not needs_human: there is nothing to "
+                                        "decide; reload the card")
+            author = row["assignee"] or row["created_by"]
+            reserve = author if decision == "send_back" else target
+            head = {"pass": f"task {task_id} passed by {actor}",
+                    "send_back": f"task {task_id} sent back to {author} by {actor}",
+                    "reassign": f"task {task_id} reassigned to {target} by {actor}"}[decision]
+            intent = {"pass": "approval", "send_back": "critique", "reassign": "status_update"}[decision]
+            # first, while the author still holds the card: the thread (author, creator, subscribers) hears it
+            self.post_event(db, actor, intent, task_id, head + (f": {note}" if note else ""), note)
+            if decision == "pass":
+                row = self.move(db, row, "done", "decide", actor, ts=ts, note=note or None)
+            else:
+                row = self.move(db, row, "todo", "decide", actor, ts=ts, reason=note, note=note,
+                                sets={"reserved_for": reserve})
+                if target and target != author:
+                    self.post_event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {row['title']}",
+                                    note, recipient=target)
+            self.reviews.record_person(db, task_id, actor, "PASS" if decision == "pass" else "FAIL", head, note, ts)
+            return self.summarize(db, row)
 
     def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
         """Take a card: the given one, or the next ready one (highest priority, oldest first)."""
@@ -640,10 +698,13 @@ class Board:
             return self.summarize(db, row)
 
     def complete(self, actor: str, task_id: int, token: int, output: str, summary: str | None = None,
-                 artifacts: list[Artifact] | None = None, to_status: str = "done",
+                 artifacts: list[Artifact] | None = None, to_status: str | Callable[[TaskSummary], str] = "done",
                  helpful: list[int] | None = None) -> TaskSummary:
-        """Record the holder's output and artifacts and move the card to review (or done)."""
-        if to_status not in ("review", "done"):
+        """Record the holder's output and artifacts and move the card to review (or done).
+
+        `to_status` is "review" or "done", or a function of the held card that says which (decided inside
+        the transaction, so deciding costs no read of its own)."""
+        if not callable(to_status) and to_status not in ("review", "done"):
             raise ValueError("to_status must be review or done")
         artifacts = artifacts or []
         self._check_text(output, self.limits.output, "output")
@@ -655,8 +716,12 @@ class Board:
         if not output.strip() and not artifacts:
             raise InvalidInput("complete_task needs output= describing what was done (or at least one artifact)")
         with self._holding(actor, task_id, token, "complete", running=True) as (db, row, ts):
-            self.move(db, row, to_status, "complete_task", actor, token=token, note=summary, ts=ts,
-                      sets={"output": output, "summary": summary})
+            if callable(to_status):
+                to_status = to_status(self.summarize(db, row))
+                if to_status not in ("review", "done"):
+                    raise ValueError("to_status must be review or done")
+            moved = self.move(db, row, to_status, "complete_task", actor, token=token, note=summary, ts=ts,
+                              sets={"output": output, "summary": summary})
             if helpful:
                 self.knowledge.mark_useful(db, actor, task_id, helpful)
             db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
@@ -671,4 +736,4 @@ class Board:
             self.knowledge.add(db, kind="output", text=f"{summary or ''}\n{output[:8000]}\n{excerpts}".strip(),
                                created_by=actor, task_type=row["task_type"], task_id=task_id, title=row["title"],
                                tags=json.loads(row["labels"]), source=f"task:{task_id}")
-            return self.summarize(db, self.row(db, task_id))
+            return self.summarize(db, moved)  # nothing after the move changes the card's row

@@ -11,6 +11,7 @@ Who may:
 - steward   the card's holder, its creator, or an agent with an operator role (board/agents.py)
 - system    the lease sweep (no tool can ask for it)
 - review    the review worker's verdict (no tool can ask for it)
+- person    an agent with an operator role (human/lead): a person's decision on the web board
 
 Guards (checked after who):
 - ready     every dependency is done
@@ -24,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Who = Literal["anyone", "holder", "steward", "system", "review"]
-Via = Literal["claim_task", "release_task", "update_task", "complete_task", "lease", "review", "referee"]
+Who = Literal["anyone", "holder", "steward", "system", "review", "person"]
+Via = Literal["claim_task", "release_task", "update_task", "complete_task", "lease", "review", "referee", "decide"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("review", "needs_human", "review", "review", "reviewed"),
     # competing attempts: once every attempt has ended, the referee closes a loser a human was asked about
     Transition("needs_human", "done", "referee", "review", "closed by the referee"),
+    # a person decides a card that waits on a human: pass it, send it back, or hand it to another agent
+    Transition("needs_human", "done", "decide", "person", "passed by a person"),
+    Transition("needs_human", "todo", "decide", "person", "sent back by a person", ("reason",)),
 )
 
 _BY_KEY = {(t.source, t.target, t.via): t for t in TRANSITIONS}

@@ -90,6 +90,20 @@ class CriticConfig(BaseModel):
         return self
 
 
+class HumanApproval(BaseModel):
+    """Cards a person must approve after the critics pass them (the human lens)."""
+
+    task_types: list[str] = Field([], description="task types whose cards need a person's approval, e.g. [\"code\"]")
+    labels: list[str] = Field([], description="labels whose cards need a person's approval, e.g. [\"release\"]")
+
+    def wants(self, task_type: str, labels: list[str]) -> str | None:
+        """Why a card needs a person's approval, or None."""
+        if task_type in self.task_types:
+            return f"task type {task_type}"
+        hit = next((label for label in labels if label in self.labels), None)
+        return f"label {hit}" if hit else None
+
+
 class SynthesisConfig(BaseModel):
     backend: Literal["deterministic", "llm"] = "deterministic"
     endpoint: Endpoint | None = None
@@ -153,6 +167,8 @@ class ReviewConfig(BaseModel):
     referee: Endpoint | None = Field(None, description="competing attempts: a model that compares the two best "
                                      "attempts side by side, asked twice with the order swapped; none (or two "
                                      "answers that disagree): decided by the review results")
+    human_approval: HumanApproval = Field(default_factory=HumanApproval, description="after a PASS, these cards "
+                                          "wait in needs_human for a person's approval on the web board")
     meta: Endpoint | None = Field(None, description="the critic of the critics: a model that checks each blocking "
                                   "issue against the card and the work and may downgrade it (never a critical "
                                   "security finding); none: no meta-review")

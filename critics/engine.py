@@ -501,6 +501,14 @@ class ReviewEngine:
                 if synthesis.score is not None else
                 " without review: no critic could review this work") + (
                 f"; UNVERIFIED: its tests did not run ({synthesis.unverified})" if unverified else "") + f"; {ran}"
+            card = self.board.summary(job.task_id)
+            approval = self.config.human_approval.wants(card.task_type, card.labels)
+            if approval:
+                synthesis.note = "; ".join(x for x in (synthesis.note, f"awaiting a person's approval ({approval})")
+                                           if x)
+                return "needs_human", (head + f"; it needs a person's approval ({approval} requires it): approve it "
+                                       "or send it back on the web board" + ("\n" + synthesis.brief
+                                                                             if synthesis.issues else ""))
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
         if job.round >= self.config.max_rounds:
             rounds = [r.critiques for r in self.board.reviews.rounds(job.task_id, reveal=True) if r.round <= job.round]

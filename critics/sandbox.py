@@ -43,6 +43,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from hiveboard.board.priority import at_low_priority
+
 UID_BASE, UID_SPAN = 2_000_000, 1_000_000  # unprivileged uids for runs when the server is root
 # Read-only system paths a command may need; each is bound if it exists (a symlink is recreated).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -218,9 +220,10 @@ class Box(ABC):
         full, full_env, full_cwd = self.command(session, argv, cwd or session.run, env, limits, writable)
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(full, env=full_env, cwd=full_cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True,
-                                    pass_fds=(write_fd,) if write_fd is not None else ())
+            # started from a low-priority thread, so the process runs below request handling (board/priority.py)
+            proc = at_low_priority(subprocess.Popen, full, env=full_env, cwd=full_cwd, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                   pass_fds=(write_fd,) if write_fd is not None else ())
         finally:
             if write_fd is not None:
                 os.close(write_fd)

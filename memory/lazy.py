@@ -55,6 +55,10 @@ class LazyMemory:
         """`Memory.record_lesson`, once the memory is open."""
         return self.get().record_lesson(actor, **lesson)
 
+    def pending(self, queued_by: float | None = None) -> int:
+        """`Memory.pending`, once the memory is open (and indexing)."""
+        return self.get().pending(queued_by)
+
     def context_for(self, agent: str, task: Task, k: int = 3) -> list[Hit]:
         """As `Memory.context_for`, which never fails: a claim made stands even when the memory cannot open."""
         try:

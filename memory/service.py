@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded
-from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches
+from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches, source_ids
+from hiveboard.board.priority import at_low_priority
 
 from .errors import EmbeddingError, IndexUnavailable
 from .owner import SharedIndex
@@ -55,8 +56,11 @@ class Hit(BaseModel):
     kind: str
     task_type: str | None = None
     task_id: int | None = None
+    message_id: int | None = None
+    review_id: int | None = None
     title: str
     snippet: str
+    cut: str | None = Field(None, description="set when the snippet is part of the text: where to read it all")
     score: float = Field(description="higher is better: similarity plus keyword bonus (hybrid), else rank score")
     similarity: float | None = Field(None, description="cosine similarity to the query, when matched by meaning")
     matched: list[Literal["vector", "keyword"]]
@@ -69,7 +73,8 @@ class Hit(BaseModel):
 
 class Results(BaseModel):
     hits: list[Hit]
-    note: str | None = Field(None, description="set when part of the search could not run")
+    note: str | None = Field(None, description="set when part of the search could not run or could miss items")
+    unindexed: int | None = Field(None, description="items not yet indexed by meaning when the search ran")
 
 
 class Recorded(BaseModel):
@@ -92,9 +97,27 @@ def _search_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def _snippet(item: MemoryItem) -> str:
+def memory_uri(item_id: int) -> str:
+    return f"hiveboard://memory/{item_id}"
+
+
+def _hit(item: MemoryItem, **found) -> Hit:
     text = " ".join(item.text.split())
-    return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
+    cut = None
+    if len(text) > SNIPPET_CHARS:
+        text = text[:SNIPPET_CHARS] + "…"
+        cut = f"{len(item.text)} characters in all: read {memory_uri(item.id)}"
+    return Hit(id=item.id, kind=item.kind, task_type=item.task_type, task_id=item.task_id, title=item.title,
+               snippet=text, cut=cut, tags=item.tags, created_at=item.created_at, merged_count=item.merged_count,
+               deprecated=item.deprecated, superseded_by=item.superseded_by,
+               **{key: value for key, value in source_ids(item.source).items() if key != "task_id"}, **found)
+
+
+def _unindexed_note(count: int, mode: str) -> str:
+    if mode == "vector":
+        return (f"{count} memory item(s) are not yet indexed by meaning, and a vector search cannot see them; "
+                "hybrid or keyword mode can, or pass wait_seconds")
+    return f"{count} memory item(s) are not yet indexed by meaning; keyword hits include them (wait_seconds waits)"
 
 
 CAUGHT_BY = re.compile(r"\(caught by ([^)]+)\)")
@@ -201,13 +224,13 @@ class Memory:
                       for rank, item_id in enumerate(ids)}
         best = sorted(scores, key=lambda i: -scores[i])[:k]
         items = self.knowledge.get(best)
-        hits = [Hit(id=i, kind=items[i].kind, task_type=items[i].task_type, task_id=items[i].task_id,
-                    title=items[i].title, snippet=_snippet(items[i]), score=round(scores[i], 5),
-                    similarity=round(similarity[i], 4) if i in similarity else None,
-                    matched=sorted(matched[i], reverse=True), tags=items[i].tags, created_at=items[i].created_at,
-                    merged_count=items[i].merged_count, deprecated=items[i].deprecated,
-                    superseded_by=items[i].superseded_by) for i in best if i in items]
-        return Results(hits=hits, note=note)
+        hits = [_hit(items[i], score=round(scores[i], 5), matched=sorted(matched[i], reverse=True),
+                     similarity=round(similarity[i], 4) if i in similarity else None) for i in best if i in items]
+        # an item not embedded yet is found by its words only: say so, rather than return a quiet partial answer
+        unindexed = self.knowledge.pending() if mode != "keyword" else 0
+        if unindexed:
+            note = "; ".join(filter(None, (note, _unindexed_note(unindexed, mode))))
+        return Results(hits=hits, note=note, unindexed=unindexed or None)
 
     def _keyword(self, query: str, mode: Mode, filters: dict) -> tuple[list[int], WordMatches | None]:
         """The keyword half: BM25's ranking and, for a hybrid search, which items hold which query words."""
@@ -315,8 +338,9 @@ class Memory:
             return self.index.index  # None unless this process owns the embedded index
         return self.index
 
-    def index_pending(self, batch: int = 64) -> int:
-        """Embed and index one batch from the outbox; returns how many items were indexed."""
+    def index_pending(self, batch: int = 64, *, background: bool = False) -> int:
+        """Embed and index one batch from the outbox; returns how many items were indexed. `background`:
+        embed at low priority (board/priority.py), as the indexing worker does beside requests."""
         index = self._local_index()
         if index is None:
             return 0
@@ -324,7 +348,7 @@ class Memory:
         if not items:
             return 0
         try:
-            self._index(index, items, lease)
+            self._index(index, items, lease, background)
         except Exception:
             if len(items) == 1:
                 raise
@@ -333,21 +357,27 @@ class Memory:
             log.exception("indexing a batch of %d failed; retrying one by one", len(items))
             for item in items:
                 try:
-                    self._index(index, [item], lease)
+                    self._index(index, [item], lease, background)
                 except Exception:
                     log.exception("memory item %s could not be indexed; it will be retried", item.id)
         return len(items)
 
-    def _index(self, index: VectorIndex, items: list[MemoryItem], lease: float) -> None:
+    def _index(self, index: VectorIndex, items: list[MemoryItem], lease: float, background: bool = False) -> None:
         import numpy as np
 
         stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
         missing = [i for i in items if i.id not in stored]
         if missing:
-            fresh = self.embedder.embed([f"{i.title}\n{i.text}" for i in missing])
+            texts = [f"{i.title}\n{i.text}" for i in missing]
+            # only the embedding runs at low priority: this thread's SQLite writes and Chroma calls do not
+            fresh = at_low_priority(self.embedder.embed, texts) if background else self.embedder.embed(texts)
             stored.update({i.id: v for i, v in zip(missing, fresh)})
         index.upsert(items, np.vstack([stored[i.id] for i in items]))
         self.knowledge.indexed(stored, self.embedder.name, lease)
+
+    def pending(self, queued_by: float | None = None) -> int:
+        """Items waiting for the vector index (`queued_by`: only those queued by then)."""
+        return self.knowledge.pending(queued_by)
 
     def drain(self) -> int:
         """Index everything queued (tests, reindex)."""
@@ -361,7 +391,7 @@ class Memory:
         def run() -> None:
             while not self._stop.is_set():
                 try:
-                    if self.index_pending() == 0:
+                    if self.index_pending(background=True) == 0:
                         self._wake.wait(poll_seconds)  # other processes' items are picked up on the poll
                         self._wake.clear()
                 except Exception:  # keep indexing alive; leased items come back after their lease

@@ -34,16 +34,23 @@ card to todo and your token stops working. complete_task moves the card to revie
 background and it comes back to you (a 'critique' message with a revision brief) or goes to done;
 follow it with get_review(task_id, wait_seconds=…). Agents with the role 'critic' receive review
 requests and answer with submit_critique (score: 10 excellent, 7-9 good, 4-6 significant issues,
-1-3 major; from round 2, one resolution per earlier issue of yours, by its ref).
+1-3 major; from round 2, one resolution per earlier issue of yours, by its ref; the first submission per lens
+counts).
 update_task status: blocked and needs_human need a reason; in_progress resumes a blocked card;
 todo returns it to the board (its holder, its creator or a lead/human may). create_task: waive=[rule ids]
 the card itself requires (reported, never blocking); attempts=N makes N competing cards for different
-agents, and once all are reviewed a referee keeps the best. Messages: intent is a lowercase word of your
+agents, and once all are reviewed a referee keeps the best; acceptance_tests are pytest files and '$ command'
+lines that review runs against the claimer's work, which the claimer cannot change (hidden=true: it sees only
+that they exist). Messages: intent is a lowercase word of your
 choice; a reply goes to the replied-to message's audience and thread by default, a task's message to the
 task's thread; summary
 defaults to the first line. get_messages(unread_only=true) marks what it returns read; false
 lists unread then read without changing them; ack=[ids] acknowledges handled messages, all or
-none. Results are compact JSON; long fields are cut with a hint saying how to get the rest."""
+none. Memory: record_lesson merges a near-duplicate lesson; remember keeps notes, snippets and documents
+as given (all items or none). A hit whose text was cut says so in `cut`: read hiveboard://memory/<id> for all
+of it. A search made while items wait for the index by meaning says how many; keyword hits include them, and
+wait_seconds waits for them. Results are compact JSON; long fields are cut with a hint saying how to get the
+rest."""
 
 
 def build_server(board: Board, identity: Identity, *, memory: Memory | None = None,

@@ -32,7 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from .compat import rejected_arguments
+from .compat import check_headers_only_where_declared, rejected_arguments
 
 # Ids and fencing tokens count up from 1 in SQLite (whose INTEGER stops at 2**63 - 1); JSON clients
 # in JavaScript cannot send an integer above 2**53 - 1 exactly (RFC 7493), so that is the bound.
@@ -166,6 +166,7 @@ class StrictServer(MCPServer):
     def __init__(self, *args, profile: Profile = "lean", **kwargs):
         super().__init__(*args, **kwargs)
         self.profile = profile
+        check_headers_only_where_declared(self)
 
     def add_tool(self, fn: Callable, *args, structured_output: bool | None = None, **kwargs) -> None:
         if getattr(fn, "hiveboard_boundary", False):

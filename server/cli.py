@@ -1,4 +1,4 @@
-"""The `hiveboard` command: serve (stdio or streamable HTTP), board, agent, tools.
+"""The `hiveboard` command: serve (stdio or streamable HTTP), board, agent, memory, tools.
 
 Logs go to stderr only: on stdio, stdout is the protocol.
 
@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         agent=getattr(args, "agent", None), agent_role=getattr(args, "role", None),
         lease_seconds=getattr(args, "lease_seconds", None), host=getattr(args, "host", None),
         port=getattr(args, "port", None), http_token=_token_arg(args),
-        log_level=getattr(args, "log_level", None),
+        log_level=getattr(args, "log_level", None), web_read_only=getattr(args, "read_only", None) or None,
     ).items() if v is not None}
     if args.home is not None and not os.environ.get("HIVEBOARD_CONFIG"):
         os.environ["HIVEBOARD_HOME"] = str(args.home)  # so <home>/config.toml is the file read
@@ -142,10 +143,16 @@ def http_app(settings: Settings, board: Board, memory: Memory | LazyMemory | Non
     app = UnicodeGuard(mcp.streamable_http_app(host=settings.host, transport_security=security))
     if settings.http_token:
         app = BearerAuth(app, settings.http_token, board)
-    return app
+    from starlette.applications import Starlette
+
+    from .web.app import Site, WebBoard, web_routes
+
+    web = WebBoard(board, settings.home, memory=memory, hosts=hosts, origins=settings.allowed_origins,
+                   read_only=settings.web_read_only, presence=settings.review.critic_presence)
+    return Site(app, Starlette(routes=web_routes(web)), web)
 
 
-def _freeze_heap(collect: bool = True) -> None:
+def freeze_heap(collect: bool = True) -> None:
     """Move start-up objects out of the garbage collector's reach: full collections then scan only
     what requests allocate, which keeps long pauses out of wake-up latency. collect=False freezes
     without collecting first: before `initialize` is answered a collection costs more than the little
@@ -168,6 +175,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _serve(args, settings, board, background)
     finally:
         background.stop()
+
+
+def cmd_web(args: argparse.Namespace) -> int:
+    """`serve --http`, then open the web board in the default browser once the port answers."""
+    import socket
+    import threading
+    import webbrowser
+
+    settings = _settings(args)
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    url = f"http://{host}:{settings.port}/"
+
+    def open_when_listening() -> None:
+        for _ in range(600):
+            try:
+                socket.create_connection((host, settings.port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            return
+        print(f"hiveboard: the web board is at {url} — log in with a person's token "
+              "(hiveboard agent add YOUR-NAME --role human)", file=sys.stderr, flush=True)
+        if not args.no_browser:
+            webbrowser.open(url)
+
+    threading.Thread(target=open_when_listening, daemon=True).start()
+    return cmd_serve(args)
 
 
 QUIET_SECONDS = 0.25  # longer than the gaps within a client's start-up requests, shorter than a model's first call
@@ -205,7 +240,7 @@ class Background:
             if not isinstance(exc, OPEN_ERRORS):
                 log.exception("the memory could not be opened")
             _memory_failed(exc)
-        _freeze_heap()  # the memory's modules and model join the start-up objects
+        freeze_heap()  # the memory's modules and model join the start-up objects
         digester = start_digester(self.settings, self.board, memory)
         with self._lock:
             if not self._stopped:
@@ -334,9 +369,10 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
                   "or pass --port", file=sys.stderr)
             return 2
         print(f"hiveboard: serving streamable HTTP on http://{settings.host}:{settings.port}/mcp "
-              f"(data: {settings.db_path})", file=sys.stderr, flush=True)
+              f"and the web board on http://{settings.host}:{settings.port}/ (data: {settings.db_path})",
+              file=sys.stderr, flush=True)
         app = http_app(settings, board, background.memory, background.review)
-        _freeze_heap(collect=False)
+        freeze_heap(collect=False)
         # An HTTP server usually waits for its first client longer than the background takes, and it
         # should refuse an unusable memory index on its own, so it starts now rather than at a client.
         background.start()
@@ -352,7 +388,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
     server = build_server(board, identity, memory=background.memory, review=background.review,
                           profile=settings.tool_profile)
     server.middleware.append(background.after_initialize())
-    _freeze_heap(collect=False)
+    freeze_heap(collect=False)
     anyio.run(run_stdio, server)
     return 0
 
@@ -371,24 +407,94 @@ def _port_taken(host: str, port: int) -> str | None:
     return None
 
 
-def cmd_board(args: argparse.Namespace) -> int:
-    board = open_board(_settings(args))
-    view = board.board(top=args.top)
-    print(f"hiveboard — {view.total} cards, {view.ready} ready to claim")
+def board_text(board: Board, top: int) -> str:
+    """The board as the terminal shows it."""
+    view = board.board(top=top)
+    lines = [f"hiveboard — {view.total} cards, {view.ready} ready to claim"]
     for column in view.columns:
         if column.count == 0 and column.status not in ("todo", "in_progress", "review", "done"):
             continue
-        print(f"\n{column.status.upper()} ({column.count})")
+        lines.append(f"\n{column.status.upper()} ({column.count})")
         for t in column.top:
             who = f" @{t.assignee}" if t.assignee else ""
             mark = " (UNVERIFIED: its tests did not run)" if t.unverified else ""
-            print(f"  #{t.id:<5} [{t.priority:<8}] {t.task_type:<9} {t.title}{who}{mark}")
+            lines.append(f"  #{t.id:<5} [{t.priority:<8}] {t.task_type:<9} {t.title}{who}{mark}")
         if column.count > len(column.top):
-            print(f"  … {column.count - len(column.top)} more (hiveboard board --top N)")
+            lines.append(f"  … {column.count - len(column.top)} more (hiveboard board --top N)")
     surfaced, useful = board.knowledge.reuse()
     rate = f", reuse rate {useful / surfaced:.0%}" if surfaced else ""
-    print(f"\nmemory: {board.knowledge.count()} items; {surfaced} handed to agents at claims, "
-          f"{useful} marked helpful{rate}")
+    lines.append(f"\nmemory: {board.knowledge.count()} items, {board.knowledge.pending()} waiting for the vector "
+                 f"index; {surfaced} handed to agents at claims, {useful} marked helpful{rate}")
+    return "\n".join(lines)
+
+
+def cmd_board(args: argparse.Namespace) -> int:
+    board = open_board(_settings(args))
+    if not args.watch:
+        print(board_text(board, args.top))
+        return 0
+    import anyio
+
+    return anyio.run(_watch_board, board, args.top)
+
+
+async def _watch_board(board: Board, top: int) -> int:
+    """Redraw the board in place whenever a commit (of any process on this data directory) changes it."""
+    import asyncio
+
+    notifier = board.store.notifier
+    changed = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    notifier.subscribe(lambda events: loop.call_soon_threadsafe(changed.set))
+    try:
+        async with notifier.watching():
+            while True:
+                text = await asyncio.to_thread(board_text, board, top)
+                stamp = time.strftime("%H:%M:%S")
+                sys.stdout.write(f"\x1b[H\x1b[2J{text}\n\n(live, {stamp}; Ctrl-C to stop)\n")
+                sys.stdout.flush()
+                await changed.wait()
+                await asyncio.sleep(0.1)  # one redraw for a burst of commits
+                changed.clear()
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    """Export the memory to JSON Lines, or import such a file (every line checked before anything is written)."""
+    from pathlib import Path
+
+    from .memory_file import MAX_ERRORS, check_file, export_file, import_file, index_imported
+
+    settings = _settings(args)
+    board = open_board(settings)
+    if args.action == "export":
+        if args.file in (None, "-"):
+            count = export_file(board, sys.stdout)
+        else:
+            with open(args.file, "w", encoding="utf-8") as out:
+                count = export_file(board, out)
+        print(f"exported {count} memory items{f' to {args.file}' if args.file not in (None, '-') else ''}",
+              file=sys.stderr)
+        return 0
+    if args.file in (None, "-"):
+        print("hiveboard: memory import needs a FILE (it is read twice: checked, then written)", file=sys.stderr)
+        return 2
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"hiveboard: {path} is not a file", file=sys.stderr)
+        return 2
+    count, problems = check_file(path)
+    if problems:
+        more = f"\n… and {len(problems) - MAX_ERRORS} more" if len(problems) > MAX_ERRORS else ""
+        print("\n".join(problems[:MAX_ERRORS]) + more, file=sys.stderr)
+        print(f"hiveboard: {len(problems)} bad line(s) in {path}; nothing was imported", file=sys.stderr)
+        return 2
+    gc.enable()  # a long run, not a start-up
+    ids = import_file(path, board, count)
+    print(f"imported {len(ids)} memory items from {path}" + (f" (ids {ids[0]}-{ids[-1]})" if ids else ""),
+          file=sys.stderr)
+    print(f"hiveboard: {index_imported(settings, board)}", file=sys.stderr)
     return 0
 
 
@@ -529,11 +635,22 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--role", help="stdio: that agent's role")
     s.add_argument("--lease-seconds", type=int, help="claim lease length (default 300)")
     s.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    s.add_argument("--read-only", action="store_true", help="HTTP: the web board as a wall screen (pages without "
+                   "login, no actions)")
     s.set_defaults(fn=cmd_serve)
 
     b = sub.add_parser("board", help="print the board in the terminal")
     b.add_argument("--top", type=int, default=10, help="cards shown per column")
+    b.add_argument("--watch", action="store_true", help="redraw in place as the board changes (Ctrl-C stops)")
     b.set_defaults(fn=cmd_board)
+
+    w = sub.add_parser("web", help="serve HTTP (MCP at /mcp, the web board at /) and open the board in a browser")
+    w.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    w.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    w.add_argument("--read-only", action="store_true", help="a wall screen: pages without login, no actions")
+    w.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    w.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    w.set_defaults(fn=cmd_web, http=True, token=None, token_file=None, agent=None, role=None, lease_seconds=None)
 
     a = sub.add_parser("agent", help="manage agents: 'add NAME' prints a bearer token for HTTP; 'token NAME' "
                        "replaces a lost token; 'list'")
@@ -545,6 +662,12 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reindex", help="rebuild the memory's vector index from SQLite (after changing the "
                        "embedding model); stop the servers of this data directory first")
     r.set_defaults(fn=cmd_reindex)
+
+    m = sub.add_parser("memory", help="'export [FILE]' writes the shared memory as JSON Lines (stdout without "
+                       "FILE); 'import FILE' checks every line, then adds the items and indexes them")
+    m.add_argument("action", choices=["export", "import"])
+    m.add_argument("file", nargs="?")
+    m.set_defaults(fn=cmd_memory)
 
     t = sub.add_parser("tools", help="list the MCP tools and their context cost in tokens")
     t.set_defaults(fn=cmd_tools)
@@ -563,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"agent {args.action} needs a NAME, e.g. hiveboard agent {args.action} alice")
     # Start-up imports allocate hundreds of thousands of objects and free almost none, so the
     # collector's passes over them are wasted: it is off until `serve` is ready to serve
-    # (_freeze_heap) or a long command starts its work; the other commands end first.
+    # (freeze_heap) or a long command starts its work; the other commands end first.
     collecting = gc.isenabled()
     gc.disable()
     from hiveboard.board import BoardError  # after parsing: --help needs none of the board

@@ -54,6 +54,8 @@ class Settings(BaseSettings):
     port: int = Field(8765, ge=0, le=65_535)
     http_token: str | None = Field(None, description="if set, HTTP requests need this bearer token or an agent's")
     allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on HTTP")
+    web_read_only: bool = Field(False, description="the web board as a wall screen: every page readable without "
+                                "logging in, no actions")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     chroma_url: str | None = Field(None, description="a Chroma server (chroma run) instead of the embedded one")
     chroma_collection: str = Field("hiveboard_memory", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{2,62}$",

@@ -1,40 +1,109 @@
-"""Tools over the shared memory: search it, teach it a lesson. Registered only when memory is on."""
+"""Tools over the shared memory: search it, fill it (notes, snippets, documents), teach it a lesson.
+Registered only when memory is on.
+
+Notes and lessons are two tools on purpose: a lesson (problem + fix) is merged into a near-duplicate
+lesson and handed out at claims, while a remembered note is stored as given and never merged, so a
+model that only wants something kept does not see it vanish into a lesson it did not mean to touch.
+"""
 
 from __future__ import annotations
 
+import functools
+import time
 from typing import Annotated, Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from pydantic import Field
+from pydantic import BaseModel, Field, field_validator
 
+from hiveboard.board import now
+from hiveboard.board.knowledge import NewItem
 from hiveboard.memory.service import Recorded, Results
 
 from .boundary import CREATE, MAX_ID, READ, tool_boundary
 from .deps import Deps
 
 MAX_TAGS = 20  # tags of a memory item, or asked for in a search
+MAX_NOTES = 50  # items per remember call
+NOTE_CHARS = 20_000  # one remembered item (the model reads its first ~256 tokens for meaning; keywords see all)
+MAX_WAIT = 60  # seconds a search may wait for the vector index to catch up
 Tag = Annotated[str, Field(min_length=1, max_length=50)]
 
 
+class Note(BaseModel):
+    """One item to remember (the edge's bounds; `hiveboard memory import` checks each line with them too)."""
+
+    text: str = Field(min_length=1, max_length=NOTE_CHARS)
+    kind: Literal["note", "snippet", "document"] = "note"
+    title: str | None = Field(None, max_length=200)
+    task_type: str | None = Field(None, max_length=40)
+    tags: list[Tag] = Field([], max_length=MAX_TAGS)
+    task_id: int | None = Field(None, ge=1, le=MAX_ID)
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("text is blank; send what to remember")
+        return text
+
+    def new_item(self) -> NewItem:
+        title = self.title or self.text.strip().splitlines()[0][:120]
+        return NewItem(kind=self.kind, text=self.text, title=title,
+                       task_type=self.task_type.strip().lower() if self.task_type else None,
+                       tags=list(dict.fromkeys(self.tags)), task_id=self.task_id)
+
+
+class Remembered(BaseModel):
+    ids: list[int] = Field(description="the new items' ids, in the order sent")
+    queued: int = Field(description="items waiting for the vector index; keyword search sees them at once")
+
+
 def register(mcp: MCPServer, deps: Deps) -> None:
-    memory, identity = deps.memory, deps.identity
+    memory, identity, board = deps.memory, deps.identity, deps.board
     if memory is None:
         return
+    notifier = board.store.notifier
 
     @mcp.tool(annotations=READ)
     @tool_boundary
-    def query_memory(
+    async def query_memory(
         query: Annotated[str, Field(min_length=1, max_length=2000)],
         task_type: Annotated[str | None, Field(max_length=40)] = None,
-        kinds: list[Literal["lesson", "critique", "output", "message", "note"]] | None = None,
+        kinds: list[Literal["lesson", "critique", "output", "message", "note", "snippet", "document"]] | None = None,
         tags: Annotated[list[Tag] | None, Field(description="items with all these", max_length=MAX_TAGS)] = None,
-        k: Annotated[int, Field(ge=1, le=20)] = 5,
+        k: Annotated[int, Field(ge=1, le=50)] = 5,
         include_deprecated: Annotated[bool, Field(description="also superseded items")] = False,
-        mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(description="hybrid is best")] = "hybrid",
+        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+        wait_seconds: Annotated[float, Field(description="for unindexed items", ge=0, le=MAX_WAIT)] = 0,
     ) -> Results:
-        """Search team memory: lessons, critiques, outputs, messages."""
-        return memory.query(query, task_type=task_type, kinds=kinds, tags=tags, k=k,
-                            include_deprecated=include_deprecated, mode=mode)
+        """Search team memory by meaning and keyword."""
+        if wait_seconds and mode != "keyword":
+            await _indexed(now(), time.monotonic() + wait_seconds)
+        return await anyio.to_thread.run_sync(functools.partial(
+            memory.query, query, task_type=task_type, kinds=kinds, tags=tags, k=k,
+            include_deprecated=include_deprecated, mode=mode))
+
+    async def _indexed(queued_by: float, deadline: float) -> None:
+        """Return once the items queued by `queued_by` are indexed (the indexer's commits wake us, also
+        from the process that owns the index), or at the deadline."""
+        while True:
+            mark = notifier.mark("memory.indexed")  # before the count, so a batch indexed in between wakes us
+            waiting = await anyio.to_thread.run_sync(memory.pending, queued_by)
+            remaining = deadline - time.monotonic()
+            if not waiting or remaining <= 0:
+                return
+            await notifier.wait("memory.indexed", mark, remaining)
+
+    @mcp.tool(annotations=CREATE)
+    @tool_boundary
+    def remember(
+        ctx: Context,
+        items: Annotated[list[Note], Field(min_length=1, max_length=MAX_NOTES)],
+    ) -> Remembered:
+        """Keep notes, snippets or documents for the team (never merged)."""
+        stored = board.knowledge.remember(identity.require(ctx), [item.new_item() for item in items])
+        return Remembered(ids=[item.id for item in stored], queued=board.knowledge.pending())
 
     @mcp.tool(annotations=CREATE)
     @tool_boundary
@@ -52,3 +121,4 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         """Teach the team a lesson for this type of task (duplicates merge)."""
         return memory.record_lesson(identity.require(ctx), problem=problem, fix=fix, task_type=task_type,
                                     title=title, tags=tags, task_id=task_id, supersedes=supersedes)
+

@@ -33,12 +33,12 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         intent: Annotated[str, Field(description="e.g. status_update, request_help, "
                                      "answer", max_length=40)],
         content: str = "",
-        summary: Annotated[str | None, Field(description="one line")] = None,
+        summary: str | None = None,  # defaults to the first line (the server instructions)
         recipient: Annotated[str | None, Field(description="agent, 'role:<role>' or 'everyone'; "
                                                "omit: the pool")] = None,
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         thread: Annotated[str | None, Field(description="channel name")] = None,
-        reply_to: Annotated[int | None, Field(description="message id it answers", ge=1, le=MAX_ID)] = None,
+        reply_to: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         priority: Literal["low", "normal", "high", "urgent"] = "normal",
         metadata: Annotated[dict, Field(description="small JSON object")] = {},
     ) -> Message:
@@ -52,7 +52,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     async def get_messages(
         ctx: Context,
         box: Annotated[Literal["inbox", "pool"], Field(description="inbox: yours; pool: everyone's")] = "inbox",
-        unread_only: Annotated[bool, Field(description="true marks them read")] = True,
+        unread_only: bool = True,  # marks what it returns read: said in the server instructions
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         intent: Annotated[str | None, Field(max_length=40)] = None,
         thread: Annotated[str | None, Field(max_length=80)] = None,
@@ -61,27 +61,31 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         full: Annotated[bool, Field(description="not a 280-character preview")] = False,
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
         cursor: Annotated[str | None, Field(description="previous next_cursor")] = None,
-        wait_seconds: Annotated[float, Field(description="wait this long for a match",
-                                             ge=0, le=300)] = 0,
-        ack: Annotated[list[Id], Field(description="ids to acknowledge",
-                                       max_length=500)] = [],
+        wait_seconds: Annotated[float, Field(ge=0, le=300)] = 0,
+        ack: Annotated[list[Id], Field(max_length=500)] = [],
     ) -> MessagePage:
         """Read your inbox or the pool, ack handled messages, or wait for one."""
         filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,
                        limit=limit, cursor=cursor)
-        agent = await anyio.to_thread.run_sync(identity.require, ctx) if (box == "inbox" or ack) else None
-        board.messages.check_query(since, cursor)  # a bad query writes nothing, acks included
-        acked = await anyio.to_thread.run_sync(board.messages.ack, agent, ack) if ack else None
-        if box == "pool":
-            page = await anyio.to_thread.run_sync(functools.partial(board.messages.pool, **filters))
-            return page.model_copy(update={"acked": acked})
+
+        def first_read() -> tuple[str | None, int | None, int, MessagePage]:
+            # one trip to a worker thread for who is asking, the acks and the first page: each trip waits
+            # for the GIL behind the event loop, which is busiest exactly when many agents call at once
+            agent = identity.require(ctx) if (box == "inbox" or ack) else None
+            board.messages.check_query(since, cursor)  # a bad query writes nothing, acks included
+            acked = board.messages.ack(agent, ack) if ack else None
+            if box == "pool":
+                return agent, acked, 0, board.messages.pool(**filters)
+            mark = notifier.mark(f"inbox:{agent}")  # before the check, so a publish in between still wakes us
+            return agent, acked, mark, board.messages.inbox(agent, unread_only=unread_only, **filters)
+
         deadline = time.monotonic() + wait_seconds
+        agent, acked, mark, page = await anyio.to_thread.run_sync(first_read)
+        if box == "pool":
+            return page.model_copy(update={"acked": acked})
         waiting = False
         try:
             while True:
-                mark = notifier.mark(f"inbox:{agent}")  # before the check, so a publish in between still wakes us
-                page = await anyio.to_thread.run_sync(functools.partial(
-                    board.messages.inbox, agent, unread_only=unread_only, **filters))
                 remaining = deadline - time.monotonic()
                 if page.messages or remaining <= 0:
                     return page.model_copy(update={"acked": acked})
@@ -89,6 +93,9 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                     waiting = True
                     await anyio.to_thread.run_sync(board.agents.seen, agent, now() + remaining)
                 await notifier.wait(f"inbox:{agent}", mark, remaining)
+                mark = notifier.mark(f"inbox:{agent}")
+                page = await anyio.to_thread.run_sync(functools.partial(
+                    board.messages.inbox, agent, unread_only=unread_only, **filters))
         finally:
             if waiting:
                 with anyio.CancelScope(shield=True):

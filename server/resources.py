@@ -1,5 +1,5 @@
-"""Resources (the board, the metrics, a card, an agent's inbox, digests per task type) and subscriptions to
-inboxes.
+"""Resources (the board, the metrics, a card, a memory item, an agent's inbox, digests per task type) and
+subscriptions to inboxes.
 
 An agent may read, subscribe to or listen on its own inbox only. Clients on the session protocol
 (2025-11-25) subscribe with resources/subscribe; on 2026-07-28 they open subscriptions/listen (the
@@ -39,11 +39,33 @@ def digest_uri(task_type: str) -> str:
     return f"hiveboard://digest/{task_type}"
 
 
+class _CountingBus(InMemorySubscriptionBus):
+    """The SDK's in-process bus, also counting its open listen streams (on the event loop)."""
+
+    def __init__(self):
+        super().__init__()
+        self.listening = 0
+
+    def subscribe(self, listener):
+        unsubscribe = super().subscribe(listener)
+        self.listening += 1
+        done = False
+
+        def counted_unsubscribe() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self.listening -= 1
+            unsubscribe()
+
+        return counted_unsubscribe
+
+
 class InboxSubscriptions:
     """Who is subscribed to which inbox, on both protocols; `changed` tells them (any thread)."""
 
     def __init__(self):
-        self.bus = InMemorySubscriptionBus()
+        self.bus = _CountingBus()
         self._connections: dict[str, weakref.WeakSet] = {}  # 2025-11-25 subscribers, until they go away
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -85,7 +107,8 @@ class InboxSubscriptions:
         agents = {agent for event in events if isinstance(event, InboxChanged) for agent in event.agents}
         for agent in agents:
             uri = inbox_uri(agent)
-            asyncio.run_coroutine_threadsafe(self.bus.publish(ResourceUpdated(uri=uri)), loop)
+            if self.bus.listening:  # else publishing would cost the event loop a task per inbox for nobody
+                asyncio.run_coroutine_threadsafe(self.bus.publish(ResourceUpdated(uri=uri)), loop)
             for connection in list(self._connections.get(uri, ())):
                 asyncio.run_coroutine_threadsafe(
                     connection.notify("notifications/resources/updated", {"uri": uri}), loop)
@@ -109,6 +132,16 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     def task_resource(task_id: int) -> str:
         try:
             return board.get(int(task_id)).model_dump_json()
+        except BoardError as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
+
+    @mcp.resource("hiveboard://memory/{item_id}", name="memory", mime_type="application/json",
+                  description="One memory item in full: its whole text, source, tags (query_memory shows a snippet)")
+    def memory_resource(item_id: str) -> str:
+        if not item_id.isdigit():
+            raise ResourceNotFoundError(f"memory item {item_id!r} is not an id; use a hit's id from query_memory")
+        try:
+            return board.knowledge.item(int(item_id)).model_dump_json(exclude_none=True)
         except BoardError as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 

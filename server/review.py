@@ -30,7 +30,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         wait_seconds: Annotated[float, Field(description="wait for the round to finish", ge=0, le=600)] = 0,
         full: bool = False,
     ) -> ReviewTrail:
-        """A card's review: the latest round's verdict, blocking issues and brief (full=true: all rounds)."""
+        """A card's review: latest verdict, blocking issues, brief (full=true: all rounds)."""
         if (task_id is None) == (review_id is None):
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:
@@ -56,17 +56,15 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def submit_critique(
         ctx: Context,
-        review_id: Annotated[int, Field(description="from review.request", ge=1, le=MAX_ID)],
+        review_id: Annotated[int, Field(ge=1, le=MAX_ID)],
         lens: Annotated[str, Field(description="an open lens of that review", max_length=40)],
         verdict: Literal["PASS", "CONDITIONAL", "FAIL"],
-        score: Annotated[int, Field(description="10 excellent … 1 broken",
-                                    ge=1, le=10)],
+        score: Annotated[int, Field(ge=1, le=10)],  # the scale is in the server instructions
         summary: Annotated[str, Field(min_length=1, max_length=4000)],
         issues: Annotated[list[Finding], Field(max_length=50)] = [],
-        resolutions: Annotated[list[Resolution], Field(description="round 2+: on your "
-                                                       "earlier issues", max_length=50)] = [],
+        resolutions: Annotated[list[Resolution], Field(max_length=50)] = [],  # round 2+: see the instructions
     ) -> CritiqueRecord:
-        """As a critic, judge one lens of others' work (first submission per lens counts)."""
+        """As a critic, judge one lens of others' work."""
         critique = Critique(verdict=verdict, score=score, summary=summary, resolutions=resolutions,
                             issues=[ReviewIssue(**issue.model_dump()) for issue in issues])
         return board.reviews.submit(identity.require(ctx), review_id, lens.strip().lower(), critique)

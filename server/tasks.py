@@ -65,7 +65,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def whoami(
         ctx: Context,
-        name: Annotated[str | None, Field(description="register as this agent (once)", max_length=64)] = None,
+        name: Annotated[str | None, Field(max_length=64)] = None,  # the description says: once
         role: Annotated[str | None, Field(description="e.g. coder, reviewer, lead", max_length=40)] = None,
         token: Annotated[str | None, Field(description="re-attach to an existing agent",
                                            max_length=200)] = None,
@@ -93,8 +93,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         depends_on: Annotated[list[Id], Field(description="ids done first")] = [],
         acceptance_criteria: Annotated[list[str], Field(description="checkable")] = [],
         assignee: Annotated[str | None, Field(description="reserve it for this agent")] = None,
-        acceptance_tests: Annotated[AcceptanceTests | None, Field(
-            description="review runs them; the claimer cannot change them")] = None,
+        acceptance_tests: AcceptanceTests | None = None,  # what review does with them: the server instructions
         waive: Annotated[list[str], Field(max_length=20)] = [],
         attempts: Annotated[int, Field(ge=1, le=5)] = 1,
     ) -> TaskSummary:
@@ -129,7 +128,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         label: Annotated[str | None, Field(max_length=50)] = None,
         ready: Annotated[bool | None, Field(description="dependencies done")] = None,
         limit: Annotated[int, Field(ge=1, le=200)] = 20,
-        cursor: Annotated[str | None, Field(description="previous next_cursor")] = None,
+        cursor: str | None = None,  # a page's hint says which
     ) -> ListPage:
         """Cards by filter, highest priority first, paged."""
         page = board.list(status=status, task_type=task_type, assignee=assignee, label=label, ready=ready,
@@ -142,7 +141,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
 
     @mcp.tool(annotations=READ)
     @tool_boundary
-    def get_board(top: Annotated[int, Field(description="cards per column", ge=0, le=50)] = 3) -> BoardView:
+    def get_board(top: Annotated[int, Field(ge=0, le=50)] = 3) -> BoardView:
         """Column counts, top cards, and how many are ready."""
         return board.board(top=top)
 
@@ -181,12 +180,10 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     def update_task(
         ctx: Context,
         task_id: TaskId,
-        token: Annotated[int | None, Field(description="fencing token, if you hold it",
-                                           ge=0, le=MAX_ID)] = None,
-        note: Annotated[str | None, Field(description="progress note")] = None,
-        status: Annotated[Literal["blocked", "in_progress", "todo", "needs_human"] | None,
-                          Field(description="blocked/needs_human need a reason; todo "
-                                "unblocks")] = None,
+        token: Annotated[int | None, Field(ge=0, le=MAX_ID)] = None,
+        note: str | None = None,
+        # what each status needs is in the server instructions
+        status: Literal["blocked", "in_progress", "todo", "needs_human"] | None = None,
         reason: str | None = None,
         title: Annotated[str | None, Field(max_length=200)] = None,
         description: str | None = None,
@@ -208,14 +205,14 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ctx: Context,
         task_id: TaskId,
         token: Token,
-        output: Annotated[str, Field(description="what you did and the result")],
+        output: str,
         summary: Annotated[str | None, Field(description="a line or two for the board", max_length=2000)] = None,
-        artifacts: Annotated[list[Artifact], Field(description="files or texts produced")] = [],
+        artifacts: list[Artifact] = [],
         helpful_lessons: Annotated[list[Id], Field(max_length=50, description="ids of claim_task's lessons "
                                                    "that helped")] = [],
     ) -> TaskSummary:
         """Hand in a card you hold: to review (see get_review) or done."""
         actor = identity.require(ctx)
-        to_status = "review" if wants_review is not None and wants_review(board.summary(task_id)) else "done"
+        to_status = "done" if wants_review is None else (lambda card: "review" if wants_review(card) else "done")
         return board.complete(actor, task_id, token, output, summary, artifacts, to_status,
                               helpful=helpful_lessons)

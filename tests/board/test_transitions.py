@@ -8,7 +8,7 @@ import pytest
 from mcp import Client
 
 from conftest import call, call_error
-from hiveboard.board import Board, Store, Synthesis
+from hiveboard.board import Board, Forbidden, InvalidInput, NewTask, Store, Synthesis
 from hiveboard.board.transitions import TRANSITIONS
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
@@ -78,6 +78,26 @@ def test_the_table_has_no_move_only_a_person_or_the_system_should_make_open_to_a
     assert anyone == {("todo", "in_progress"), ("review", "needs_human")}
     for t in TRANSITIONS:
         if t.source in ("blocked", "needs_human") and t.target == "todo":
-            assert t.who in ("holder", "steward")
+            assert t.who in ("holder", "steward", "person")
         if t.target in ("blocked", "needs_human") and t.via == "update_task":
             assert "reason" in t.guards
+
+
+def test_only_a_person_decides_a_needs_human_card(tmp_path):
+    board = Board(Store(tmp_path / "hiveboard.db"))
+    try:
+        board.agents.new_token("lee", role="human")
+        board.agents.new_token("bob", role="coder")
+        card = board.create("bob", NewTask(title="stuck"))
+        claim = board.claim("bob", card.id)
+        board.update("bob", card.id, token=claim.token, status="needs_human", reason="which way?")
+        with pytest.raises(Forbidden, match="only a person"):
+            board.decide("bob", card.id, "pass")  # its own holder and creator, but not a person
+        with pytest.raises(InvalidInput, match="needs a note"):
+            board.decide("lee", card.id, "send_back")
+        assert board.decide("lee", card.id, "pass", "fine").status == "done"
+        last = board.get(card.id).history[-1]
+        assert (last.actor, last.action, last.from_status, last.to_status) == ("lee", "passed by a person",
+                                                                              "needs_human", "done")
+    finally:
+        board.store.close()

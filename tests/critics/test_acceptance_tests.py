@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from conftest import call, call_error, needs_sandbox
 from reviewing import critic, verdict
+
+from hiveboard.board.priority import BACKGROUND_NICE
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +85,18 @@ async def test_acceptance_tests_are_bounded_and_checked(connect):
         huge = {"files": [{"name": "test_a.py", "content": "x" * 200_001}]}
         assert "200000 characters" in await call_error(carol, "create_task", title="x", acceptance_tests=huge)
         assert (await call(carol, "list_tasks"))["total"] == 0  # nothing was written
+
+
+@needs_sandbox
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+async def test_reviews_run_below_the_priority_of_requests(connect, reviewer):
+    # on a busy machine the scheduler runs tool calls before critics: the card's own command sees its niceness
+    wanted = min(19, os.nice(0) + BACKGROUND_NICE)
+    check = f"import os, sys\nprint('nice', os.nice(0))\nsys.exit(0 if os.nice(0) >= {wanted} else 1)\n"
+    engine = reviewer()
+    async with connect("carol") as carol, connect("alice", review=engine) as alice:
+        card = await call(carol, "create_task", title="slugify", acceptance_tests={
+            "files": [{"name": "check.py", "content": check}], "commands": ["$ python check.py"]})
+        await complete(alice, card["id"], [art("slug.py", RIGHT)])
+        round1 = (await verdict(alice, card["id"]))["rounds"][0]
+        assert round1["verdict"] == "PASS", critic(round1, "acceptance")

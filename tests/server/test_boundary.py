@@ -43,7 +43,13 @@ BAD = [
     ("submit_critique", {"review_id": 1, "lens": "security", "verdict": "PASS", "score": 11, "summary": "ok"}),
     ("submit_critique", {"review_id": 1, "lens": "security", "verdict": "PASS", "score": 9, "summary": "ok",
                          "issues": [{"severity": "blocker", "category": "c", "description": "d"}]}),
-    ("query_memory", {"query": "q", "k": 21}),
+    ("query_memory", {"query": "q", "k": 51}),
+    ("query_memory", {"query": "q", "wait_seconds": 61}),
+    ("remember", {"items": []}),
+    ("remember", {"items": [{"text": ""}]}),
+    ("remember", {"items": [{"text": "t", "kind": "lesson"}]}),
+    ("remember", {"items": [{"text": "t", "tags": ["t"] * 21}]}),
+    ("remember", {"items": [{"text": "t"}] * 51}),
     ("query_memory", {"query": "q", "tags": ["t"] * 21}),
     ("record_lesson", {"problem": "p", "fix": "f", "task_type": "code", "supersedes": 0}),
 ]
@@ -59,7 +65,7 @@ def with_memory(board, tmp_path):
 async def test_tools_list_fits_the_budget_and_carries_no_output_schemas(connect, with_memory):
     async with connect("alice", memory=with_memory) as c:
         tools = (await c.list_tools()).tools
-    assert len(tools) == 17
+    assert len(tools) == 18
     assert all(t.output_schema is None for t in tools)
     total = sum(cost + output for _, cost, output in tool_token_costs(tools))
     assert total <= TOOLS_BUDGET, f"tools/list is ~{total} tokens, over the {TOOLS_BUDGET} budget"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
-from conftest import START_TIMEOUT, hiveboard_cmd
+from conftest import START_TIMEOUT, free_port, hiveboard_cmd, stop_process
 
 from hiveboard.board import Board, NewTask, Store
 from hiveboard.server.cli import parser
@@ -29,7 +31,7 @@ def test_board_prints_columns_and_cards(tmp_path):
     assert "2 cards, 0 ready" in out.stdout
     assert re.search(r"IN_PROGRESS \(1\)\n\s+#1 .*Design schema @alice", out.stdout)
     assert re.search(r"TODO \(1\)\n\s+#2 .*Write API", out.stdout)
-    assert "memory: 0 items; 0 handed to agents at claims, 0 marked helpful" in out.stdout
+    assert "memory: 0 items, 0 waiting for the vector index; 0 handed to agents at claims, 0 marked helpful" in out.stdout
 
 
 def test_agent_add_prints_a_working_token(tmp_path):
@@ -148,3 +150,56 @@ def test_serve_refuses_a_taken_port_before_saying_it_serves(tmp_path):
         taken.listen()
         out = run("--home", str(tmp_path), "serve", "--http", "--port", str(taken.getsockname()[1]))
     assert out.returncode == 2 and "cannot serve on 127.0.0.1" in out.stderr and "serving" not in out.stderr
+
+
+def _read_until(proc: subprocess.Popen, text: str, seen: list[str]) -> bool:
+    """Read the process's output until `text` appears (True) or it ends (False)."""
+    while True:
+        chunk = proc.stdout.readline()
+        if not chunk:
+            return False
+        seen.append(chunk)
+        if text in chunk:
+            return True
+
+
+def test_board_watch_redraws_when_another_process_changes_the_board(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    board = Board(Store(home / "hiveboard.db"))
+    board.create("alice", NewTask(title="first card", task_type="code"))
+    proc = subprocess.Popen(hiveboard_cmd("--home", str(home), "board", "--watch"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen: list[str] = []
+    try:
+        assert _read_until(proc, "(live,", seen), "".join(seen)
+        assert "first card" in "".join(seen)
+        seen.clear()
+        board.create("alice", NewTask(title="second card, seen live", task_type="code"))
+        assert _read_until(proc, "second card, seen live", seen), "".join(seen)
+        assert "\x1b[2J" in "".join(seen)  # redrawn in place, not appended
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert proc.returncode in (0, -signal.SIGINT, 1), proc.stderr.read()
+
+
+def test_web_serves_the_board_and_says_where(tmp_path):
+    home = tmp_path / "home"
+    port = free_port()
+    proc = subprocess.Popen(hiveboard_cmd("--home", str(home), "web", "--no-browser", "--port", str(port)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen: list[str] = []
+    try:
+        while True:
+            line = proc.stderr.readline()
+            assert line, "".join(seen)
+            seen.append(line)
+            if "the web board is at" in line:
+                break
+        assert f"http://127.0.0.1:{port}/" in line
+        answer = httpx.get(f"http://127.0.0.1:{port}/board", follow_redirects=False, timeout=60)
+        assert answer.status_code == 303 and answer.headers["location"].startswith("/login")
+        assert "token" in httpx.get(f"http://127.0.0.1:{port}/login", timeout=60).text
+    finally:
+        stop_process(proc)

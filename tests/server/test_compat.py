@@ -4,15 +4,19 @@ these fail by name (and pyproject pins the minor version they cover)."""
 from __future__ import annotations
 
 import weakref
+from typing import Annotated
 
+import httpx2
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import EmptyResult, SubscribeRequestParams
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
-from hiveboard.server.compat import add_request_handler, connection_of, rejected_arguments
+from hiveboard.server.compat import (add_request_handler, check_headers_only_where_declared, connection_of,
+                                     rejected_arguments)
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +73,32 @@ async def test_a_rejected_argument_is_told_apart_from_a_failing_tool():
     with pytest.raises(ToolError) as failed:
         await server.call_tool("double", {"n": -1})
     assert rejected_arguments(failed.value) is None
+
+
+async def test_a_declared_mcp_param_header_is_still_checked_and_others_cost_no_schema_walk():
+    server = MCPServer("compat")
+
+    @server.tool()
+    def routed(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+        return region
+
+    @server.tool()
+    def plain(region: str) -> str:
+        return region
+
+    check_headers_only_where_declared(server)
+    lookup = server._lowlevel_server.get_tool_input_schema  # what the SDK asks before every tools/call
+    assert lookup("plain") is None and lookup("missing") is None
+    assert lookup("routed")["properties"]["region"]["x-mcp-header"] == "Region"
+
+    async def forge(request):  # a header that disagrees with the body, on both tools
+        request.headers["mcp-param-region"] = "elsewhere"
+
+    app = server.streamable_http_app()
+    async with app.router.lifespan_context(app):
+        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000",
+                                  event_hooks={"request": [forge]})
+        async with Client(streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http)) as client:
+            assert (await client.call_tool("plain", {"region": "eu"})).content[0].text == "eu"
+            with pytest.raises(Exception, match="Mcp-Param-Region header does not match"):
+                await client.call_tool("routed", {"region": "eu"})

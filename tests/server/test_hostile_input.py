@@ -55,7 +55,9 @@ BASE = {
                      "sender": "bob", "since": "2026-01-01T00:00:00Z", "full": False, "limit": 5, "ack": [1]},
     "subscribe": {"kind": "task", "value": "1", "unsubscribe": False},
     "query_memory": {"query": "q", "task_type": "code", "kinds": ["lesson"], "tags": ["a"], "k": 3,
-                     "include_deprecated": False, "mode": "keyword"},
+                     "include_deprecated": False, "mode": "keyword", "wait_seconds": 0},
+    "remember": {"items": [{"text": "t", "kind": "note", "title": "t", "task_type": "code", "tags": ["a"],
+                            "task_id": 1}]},
     "record_lesson": {"problem": "p", "fix": "f", "task_type": "code", "title": "t", "tags": ["a"], "task_id": 1},
 }
 TABLES = ("tasks", "task_history", "artifacts", "agents", "messages", "inbox", "subscriptions", "memory_items",

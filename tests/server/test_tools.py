@@ -293,6 +293,20 @@ async def test_board_columns_and_resources(connect):
         assert any(t.uri_template == "hiveboard://tasks/{task_id}" for t in templates)
 
 
+async def test_ready_counts_each_todo_card_whose_dependencies_are_all_done(connect):
+    async with connect("alice") as c:
+        first = await call(c, "create_task", title="first", priority="critical")
+        second = await call(c, "create_task", title="second", priority="high")
+        await call(c, "create_task", title="waits on two", depends_on=[first["id"], second["id"]])
+        await call(c, "create_task", title="waits on one", depends_on=[first["id"]])
+        await call(c, "create_task", title="free")
+        assert (await call(c, "get_board"))["ready"] == 3  # first, second, free
+        held = await call(c, "claim_task", task_id=first["id"])
+        await call(c, "complete_task", task_id=first["id"], token=held["token"], output="done")
+        view = await call(c, "get_board")  # "waits on one" is ready now; "waits on two" still waits on second
+        assert view["ready"] == 3 == (await call(c, "list_tasks", status="todo", ready=True))["total"]
+
+
 async def test_long_output_is_trimmed_unless_full(connect):
     async with connect("alice") as c:
         card = await call(c, "create_task", title="big")

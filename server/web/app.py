@@ -1,0 +1,346 @@
+"""The web board's routes: pages, actions, live events, static files."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, quote, urlencode
+
+import anyio
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from hiveboard.board import Board, BoardError, Conflict, Forbidden, IllegalTransition, NewTask, NotFound
+from hiveboard.board.messages import NewMessage
+
+from ..boundary import TOOL_ERRORS
+from . import pages
+from .auth import COOKIE, Sessions, host_allowed, load_secret, origin_allowed
+from .live import LiveHub
+from .pages import Viewer
+
+if TYPE_CHECKING:
+    from hiveboard.memory.service import Memory
+
+MAX_FORM = 300_000  # bytes of a form post: above the largest description a person types
+STATIC = {"app.css": "text/css; charset=utf-8", "app.js": "text/javascript; charset=utf-8"}
+STATUS_OF = {NotFound: 404, Forbidden: 403, Conflict: 409, IllegalTransition: 409}
+
+
+class Refused(Exception):
+    """An action refused before anything was written: (HTTP status, one sentence)."""
+
+    def __init__(self, status: int, text: str):
+        super().__init__(text)
+        self.status, self.text = status, text
+
+
+class WebBoard:
+    """The state the web routes share: the board, memory, sessions, the live hub and the access rules."""
+
+    def __init__(self, board: Board, home: Path, *, memory: Memory | None = None, hosts: list[str],
+                 origins: list[str], read_only: bool = False, presence: float = 120.0):
+        self.board, self.memory = board, memory
+        self.sessions = Sessions(board, load_secret(home))
+        self.hub = LiveHub(board)
+        self.hosts, self.origins, self.read_only, self.presence = hosts, origins, read_only, presence
+
+    # ------------------------------------------------------------------ who is asking
+
+    def viewer(self, request: Request) -> Viewer | None:
+        cookie = request.cookies.get(COOKIE)
+        person = self.sessions.person(cookie)
+        if person is not None:
+            return Viewer(person.name, self.sessions.csrf(cookie), self.read_only)
+        return Viewer(None, None, True) if self.read_only else None
+
+    async def acting(self, request: Request) -> tuple[Viewer, dict[str, str]]:
+        """The person behind an action and its form, or Refused. Checks, in order: logged in, the board
+        is not read-only, the Origin is the board's own, the CSRF token, the form itself."""
+        viewer = await anyio.to_thread.run_sync(self.viewer, request)
+        if viewer is None or viewer.name is None:
+            raise Refused(401, "log in first: actions need a person's session (the login page takes your token)")
+        if viewer.read_only:
+            raise Refused(403, "this board is read-only (a wall screen): actions are off on this server")
+        origin = request.headers.get("origin")
+        if origin is not None and not origin_allowed(origin, request.headers.get("host", ""), self.origins):
+            raise Refused(403, f"this action came from another site ({origin}); act from the board's own pages")
+        form = await _form(request)
+        sent = form.get("csrf") or request.headers.get("x-csrf-token")
+        if not self.sessions.csrf_ok(request.cookies.get(COOKIE), sent):
+            raise Refused(403, "the form's CSRF token is missing or stale: reload the page and try again")
+        return viewer, form
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM:
+            raise Refused(413, f"the form is larger than {MAX_FORM} bytes; shorten the text")
+    try:
+        text = body.decode("utf-8")
+        fields = parse_qs(text, keep_blank_values=True, strict_parsing=False, errors="strict", max_num_fields=50)
+    except (UnicodeDecodeError, ValueError):
+        raise Refused(400, "the form is not valid UTF-8 url-encoded text; send it from the board's page") from None
+    form = {k: v[0] for k, v in fields.items()}
+    for key, value in form.items():
+        if "\x00" in value or "\x00" in key:
+            raise Refused(400, f"the field {key!r} contains a NUL character; send the text without it")
+    return form
+
+
+def _filters(request: Request) -> dict[str, str | None]:
+    q = request.query_params
+    return {k: (q.get(k) or "").strip()[:100] or None for k in ("type", "agent", "label")}
+
+
+def _fragment(request: Request, html: str) -> Response:
+    """A page, or (live reloads ask with X-Fragment) only its main part."""
+    if request.headers.get("x-fragment") == "main":
+        start = html.index('<main id="main">') + len('<main id="main">')
+        html = html[start:html.rindex("</main>")]
+    return HTMLResponse(html, headers={"cache-control": "no-store"})
+
+
+def _back(path: str, said: str) -> RedirectResponse:
+    return RedirectResponse(f"{path}?{urlencode({'said': said})}", status_code=303)
+
+
+def web_routes(web: WebBoard) -> list[Route]:
+    board = web.board
+
+    def page(render: Callable[[Request, Viewer], str]):
+        """A GET page: the viewer (or the login page), the rendering off the event loop."""
+        async def endpoint(request: Request) -> Response:
+            viewer = await anyio.to_thread.run_sync(web.viewer, request)
+            if viewer is None:
+                return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
+            try:
+                html = await anyio.to_thread.run_sync(render, request, viewer)
+            except BoardError as exc:
+                return HTMLResponse(pages.message_page("Not possible", str(exc)),
+                                    status_code=STATUS_OF.get(type(exc), 400))
+            return _fragment(request, html)
+        return endpoint
+
+    def action(run: Callable[[Viewer, dict[str, str], Request], Response]):
+        """A POST action: refused with one sentence and nothing written, or done and redirected."""
+        async def endpoint(request: Request) -> Response:
+            try:
+                viewer, form = await web.acting(request)
+                return await anyio.to_thread.run_sync(run, viewer, form, request)
+            except Refused as exc:
+                return HTMLResponse(pages.message_page("Refused", exc.text, request.headers.get("referer") or "/board"),
+                                    status_code=exc.status)
+            except BoardError as exc:
+                return HTMLResponse(pages.message_page("Not done", str(exc), request.headers.get("referer") or "/board"),
+                                    status_code=STATUS_OF.get(type(exc), 400))
+        return endpoint
+
+    # ------------------------------------------------------------------ pages
+
+    def board_view(request: Request, viewer: Viewer) -> str:
+        f = _filters(request)
+        columns = [board.views.column(s, task_type=f["type"], agent=f["agent"], label=f["label"])
+                   for s in pages.COLUMNS]
+        return pages.board_page(columns, f, board.views.choices(), viewer, request.query_params.get("said"))
+
+    def column_view(request: Request, viewer: Viewer) -> str:
+        f = _filters(request)
+        status = request.path_params["status"]
+        col = board.views.column(status, task_type=f["type"], agent=f["agent"], label=f["label"],
+                                 after=request.query_params.get("after"))
+        return pages.column(col, f)
+
+    def task_view(request: Request, viewer: Viewer) -> str:
+        task_id = request.path_params["task_id"]
+        task = board.get(task_id, history=50, viewer=viewer.name)
+        thread = board.messages.pool(task_id=task_id, full=True, limit=100).messages
+        return pages.task_page(task, board.reviews.trail(task_id), thread, board.views.lessons(task_id),
+                               board.agents.names(500), viewer, request.query_params.get("said"))
+
+    def messages_view(request: Request, viewer: Viewer) -> str:
+        q = request.query_params
+        task = q.get("task", "").strip()
+        before = q.get("before", "").strip()
+        filters = {"task": task or None, "intent": (q.get("intent") or "").strip()[:40] or None}
+        found = board.messages.latest(task_id=int(task) if task.isdigit() else None, intent=filters["intent"],
+                                      before=int(before) if before.isdigit() else None, limit=50)
+        older = found[-1].id if len(found) == 50 else None
+        return pages.messages_page(found, filters, older, viewer)
+
+    def agents_view(request: Request, viewer: Viewer) -> str:
+        return pages.agents_page(board.views.agents(), web.presence, time.time(), viewer)
+
+    def memory_view(request: Request, viewer: Viewer) -> str:
+        q = {k: (request.query_params.get(k) or "").strip() for k in ("q", "mode", "kind", "task_type", "tags")}
+        results, note = None, None
+        if q["q"]:
+            if web.memory is None:
+                note = "memory is off on this server"
+            else:
+                tags = [t.strip() for t in q["tags"].split(",") if t.strip()][:20] or None
+                try:
+                    results = web.memory.query(q["q"][:2000], task_type=q["task_type"] or None,
+                                               kinds=[q["kind"]] if q["kind"] else None, tags=tags, k=20,
+                                               mode=q["mode"] if q["mode"] in ("hybrid", "vector", "keyword")
+                                               else "hybrid")
+                    note = results.note
+                except TOOL_ERRORS as exc:  # the same failures a tool reports, as a note on the page
+                    note = str(exc)
+        return pages.memory_page(q, results, note, viewer)
+
+    def memory_item_view(request: Request, viewer: Viewer) -> str:
+        return pages.memory_item_page(board.knowledge.item(request.path_params["item_id"]), viewer)
+
+    def metrics_view(request: Request, viewer: Viewer) -> str:
+        return pages.metrics_page(board.reviews.stats(), board.views.round_counts(), viewer)
+
+    # ------------------------------------------------------------------ actions
+
+    def create(viewer: Viewer, form: dict[str, str], request: Request) -> Response:
+        labels = [x.strip() for x in form.get("labels", "").split(",") if x.strip()]
+        criteria = [x.strip() for x in form.get("criteria", "").splitlines() if x.strip()]
+        try:
+            new = NewTask(title=form.get("title", "").strip()[:200] or " ", description=form.get("description", ""),
+                          task_type=form.get("task_type", "code"), priority=form.get("priority", "medium"),
+                          labels=labels, acceptance_criteria=criteria, assignee=form.get("assignee") or None)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(x) for x in first["loc"])
+            raise Refused(400, f"{field}: {first['msg'].lower()}; correct it and create the card again") from None
+        made = board.create(viewer.name, new)
+        return RedirectResponse(f"/task/{made.id}?{urlencode({'said': f'created task {made.id}'})}", status_code=303)
+
+    def decide(viewer: Viewer, form: dict[str, str], request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+        decision = form.get("decision", "")
+        done = board.decide(viewer.name, task_id, decision, form.get("note", ""), form.get("assign_to") or None)
+        return _back(f"/task/{task_id}", f"task {task_id} is now {done.status.replace('_', ' ')}")
+
+    def post(viewer: Viewer, form: dict[str, str], request: Request) -> Response:
+        task_id = request.path_params["task_id"]
+        content = form.get("content", "").strip()
+        if not content:
+            raise Refused(400, "the message is empty: write what you want the card's thread to read")
+        intent = (form.get("intent") or "comment").strip().lower() or "comment"
+        board.get(task_id, history=0)  # a card that does not exist is a 404, not a message to nowhere
+        board.messages.publish(viewer.name, NewMessage(intent=intent, task_id=task_id, content=content))
+        return _back(f"/task/{task_id}", "message posted")
+
+    # ------------------------------------------------------------------ session, live, static
+
+    async def login_form(request: Request) -> Response:
+        return HTMLResponse(pages.login_page(next_url=_safe_next(request.query_params.get("next"))))
+
+    async def login(request: Request) -> Response:
+        try:
+            form = await _form(request)
+        except Refused as exc:
+            return HTMLResponse(pages.login_page(exc.text), status_code=exc.status)
+        origin = request.headers.get("origin")
+        if origin is not None and not origin_allowed(origin, request.headers.get("host", ""), web.origins):
+            return HTMLResponse(pages.login_page(f"a login from another site ({origin}) is refused"), status_code=403)
+        person, value = await anyio.to_thread.run_sync(web.sessions.login, form.get("token", ""))
+        if person is None:
+            return HTMLResponse(pages.login_page(value), status_code=401)
+        response = RedirectResponse(_safe_next(form.get("next")), status_code=303)
+        response.set_cookie(COOKIE, value, max_age=web.sessions.seconds, httponly=True, samesite="strict",
+                            secure=request.url.scheme == "https", path="/")
+        return response
+
+    async def logout(request: Request) -> Response:
+        try:
+            form = await _form(request)
+        except Refused as exc:
+            return HTMLResponse(pages.message_page("Refused", exc.text), status_code=exc.status)
+        cookie = request.cookies.get(COOKIE)
+        if cookie and not web.sessions.csrf_ok(cookie, form.get("csrf") or request.headers.get("x-csrf-token")):
+            return HTMLResponse(pages.message_page("Refused", "the form's CSRF token is missing or stale: reload the "
+                                                   "page and log out from it"), status_code=403)
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    async def events(request: Request) -> Response:
+        viewer = await anyio.to_thread.run_sync(web.viewer, request)
+        if viewer is None:
+            return JSONResponse({"error": "log in first"}, status_code=401)
+        return StreamingResponse(web.hub.stream(), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+
+    async def counts(request: Request) -> Response:
+        viewer = await anyio.to_thread.run_sync(web.viewer, request)
+        if viewer is None:
+            return JSONResponse({"error": "log in first"}, status_code=401)
+        f = _filters(request)
+        found = await anyio.to_thread.run_sync(lambda: board.views.counts(task_type=f["type"], agent=f["agent"],
+                                                                          label=f["label"]))
+        return JSONResponse(found)
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return Response("not found", status_code=404)
+        body = resources.files(__package__).joinpath("static", name).read_bytes()
+        return Response(body, media_type=STATIC[name], headers={"cache-control": "no-cache"})
+
+    async def health(request: Request) -> Response:
+        total = await anyio.to_thread.run_sync(lambda: sum(board.views.counts().values()))
+        return JSONResponse({"ok": True, "cards": total, "live_pages": web.hub.clients})
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse("/board", status_code=303)
+
+    return [
+        Route("/", root), Route("/health", health), Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]), Route("/logout", logout, methods=["POST"]),
+        Route("/board", page(board_view)), Route("/board/column/{status}", page(column_view)),
+        Route("/board/counts", counts), Route("/task/{task_id:int}", page(task_view)),
+        Route("/messages", page(messages_view)), Route("/agents", page(agents_view)),
+        Route("/memory", page(memory_view)), Route("/memory/{item_id:int}", page(memory_item_view)),
+        Route("/metrics", page(metrics_view)), Route("/events", events),
+        Route("/tasks", action(create), methods=["POST"]),
+        Route("/task/{task_id:int}/decide", action(decide), methods=["POST"]),
+        Route("/task/{task_id:int}/message", action(post), methods=["POST"]),
+        Route("/static/{name}", static),
+    ]
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path on this board (never another site) after login."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/board"
+    return quote(target, safe="/?=&")
+
+
+class Site:
+    """One ASGI app on one port: /mcp to the MCP app (with its lifespan), the rest to the web board,
+    every request checked against the allowed Host names first (DNS rebinding)."""
+
+    def __init__(self, mcp_app, web_app, web: WebBoard):
+        self.mcp_app, self.web_app, self.web = mcp_app, web_app, web
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await self.mcp_app(scope, receive, send)
+        path = scope.get("path", "")
+        if path == "/mcp" or path.startswith("/mcp/"):
+            return await self.mcp_app(scope, receive, send)
+        if scope["type"] == "http":
+            host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), None)
+            if not host_allowed(host, self.web.hosts):
+                body = json.dumps({"error": f"Host {host!r} is not allowed; open the board at "
+                                   "http://127.0.0.1:<port>/"}).encode()
+                await send({"type": "http.response.start", "status": 421,
+                            "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        return await self.web_app(scope, receive, send)

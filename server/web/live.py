@@ -1,0 +1,134 @@
+"""Live updates for open pages: server-sent events pushed from the board's commit events.
+
+The hub subscribes to the same notifier that wakes agents (board/events.py), so a change made by any
+process on the data directory reaches every open page. Events are gathered for a moment and turned
+into one payload per batch, rendered once and shared by every page: the changed cards as HTML and the
+column counts (for the board), and which tasks, threads and reviews changed (other pages reload their
+main part when it concerns them). Nothing polls: a page with nothing happening costs a keep-alive
+comment every KEEPALIVE seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import anyio
+
+from hiveboard.board import Board
+from hiveboard.board.events import Event, InboxChanged, MemoryAdded, ReviewChanged, TaskChanged
+
+from . import pages
+
+log = logging.getLogger("hiveboard")
+
+BATCH_SECONDS = 0.1  # gather a burst of commits into one update
+KEEPALIVE = 20.0
+QUEUE = 64  # updates a slow page may fall behind before it is dropped (its browser reconnects and reloads)
+
+
+class LiveHub:
+    def __init__(self, board: Board):
+        self.board = board
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients: set[asyncio.Queue] = set()
+        self._tasks: set[int] = set()
+        self._reviews: set[int] = set()
+        self._messages: set[int] = set()
+        self._rendering = asyncio.Lock()  # one batch at a time, so pages get them in order
+        self._flush: asyncio.TimerHandle | None = None
+
+    @property
+    def clients(self) -> int:
+        return len(self._clients)
+
+    def _start(self) -> None:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self.board.store.notifier.subscribe(self._events)
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self.board.store.notifier.unsubscribe(self._events)
+            self._loop = None
+
+    def _events(self, events: list[Event]) -> None:
+        """Notifier callback, on the committing thread: hand the events to the loop, nothing more."""
+        loop = self._loop
+        if loop is None or not self._clients:
+            return
+        try:
+            loop.call_soon_threadsafe(self._gather, events)
+        except RuntimeError:  # the loop has closed
+            pass
+
+    def _gather(self, events: list[Event]) -> None:
+        for e in events:
+            if isinstance(e, TaskChanged):
+                self._tasks.add(e.task_id)
+            elif isinstance(e, ReviewChanged):
+                self._reviews.add(e.task_id)
+            elif isinstance(e, InboxChanged):
+                self._messages.add(e.message_id)
+            elif isinstance(e, MemoryAdded):
+                pass
+        if self._flush is None and (self._tasks or self._reviews or self._messages):
+            self._flush = asyncio.get_running_loop().call_later(BATCH_SECONDS, self._send_batch)
+
+    def _send_batch(self) -> None:
+        self._flush = None
+        tasks, reviews, messages = self._tasks, self._reviews, self._messages
+        self._tasks, self._reviews, self._messages = set(), set(), set()
+        asyncio.get_running_loop().create_task(self._broadcast(tasks, reviews, messages))
+
+    async def _broadcast(self, tasks: set[int], reviews: set[int], messages: set[int]) -> None:
+        try:
+            async with self._rendering:
+                payload = await anyio.to_thread.run_sync(self._render, tasks, reviews, messages)
+        except Exception:  # a failed update must not end the hub; pages catch up on the next one
+            log.exception("live update failed")
+            return
+        for queue in list(self._clients):
+            try:
+                queue.put_nowait(payload)
+            except asyncio.QueueFull:  # too far behind: end its stream; EventSource reconnects and catches up
+                self._clients.discard(queue)
+                while not queue.empty():
+                    queue.get_nowait()
+                queue.put_nowait(None)
+
+    def _render(self, tasks: set[int], reviews: set[int], messages: set[int]) -> bytes:
+        """One SSE payload for every page: rendered once, whoever is watching."""
+        out = []
+        changed = tasks | reviews
+        if changed:
+            cards = self.board.views.cards(changed)
+            found = {c.id for c in cards}
+            data = {"cards": [{"id": c.id, "status": c.status, "html": pages.card(c)} for c in cards],
+                    "gone": sorted(changed - found), "counts": self.board.views.counts()}
+            out.append(f"event: cards\ndata: {json.dumps(data)}\n\n")
+        pool, threads = self.board.views.pool_tasks(messages) if messages else (False, set())
+        out.append("event: change\ndata: " + json.dumps({"tasks": sorted(changed), "reviews": sorted(reviews),
+                                                          "pool": pool, "threads": sorted(threads)}) + "\n\n")
+        return "".join(out).encode()
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        """One page's event stream, until the page goes away."""
+        self._start()
+        queue: asyncio.Queue = asyncio.Queue(QUEUE)
+        self._clients.add(queue)
+        try:
+            yield b"retry: 1000\nevent: hello\ndata: {}\n\n"
+            while True:
+                try:
+                    payload = await asyncio.wait_for(queue.get(), KEEPALIVE)
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
+                    continue
+                if payload is None:
+                    return
+                yield payload
+        finally:
+            self._clients.discard(queue)
