@@ -1,6 +1,6 @@
 """Which offline embedding model: the default next to the other models that ship inside a PyPI package.
 
-    .venv/bin/python bench/bench_models.py              # every installed candidate: quality, speed, RSS (10-20 min)
+    .venv/bin/python bench/bench_models.py              # every installed candidate: quality, speed, RSS (~1 h, e5 most of it)
     .venv/bin/python bench/bench_models.py --quick      # retrieval_set only, 1k items for the latency row
     .venv/bin/python bench/bench_models.py --models default,minilm-l3 --json out.json
 

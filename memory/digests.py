@@ -38,12 +38,12 @@ MIN_LESSONS = 10  # the PRD's "after 10 tasks"
 REFRESH_AFTER = 3
 MAX_RULES = 8
 # Lessons are grouped by their fixes alone: a rule is a fix, and problems that read alike ("rate limited",
-# "blocked") often have different fixes. A lesson joins a group when its fix's cosine to the group's
-# centroid reaches this. On ten web-scraping lessons (tests/memory/test_digests.py) all-MiniLM-L6-v2 put
-# paraphrased fixes at 0.42-0.74 to each other (0.55 and up to their group's centroid) and different fixes
-# at 0.36 at most; near-duplicates (>= 0.9 on the whole lesson) were already merged when recorded.
+# "blocked") often have different fixes (whole lessons put unrelated fixes as close as paraphrases). A
+# lesson joins a group when its fix's cosine to the group's centroid reaches this: the middle of the gap
+# between paraphrased and different fixes on the web-scraping lessons of tests/memory/test_digests.py,
+# which hold it to that. Near-duplicates (>= 0.9 on the whole lesson) were merged when recorded.
 GROUP_SIMILARITY = 0.45
-MAX_LESSONS = 500  # the newest lessons a digest reads (older ones are in the counts of what they merged into)
+MAX_LESSONS = 500  # the newest lessons a digest reads: recent work, and a rebuild that stays cheap
 CACHED_VECTORS = 20_000  # fix embeddings kept between rebuilds (~30 MB at 384-d), so a rebuild embeds only new ones
 RULE_CHARS = 240
 LEASE_SECONDS = 300  # how long one process may hold a rebuild (a model call included)
