@@ -8,7 +8,6 @@ when another process wrote in between; an immediate one waits its turn instead.
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import sys
@@ -34,15 +33,7 @@ from sqlite_utils import Database
 from .events import KEEP_EVENTS, Event, Notifier, encode
 from .migrations import apply_migrations
 
-log = logging.getLogger("hiveboard")
-
 BUSY_TIMEOUT_MS = 30_000
-# SQLite checkpoints the WAL by itself inside the COMMIT that takes it past wal_autocheckpoint pages, which
-# here is inside this process's write lock: every writer queued behind that commit waited for the copy and
-# the fsync too. So a Store checkpoints every CHECKPOINT_EVERY commits once the lock is released, and SQLite's
-# own, at a higher threshold, is the backstop for one very large transaction.
-CHECKPOINT_EVERY = 64
-BACKSTOP_PAGES = 10_000
 
 
 def now() -> float:
@@ -81,7 +72,6 @@ class Store:
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
         self._write_lock = threading.RLock()
-        self._commits = 0
         with self.write() as db:
             apply_migrations(db)
         self.optimize()
@@ -94,7 +84,6 @@ class Store:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA analysis_limit = 1000")  # keeps ANALYZE to about a millisecond
-        conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_PAGES}")
         # no sqlite-utils plugins: finding them reads every installed package's metadata at each start,
         # and the board's connections are its own
         holder = _Connection(Database(conn, execute_plugins=False))
@@ -144,20 +133,8 @@ class Store:
                     db.execute("ROLLBACK")
                 self._local.pending = []
                 raise
-            self._commits += 1
-            due = self._commits % CHECKPOINT_EVERY == 0
         events, self._local.pending = self._local.pending, []
         self.notifier.publish(events)
-        if due:
-            self.checkpoint()
-
-    def checkpoint(self) -> None:
-        """Copy committed pages from the WAL into the database file, waiting for no reader or writer
-        (PASSIVE); the WAL then starts over once nobody reads from it."""
-        try:
-            self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error:  # the commit stands; the next checkpoint, or SQLite's backstop, catches up
-            log.warning("WAL checkpoint of %s failed", self.path, exc_info=True)
 
     def emit(self, event: Event) -> None:
         """Record an event in the current write transaction; the notifier hears of it once that commits

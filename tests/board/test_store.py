@@ -58,21 +58,3 @@ def test_connections_of_finished_threads_are_closed(tmp_path):
             t.join()
     gc.collect()
     assert board.store.open_connections() == 1  # only this thread's
-
-
-def test_the_wal_is_checkpointed_by_the_store_and_stays_small(tmp_path):
-    from hiveboard.board.db import BACKSTOP_PAGES, CHECKPOINT_EVERY
-
-    board = Board(Store(tmp_path / "board.db"))
-    db = board.store.db
-    assert db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == BACKSTOP_PAGES  # SQLite's own: a backstop
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    board.create("alice", NewTask(title="one card"))
-    per_commit = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]  # WAL frames one write made
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    for n in range(4 * CHECKPOINT_EVERY):
-        board.create("alice", NewTask(title=f"card {n}"))
-    busy, frames, copied = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    # without the store's checkpoints the WAL would hold every one of those writes (far below the backstop)
-    assert busy == 0 and frames < 2 * CHECKPOINT_EVERY * per_commit < 4 * CHECKPOINT_EVERY * per_commit < BACKSTOP_PAGES
-    assert board.list(limit=1).total == 4 * CHECKPOINT_EVERY + 1
