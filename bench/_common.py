@@ -8,7 +8,9 @@ import math
 import os
 import platform
 import shutil
+import socket
 import sqlite3
+import subprocess
 import time
 from contextlib import contextmanager
 from datetime import datetime
@@ -87,3 +89,30 @@ def quiet_loggers() -> None:
     """Keep the servers a benchmark builds from logging every request (build_server's logging setup)."""
     for name in ("httpx", "httpx2", "mcp", "hiveboard"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_cpu_seconds(pid: int) -> float | None:
+    """user+system CPU seconds of a process, all its threads (Linux /proc); None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def stop_process(proc: subprocess.Popen | None, timeout: float = 10) -> None:
+    """Terminate a server the bench started, killing it if it does not exit in time."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)

@@ -47,7 +47,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import _memory_corpus as corpus  # noqa: E402  (bench/ is on sys.path when run as a script)
-from _common import machine_info, payload, pct, remove_unless_kept  # noqa: E402
+from _common import (free_port, machine_info, payload, pct, proc_cpu_seconds,  # noqa: E402
+                     remove_unless_kept, stop_process)
 
 from hiveboard.board import Board, NewTask, Store
 from hiveboard.board.messages import NewMessage
@@ -122,21 +123,6 @@ def make_row(op: str, clients: int, lat: list[float], wall: float) -> Row:
 # ----------------------------------------------------------------------------- server process
 
 
-def proc_cpu_seconds(pid: int) -> float | None:
-    """user+system CPU seconds of a process (Linux /proc); None elsewhere."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class ServerProcess:
     """bench/_server.py in its own process; stderr goes to a file shown if something fails."""
 
@@ -177,13 +163,7 @@ class ServerProcess:
             return ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, 10)
         if self._log is not None:
             self._log.close()
             self._log = None

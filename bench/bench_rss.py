@@ -41,7 +41,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_info, payload, remove_unless_kept  # noqa: E402
+from _common import free_port, machine_info, payload, remove_unless_kept  # noqa: E402
 from hiveboard.board import Board, Store  # noqa: E402
 
 LIMIT_MB = 1000
@@ -96,12 +96,6 @@ OUTPUT = ("Added a token-bucket rate limiter for the public API (card {n}). Each
           "clock jump cannot refill a bucket. Tested by hand with bursts of 20 requests at 5/s: the first 10 "
           "pass, the rest are refused until tokens refill. Left for later: evicting idle buckets, sharing "
           "buckets across processes (Redis), and per-route limits. ") * 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def status_mb(pid: int | str, field: str) -> float:

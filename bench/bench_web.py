@@ -55,7 +55,6 @@ import os
 import queue
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -66,6 +65,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import free_port, proc_cpu_seconds, stop_process  # noqa: E402  (light: no hiveboard import)
 COOKIE_ENV = "BENCH_WEB_COOKIE"  # how the reader process gets the session cookie (not on its command line)
 PROBE = "lat-probe"  # in the titles of the latency bench's cards: the reader tracks only these
 
@@ -215,18 +216,6 @@ def reader_entry(args) -> int:
 
 # ----------------------------------------------------------------------------- the bench (main process)
 
-def proc_cpu_seconds(pid: int) -> float:
-    """user+system CPU seconds of a process, all its threads (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def loadavg() -> str:
     try:
         return Path("/proc/loadavg").read_text().strip()
@@ -306,13 +295,7 @@ class Server:
             return ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
+        stop_process(self.proc, 15)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -380,13 +363,7 @@ class Readers:
         return json.loads(line)
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, 10)
 
 
 # ----------------------------------------------------------------------------- seeding
@@ -985,7 +962,6 @@ def main(argv: list[str] | None = None) -> int:
     if args._pages:
         return reader_entry(args)
 
-    sys.path.insert(0, str(HERE))
     from _common import machine_info, remove_unless_kept
     from hiveboard.board import Board, Store
 
