@@ -457,13 +457,8 @@ class Board:
                                f"card for a different agent); got {new.attempts}")
         if new.attempts > 1 and new.assignee:
             raise InvalidInput("competing attempts are for different agents: leave assignee out, or use attempts=1")
-        assignee = None
-        if new.assignee:
-            assignee = self.agents.get(new.assignee, missing_ok=True)
-            if assignee is None:
-                raise InvalidInput(f"assignee {new.assignee!r} is not a registered agent; known agents: "
-                                   f"{', '.join(self.agents.names()) or 'none yet'}")
-            assignee = assignee.name
+        assignee = self._registered(new.assignee, f"assignee {new.assignee!r} is not a registered agent") \
+            if new.assignee else None
         ts = now()
         with self.store.write() as db:
             if deps:
@@ -495,6 +490,13 @@ class Board:
                     self.post_event(db, actor, "task_assignment", task_id, f"task {task_id} is yours: {title}",
                                     new.description, recipient=assignee)
             return self.summarize(db, self.row(db, first or task_id))
+
+    def _registered(self, name: str | None, problem: str) -> str:
+        """A registered agent's name, or InvalidInput: the problem and the agents that exist."""
+        agent = self.agents.get(name, missing_ok=True) if name else None
+        if agent is None:
+            raise InvalidInput(f"{problem}; known agents: {', '.join(self.agents.names()) or 'none yet'}")
+        return agent.name
 
     # ----------------------------------------------------------------- competing attempts
 
@@ -535,13 +537,8 @@ class Board:
         self._check_text(note, self.limits.note, "note")
         if decision != "pass" and not note:
             raise InvalidInput(f"{decision.replace('_', ' ')} needs a note saying what to change or why")
-        target = None
-        if decision == "reassign":
-            agent = self.agents.get(assign_to, missing_ok=True) if assign_to else None
-            if agent is None:
-                raise InvalidInput(f"reassign needs assign_to naming a registered agent; known agents: "
-                                   f"{', '.join(self.agents.names()) or 'none yet'}")
-            target = agent.name
+        target = self._registered(assign_to, "reassign needs assign_to naming a registered agent") \
+            if decision == "reassign" else None
         ts = now()
         with self.store.write() as db:
             row = self.row(db, task_id)

@@ -324,7 +324,7 @@ def memory_page(query: dict, results, note: str | None, viewer: Viewer) -> str:
             f'placeholder="search team memory" size="40" maxlength="2000">'
             f'<select name="mode">' + "".join(f'<option{" selected" if m == mode else ""}>{m}</option>'
                                               for m in ("hybrid", "vector", "keyword")) + "</select>"
-            f'<select name="kind">' + "".join(f'<option value="{k}"{" selected" if k == (query.get("kind") or "") else ""}>'
+            '<select name="kind">' + "".join(f'<option value="{k}"{" selected" if k == (query.get("kind") or "") else ""}>'
                                               f'{k or "any kind"}</option>' for k in kinds) + "</select>"
             f'<input name="task_type" placeholder="task type" value="{h(query.get("task_type") or "")}" size="10">'
             f'<input name="tags" placeholder="tags, comma separated" value="{h(query.get("tags") or "")}" size="16">'
