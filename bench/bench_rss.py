@@ -41,7 +41,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import free_port, machine_info, payload, remove_unless_kept  # noqa: E402
+from _common import free_port, machine_info, payload, remove_unless_kept, stop_process  # noqa: E402
 from hiveboard.board import Board, Store  # noqa: E402
 
 LIMIT_MB = 1000
@@ -235,11 +235,7 @@ def reviews_rss(reviews: int, tmp: Path) -> dict:
                     peak_mb=hwm, sampled_peak_mb=sampler.peak, rest_mb=rest, seconds=wall, memory_items=items,
                     progress=progress)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, 30)
         log.close()
         board.store.close()
 
