@@ -123,6 +123,7 @@ class Notifier:
         self._callbacks: list[Callable[[list[Event]], None]] = []
         self._published_here: set[int] = set()  # ids of events this process published at commit
         self._watcher: asyncio.Task | None = None
+        self._ready: asyncio.Future | None = None  # set once the watcher has read its baseline
         self._watching = 0
         self._conn_lock = threading.Lock()
 
@@ -213,8 +214,11 @@ class Notifier:
         """Run the cross-process watcher while at least one server using this store is up."""
         self._watching += 1
         if self._watcher is None or self._watcher.done():
-            self._watcher = asyncio.get_running_loop().create_task(self._watch())
+            self._ready = asyncio.get_running_loop().create_future()
+            self._watcher = asyncio.get_running_loop().create_task(self._watch(self._ready))
         try:
+            # from here on no commit of another process is missed: the baseline is read before we go on
+            await asyncio.shield(self._ready)
             yield
         finally:
             self._watching -= 1
@@ -226,10 +230,22 @@ class Notifier:
                     pass
                 self._watcher = None
 
-    async def _watch(self) -> None:
-        conn = await asyncio.to_thread(sqlite3.connect, self.db_path, check_same_thread=False)
+    async def _watch(self, ready: asyncio.Future) -> None:
+        conn = None
         try:
+            conn = await asyncio.to_thread(sqlite3.connect, self.db_path, check_same_thread=False)
             version, last_id = await asyncio.to_thread(self._baseline, conn)
+        except BaseException as exc:  # the servers waiting in watching() hear why
+            if conn is not None:
+                with self._conn_lock:
+                    conn.close()
+            if isinstance(exc, asyncio.CancelledError):
+                ready.cancel()
+            else:
+                ready.set_exception(exc)
+            raise
+        ready.set_result(None)
+        try:
             backlog = False
             while True:
                 await asyncio.sleep(0 if backlog else self.poll_interval)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import queue
 import re
 import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -152,10 +155,27 @@ def test_serve_refuses_a_taken_port_before_saying_it_serves(tmp_path):
     assert out.returncode == 2 and "cannot serve on 127.0.0.1" in out.stderr and "serving" not in out.stderr
 
 
-def _read_until(proc: subprocess.Popen, text: str, seen: list[str]) -> bool:
-    """Read the process's output until `text` appears (True) or it ends (False)."""
+def _pump(stream) -> queue.Queue[str]:
+    """The stream's lines on a queue, read by a daemon thread; "" once it ends."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def _read_until(lines: queue.Queue[str], text: str, seen: list[str], within: float = 60) -> bool:
+    """Take lines until `text` appears (True), or the stream ends or `within` seconds pass (False)."""
+    deadline = time.monotonic() + within
     while True:
-        chunk = proc.stdout.readline()
+        try:
+            chunk = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return False
         if not chunk:
             return False
         seen.append(chunk)
@@ -171,12 +191,13 @@ def test_board_watch_redraws_when_another_process_changes_the_board(tmp_path):
     proc = subprocess.Popen(hiveboard_cmd("--home", str(home), "board", "--watch"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     seen: list[str] = []
+    lines = _pump(proc.stdout)
     try:
-        assert _read_until(proc, "(live,", seen), "".join(seen)
+        assert _read_until(lines, "(live,", seen), "".join(seen)
         assert "first card" in "".join(seen)
         seen.clear()
         board.create("alice", NewTask(title="second card, seen live", task_type="code"))
-        assert _read_until(proc, "second card, seen live", seen), "".join(seen)
+        assert _read_until(lines, "second card, seen live", seen), "".join(seen)
         assert "\x1b[2J" in "".join(seen)  # redrawn in place, not appended
     finally:
         proc.send_signal(signal.SIGINT)
