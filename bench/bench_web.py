@@ -30,8 +30,8 @@ as a plain `serve` has it). People and agents get their tokens from `hiveboard a
    work, from the no-page server CPU per agent op). The no-page windows come before, between and
    after the page windows; their mean is the baseline and their spread the noise. Before each
    window the server is let settle (memory outbox embedded, CPU quiet). Also, paced, what static/app.js makes
-   other pages do: (c) 50 filtered board pages (?type=code), each fetching /board/counts after
-   every `cards` event, and (d) 50 open card pages, each reloading its main part (X-Fragment) on a
+   other pages do: (c) 50 filtered board pages (?type=code), each streaming /events?type=code, so
+   the server also counts that filter's columns once per update and pushes a `counts` event, and (d) 50 open card pages, each reloading its main part (X-Fragment) on a
    `change` event that names its card or any message.
 3. Live latency. From an MCP create_task / claim_task call returning to the SSE `cards` event
    that carries that card (in its new status) arriving at a page, with 1 page and with 50 pages
@@ -113,7 +113,6 @@ async def _reader_main(base: str, cookie: str, n: int, mode: str, track: bool, t
         fetches: asyncio.Queue = asyncio.Queue()
         queues.append(fetches)
         pending: list[asyncio.TimerHandle | None] = [None]
-        counted = [0.0]  # when this page last asked for its filtered counts
 
         async def fetcher(client) -> None:
             while True:
@@ -143,9 +142,6 @@ async def _reader_main(base: str, cookie: str, n: int, mode: str, track: bool, t
             except ValueError:
                 st.bad_json += 1
                 return
-            if event == "cards" and mode == "filtered" and time.monotonic() - counted[0] >= 1.0:
-                counted[0] = time.monotonic()  # app.js: a filtered page's counts, at most once a second
-                fetches.put_nowait(("/board/counts?type=code", {}))
             if event == "cards" and track:
                 at = time.monotonic()
                 for c in obj["cards"]:
@@ -160,7 +156,9 @@ async def _reader_main(base: str, cookie: str, n: int, mode: str, track: bool, t
                                      timeout=httpx.Timeout(30.0, read=None)) as client:
             worker = asyncio.create_task(fetcher(client))
             try:
-                async with client.stream("GET", "/events", headers={"accept": "text/event-stream"}) as resp:
+                # app.js: a filtered board names its filter and is pushed its own `counts` events
+                events_path = "/events?type=code" if mode == "filtered" else "/events"
+                async with client.stream("GET", events_path, headers={"accept": "text/event-stream"}) as resp:
                     if resp.status_code != 200:
                         raise RuntimeError(f"GET /events answered {resp.status_code}")
                     event, data = None, []

@@ -273,7 +273,8 @@ def web_routes(web: WebBoard) -> list[Route]:
         viewer = await anyio.to_thread.run_sync(web.viewer, request)
         if viewer is None:
             return JSONResponse({"error": "log in first"}, status_code=401)
-        return StreamingResponse(web.hub.stream(), media_type="text/event-stream",
+        f = _filters(request)
+        return StreamingResponse(web.hub.stream((f["type"], f["agent"], f["label"])), media_type="text/event-stream",
                                  headers={"cache-control": "no-store", "x-accel-buffering": "no"})
 
     async def counts(request: Request) -> Response:

@@ -4,8 +4,9 @@ The hub subscribes to the same notifier that wakes agents (board/events.py), so 
 process on the data directory reaches every open page. Events are gathered for a moment and turned
 into one payload per batch, rendered once and shared by every page: the changed cards as HTML and the
 column counts (for the board), and which tasks, threads and reviews changed (other pages reload their
-main part when it concerns them). Nothing polls: a page with nothing happening costs a keep-alive
-comment every KEEPALIVE seconds.
+main part when it concerns them). A filtered board also gets its own column counts, counted once per
+batch for each distinct filter that some page watches. Nothing polls: a page with nothing happening
+costs a keep-alive comment every KEEPALIVE seconds.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ BATCH_SECONDS = 0.1  # gather a burst of commits into one update
 KEEPALIVE = 20.0
 QUEUE = 64  # updates a slow page may fall behind before it is dropped (its browser reconnects and reloads)
 
+Filter = tuple[str | None, str | None, str | None]  # a board page's (type, agent, label); all None: unfiltered
+
 
 class LiveHub:
     def __init__(self, board: Board):
         self.board = board
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._clients: set[asyncio.Queue] = set()
+        self._clients: dict[asyncio.Queue, Filter] = {}
         self._tasks: set[int] = set()
         self._reviews: set[int] = set()
         self._messages: set[int] = set()
@@ -84,24 +87,27 @@ class LiveHub:
         asyncio.get_running_loop().create_task(self._broadcast(tasks, reviews, messages))
 
     async def _broadcast(self, tasks: set[int], reviews: set[int], messages: set[int]) -> None:
+        filters = {f for f in self._clients.values() if any(f)}
         try:
             async with self._rendering:
-                payload = await anyio.to_thread.run_sync(self._render, tasks, reviews, messages)
+                payload, counted = await anyio.to_thread.run_sync(self._render, tasks, reviews, messages, filters)
         except Exception:  # a failed update must not end the hub; pages catch up on the next one
             log.exception("live update failed")
             return
-        for queue in list(self._clients):
+        for queue, watched in list(self._clients.items()):
             try:
-                queue.put_nowait(payload)
+                queue.put_nowait(payload + counted.get(watched, b""))
             except asyncio.QueueFull:  # too far behind: end its stream; EventSource reconnects and catches up
-                self._clients.discard(queue)
+                self._clients.pop(queue, None)
                 while not queue.empty():
                     queue.get_nowait()
                 queue.put_nowait(None)
 
-    def _render(self, tasks: set[int], reviews: set[int], messages: set[int]) -> bytes:
-        """One SSE payload for every page: rendered once, whoever is watching."""
-        out = []
+    def _render(self, tasks: set[int], reviews: set[int], messages: set[int], filters: set[Filter]
+                ) -> tuple[bytes, dict[Filter, bytes]]:
+        """One SSE payload for every page, rendered once whoever is watching; and for each filter some board
+        page watches, a `counts` event with its column counts."""
+        out, counted = [], {}
         changed = tasks | reviews
         if changed:
             cards = self.board.views.cards(changed)
@@ -109,16 +115,19 @@ class LiveHub:
             data = {"cards": [{"id": c.id, "status": c.status, "html": pages.card(c)} for c in cards],
                     "gone": sorted(changed - found), "counts": self.board.views.counts()}
             out.append(f"event: cards\ndata: {json.dumps(data)}\n\n")
+            for f in filters:
+                counts = self.board.views.counts(task_type=f[0], agent=f[1], label=f[2])
+                counted[f] = f"event: counts\ndata: {json.dumps(counts)}\n\n".encode()
         pool, threads = self.board.views.pool_tasks(messages) if messages else (False, set())
         out.append("event: change\ndata: " + json.dumps({"tasks": sorted(changed), "reviews": sorted(reviews),
                                                           "pool": pool, "threads": sorted(threads)}) + "\n\n")
-        return "".join(out).encode()
+        return "".join(out).encode(), counted
 
-    async def stream(self) -> AsyncIterator[bytes]:
-        """One page's event stream, until the page goes away."""
+    async def stream(self, watched: Filter = (None, None, None)) -> AsyncIterator[bytes]:
+        """One page's event stream, until the page goes away. A filtered board names its filter."""
         self._start()
         queue: asyncio.Queue = asyncio.Queue(QUEUE)
-        self._clients.add(queue)
+        self._clients[queue] = watched
         try:
             yield b"retry: 1000\nevent: hello\ndata: {}\n\n"
             while True:
@@ -131,4 +140,4 @@ class LiveHub:
                     return
                 yield payload
         finally:
-            self._clients.discard(queue)
+            self._clients.pop(queue, None)

@@ -229,6 +229,51 @@ async def test_live_events_reach_pages_from_another_server_process(site, tmp_pat
         stop_process(proc2)
 
 
+def _events_until(response: httpx.Response, done, seen: list, ready: threading.Event) -> None:
+    """Collect (event, data) pairs from an SSE stream until done(seen) says enough."""
+    event = None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            event = line[7:]
+            if event == "hello":
+                ready.set()
+        elif line.startswith("data: "):
+            seen.append((event, json.loads(line[6:])))
+            if done(seen):
+                return
+
+
+async def test_a_filtered_board_is_pushed_its_own_column_counts(site):
+    """A page showing only docs cards gets the docs cards' counts pushed with each update (counted once
+    per filter per batch by the server); an unfiltered page gets the whole board's counts and no
+    filtered ones."""
+    home, url, people = site
+    web, _ = login(_base(url), people["ann"])
+    filtered, plain, ready_f, ready_p = [], [], threading.Event(), threading.Event()
+
+    def docs_counted(seen):
+        return any(e == "counts" and d["todo"] == 1 for e, d in seen)
+
+    def all_counted(seen):
+        return any(e == "cards" and d["counts"]["todo"] >= 3 for e, d in seen)
+
+    with web.stream("GET", "/events?type=docs", timeout=120) as rf, web.stream("GET", "/events", timeout=120) as rp:
+        readers = [threading.Thread(target=_events_until, args=(rf, docs_counted, filtered, ready_f), daemon=True),
+                   threading.Thread(target=_events_until, args=(rp, all_counted, plain, ready_p), daemon=True)]
+        for r in readers:
+            r.start()
+        assert ready_f.wait(60) and ready_p.wait(60)
+        async with http_client(url, people["coder"]) as coder:
+            for title, kind in (("one", "code"), ("two", "code"), ("the manual", "docs")):
+                await call(coder, "create_task", title=title, task_type=kind)
+        for r in readers:
+            r.join(120)
+    assert docs_counted(filtered), filtered
+    assert all(d["todo"] <= 1 for e, d in filtered if e == "counts"), filtered  # never the whole board's
+    assert all_counted(plain), plain
+    assert not any(e == "counts" for e, _ in plain), plain
+
+
 async def test_wall_screen_is_read_only(tmp_path):
     home = tmp_path / "home"
     proc, url = serve_http(home, env={**os.environ, "HIVEBOARD_WEB_READ_ONLY": "true"})

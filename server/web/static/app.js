@@ -51,24 +51,12 @@
       const el = tmp.content.firstElementChild;
       if (matches(el, filters)) place(el, c.status);
     }
-    if (!filtered) {
-      for (const [status, n] of Object.entries(data.counts)) setCount(status, n);
-    } else {
-      filteredCounts(filters);
-    }
+    if (!filtered) setCounts(data.counts);  // a filtered page gets its own counts as a "counts" event
     tick();
   }
 
-  // a filtered page asks for its own counts, at most once a second however busy the board is
-  let counting = null;
-  function filteredCounts(filters) {
-    if (counting) return;
-    counting = setTimeout(() => {
-      const q = new URLSearchParams(filters).toString();
-      fetch("/board/counts?" + q, { credentials: "same-origin" }).then(r => r.json()).then(counts => {
-        for (const [status, n] of Object.entries(counts)) setCount(status, n);
-      }).catch(() => {}).finally(() => { counting = null; });
-    }, 1000);
+  function setCounts(counts) {
+    for (const [status, n] of Object.entries(counts)) setCount(status, n);
   }
 
   function setCount(status, n) {
@@ -110,9 +98,13 @@
 
   function connect() {
     if (!live || !window.EventSource) return;
-    const es = new EventSource("/events");
+    // a filtered board names its filter, and the server counts its columns once per update for all such pages
+    const filters = live.page === "board" ? (live.filters || {}) : {};
+    const q = new URLSearchParams(filters).toString();
+    const es = new EventSource("/events" + (q ? "?" + q : ""));
     es.addEventListener("hello", () => { if (dot) dot.classList.add("on"); body.dataset.connected = "1"; });
     es.addEventListener("cards", e => { if (live.page === "board") applyCards(JSON.parse(e.data)); });
+    es.addEventListener("counts", e => { if (live.page === "board") setCounts(JSON.parse(e.data)); });
     es.addEventListener("change", e => onChange(JSON.parse(e.data)));
     es.onerror = () => { if (dot) dot.classList.remove("on"); body.dataset.connected = ""; };
   }
