@@ -249,6 +249,7 @@ class Knowledge:
                    "WHERE id = ?", [source, json.dumps(merged), item_id])
         if merged != current:  # the index filters on tags: refresh it
             db.execute("INSERT OR REPLACE INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, now()])
+        self.store.emit(MemoryAdded(item_id))  # one more lesson counted: it can make a digest due
 
     def supersede(self, db: Database, old_id: int, new_id: int) -> None:
         """Hide a live lesson behind the one that replaces it (only lessons of the same task type)."""

@@ -26,6 +26,7 @@ from . import pages
 log = logging.getLogger("hiveboard")
 
 BATCH_SECONDS = 0.1  # gather a burst of commits into one update
+MIN_GAP = 0.3  # and at most one update per MIN_GAP: a busier board makes bigger updates, not more of them
 KEEPALIVE = 20.0
 QUEUE = 64  # updates a slow page may fall behind before it is dropped (its browser reconnects and reloads)
 
@@ -42,6 +43,7 @@ class LiveHub:
         self._messages: set[int] = set()
         self._rendering = asyncio.Lock()  # one batch at a time, so pages get them in order
         self._flush: asyncio.TimerHandle | None = None
+        self._sent = 0.0  # loop time of the last update
 
     @property
     def clients(self) -> int:
@@ -78,10 +80,12 @@ class LiveHub:
             elif isinstance(e, MemoryAdded):
                 pass
         if self._flush is None and (self._tasks or self._reviews or self._messages):
-            self._flush = asyncio.get_running_loop().call_later(BATCH_SECONDS, self._send_batch)
+            loop = asyncio.get_running_loop()
+            self._flush = loop.call_at(max(loop.time() + BATCH_SECONDS, self._sent + MIN_GAP), self._send_batch)
 
     def _send_batch(self) -> None:
         self._flush = None
+        self._sent = asyncio.get_running_loop().time()
         tasks, reviews, messages = self._tasks, self._reviews, self._messages
         self._tasks, self._reviews, self._messages = set(), set(), set()
         asyncio.get_running_loop().create_task(self._broadcast(tasks, reviews, messages))

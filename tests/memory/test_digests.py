@@ -146,6 +146,34 @@ async def test_the_server_writes_digests_in_the_background(connect, memory, boar
     assert [r["count"] for r in digest["rules"]] == [3, 1]
 
 
+async def test_a_merged_near_duplicate_wakes_the_digest_writer(connect, memory, board):
+    """A lesson merged into an existing one adds no item but counts: when it makes a digest due, the digest
+    is written at once, not at the next poll (an hour away here)."""
+    digester = Digester(board, memory.embedder, min_lessons=4)
+    written = threading.Event()
+    original = digester.digests.save
+
+    def save(*args, **kwargs):
+        digest = original(*args, **kwargs)
+        written.set()
+        return digest
+
+    digester.digests.save = save
+    digester.start(poll_seconds=3600, settle_seconds=0.05)
+    try:
+        async with connect("alice", memory=memory) as c:
+            await record(c, RATE_LIMIT)
+            assert not written.wait(1), "three lessons are not enough for a digest"
+            again = await call(c, "record_lesson", problem=RATE_LIMIT[0][0], fix=RATE_LIMIT[0][1],
+                               task_type="web_scraping")
+            assert again["merged"]
+            assert written.wait(START_TIMEOUT), "the merged fourth lesson did not wake the digest writer"
+            digest = await read_digest(c)
+    finally:
+        digester.stop()
+    assert digest["lessons"] == 4
+
+
 async def test_the_configured_model_writes_the_rules_and_the_counts_stay(connect, memory, board, fake_llm):
     def reply(body):
         groups = json.loads(body["messages"][-1]["content"].split("groups:\n", 1)[1])
