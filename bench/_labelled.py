@@ -46,7 +46,8 @@ class SetResult:
 
 
 def load(name: str) -> dict:
-    data = json.loads(SETS[name].read_text())
+    """A set by its name in SETS, or any file of the same shape by its path (a set you keep outside the repo)."""
+    data = json.loads((SETS[name] if name in SETS else Path(name)).read_text())
     keys = {i["key"] for i in data["items"]}
     for q in data["queries"]:
         assert set(q["relevant"]) <= keys, (name, q)
@@ -104,6 +105,7 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS) -> SetRe
 
     data = load(name)
     items, queries = data["items"], data["queries"]
+    name = name if name in SETS else Path(name).stem
     res = SetResult(name=name, items=len(items), queries=len(queries))
     keys = [i["key"] for i in items]
     types = np.array([i.get("task_type", "code") for i in items])

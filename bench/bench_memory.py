@@ -791,7 +791,7 @@ def main(argv: list[str] | None = None) -> int:
                    "workloads get twice this); keeps the 100k level, where a query can take 100+ ms, in bounds")
     p.add_argument("--sets", default=",".join(_labelled.SETS),
                    help=f"labelled sets whose retrieval quality is printed (default: {','.join(_labelled.SETS)}; "
-                   "'' for none)")
+                   "a path names a set file of the same shape; '' for none)")
     p.add_argument("--sets-only", action="store_true", help="only the labelled sets' quality tables (a few minutes)")
     p.add_argument("--misses", action="store_true", help="list the queries vector search has in its top 5 and hybrid not")
     p.add_argument("--rss-items", type=int, default=512, help="long items embedded while RSS is sampled (512)")

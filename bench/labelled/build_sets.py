@@ -2,12 +2,19 @@
 
     python bench/labelled/build_sets.py boltons PATH/TO/boltons/.git            # at 967864f8
     python bench/labelled/build_sets.py more_itertools PATH/TO/more-itertools/.git  # at 2fe1b2ee
+    python bench/labelled/build_sets.py cosqa PATH/TO/CodeXGLUE/.git /tmp/cosqa.json  # a check set, not committed
 
 Items are every public top-level function and class with a docstring in the library's modules: the
 source as written (docstring included, as code-search corpora keep it), cut at ITEM_CHARS. Queries
 are written by hand in `queries_<name>.json` as a developer would type them into a search box (terse,
 often without the identifier), each naming one to three relevant items; the builder checks every named
 item exists. The result, `<name>.json`, is committed, so the bench needs no checkout.
+
+`cosqa` is an outside check rather than a set of ours: the CoSQA dev split (microsoft/CodeXGLUE,
+Text-Code/NL-code-search-WebQuery; web-search queries paired with Python functions, labelled by
+annotators). Its data licence (C-UDA) is not the repository's, so the set is written where you say and
+never committed: `bench/bench_memory.py --sets-only --sets /tmp/cosqa.json` scores it. Items are the
+dev split's distinct snippets; queries are the pairs labelled 1, each naming its snippet.
 """
 
 from __future__ import annotations
@@ -78,8 +85,29 @@ def build(name: str, repo: Path) -> dict:
             "items": items, "queries": queries}
 
 
+COSQA_DEV = "Text-Code/NL-code-search-WebQuery/CoSQA/cosqa-dev.json"
+
+
+def build_cosqa(repo: Path) -> dict:
+    commit = git(repo, "rev-parse", "HEAD").stdout.decode().strip()
+    pairs = json.loads(git(repo, "show", f"{commit}:{COSQA_DEV}").stdout)
+    keys: dict[str, str] = {}
+    for pair in pairs:
+        keys.setdefault(pair["code"], f"cosqa-{len(keys)}")
+    return {"about": "CoSQA dev split: web queries -> the Python functions annotators matched to them (label 1); "
+                     "every distinct snippet of the split is an item; items loaded as task type 'code'",
+            "source": {"repository": "github.com/microsoft/CodeXGLUE", "commit": commit, "path": COSQA_DEV},
+            "items": [{"key": key, "title": "", "text": code[:ITEM_CHARS]} for code, key in keys.items()],
+            "queries": [{"query": p["doc"], "relevant": [keys[p["code"]]]} for p in pairs if p["label"] == 1]}
+
+
 def main(argv: list[str]) -> None:
     name, repo = argv[0], Path(argv[1])
+    if name == "cosqa":
+        built = build_cosqa(repo)
+        Path(argv[2]).write_text(json.dumps(built) + "\n")
+        print(f"cosqa: {len(built['items'])} items, {len(built['queries'])} queries -> {argv[2]}")
+        return
     built = build(name, repo)
     (HERE / f"{name}.json").write_text(json.dumps(built, indent=1) + "\n")
     print(f"{name}: {len(built['items'])} items, {len(built['queries'])} queries")
