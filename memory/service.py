@@ -37,6 +37,7 @@ log = logging.getLogger("hiveboard.memory")
 RRF_K = 60  # orders the results of a one-half search (vector or keyword mode, or vector search unavailable)
 # How much a hybrid score rises for an item holding all the query's words (see Memory._fuse); chosen on the
 # labelled sets in bench/ as the middle of the range (0.1-0.2) where hybrid beat both halves on every set.
+# The bonus grows with the square of the coverage: holding half the query's weight of words earns a quarter.
 KEYWORD_WEIGHT = 0.15
 CANDIDATES = 50
 OVERFETCH = 200  # unfiltered vector candidates, filtered afterwards in SQLite
@@ -240,10 +241,12 @@ class Memory:
     def _fuse(self, rankings: dict[str, list[int]], similarity: dict[int, float], vector: np.ndarray,
               words: WordMatches, k: int) -> dict[int, float]:
         """Hybrid score of every candidate of either half: its cosine similarity to the query, plus
-        KEYWORD_WEIGHT times its keyword coverage (the IDF-weighted share of the query's words it holds).
+        KEYWORD_WEIGHT times the square of its keyword coverage (the IDF-weighted share of the query's words
+        it holds).
 
         Both terms are on fixed scales, so keywords lift an item only as far as it holds the query's rare
-        words, and a strong match by meaning is not outvoted by an item ranked middling in both lists (what
+        words; squared, a partial match (one rare word of three, often a word the query uses loosely) moves an
+        item little and a near-complete one nearly the full bonus. A strong match by meaning is not outvoted by an item ranked middling in both lists (what
         reciprocal-rank fusion did; bench/README.md has the measurements). A keyword candidate outside the
         vector list gets its exact similarity from its stored embedding; one not embedded yet is given the
         weakest similarity among the vector candidates, so its keywords decide where it lands.
@@ -261,7 +264,7 @@ class Memory:
             for item_id in others:
                 sims[item_id] = float(stored[item_id] @ vector) if item_id in stored else floor
         coverage = words.coverage(candidates)
-        return {i: sims[i] + KEYWORD_WEIGHT * coverage.get(i, 0.0) for i in candidates}
+        return {i: sims[i] + KEYWORD_WEIGHT * coverage.get(i, 0.0) ** 2 for i in candidates}
 
     # ----------------------------------------------------------------- lessons
 
