@@ -67,7 +67,8 @@ def log_in(page, base: str, token: str) -> None:
 
 def test_cards_move_across_an_open_board_without_reload(served, browser):
     url, base, tokens = served
-    page = browser.new_page(viewport={"width": 1500, "height": 900})
+    context = browser.new_context(viewport={"width": 1500, "height": 900})  # one person: two tabs, one session
+    page = context.new_page()
     page.goto(f"{base}/login")
     page.fill("input[name=token]", tokens["lee"])
     page.click("form button")
@@ -75,6 +76,9 @@ def test_cards_move_across_an_open_board_without_reload(served, browser):
     page.wait_for_selector("body[data-connected='1']", timeout=WAIT)
     page.evaluate("window.__same_page = true")
     assert [page.inner_text(f"#count-{s}") for s in ("todo", "in_progress", "review", "done")] == ["0"] * 4
+    notes = context.new_page()  # the same person's board, filtered to one task type
+    notes.goto(f"{base}/board?type=notes")
+    notes.wait_for_selector("body[data-connected='1']", timeout=WAIT)
 
     async def create():
         async with http_client(url, tokens["coder"]) as coder:
@@ -102,6 +106,20 @@ def test_cards_move_across_an_open_board_without_reload(served, browser):
     page.wait_for_selector(f"#col-done #card-{card['id']}", timeout=WAIT)  # through review, by the server's worker
     assert page.evaluate("window.__same_page") is True  # no reload happened
     assert page.inner_text("#count-done") == "1" and page.inner_text("#count-in_progress") == "0"
+    # the filtered page moved the card too, and its counts came pushed for its filter
+    notes.wait_for_selector(f"#col-done #card-{card['id']}", timeout=WAIT)
+    notes.wait_for_function("document.getElementById('count-done').textContent === '1' && "
+                            "document.getElementById('count-in_progress').textContent === '0'", timeout=WAIT)
+
+    async def other():
+        async with http_client(url, tokens["tester"]) as tester:
+            return await call(tester, "create_task", title="Not a note", task_type="code")
+
+    second = mcp(other)
+    page.wait_for_selector(f"#col-todo #card-{second['id']}", timeout=WAIT)
+    assert page.inner_text("#count-todo") == "1"
+    notes.wait_for_timeout(500)  # the same update reached the filtered page: it shows neither card nor count
+    assert notes.query_selector(f"#card-{second['id']}") is None and notes.inner_text("#count-todo") == "0"
 
 
 def test_a_person_resolves_needs_human_and_the_author_is_told(served, browser):
