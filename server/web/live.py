@@ -31,6 +31,7 @@ KEEPALIVE = 20.0
 QUEUE = 64  # updates a slow page may fall behind before it is dropped (its browser reconnects and reloads)
 
 Filter = tuple[str | None, str | None, str | None]  # a board page's (type, agent, label); all None: unfiltered
+MAX_FILTERS = 50  # distinct filters counted per update; pages past them keep the counts they loaded with
 
 
 class LiveHub:
@@ -91,7 +92,7 @@ class LiveHub:
         asyncio.get_running_loop().create_task(self._broadcast(tasks, reviews, messages))
 
     async def _broadcast(self, tasks: set[int], reviews: set[int], messages: set[int]) -> None:
-        filters = {f for f in self._clients.values() if any(f)}
+        filters = set(list(dict.fromkeys(f for f in self._clients.values() if any(f)))[:MAX_FILTERS])
         try:
             async with self._rendering:
                 payload, counted = await anyio.to_thread.run_sync(self._render, tasks, reviews, messages, filters)
