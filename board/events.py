@@ -69,7 +69,7 @@ class ReviewChanged:
 
 @dataclass(frozen=True)
 class MemoryAdded:
-    """An item was queued for the memory index."""
+    """A memory item was added, or a near-duplicate lesson was merged into one (it counts toward digests)."""
 
     item_id: int
     kind = "memory"
@@ -223,12 +223,14 @@ class Notifier:
         finally:
             self._watching -= 1
             if self._watching == 0 and self._watcher is not None:
-                self._watcher.cancel()
+                # forget it before awaiting its end: a server entering meanwhile starts a watcher of its own
+                # instead of joining (and waiting on) the one being cancelled
+                watcher, self._watcher, self._ready = self._watcher, None, None
+                watcher.cancel()
                 try:
-                    await self._watcher
+                    await watcher
                 except asyncio.CancelledError:
                     pass
-                self._watcher = None
 
     async def _watch(self, ready: asyncio.Future) -> None:
         conn = None

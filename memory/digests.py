@@ -223,7 +223,7 @@ class Digester:
 
     def start(self, poll_seconds: float = 300, settle_seconds: float = 1.0) -> None:
         """Refresh in a background thread: at start, after new memory items (once they settle, so a burst of
-        lessons gives one rebuild), and every poll_seconds (merged duplicates add no item, only a count)."""
+        lessons gives one rebuild; a merged near-duplicate counts too), and every poll_seconds."""
         self.board.store.notifier.subscribe(self._on_commit)
 
         def run() -> None:

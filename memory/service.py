@@ -36,8 +36,8 @@ log = logging.getLogger("hiveboard.memory")
 
 RRF_K = 60  # orders the results of a one-half search (vector or keyword mode, or vector search unavailable)
 # How much a hybrid score rises for an item holding all the query's words (see Memory._fuse); chosen on the
-# labelled sets in bench/ as the middle of the range (0.1-0.2) where hybrid beat both halves on every set.
-# The bonus grows with the square of the coverage: holding half the query's weight of words earns a quarter.
+# labelled sets in bench/ (0.10-0.15 kept hybrid at or above both halves on all four, CoSQA included;
+# 0.20 did not). The bonus grows with the square of the coverage: half the query's weight of words earns a quarter.
 KEYWORD_WEIGHT = 0.15
 CANDIDATES = 50
 OVERFETCH = 200  # unfiltered vector candidates, filtered afterwards in SQLite
@@ -246,8 +246,9 @@ class Memory:
 
         Both terms are on fixed scales, so keywords lift an item only as far as it holds the query's rare
         words; squared, a partial match (one rare word of three, often a word the query uses loosely) moves an
-        item little and a near-complete one nearly the full bonus. A strong match by meaning is not outvoted by an item ranked middling in both lists (what
-        reciprocal-rank fusion did; bench/README.md has the measurements). A keyword candidate outside the
+        item little and a near-complete one nearly the full bonus. A strong match by meaning is outvoted only by
+        an item within KEYWORD_WEIGHT of its similarity that holds the query's rare words, never by one ranked
+        middling in both lists (what reciprocal-rank fusion did; bench/README.md has the measurements). A keyword candidate outside the
         vector list gets its exact similarity from its stored embedding; one not embedded yet is given the
         weakest similarity among the vector candidates, so its keywords decide where it lands.
 

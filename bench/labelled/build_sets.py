@@ -102,6 +102,8 @@ def build_cosqa(repo: Path) -> dict:
 
 
 def main(argv: list[str]) -> None:
+    if len(argv) < 2 or (argv[0] == "cosqa" and len(argv) < 3):
+        raise SystemExit(__doc__.split("\n\n")[1])  # the usage lines
     name, repo = argv[0], Path(argv[1])
     if name == "cosqa":
         built = build_cosqa(repo)

@@ -31,7 +31,8 @@ KEEPALIVE = 20.0
 QUEUE = 64  # updates a slow page may fall behind before it is dropped (its browser reconnects and reloads)
 
 Filter = tuple[str | None, str | None, str | None]  # a board page's (type, agent, label); all None: unfiltered
-MAX_FILTERS = 50  # distinct filters counted per update; pages past them keep the counts they loaded with
+NOT_COUNTED = b"event: counts\ndata: null\n\n"  # a filter past MAX_FILTERS: the page asks /board/counts itself
+MAX_FILTERS = 50  # distinct filters counted per update; pages past them are told to fetch their own
 
 
 class LiveHub:
@@ -85,23 +86,29 @@ class LiveHub:
             self._flush = loop.call_at(max(loop.time() + BATCH_SECONDS, self._sent + MIN_GAP), self._send_batch)
 
     def _send_batch(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._rendering.locked():  # the last update is still rendering: this one waits, growing, not queueing
+            self._flush = loop.call_later(MIN_GAP, self._send_batch)
+            return
         self._flush = None
-        self._sent = asyncio.get_running_loop().time()
+        self._sent = loop.time()
         tasks, reviews, messages = self._tasks, self._reviews, self._messages
         self._tasks, self._reviews, self._messages = set(), set(), set()
         asyncio.get_running_loop().create_task(self._broadcast(tasks, reviews, messages))
 
     async def _broadcast(self, tasks: set[int], reviews: set[int], messages: set[int]) -> None:
-        filters = set(list(dict.fromkeys(f for f in self._clients.values() if any(f)))[:MAX_FILTERS])
         try:
             async with self._rendering:
+                # the filters watched now, inside the lock: a page that connected during the last render counts too
+                filters = set(list(dict.fromkeys(f for f in self._clients.values() if any(f)))[:MAX_FILTERS])
                 payload, counted = await anyio.to_thread.run_sync(self._render, tasks, reviews, messages, filters)
         except Exception:  # a failed update must not end the hub; pages catch up on the next one
             log.exception("live update failed")
             return
         for queue, watched in list(self._clients.items()):
             try:
-                queue.put_nowait(payload + counted.get(watched, b""))
+                extra = counted.get(watched, NOT_COUNTED if any(watched) and (tasks or reviews) else b"")
+                queue.put_nowait(payload + extra)
             except asyncio.QueueFull:  # too far behind: end its stream; EventSource reconnects and catches up
                 self._clients.pop(queue, None)
                 while not queue.empty():

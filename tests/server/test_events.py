@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from conftest import call
-from hiveboard.board import Board, Store, Synthesis
+from hiveboard.board import Board, NewTask, Store, Synthesis
 from hiveboard.board.messages import NewMessage
 
 pytestmark = pytest.mark.anyio
@@ -105,3 +105,39 @@ async def test_a_failed_write_emits_nothing(connect, board):
         assert answer.is_error
         await call(alice, "get_board")
         assert board.store.db.execute("SELECT count(*) FROM events").fetchone()[0] == before
+
+
+async def test_a_server_starting_as_the_last_one_stops_still_hears_other_stores(board):
+    """One server leaves watching() while another enters it (in-process servers do, one per connection): the
+    newcomer must get a watcher of its own, not join the one being cancelled, and hear another store's commit."""
+    import asyncio
+
+    from hiveboard.board.events import TaskChanged
+
+    notifier = board.store.notifier
+    heard: list = []
+    notifier.subscribe(lambda events: heard.extend(e for e in events if isinstance(e, TaskChanged)))
+    first = notifier.watching()
+    await first.__aenter__()
+    entered, leave = asyncio.Event(), asyncio.Event()
+
+    async def second() -> None:
+        async with notifier.watching():
+            entered.set()
+            await leave.wait()
+
+    joining = asyncio.create_task(second())  # starts while the first one's exit awaits its watcher's end
+    await first.__aexit__(None, None, None)
+    other = Board(Store(board.store.path))
+    try:
+        with anyio.fail_after(30):
+            await entered.wait()
+            other.agents.ensure("bob")
+            await anyio.to_thread.run_sync(lambda: other.create("bob", NewTask(title="from elsewhere")))
+            while not heard:
+                await anyio.sleep(0.01)
+    finally:
+        leave.set()
+        await joining
+        other.store.close()
+    assert heard

@@ -254,8 +254,9 @@ async def test_a_filtered_board_is_pushed_its_own_column_counts(site):
     def docs_counted(seen):
         return any(e == "counts" and d["todo"] == 1 for e, d in seen)
 
-    def all_counted(seen):
-        return any(e == "cards" and d["counts"]["todo"] >= 3 for e, d in seen)
+    def all_counted(seen):  # the whole board's counts, and the rest of that update (a `counts` would follow)
+        at = next((n for n, (e, d) in enumerate(seen) if e == "cards" and d["counts"]["todo"] >= 3), None)
+        return at is not None and any(e == "change" for e, _ in seen[at + 1:])
 
     with web.stream("GET", "/events?type=docs", timeout=120) as rf, web.stream("GET", "/events", timeout=120) as rp:
         readers = [threading.Thread(target=_events_until, args=(rf, docs_counted, filtered, ready_f), daemon=True),
@@ -272,6 +273,34 @@ async def test_a_filtered_board_is_pushed_its_own_column_counts(site):
     assert all(d["todo"] <= 1 for e, d in filtered if e == "counts"), filtered  # never the whole board's
     assert all_counted(plain), plain
     assert not any(e == "counts" for e, _ in plain), plain
+
+
+async def test_pages_past_the_filter_bound_are_told_to_count_for_themselves(board, monkeypatch):
+    """The hub counts at most MAX_FILTERS distinct filters per update (here 1); a page past them gets a null
+    `counts` event (static/app.js then fetches /board/counts), never another filter's counts."""
+    import asyncio
+
+    import anyio
+
+    from hiveboard.board import NewTask
+    from hiveboard.server.web import live
+
+    monkeypatch.setattr(live, "MAX_FILTERS", 1)
+    board.agents.register("ann")
+    hub = live.LiveHub(board)
+    pages = [hub.stream(("code", None, None)), hub.stream(("docs", None, None)), hub.stream()]
+    try:
+        for page in pages:
+            assert b"event: hello" in await page.__anext__()
+        await anyio.to_thread.run_sync(lambda: board.create("ann", NewTask(title="t", task_type="code")))
+        got = [(await asyncio.wait_for(page.__anext__(), 60)).decode() for page in pages]
+    finally:
+        for page in pages:
+            await page.aclose()
+        hub.close()
+    assert 'event: counts\ndata: {"todo": 1,' in got[0]  # the first filter: counted for it
+    assert "event: counts\ndata: null" in got[1]  # past the bound: count it yourself
+    assert "event: counts" not in got[2] and '"counts": {"todo": 1' in got[2]  # unfiltered: the whole board's
 
 
 async def test_wall_screen_is_read_only(tmp_path):

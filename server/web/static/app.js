@@ -59,6 +59,18 @@
     for (const [status, n] of Object.entries(counts)) setCount(status, n);
   }
 
+  // the server counts at most 50 distinct filters per update; past them it sends null and the page asks
+  // for its own counts, at most once a second
+  let counting = null;
+  function fetchCounts() {
+    if (counting) return;
+    counting = setTimeout(() => {
+      const q = new URLSearchParams(live.filters || {}).toString();
+      fetch("/board/counts?" + q, { credentials: "same-origin" }).then(r => r.json()).then(setCounts)
+        .catch(() => {}).finally(() => { counting = null; });
+    }, 1000);
+  }
+
   function setCount(status, n) {
     const el = document.getElementById("count-" + status);
     if (el) el.textContent = n;
@@ -104,7 +116,11 @@
     const es = new EventSource("/events" + (q ? "?" + q : ""));
     es.addEventListener("hello", () => { if (dot) dot.classList.add("on"); body.dataset.connected = "1"; });
     es.addEventListener("cards", e => { if (live.page === "board") applyCards(JSON.parse(e.data)); });
-    es.addEventListener("counts", e => { if (live.page === "board") setCounts(JSON.parse(e.data)); });
+    es.addEventListener("counts", e => {
+      if (live.page !== "board") return;
+      const counts = JSON.parse(e.data);
+      if (counts) setCounts(counts); else fetchCounts();
+    });
     es.addEventListener("change", e => onChange(JSON.parse(e.data)));
     es.onerror = () => { if (dot) dot.classList.remove("on"); body.dataset.connected = ""; };
   }
