@@ -116,3 +116,31 @@ def stop_process(proc: subprocess.Popen | None, timeout: float = 10) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=timeout)
+
+
+class LoggedServer:
+    """A server process the bench starts with its stderr in a file, shown (the tail) when something fails."""
+
+    stop_timeout = 10.0
+
+    def __init__(self, log_path: Path):
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def launch(self, argv: list[str], env: dict) -> subprocess.Popen:
+        self._log = open(self.log_path, "wb")  # noqa: SIM115  (open while the server runs; stop closes it)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self._log, env=env)
+        return self.proc
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        stop_process(self.proc, self.stop_timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None

@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,8 +46,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import _memory_corpus as corpus  # noqa: E402  (bench/ is on sys.path when run as a script)
-from _common import (free_port, machine_info, payload, pct, proc_cpu_seconds,  # noqa: E402
-                     remove_unless_kept, stop_process)
+from _common import (LoggedServer, free_port, machine_info, payload, pct, proc_cpu_seconds,  # noqa: E402
+                     remove_unless_kept)
 
 from hiveboard.board import Board, NewTask, Store
 from hiveboard.board.messages import NewMessage
@@ -123,28 +122,24 @@ def make_row(op: str, clients: int, lat: list[float], wall: float) -> Row:
 # ----------------------------------------------------------------------------- server process
 
 
-class ServerProcess:
+class ServerProcess(LoggedServer):
     """bench/_server.py in its own process; stderr goes to a file shown if something fails."""
 
     def __init__(self, home: Path, log_path: Path, script: Path = HERE / "_server.py", extra: tuple[str, ...] = ()):
+        super().__init__(log_path)
         self.home = home
         self.script = script
         self.extra = list(extra)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.log_path = log_path
-        self.proc: subprocess.Popen | None = None
-        self._log = None
 
     def start(self, timeout: float = 30.0) -> None:
-        self._log = open(self.log_path, "wb")
         # the server must use the bench's database whatever HIVEBOARD_* the caller has set
         env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
         env.update(HIVEBOARD_LOG_LEVEL="WARNING", HIVEBOARD_CONFIG=str(self.home / "no-config.toml"),
                    PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(self.script), "--home", str(self.home), "--port", str(self.port), *self.extra],
-            stdout=subprocess.DEVNULL, stderr=self._log, env=env)
+        self.launch([sys.executable, str(self.script), "--home", str(self.home), "--port", str(self.port),
+                     *self.extra], env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -155,18 +150,6 @@ class ServerProcess:
             except OSError:
                 time.sleep(0.05)
         raise TimeoutError(f"bench server did not listen on {self.port}:\n{self.log_tail()}")
-
-    def log_tail(self, n: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        stop_process(self.proc, 10)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
 
 # ----------------------------------------------------------------------------- clients

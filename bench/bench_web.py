@@ -71,7 +71,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import free_port, proc_cpu_seconds, stop_process  # noqa: E402  (light: no hiveboard import)
+from _common import LoggedServer, free_port, proc_cpu_seconds, stop_process  # noqa: E402  (light: no hiveboard import)
 COOKIE_ENV = "BENCH_WEB_COOKIE"  # how the reader process gets the session cookie (not on its command line)
 PROBE = "lat-probe"  # in the titles of the latency bench's cards: the reader tracks only these
 
@@ -260,23 +260,22 @@ def agent_tokens(home: Path, person: str, names: list[str]) -> dict[str, str]:
     return tokens
 
 
-class Server:
+class Server(LoggedServer):
     """`hiveboard serve --http` on a free loopback port; stderr to a file shown if something fails."""
 
+    stop_timeout = 15.0
+
     def __init__(self, home: Path, log_path: Path):
-        self.home, self.log_path = home, log_path
+        super().__init__(log_path)
+        self.home = home
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-        self._log = None
 
     def start(self, timeout: float = 180.0) -> None:
         import httpx
 
-        self._log = open(self.log_path, "wb")  # noqa: SIM115  (open while the server runs; stop closes it)
-        self.proc = subprocess.Popen(hiveboard_cmd("--home", str(self.home), "serve", "--http", "--port",
-                                                   str(self.port)),
-                                     stdout=subprocess.DEVNULL, stderr=self._log, env=server_env(self.home))
+        self.launch(hiveboard_cmd("--home", str(self.home), "serve", "--http", "--port", str(self.port)),
+                    server_env(self.home))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -290,18 +289,6 @@ class Server:
 
     def cpu(self) -> float:
         return proc_cpu_seconds(self.proc.pid)
-
-    def log_tail(self, n: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        stop_process(self.proc, 15)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
 
 class Readers:
