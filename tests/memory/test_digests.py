@@ -124,7 +124,8 @@ async def test_a_digest_is_refreshed_as_lessons_accrue_not_on_reads(connect, mem
     assert proxies["count"] == 2  # the two proxy lessons, said differently, are one rule
 
 
-async def test_the_server_writes_digests_in_the_background(connect, memory, board):
+def signalling_digester(board, memory) -> tuple[Digester, threading.Event]:
+    """A digester (4 lessons make a digest) and an event set each time it saves one."""
     digester = Digester(board, memory.embedder, min_lessons=4)
     written = threading.Event()
     original = digester.digests.save
@@ -135,6 +136,11 @@ async def test_the_server_writes_digests_in_the_background(connect, memory, boar
         return digest
 
     digester.digests.save = save
+    return digester, written
+
+
+async def test_the_server_writes_digests_in_the_background(connect, memory, board):
+    digester, written = signalling_digester(board, memory)
     digester.start(settle_seconds=0.05)
     try:
         async with connect("alice", memory=memory) as c:
@@ -149,16 +155,7 @@ async def test_the_server_writes_digests_in_the_background(connect, memory, boar
 async def test_a_merged_near_duplicate_wakes_the_digest_writer(connect, memory, board):
     """A lesson merged into an existing one adds no item but counts: when it makes a digest due, the digest
     is written at once, not at the next poll (an hour away here)."""
-    digester = Digester(board, memory.embedder, min_lessons=4)
-    written = threading.Event()
-    original = digester.digests.save
-
-    def save(*args, **kwargs):
-        digest = original(*args, **kwargs)
-        written.set()
-        return digest
-
-    digester.digests.save = save
+    digester, written = signalling_digester(board, memory)
     digester.start(poll_seconds=3600, settle_seconds=0.05)
     try:
         async with connect("alice", memory=memory) as c:
