@@ -30,6 +30,14 @@ MAX_WAIT = 60  # seconds a search may wait for the vector index to catch up
 Tag = Annotated[str, Field(min_length=1, max_length=50)]
 
 
+def stored_item(*, text: str, title: str | None, task_type: str | None, tags: list[str], **more) -> NewItem:
+    """What is stored for an item sent to `remember` or read from a memory file: with no title, its first line;
+    the task type lowercased; each tag once."""
+    return NewItem(text=text, title=text.strip().splitlines()[0][:120] if title is None else title,
+                   task_type=task_type.strip().lower() if task_type else None, tags=list(dict.fromkeys(tags)),
+                   **more)
+
+
 class Note(BaseModel):
     """One item to remember (the edge's bounds; `hiveboard memory import` checks each line with them too)."""
 
@@ -48,10 +56,8 @@ class Note(BaseModel):
         return text
 
     def new_item(self) -> NewItem:
-        title = self.title or self.text.strip().splitlines()[0][:120]
-        return NewItem(kind=self.kind, text=self.text, title=title,
-                       task_type=self.task_type.strip().lower() if self.task_type else None,
-                       tags=list(dict.fromkeys(self.tags)), task_id=self.task_id)
+        return stored_item(text=self.text, title=self.title or None, task_type=self.task_type, tags=self.tags,
+                           kind=self.kind, task_id=self.task_id)
 
 
 class Remembered(BaseModel):

@@ -21,7 +21,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from hiveboard.board.knowledge import KINDS, NewItem
 
 from .boundary import MAX_ID, MAX_STRING, check_text
-from .memory import MAX_TAGS, Tag
+from .memory import MAX_TAGS, Tag, stored_item
 
 if TYPE_CHECKING:
     from hiveboard.board import Board
@@ -65,13 +65,11 @@ class ImportedItem(BaseModel):
             raise ValueError("text is blank")
         return text
 
-    def new_item(self) -> NewItem:
-        title = self.text.strip().splitlines()[0][:120] if self.title is None else self.title
-        return NewItem(kind=self.kind, text=self.text, title=title,
-                       task_type=self.task_type.strip().lower() if self.task_type else None,
-                       tags=list(dict.fromkeys(self.tags)), task_id=self.task_id, source=self.source,
-                       created_by=self.created_by, merged_count=self.merged_count, deprecated=self.deprecated,
-                       created_at=self.created_at.timestamp() if self.created_at else None)
+    def new_item(self) -> NewItem:  # a title given empty stays empty (export writes what was stored)
+        return stored_item(text=self.text, title=self.title, task_type=self.task_type, tags=self.tags,
+                           kind=self.kind, task_id=self.task_id, source=self.source, created_by=self.created_by,
+                           merged_count=self.merged_count, deprecated=self.deprecated,
+                           created_at=self.created_at.timestamp() if self.created_at else None)
 
 
 class Progress:
