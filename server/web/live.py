@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 import anyio
 
 from hiveboard.board import Board
-from hiveboard.board.events import Event, InboxChanged, MemoryAdded, ReviewChanged, TaskChanged
+from hiveboard.board.events import Event, InboxChanged, ReviewChanged, TaskChanged
 
 from . import pages
 
@@ -79,8 +79,6 @@ class LiveHub:
                 self._reviews.add(e.task_id)
             elif isinstance(e, InboxChanged):
                 self._messages.add(e.message_id)
-            elif isinstance(e, MemoryAdded):
-                pass
         if self._flush is None and (self._tasks or self._reviews or self._messages):
             loop = asyncio.get_running_loop()
             self._flush = loop.call_at(max(loop.time() + BATCH_SECONDS, self._sent + MIN_GAP), self._send_batch)

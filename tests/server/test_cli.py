@@ -212,13 +212,8 @@ def test_web_serves_the_board_and_says_where(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen: list[str] = []
     try:
-        while True:
-            line = proc.stderr.readline()
-            assert line, "".join(seen)
-            seen.append(line)
-            if "the web board is at" in line:
-                break
-        assert f"http://127.0.0.1:{port}/" in line
+        assert _read_until(_pump(proc.stderr), "the web board is at", seen, within=START_TIMEOUT), "".join(seen)
+        assert f"http://127.0.0.1:{port}/" in seen[-1]
         answer = httpx.get(f"http://127.0.0.1:{port}/board", follow_redirects=False, timeout=60)
         assert answer.status_code == 303 and answer.headers["location"].startswith("/login")
         assert "token" in httpx.get(f"http://127.0.0.1:{port}/login", timeout=60).text
