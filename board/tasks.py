@@ -285,7 +285,23 @@ class Board:
             implied.update(blocked_reason=reason, lease_expires_at=None)
         else:
             implied.update(lease_expires_at=None)
-        return self._change(db, row, actor, action or rule.action, {**implied, **(sets or {})}, note, ts)
+        new = self._change(db, row, actor, action or rule.action, {**implied, **(sets or {})}, note, ts)
+        if target == "done" and via != "referee":  # a contest's closed loser is not work to learn from
+            self._remember_output(db, new)
+        return new
+
+    def _remember_output(self, db: Database, row: dict) -> None:
+        """A card's work joins the shared memory when it is done: passed its review, or needed none (an
+        output a review sends back is not something to learn from). Its holder's output, summary and
+        artifact excerpts, in the same transaction as the move."""
+        excerpts = "\n".join(f"--- {name} ({kind})\n{content[:2000]}" for name, kind, content in db.execute(
+            "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
+            [row["id"], row["fencing_token"]]))
+        text = f"{row['summary'] or ''}\n{(row['output'] or '')[:8000]}\n{excerpts}".strip()
+        if text:  # a person may pass a card that was escalated before any output
+            self.knowledge.add(db, kind="output", text=text, created_by=row["assignee"] or row["created_by"],
+                               task_type=row["task_type"], task_id=row["id"], title=row["title"],
+                               tags=json.loads(row["labels"]), source=f"task:{row['id']}")
 
     def _change(self, db: Database, row: dict, actor: str, action: str, sets: dict, note: str | None,
                 ts: float) -> dict:
@@ -717,20 +733,17 @@ class Board:
                 to_status = to_status(self.summarize(db, row))
                 if to_status not in ("review", "done"):
                     raise ValueError("to_status must be review or done")
-            moved = self.move(db, row, to_status, "complete_task", actor, token=token, note=summary, ts=ts,
-                              sets={"output": output, "summary": summary})
-            if helpful:
-                self.knowledge.mark_useful(db, actor, task_id, helpful)
+            # the artifacts first: a card that goes straight to done takes them into the shared memory
             db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
             for a in artifacts:
                 db.execute("INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
                            "VALUES (?, ?, ?, ?, ?, ?)", [task_id, token, a.name, a.kind, a.content, ts])
+            moved = self.move(db, row, to_status, "complete_task", actor, token=token, note=summary, ts=ts,
+                              sets={"output": output, "summary": summary})
+            if helpful:
+                self.knowledge.mark_useful(db, actor, task_id, helpful)
             if to_status == "review":  # the durable job commits with the card's move, or neither does
                 self.reviews.enqueue(db, row, output, summary, artifacts, ts)
             self.post_event(db, actor, "output.complete", task_id,
                         f"task {task_id} complete ({to_status}): {summary or output.strip()[:200]}", output)
-            excerpts = "\n".join(f"--- {a.name} ({a.kind})\n{a.content[:2000]}" for a in artifacts)
-            self.knowledge.add(db, kind="output", text=f"{summary or ''}\n{output[:8000]}\n{excerpts}".strip(),
-                               created_by=actor, task_type=row["task_type"], task_id=task_id, title=row["title"],
-                               tags=json.loads(row["labels"]), source=f"task:{task_id}")
             return self.summarize(db, moved)  # nothing after the move changes the card's row

@@ -32,6 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from . import lanes
 from .compat import check_headers_only_where_declared, rejected_arguments
 
 # Ids and fencing tokens count up from 1 in SQLite (whose INTEGER stops at 2**63 - 1); JSON clients
@@ -135,9 +136,9 @@ def tool_boundary(fn: Callable) -> Callable:
     return wrapper
 
 
-def _answering(fn: Callable, structured: bool) -> Callable:
-    """A boundary-wrapped tool whose pydantic value goes out through as_result (sync stays sync, so
-    the SDK still runs it on a worker thread)."""
+def _answering(fn: Callable, structured: bool, lane: lanes.Lane) -> Callable:
+    """A boundary-wrapped tool whose pydantic value goes out through as_result; a sync one runs on a
+    worker thread in its turn on `lane` (server/lanes.py)."""
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def async_answer(*args, **kwargs):
@@ -145,9 +146,12 @@ def _answering(fn: Callable, structured: bool) -> Callable:
 
         return async_answer
 
-    @functools.wraps(fn)
-    def answer(*args, **kwargs):
+    def answer_now(*args, **kwargs):
         return as_result(fn(*args, **kwargs), structured)
+
+    @functools.wraps(fn)
+    async def answer(*args, **kwargs):
+        return await lanes.run(lane, answer_now, *args, **kwargs)
 
     return answer
 
@@ -171,7 +175,9 @@ class StrictServer(MCPServer):
     def add_tool(self, fn: Callable, *args, structured_output: bool | None = None, **kwargs) -> None:
         if getattr(fn, "hiveboard_boundary", False):
             structured = self.profile == "full"
-            fn, structured_output = _answering(fn, structured), structured
+            annotations = kwargs.get("annotations")
+            lane: lanes.Lane = "read" if annotations is not None and annotations.read_only_hint else "write"
+            fn, structured_output = _answering(fn, structured, lane), structured
         super().add_tool(fn, *args, structured_output=structured_output, **kwargs)
         self._listed = self._parameters = None
 

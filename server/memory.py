@@ -20,6 +20,7 @@ from hiveboard.board import now
 from hiveboard.board.knowledge import NewItem
 from hiveboard.memory.service import Recorded, Results
 
+from . import lanes
 from .boundary import CREATE, MAX_ID, READ, tool_boundary
 from .deps import Deps
 
@@ -95,7 +96,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         from the process that owns the index), or at the deadline."""
         while True:
             mark = notifier.mark("memory.indexed")  # before the count, so a batch indexed in between wakes us
-            waiting = await anyio.to_thread.run_sync(memory.pending, queued_by)
+            waiting = await lanes.run("read", memory.pending, queued_by)
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0:
                 return
@@ -113,7 +114,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
 
     @mcp.tool(annotations=CREATE)
     @tool_boundary
-    def record_lesson(
+    async def record_lesson(
         ctx: Context,
         problem: Annotated[str, Field(description="what went wrong (or could)", min_length=1, max_length=4000)],
         fix: Annotated[str, Field(description="what to do instead", min_length=1, max_length=4000)],
@@ -125,6 +126,9 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                                                 le=MAX_ID)] = None,
     ) -> Recorded:
         """Teach the team a lesson for this type of task (duplicates merge)."""
-        return memory.record_lesson(identity.require(ctx), problem=problem, fix=fix, task_type=task_type,
-                                    title=title, tags=tags, task_id=task_id, supersedes=supersedes)
+        agent = await lanes.run("write", identity.require, ctx)
+        # embeds the lesson to find near-duplicates: off the board's lanes
+        return await anyio.to_thread.run_sync(functools.partial(
+            memory.record_lesson, agent, problem=problem, fix=fix, task_type=task_type, title=title, tags=tags,
+            task_id=task_id, supersedes=supersedes))
 

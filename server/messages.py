@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Annotated, Literal
 
@@ -13,6 +12,7 @@ from pydantic import BaseModel, Field
 from hiveboard.board import now
 from hiveboard.board.messages import Message, MessagePage, NewMessage, Subscription
 
+from . import lanes
 from .boundary import CREATE, IDEMPOTENT, MAX_ID, Id, tool_boundary
 from .deps import Deps
 
@@ -80,7 +80,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             return agent, acked, mark, board.messages.inbox(agent, unread_only=unread_only, **filters)
 
         deadline = time.monotonic() + wait_seconds
-        agent, acked, mark, page = await anyio.to_thread.run_sync(first_read)
+        agent, acked, mark, page = await lanes.run("write", first_read)
         if box == "pool":
             return page.model_copy(update={"acked": acked})
         waiting = False
@@ -91,15 +91,14 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                     return page.model_copy(update={"acked": acked})
                 if not waiting:  # a waiting agent is present (reviews ask present critics only)
                     waiting = True
-                    await anyio.to_thread.run_sync(board.agents.seen, agent, now() + remaining)
+                    await lanes.run("write", board.agents.seen, agent, now() + remaining)
                 await notifier.wait(f"inbox:{agent}", mark, remaining)
                 mark = notifier.mark(f"inbox:{agent}")
-                page = await anyio.to_thread.run_sync(functools.partial(
-                    board.messages.inbox, agent, unread_only=unread_only, **filters))
+                page = await lanes.run("write", board.messages.inbox, agent, unread_only=unread_only, **filters)
         finally:
             if waiting:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(board.agents.seen, agent, now())
+                    await lanes.run("write", board.agents.seen, agent, now())
 
     @mcp.tool(annotations=IDEMPOTENT)
     @tool_boundary

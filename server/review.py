@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from typing import Annotated, Literal
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from hiveboard.board.reviews import BoardStats, Critique, CritiqueRecord, Finding, ReviewIssue, Resolution, ReviewTrail
 
+from . import lanes
 from .boundary import CREATE, MAX_ID, READ, tool_boundary
 from .deps import Deps
 
@@ -34,13 +34,13 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         if (task_id is None) == (review_id is None):
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:
-            task_id = await anyio.to_thread.run_sync(board.reviews.review_of, review_id)
+            task_id = await lanes.run("read", board.reviews.review_of, review_id)
         topic = f"review:{task_id}"
         deadline = time.monotonic() + wait_seconds
         reported = None
         while True:
             mark = notifier.mark(topic)  # before the read, so a verdict in between still wakes us
-            trail = await anyio.to_thread.run_sync(board.reviews.trail, task_id)
+            trail = await lanes.run("read", board.reviews.trail, task_id)
             remaining = deadline - time.monotonic()
             if not trail.rounds or trail.rounds[-1].status in ("finished", "cancelled") or remaining <= 0:
                 return trail if full else board.reviews.compact(trail)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Literal
 
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
@@ -13,6 +14,7 @@ from hiveboard.board.digests import Digest
 from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
 from hiveboard.memory.service import Hit
 
+from . import lanes
 from .boundary import CHANGE, CREATE, IDEMPOTENT, MAX_ID, READ, Id, TaskId, Token, tool_boundary
 from .deps import Deps
 
@@ -147,19 +149,22 @@ def register(mcp: MCPServer, deps: Deps) -> None:
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary
-    def claim_task(
+    async def claim_task(
         ctx: Context,
         task_id: Annotated[int | None, Field(description="omit: the next ready card", ge=1, le=MAX_ID)] = None,
         task_type: Annotated[str | None, Field(description="with no task_id: only this type", max_length=40)] = None,
     ) -> ClaimAnswer:
         """Take a card atomically: a lease, a fencing token, lessons from past work."""
-        agent = identity.require(ctx)
-        claim = board.claim(agent, task_id=task_id, task_type=task_type)
+        def take() -> tuple[str, Claim, Digest | None]:
+            agent = identity.require(ctx)
+            claim = board.claim(agent, task_id=task_id, task_type=task_type)
+            return agent, claim, board.digests.get(claim.task.task_type) if claim.claimed else None
+
+        agent, claim, digest = await lanes.run("write", take)
         lessons: list[Hit] = []
-        digest = board.digests.get(claim.task.task_type) if claim.claimed else None
         if memory is not None and claim.claimed:
-            try:
-                lessons = memory.context_for(agent, claim.task)
+            try:  # embeds the card's text: off the board's lanes
+                lessons = await anyio.to_thread.run_sync(memory.context_for, agent, claim.task)
             except Exception:  # the claim has committed: its holder must still learn its token
                 log.exception("lessons for task %s could not be read", claim.task.id)
                 claim = claim.model_copy(update={"message": claim.message + "; past lessons could not be read "

@@ -284,3 +284,23 @@ async def test_the_cards_creator_can_waive_a_rule_the_card_requires(connect, rev
     found = [i for i in critic(round1, "bandit")["issues"] if i["rule"] == "B324"]
     assert found and found[0]["severity"] == "info" and "waived by the card's creator" in found[0]["description"]
     assert round1["verdict"] == "PASS", round1["synthesis"]["brief"]
+
+
+async def test_work_joins_the_shared_memory_once_it_passes_its_review(connect, reviewer, board):
+    engine = reviewer()
+
+    def outputs() -> dict:
+        return board.knowledge.get(board.knowledge.keyword("find users name", kinds=["output"]))
+
+    async with connect("alice", review=engine) as c:
+        card = await hand_in(c, artifacts=[py("users.py", SQL)], output="find users by name")
+        assert card["status"] == "review" and outputs() == {}  # not before its review
+        assert (await verdict(c, card["id"]))["rounds"][0]["verdict"] == "FAIL"
+        assert outputs() == {}  # an output sent back is nothing to learn from
+
+        await hand_in(c, card["id"], artifacts=[py("users.py", CLEAN)], output="find users by name, with a "
+                      "bound parameter")
+        assert (await verdict(c, card["id"]))["rounds"][-1]["verdict"] == "PASS"
+        [item] = outputs().values()
+        assert item.task_id == card["id"] and item.created_by == "alice" and item.task_type == "code"
+        assert "bound parameter" in item.text and "[name]" in item.text and "'%s'" not in item.text

@@ -139,6 +139,13 @@ async def test_hits_say_where_they_came_from(connect, memory, reviewer):
         trail = await call(c, "get_review", task_id=card["id"], wait_seconds=START_TIMEOUT)
         assert trail["rounds"][-1]["status"] == "finished", trail
         review_id = trail["rounds"][-1]["review_id"]
+        # the fix passes, and the card's output joins the memory (the one sent back did not)
+        claim = await call(c, "claim_task", task_id=card["id"])
+        await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="reads the config",
+                   artifacts=[{"name": "app.py", "kind": "code", "content": "import json\n\n\ndef main():\n"
+                               "    return json.loads(input())\n"}])
+        trail = await call(c, "get_review", task_id=card["id"], wait_seconds=START_TIMEOUT)
+        assert trail["rounds"][-1]["status"] == "finished" and trail["rounds"][-1]["verdict"] == "PASS", trail
         sent = await call(c, "publish_message", intent="info", task_id=card["id"],
                           content="Config parsing must not evaluate input; use json.loads.")
         memory.drain()

@@ -1,0 +1,58 @@
+"""The board's work runs in two lanes (server/lanes.py): reads are answered while a write waits for the
+database, and writes take their turn one at a time."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import anyio
+import pytest
+from conftest import call
+
+from hiveboard.server import lanes
+
+pytestmark = pytest.mark.anyio
+
+
+async def _until(condition, what: str, within: float = 60.0) -> None:
+    with anyio.fail_after(within):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
+async def test_reads_are_answered_while_a_write_waits_for_another_process(connect, board):
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="Write the parser", task_type="code")
+        claim = await call(alice, "claim_task", task_id=card["id"])
+        other = sqlite3.connect(board.store.path, isolation_level=None)  # as another process would hold it
+        other.execute("BEGIN IMMEDIATE")
+        done: dict[str, dict] = {}
+
+        async def complete() -> None:
+            done["complete"] = await call(alice, "complete_task", task_id=card["id"], token=claim["token"],
+                                          output="parser written")
+
+        async def publish() -> None:
+            done["publish"] = await call(bob, "publish_message", intent="status_update", content="tests next")
+
+        writes = lanes.limiter("write")
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(complete)
+                await _until(lambda: writes.borrowed_tokens == 1, "the completion to take the write lane")
+                tg.start_soon(publish)
+                await _until(lambda: writes.statistics().tasks_waiting == 1, "the message to queue behind it")
+
+                seen = await call(bob, "get_task", task_id=card["id"])  # the read lane is free
+                board_view = await call(bob, "get_board")
+                in_progress = next(c for c in board_view["columns"] if c["status"] == "in_progress")
+                assert seen["status"] == "in_progress" and in_progress["count"] == 1
+                assert done == {}  # both writes still wait for the other connection's lock
+
+                other.execute("ROLLBACK")
+        finally:
+            if other.in_transaction:
+                other.execute("ROLLBACK")
+            other.close()
+        assert done["complete"]["status"] == "done"
+        assert done["publish"]["id"] > 0
