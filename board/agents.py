@@ -90,11 +90,17 @@ class Agents:
         """Note that an agent is present: it made a call, or (waiting_until) it waits for messages until then.
         Written at most every SEEN_EVERY seconds per agent, unless a wait starts."""
         ts = now()
-        if waiting_until is None and ts - self._seen.get(name, 0.0) < SEEN_EVERY:
+        if waiting_until is None:
+            if ts - self._seen.get(name, 0.0) < SEEN_EVERY:
+                return
+            with self.store.try_write() as db:  # any call notes it: this one need not wait for a writer
+                if db is not None:
+                    db.execute("UPDATE agents SET last_seen_at = ? WHERE name = ?", [ts, name])
+                    self._seen[name] = ts
             return
         self._seen[name] = ts
         with self.store.write() as db:
-            db.execute("UPDATE agents SET last_seen_at = ?, waiting_until = coalesce(?, waiting_until) WHERE name = ?",
+            db.execute("UPDATE agents SET last_seen_at = ?, waiting_until = ? WHERE name = ?",
                        [ts, waiting_until, name])
 
     def present(self, role: str, within: float, exclude: tuple[str, ...] = ()) -> list[str]:

@@ -124,15 +124,48 @@ class Store:
         # SQLite's busy handler, which sleeps in growing steps while it waits.
         with self._write_lock:
             db.execute("BEGIN IMMEDIATE")
-            self._local.pending = []
+            yield from self._transaction(db)
+        self._publish()
+
+    @contextmanager
+    def try_write(self) -> Iterator[Database | None]:
+        """A write transaction if one can begin at once, else None: another thread of this process or
+        another process is writing. For upkeep a reader may do but need not wait for, since every
+        writer does it first anyway (the lease sweep)."""
+        if not self._write_lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            db = self.db
+            db.execute("PRAGMA busy_timeout = 0")
             try:
-                yield db
-                db.execute("COMMIT")
-            except BaseException:
-                if db.conn.in_transaction:  # a failed COMMIT must not leave the write lock held
-                    db.execute("ROLLBACK")
-                self._local.pending = []
-                raise
+                db.execute("BEGIN IMMEDIATE")
+                began = True
+            except sqlite3.OperationalError:  # another process holds the lock
+                began = False
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if not began:
+                yield None
+                return
+            yield from self._transaction(db)
+        finally:
+            self._write_lock.release()
+        self._publish()
+
+    def _transaction(self, db: Database) -> Iterator[Database]:
+        """The body of a transaction begun under the write lock: committed, or rolled back on any error."""
+        self._local.pending = []
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            if db.conn.in_transaction:  # a failed COMMIT must not leave the write lock held
+                db.execute("ROLLBACK")
+            self._local.pending = []
+            raise
+
+    def _publish(self) -> None:
         events, self._local.pending = self._local.pending, []
         self.notifier.publish(events)
 

@@ -286,14 +286,14 @@ class Board:
         else:
             implied.update(lease_expires_at=None)
         new = self._change(db, row, actor, action or rule.action, {**implied, **(sets or {})}, note, ts)
-        if target == "done" and via != "referee":  # a contest's closed loser is not work to learn from
+        if target == "done" and via != "referee":  # the referee closes losing attempts that never passed
             self._remember_output(db, new)
         return new
 
     def _remember_output(self, db: Database, row: dict) -> None:
-        """A card's work joins the shared memory when it is done: passed its review, or needed none (an
-        output a review sends back is not something to learn from). Its holder's output, summary and
-        artifact excerpts, in the same transaction as the move."""
+        """A card's work joins the shared memory when it is done: its review passed, a person passed it, or
+        it needed no review (an output a review sends back is not something to learn from). Its holder's
+        output, summary and artifact excerpts, in the same transaction as the move."""
         excerpts = "\n".join(f"--- {name} ({kind})\n{content[:2000]}" for name, kind, content in db.execute(
             "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
             [row["id"], row["fencing_token"]]))
@@ -372,14 +372,15 @@ class Board:
         return expired
 
     def sweep_expired(self) -> list[int]:
-        """Return cards whose lease ran out to todo; a cheap read when there are none."""
+        """Before a read: return cards whose lease ran out to todo, if the board can be written at once (a
+        cheap read when none ran out). A read never waits for a writer: every write sweeps first."""
         ts = now()
         probe = self.store.db.execute(
             "SELECT 1 FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ? LIMIT 1", [ts]).fetchone()
         if probe is None:
             return []
-        with self.store.write() as db:
-            return self._sweep(db, ts)
+        with self.store.try_write() as db:
+            return [] if db is None else self._sweep(db, ts)
 
     def _check_text(self, value: str | None, limit: int, what: str) -> None:
         if value is not None and len(value) > limit:

@@ -4,12 +4,13 @@ Sync tools and the board reads of async tools run on worker threads. Given a thr
 agents completing cards at once were eight threads taking turns with the GIL: the one holding the
 board's write lock gave the GIL up at every SQLite statement and waited behind the others' Python each
 time, so the lock was held longer and every writer queued longer. A lane is a capacity limiter of
-one: calls wait their turn on the event loop instead of as threads, and at most one writer and one
-reader run Python beside the event loop. SQLite takes one writer at a time anyway.
+one: calls wait their turn on the event loop instead of as threads, and at most one tool call that
+writes and one that reads run at a time. SQLite takes one writer at a time anyway.
 
 - `write`: a tool that is not read-only, and anything that may write (reading the inbox marks it read).
-- `read`: read-only tools and lookups, so a read never waits behind a write, even one that waits for
-  another process's write lock.
+- `read`: read-only tools and lookups. A read never waits behind a write, even one that waits for
+  another process's write lock: the upkeep a read may do on the way (returning expired leases, noting
+  that an agent was seen) is skipped while someone writes (`Store.try_write`).
 
 Work that is slow for other reasons than the board (embedding a query or a lesson, loading the
 memory) stays off the lanes, on anyio's default pool, so it never holds up the board.

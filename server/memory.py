@@ -96,7 +96,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         from the process that owns the index), or at the deadline."""
         while True:
             mark = notifier.mark("memory.indexed")  # before the count, so a batch indexed in between wakes us
-            waiting = await lanes.run("read", memory.pending, queued_by)
+            waiting = await anyio.to_thread.run_sync(memory.pending, queued_by)  # may open the memory: off the lanes
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0:
                 return

@@ -79,8 +79,10 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             mark = notifier.mark(f"inbox:{agent}")  # before the check, so a publish in between still wakes us
             return agent, acked, mark, board.messages.inbox(agent, unread_only=unread_only, **filters)
 
+        # a read marks what it returns read, unless it browses (or reads the pool)
+        lane = "write" if ack or (box == "inbox" and unread_only) else "read"
         deadline = time.monotonic() + wait_seconds
-        agent, acked, mark, page = await lanes.run("write", first_read)
+        agent, acked, mark, page = await lanes.run(lane, first_read)
         if box == "pool":
             return page.model_copy(update={"acked": acked})
         waiting = False
@@ -94,7 +96,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                     await lanes.run("write", board.agents.seen, agent, now() + remaining)
                 await notifier.wait(f"inbox:{agent}", mark, remaining)
                 mark = notifier.mark(f"inbox:{agent}")
-                page = await lanes.run("write", board.messages.inbox, agent, unread_only=unread_only, **filters)
+                page = await lanes.run(lane, board.messages.inbox, agent, unread_only=unread_only, **filters)
         finally:
             if waiting:
                 with anyio.CancelScope(shield=True):

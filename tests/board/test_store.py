@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sqlite3
 import threading
 
 from hiveboard.board import Board, NewTask, Store
@@ -58,3 +59,41 @@ def test_connections_of_finished_threads_are_closed(tmp_path):
             t.join()
     gc.collect()
     assert board.store.open_connections() == 1  # only this thread's
+
+
+def test_upkeep_that_need_not_wait_is_skipped_while_another_writer_holds_the_lock(tmp_path):
+    store = Store(tmp_path / "hb.db")
+    store.db.execute("CREATE TABLE upkeep (n INTEGER)")
+    other = sqlite3.connect(store.path, isolation_level=None)  # another process
+    other.execute("BEGIN IMMEDIATE")
+    with store.try_write() as db:
+        assert db is None
+    other.execute("ROLLBACK")
+
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:  # another thread of this process, mid-transaction
+        with store.write():
+            held.set()
+            release.wait()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    held.wait()
+    with store.try_write() as db:
+        assert db is None
+    release.set()
+    thread.join()
+
+    with store.try_write() as db:
+        db.execute("INSERT INTO upkeep VALUES (1)")
+    try:
+        with store.try_write() as db:
+            db.execute("INSERT INTO upkeep VALUES (2)")
+            raise RuntimeError("the body failed")
+    except RuntimeError:
+        pass
+    assert [n for (n,) in store.db.execute("SELECT n FROM upkeep")] == [1]  # the failed body wrote nothing
+    assert store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000  # writers still wait their turn
+    other.close()
+    store.close()

@@ -24,6 +24,10 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
     async with connect("alice") as alice, connect("bob") as bob:
         card = await call(alice, "create_task", title="Write the parser", task_type="code")
         claim = await call(alice, "claim_task", task_id=card["id"])
+        lapsed = await call(alice, "create_task", title="Write the docs", task_type="docs")
+        await call(bob, "claim_task", task_id=lapsed["id"])
+        with board.store.write() as db:  # bob's lease ran out: a read would return the card to todo
+            db.execute("UPDATE tasks SET lease_expires_at = 1 WHERE id = ?", [lapsed["id"]])
         other = sqlite3.connect(board.store.path, isolation_level=None)  # as another process would hold it
         other.execute("BEGIN IMMEDIATE")
         done: dict[str, dict] = {}
@@ -43,10 +47,13 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
                 tg.start_soon(publish)
                 await _until(lambda: writes.statistics().tasks_waiting == 1, "the message to queue behind it")
 
-                seen = await call(bob, "get_task", task_id=card["id"])  # the read lane is free
+                # the read lane is free, and a read does not wait to return bob's card: the next write does
+                seen = await call(bob, "get_task", task_id=card["id"])
                 board_view = await call(bob, "get_board")
                 in_progress = next(c for c in board_view["columns"] if c["status"] == "in_progress")
-                assert seen["status"] == "in_progress" and in_progress["count"] == 1
+                assert seen["status"] == "in_progress" and in_progress["count"] == 2
+                assert (await call(bob, "get_task", task_id=lapsed["id"]))["status"] == "in_progress"
+                assert (await call(bob, "board_stats"))["reviews"] == 0
                 assert done == {}  # both writes still wait for the other connection's lock
 
                 other.execute("ROLLBACK")
@@ -56,3 +63,4 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
             other.close()
         assert done["complete"]["status"] == "done"
         assert done["publish"]["id"] > 0
+        assert (await call(bob, "get_task", task_id=lapsed["id"]))["status"] == "todo"
