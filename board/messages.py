@@ -71,7 +71,8 @@ class Message(BaseModel):
     thread: str
     reply_to: int | None = None
     priority: Priority
-    summary: str
+    summary: str | None = Field(None, description="the sender's headline; absent when it would only repeat "
+                                "the start of content")
     content: str = Field(description="full text when full=true, else a preview")
     content_chars: int
     metadata: dict = {}
@@ -262,7 +263,8 @@ class Messages:
                 read, acked = state[i]
             out.append(Message(
                 id=i, intent=intent, sender=sender, recipient=recipient, task_id=task_id, thread=thread,
-                reply_to=reply_to, priority=RANK_PRIORITY[priority], summary=summary, content=content,
+                reply_to=reply_to, priority=RANK_PRIORITY[priority],
+                summary=None if full_content.lstrip().startswith(summary) else summary, content=content,
                 content_chars=len(full_content), metadata={} if metadata == "{}" else json.loads(metadata),
                 created_at=iso(created_at), read=read, acked=acked))
         return out

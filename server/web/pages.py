@@ -224,9 +224,9 @@ def thread_html(messages: list[Message]) -> str:
         f'<li id="msg-{m.id}"><div class="mhead"><b>{h(m.sender)}</b> <span class="intent">{h(m.intent)}</span>'
         f'{" → " + h(m.recipient) if m.recipient else ""} <time>{h(_when(m.created_at))}</time>'
         f'{" <a href=/task/" + str(m.task_id) + ">#" + str(m.task_id) + "</a>" if m.task_id else ""}</div>'
-        f'<div class="summary">{h(m.summary)}</div>'
-        + (f'<pre class="content">{h(m.content)}</pre>' if m.content.strip() and m.content.strip() != m.summary
-           else "") + "</li>" for m in messages) + "</ol>"
+        + (f'<div class="summary">{h(m.summary)}</div>' if m.summary else "")
+        + (f'<pre class="content">{h(m.content)}</pre>' if m.content.strip() else "") + "</li>" for m in messages) \
+        + "</ol>"
 
 
 def task_page(task: Task, trail: ReviewTrail, thread: list[Message], lessons: tuple[list, list],

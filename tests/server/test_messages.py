@@ -152,6 +152,7 @@ async def test_filters_previews_and_cursor(connect):
         page = await call(b, "get_messages", unread_only=False, limit=20)
         assert page["unread"] == 45 and len(page["messages"]) == 20
         assert page["messages"][0]["content"].endswith("full=true for all)")
+        assert "summary" not in page["messages"][0]  # it would only repeat the preview's start
         seen, cursor = [], None
         while True:
             page = await call(b, "get_messages", unread_only=False, limit=20, **({"cursor": cursor} if cursor else {}))
@@ -167,6 +168,10 @@ async def test_filters_previews_and_cursor(connect):
         assert len(about_task["messages"]) == 22 - 7
         future = await call(b, "get_messages", unread_only=False, since="2999-01-01T00:00:00Z")
         assert future["messages"] == []
+        await call(a, "publish_message", intent="handoff", recipient="b", summary="parser done",
+                   content="The parser handles nested lists now.")
+        [told] = (await call(b, "get_messages", intent="handoff"))["messages"]
+        assert told["summary"] == "parser done" and told["content"] == "The parser handles nested lists now."
 
 
 async def test_bad_messages_are_refused_and_nothing_is_written(connect, board):

@@ -157,7 +157,7 @@ def test_a_person_resolves_needs_human_and_the_author_is_told(served, browser):
             return await call(coder, "get_messages")
 
     messages = mcp(inbox)["messages"]
-    assert any(m["sender"] == "lee" and "ISO 8601, always UTC." in m["summary"] for m in messages), messages
+    assert any(m["sender"] == "lee" and "ISO 8601, always UTC." in m["content"] for m in messages), messages
 
 
 def test_actions_from_another_site_or_logged_out_are_refused(served, browser):
