@@ -16,6 +16,7 @@ from collections import deque
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -95,6 +96,14 @@ def _answers(url: str) -> bool:
         return httpx.get(url, timeout=5).status_code == 200
     except httpx.TransportError:
         return False
+
+
+async def until(predicate, timeout: float = START_TIMEOUT, what: str = "condition") -> None:
+    """Poll predicate() on the event loop until it holds; fail the test naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await anyio.sleep(0.01)
 
 
 def wait_until(ready, proc: subprocess.Popen, timeout: float = START_TIMEOUT) -> bool:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import signal
 import sqlite3
-import time
 from pathlib import Path
 
-import anyio
 import pytest
 
-from conftest import START_TIMEOUT, call, http_client, self_registered_token, serve_http, stop_process
+from conftest import START_TIMEOUT, call, http_client, self_registered_token, serve_http, stop_process, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -27,13 +25,6 @@ def write_config(home: Path, fake_url: str, critics: dict[str, str]) -> None:
         lines += [f"[review.critics.{name}]", f'lens = "{lens}"', 'backend = "llm"', f'model = "{name}"',
                   f'base_url = "{fake_url}"', 'api_key_env = "HIVEBOARD_TEST_UNSET_KEY"']
     (home / "config.toml").write_text("\n".join(lines) + "\n")
-
-
-async def until(predicate, timeout: float = START_TIMEOUT, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await anyio.sleep(0.05)
 
 
 async def test_a_server_killed_mid_review_resumes_the_job_on_restart(tmp_path, fake_llm):

@@ -7,17 +7,11 @@ import sqlite3
 
 import anyio
 import pytest
-from conftest import call
+from conftest import call, until
 
 from hiveboard.server import lanes
 
 pytestmark = pytest.mark.anyio
-
-
-async def _until(condition, what: str, within: float = 60.0) -> None:
-    with anyio.fail_after(within):
-        while not condition():
-            await anyio.sleep(0.01)
 
 
 async def test_reads_are_answered_while_a_write_waits_for_another_process(connect, board):
@@ -43,9 +37,9 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(complete)
-                await _until(lambda: writes.borrowed_tokens == 1, "the completion to take the write lane")
+                await until(lambda: writes.borrowed_tokens == 1, 60, "the completion to take the write lane")
                 tg.start_soon(publish)
-                await _until(lambda: writes.statistics().tasks_waiting == 1, "the message to queue behind it")
+                await until(lambda: writes.statistics().tasks_waiting == 1, 60, "the message to queue behind it")
 
                 # the read lane is free, and a read does not wait to return bob's card: the next write does
                 seen = await call(bob, "get_task", task_id=card["id"])
