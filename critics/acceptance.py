@@ -1,16 +1,19 @@
 """The acceptance check: run the card's tests against the submitted work, in the sandbox.
 
 What runs, in order:
-1. the card creator's acceptance tests (`create_task(acceptance_tests=...)`): their files sit read-only
-   beside a writable copy of the submitted files, and their `$` commands (or pytest over their files)
-   run against them; the claimer cannot change or delete them, and hidden ones are reported by name
-   and outcome only;
+1. the card creator's acceptance tests (`create_task(acceptance_tests=...)`). pytest over their files, and
+   their `$ python …` commands, run in a trusted judge (critics/split_runner.py): the creator's files in
+   one sandbox, the submitted code in another, joined by a pipe that carries data; the verdict is the
+   judge's, and no trick inside the submitted code's process can write it. Skipped or xfailed creator
+   tests fail. Any other creator command (`$ make test`) can only be judged by its exit status; its pass
+   says so (`evidence: exit status only`). Hidden tests are reported by id and exception type only;
 2. the author's own: acceptance criteria written as `$ <command>` (e.g. `$ python -m pytest -q`), or,
-   without one, pytest over the submitted test files (test_*.py, *_test.py or kind "test").
+   without one, pytest over the submitted test files (test_*.py, *_test.py or kind "test"). They run in a
+   sandbox session of their own, where the creator's files are not.
 
-pytest runs through `pytest_runner.py`, which reports each test's outcome; a run that ends without
-that report, or collects no test, fails. Where no sandbox works and the operator did not choose
-`review.execute = "unsafe"`, nothing runs and the critic says why (`Unverified`).
+pytest runs report each test's outcome; a run that ends without that report, or collects no test,
+fails. Where no sandbox works and the operator did not choose `review.execute = "unsafe"`, nothing runs
+and the critic says why (`Unverified`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from hiveboard.board import Critique, ReviewIssue, Resolution
 
@@ -31,7 +34,19 @@ from .sandbox import Box, Limits, Outcome, Session
 log = logging.getLogger("hiveboard.critics")
 TAIL = 3000
 RUNNER = Path(__file__).with_name("pytest_runner.py")
+SPLIT = Path(__file__).with_name("split_runner.py")
 SHOWN_FAILURES = 12
+EXIT_STATUS_ONLY = "evidence: exit status only"
+# what a hidden test's failure may say about itself: the judge's fixed list (critics/split_runner.py)
+HIDDEN_EXCEPTIONS = frozenset({
+    "ArithmeticError", "AssertionError", "AttributeError", "BufferError", "EOFError", "Exception",
+    "FileExistsError", "FileNotFoundError", "FloatingPointError", "ImportError", "IndexError", "IsADirectoryError",
+    "KeyError", "LookupError", "MemoryError", "ModuleNotFoundError", "NameError", "NotADirectoryError",
+    "NotImplementedError", "OSError", "OverflowError", "PermissionError", "RecursionError", "RuntimeError",
+    "StopIteration", "SyntaxError", "SystemExit", "TimeoutError", "TypeError", "UnboundLocalError",
+    "UnicodeError", "ValueError", "ZeroDivisionError", "CodeUnderTestEnded"})
+NOT_PASSED = {"skipped": "was skipped", "xfailed": "was marked as an expected failure",
+              "xpassed": "passed while marked as an expected failure"}
 
 
 @dataclass
@@ -40,9 +55,15 @@ class Check:
 
     label: str
     argv: list[str] = field(default_factory=list)  # a `$` command, with `python` as this interpreter
-    pytest: list[str] | None = None  # pytest arguments, run through the runner instead of argv
+    pytest: list[str] | None = None  # pytest arguments, run through a runner instead of argv
+    script: list[str] | None = None  # the judge runs this instead: ["script", PATH, args…], ["code", …], ["module", …]
     spec: bool = False  # the card creator's tests (root: the spec directory)
     hidden: bool = False
+
+    @property
+    def judged(self) -> bool:
+        """Run by the trusted judge (the creator's pytest tests and python commands)."""
+        return self.spec and (self.pytest is not None or self.script is not None)
 
 
 def _command(text: str) -> list[str] | None:
@@ -57,12 +78,18 @@ def _command(text: str) -> list[str] | None:
 
 
 def _as_check(argv: list[str], label: str, spec: bool = False, hidden: bool = False) -> Check:
-    """`python -m pytest …` and `pytest …` go through the runner (per-test results); anything else runs
-    as written, with `python` meaning the server's interpreter."""
+    """`python -m pytest …` and `pytest …` go through a runner (per-test results); the creator's other
+    `python` commands through the judge; anything else runs as written, `python` meaning the server's
+    interpreter."""
     if argv[0] in ("python", "python3") and argv[1:3] == ["-m", "pytest"]:
         return Check(label, pytest=argv[3:], spec=spec, hidden=hidden)
     if argv[0] == "pytest":
         return Check(label, pytest=argv[1:], spec=spec, hidden=hidden)
+    if spec and argv[0] in ("python", "python3") and len(argv) > 1:
+        if argv[1] in ("-c", "-m") and len(argv) > 2:
+            return Check(label, script=["code" if argv[1] == "-c" else "module", *argv[2:]], spec=spec, hidden=hidden)
+        if not argv[1].startswith("-"):
+            return Check(label, script=["script", *argv[1:]], spec=spec, hidden=hidden)
     if argv[0] in ("python", "python3"):
         argv = [sys.executable, *argv[1:]]
     return Check(label, argv=argv, spec=spec, hidden=hidden)
@@ -85,6 +112,18 @@ def checks(work: Work) -> list[Check]:
     if not own and any(is_test_file(a.name, a.kind) for a in work.artifacts):
         found.append(Check("pytest over the submitted tests", pytest=[]))
     return found
+
+
+def module_names(paths: list[str]) -> list[str]:
+    """The top-level module names the submitted files can be imported as (`slug.py` → slug, `pkg/x.py` → pkg)."""
+    names = set()
+    for path in paths:
+        parts = PurePosixPath(path).parts
+        first = parts[0].removesuffix(".py") if len(parts) == 1 and parts[0].endswith(".py") else \
+            parts[0] if len(parts) > 1 else ""
+        if first.isidentifier():
+            names.add(first)
+    return sorted(names)
 
 
 class AcceptanceCritic(Critic):
@@ -111,12 +150,11 @@ class AcceptanceCritic(Critic):
         issues: list[ReviewIssue] = []
         results: list[str] = []
         started = time.monotonic()
-        with box.session(src, spec) as session:
-            for check in todo:
-                left = max(1.0, self.timeout - (time.monotonic() - started))  # one budget for all the runs
-                found, result = self._run(box, session, check, left)
-                issues += found
-                results.append(f"{check.label}: {result}")
+        for check in todo:
+            left = max(1.0, self.timeout - (time.monotonic() - started))  # one budget for all the runs
+            found, result = self._run(box, check, src, spec, left)
+            issues += found
+            results.append(f"{check.label}: {result}")
         failed = {i.rule for i in issues}  # a check's issues carry its label (cut to a rule's length)
         where = "in the sandbox" if box.isolated else "WITHOUT a sandbox (review.execute = \"unsafe\")"
         if not box.isolated:
@@ -128,45 +166,99 @@ class AcceptanceCritic(Critic):
                                                                if i.rule in failed else "resolved", note="")
                                                     for i in earlier])
 
-    def _run(self, box: Box, session: Session, check: Check, timeout: float) -> tuple[list[ReviewIssue], str]:
-        """Run one check; (issues, one-line result)."""
-        # the creator's checks run from their (read-only) files, the author's from the writable copy of the work
-        root = session.spec if check.spec else session.src
-        if check.pytest is not None:
-            runner = box.expose(session, RUNNER)
-            args = check.pytest or ["-q", root]
-            argv = [sys.executable, "-I", "-B", runner, root, session.src,
-                    *(["-c", "/dev/null"] if check.spec else []), *args]
-            out = box.run(session, argv, limits=self.limits, timeout=timeout, cwd=root, writable=True, report=True)
-        else:
-            out = box.run(session, check.argv, limits=self.limits, timeout=timeout, cwd=root, writable=True,
-                          env={"PYTHONPATH": session.src, "HIVEBOARD_WORK": session.src})
-        # a pytest run reports each test itself; any other command is judged by its exit and its output
-        limit = out.stopped(self.limits, timeout) if check.pytest is not None else out.why(self.limits, timeout)
-        if limit:
-            return [self._issue(check, "acceptance-limit" if not out.timed_out else "acceptance-timeout",
-                                f"{check.label} {limit}.", out, "make the tests finish within the limits (an endless "
-                                "loop, a fork bomb, a huge allocation or output?)", session=session)], limit
-        if check.pytest is None:
-            if out.returncode == 0:
-                return [], "passed"
-            return [self._issue(check, "acceptance-failed", f"{check.label} exited with {out.returncode}.", out,
-                                "make the acceptance command succeed; run it locally the same way", session=session)], \
-                f"exit {out.returncode}"
-        return self._pytest_result(check, out, session)
+    def _run(self, box: Box, check: Check, src: dict[str, str], spec: dict[str, str],
+             timeout: float) -> tuple[list[ReviewIssue], str]:
+        """Run one check in sessions of its own; (issues, one-line result). The creator's files are in a
+        session only for the creator's checks, and the submitted code is beside them only for a creator
+        command the judge cannot run (judged by its exit status)."""
+        if check.judged:
+            return self._judge(box, check, src, spec, timeout)
+        with box.session(src, spec if check.spec else None) as session:
+            # the creator's commands run from their (read-only) files, the author's from the writable copy
+            root = session.spec if check.spec else session.src
+            if check.pytest is not None:
+                runner = box.expose(session, RUNNER)
+                argv = [sys.executable, "-I", "-B", runner, root, session.src, *(check.pytest or ["-q", root])]
+                out = box.run(session, argv, limits=self.limits, timeout=timeout, cwd=root, writable=True,
+                              report=True)
+            else:
+                out = box.run(session, check.argv, limits=self.limits, timeout=timeout, cwd=root, writable=True,
+                              env={"PYTHONPATH": session.src, "HIVEBOARD_WORK": session.src})
+            # a pytest run reports each test itself; any other command is judged by its exit and its output
+            limit = out.stopped(self.limits, timeout) if check.pytest is not None else out.why(self.limits, timeout)
+            if limit:
+                return [self._limit_issue(check, limit, out, session)], limit
+            if check.pytest is None:
+                weak = f" ({EXIT_STATUS_ONLY})" if check.spec else ""
+                if out.returncode == 0:
+                    return [], "passed" + weak
+                return [self._issue(check, "acceptance-failed", f"{check.label} exited with {out.returncode}.", out,
+                                    "make the acceptance command succeed; run it locally the same way",
+                                    session=session)], f"exit {out.returncode}" + weak
+            return self._pytest_result(check, out, session)
 
-    def _pytest_result(self, check: Check, out: Outcome, session: Session) -> tuple[list[ReviewIssue], str]:
+    def _judge(self, box: Box, check: Check, src: dict[str, str], spec: dict[str, str],
+               timeout: float) -> tuple[list[ReviewIssue], str]:
+        """A creator check in the trusted judge, the submitted code in a sandbox of its own."""
+        with box.session({}, spec) as judge, box.session(src, None) as host:
+            mode = ["pytest", *(check.pytest or ["-q", judge.spec])] if check.pytest is not None else check.script
+            argv = [sys.executable, "-I", "-B", box.expose(judge, SPLIT), "judge", judge.spec,
+                    f"{max(1.0, timeout - 3):.1f}", ",".join(module_names(list(src))), "--", *mode]
+            out, _ = box.run_pair(judge, argv, host, [sys.executable, "-I", "-B", box.expose(host, SPLIT), "host"],
+                                  limits=self.limits, timeout=timeout,
+                                  judge_env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+            limit = out.stopped(self.limits, timeout)
+            if limit:
+                return [self._limit_issue(check, limit, out, judge)], limit
+            try:
+                report = json.loads(out.report)
+            except ValueError:
+                report = None
+            if not isinstance(report, dict):
+                return [self._issue(check, "acceptance-failed", f"{check.label} ended without a report (exit "
+                                    f"{out.returncode}): the test runner itself failed", out,
+                                    "check that the card's tests run on their own; ask the card's creator",
+                                    session=judge)], "no report"
+            weak = report.get("decided_by_code") or 0
+            note = f"; {weak} comparison(s) decided by the code's own objects" if weak else ""
+            if "script" in report:
+                return self._script_result(check, report["script"], out, judge, note)
+            issues, tally = self._pytest_result(check, out, judge, report)
+            return issues, tally + note
+
+    def _script_result(self, check: Check, script: dict, out: Outcome, session: Session,
+                       note: str) -> tuple[list[ReviewIssue], str]:
+        if script.get("outcome") == "passed":
+            return [], "passed" + note
+        kind = _kind(script.get("exception"))
+        if check.hidden:
+            text = f"{check.label} failed: {kind}."
+        else:
+            text = f"{check.label} failed: {script.get('message') or kind}\n{script.get('detail') or ''}"
+        return [self._issue(check, "acceptance-failed", text, out, "make the card's acceptance command succeed "
+                            "(it is the card's own check; it cannot be changed)", session=session)], f"failed ({kind})"
+
+    def _limit_issue(self, check: Check, limit: str, out: Outcome, session: Session) -> ReviewIssue:
+        return self._issue(check, "acceptance-limit" if not out.timed_out else "acceptance-timeout",
+                           f"{check.label} {limit}.", out, "make the tests finish within the limits (an endless loop, "
+                           "a fork bomb, a huge allocation or output?)", session=session)
+
+    def _pytest_result(self, check: Check, out: Outcome, session: Session,
+                       report: dict | None = None) -> tuple[list[ReviewIssue], str]:
         try:
-            report = json.loads(out.report)
+            report = json.loads(out.report) if report is None else report
             counts, tests = dict(report["counts"]), dict(report["tests"])
         except (ValueError, KeyError, TypeError):
             hint = out.hint(self.limits)
             return [self._issue(check, "acceptance-failed", f"{check.label} ended (exit {out.returncode}) without "
                                 "a test report: " + (f"it {hint}" if hint else "the run crashed, or the code under "
-                                                     "test ended the process"), out, "do not exit or kill the process from the code under test; make the tests "
-                                "importable and runnable", session=session)], "no report"
+                                                     "test ended the process"), out, "do not exit or kill the process "
+                                "from the code under test; make the tests importable and runnable", session=session)], \
+                "no report"
         tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no tests"
-        bad = [(node, t) for node, t in tests.items() if t.get("outcome") in ("failed", "error")]
+        # the creator's tests must all pass: skipped and expected failures count as failures there
+        bad_outcomes = ("failed", "error", *(NOT_PASSED if check.spec else ()))
+        bad = [(node, t) for node, t in tests.items() if isinstance(t, dict) and t.get("outcome") in bad_outcomes]
         if not bad and out.returncode == 0 and counts.get("passed"):
             return [], tally
         if not bad:
@@ -176,9 +268,9 @@ class AcceptanceCritic(Critic):
         issues = []
         for node, t in bad[:SHOWN_FAILURES]:
             issues.append(ReviewIssue(
-                severity="critical", category="test-failed" if t.get("outcome") == "failed" else "test-error",
-                rule=check.label[:40], location=node[:300],
-                description=self.scrub(_failure(node, t, check.hidden), session),
+                severity="critical", category="test-failed" if t.get("outcome") != "error" else "test-error",
+                rule=check.label[:40], location=str(node)[:300],
+                description=self.scrub(_failure(str(node), t, check.hidden), session),
                 suggestion="make this test pass" + ("" if not check.spec else
                                                     " (it is the card's own acceptance test; it cannot be changed)")))
         if len(bad) > SHOWN_FAILURES:
@@ -204,13 +296,21 @@ class AcceptanceCritic(Critic):
         return text
 
 
+def _kind(name: object) -> str:
+    """An exception type a hidden test's failure may name: one of the judge's fixed list."""
+    return str(name) if name in HIDDEN_EXCEPTIONS else "Exception"
+
+
 def _failure(node: str, test: dict, hidden: bool) -> str:
     """One failing test in a few lines: which test, expected against actual when an assert compared two
-    values, the failing line and the error; a hidden test shows its name and the kind of failure only."""
+    values, the failing line and the error; a hidden test shows its id and the type of failure only."""
+    outcome = str(test.get("outcome"))
+    if outcome in NOT_PASSED:
+        return f"{node} {NOT_PASSED[outcome]}: the card's own tests must pass, not be skipped"
     message = str(test.get("message") or "").strip()
-    if hidden:  # the test's code stays hidden: only its name and the kind of failure
-        return f"{node} {test.get('outcome')}: {message.split(':', 1)[0].splitlines()[0][:80] if message else ''}"
-    lines = [f"{node} {test.get('outcome')}"]
+    if hidden:  # the test's code, values and messages stay hidden: its id and a type from a fixed list
+        return f"{node} {outcome}: {_kind(test.get('exception'))}"
+    lines = [f"{node} {outcome}"]
     compared = test.get("compared")
     if compared and compared.get("op") == "==":
         lines[0] += f": expected {compared['expected']}, got {compared['actual']}"

@@ -211,46 +211,94 @@ class Box(ABC):
         """Run `argv` (paths as `session` shows them) from `cwd` (default: the empty run directory);
         `writable`: a writable copy of the files instead of a read-only view; `report`: a pipe whose fd is
         in HIVEBOARD_REPORT_FD, read back as `Outcome.report`."""
-        env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+        started = time.monotonic()
         read_fd = write_fd = None
         if report:
             read_fd, write_fd = os.pipe()
-            env["HIVEBOARD_REPORT_FD"] = str(write_fd)
-        full, full_env, full_cwd = self.command(session, argv, cwd or session.run, env, limits, writable)
-        started = time.monotonic()
         try:
-            # started from a low-priority thread, so the process runs below request handling (board/priority.py)
-            proc = at_low_priority(subprocess.Popen, full, env=full_env, cwd=full_cwd, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                   pass_fds=(write_fd,) if write_fd is not None else ())
-        finally:
-            if write_fd is not None:
-                os.close(write_fd)
-        try:
+            try:
+                proc = self._start(session, argv, cwd, {**env_of(env), **({"HIVEBOARD_REPORT_FD": str(write_fd)}
+                                                                          if report else {})}, limits, writable,
+                                   [write_fd] if report else [])
+            finally:
+                if write_fd is not None:
+                    os.close(write_fd)
             if os.name == "nt":  # no select() on pipes there: read to the end, then cap
                 return _communicate(proc, limits, timeout, started)
-            return _collect(proc, read_fd, limits, timeout, started)
+            return _collect([proc], {"out": proc.stdout, "err": proc.stderr, "report": read_fd}, limits, timeout,
+                            started)[0]
         finally:
             if read_fd is not None:
                 os.close(read_fd)
 
+    def run_pair(self, judge: Session, judge_argv: list[str], host: Session, host_argv: list[str], *,
+                 limits: Limits, timeout: float, judge_env: dict[str, str] | None = None) -> tuple[Outcome, Outcome]:
+        """Two commands joined by two pipes, each in its own box: the judge (run from `judge.spec`, with a
+        report pipe in HIVEBOARD_REPORT_FD) and the host (from a writable copy of `host.src`). Each side's
+        end of the pipes is in HIVEBOARD_CALL_IN / HIVEBOARD_CALL_OUT. The host can reach neither the
+        judge's files, nor its process, nor its report. Both end when the judge's output ends, or at the
+        timeout. (judge's outcome with the report, host's outcome)."""
+        if os.name == "nt":
+            raise OSError("the split test run needs select() on pipes, which Windows lacks")
+        started = time.monotonic()
+        to_host_r, to_host_w = os.pipe()
+        to_judge_r, to_judge_w = os.pipe()
+        report_r, report_w = os.pipe()
+        procs: list[subprocess.Popen] = []
+        try:
+            procs.append(self._start(judge, judge_argv, judge.spec, {
+                **env_of(judge_env), "HIVEBOARD_CALL_IN": str(to_judge_r), "HIVEBOARD_CALL_OUT": str(to_host_w),
+                "HIVEBOARD_REPORT_FD": str(report_w)}, limits, False, [to_judge_r, to_host_w, report_w]))
+            procs.append(self._start(host, host_argv, host.src, {
+                **env_of(None), "HIVEBOARD_CALL_IN": str(to_host_r), "HIVEBOARD_CALL_OUT": str(to_judge_w)},
+                limits, True, [to_host_r, to_judge_w]))
+        except BaseException:
+            for proc in procs:
+                _kill_group(proc)
+            os.close(report_r)
+            raise
+        finally:
+            for fd in (to_host_r, to_host_w, to_judge_r, to_judge_w, report_w):
+                os.close(fd)
+        judge_proc, host_proc = procs
+        try:
+            return _collect(procs, {"out": judge_proc.stdout, "err": judge_proc.stderr, "report": report_r,
+                                    "host-out": host_proc.stdout, "host-err": host_proc.stderr}, limits, timeout,
+                            started, until=("out", "err", "report"))
+        finally:
+            os.close(report_r)
 
-def _collect(proc: subprocess.Popen, report_fd: int | None, limits: Limits, timeout: float,
-             started: float) -> Outcome:
-    """Read a command's output (tails capped) until it ends, the deadline passes or it floods; kill its
-    whole process group on the way out."""
+    def _start(self, session: Session, argv: list[str], cwd: str | None, env: dict[str, str], limits: Limits,
+               writable: bool, fds: list[int]) -> subprocess.Popen:
+        full, full_env, full_cwd = self.command(session, argv, cwd or session.run, env, limits, writable)
+        # started from a low-priority thread, so the process runs below request handling (board/priority.py)
+        return at_low_priority(subprocess.Popen, full, env=full_env, cwd=full_cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                               pass_fds=tuple(fds))
+
+
+def env_of(extra: dict[str, str] | None) -> dict[str, str]:
+    """The fixed environment of a sandboxed command, plus `extra`."""
+    return {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **(extra or {})}
+
+
+def _collect(procs: list[subprocess.Popen], streams: dict, limits: Limits, timeout: float, started: float,
+             until: tuple[str, ...] | None = None) -> list[Outcome]:
+    """Read the commands' output (tails capped) until it ends (or, with `until`, until those streams end),
+    the deadline passes or they flood; kill their whole process groups on the way out. One Outcome per
+    command: the first gets "out", "err" and "report", the second "host-out" and "host-err"."""
     keep = limits.output_kb * 1024
-    bufs = {"out": bytearray(), "err": bytearray(), "report": bytearray()}
+    bufs = {key: bytearray() for key in streams}
     total, timed_out, flooded = 0, False, False
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ, "out")
-    sel.register(proc.stderr, selectors.EVENT_READ, "err")
-    if report_fd is not None:
-        sel.register(report_fd, selectors.EVENT_READ, "report")
+    for key, stream in streams.items():
+        if stream is not None:
+            sel.register(stream, selectors.EVENT_READ, key)
+    waiting = set(until or streams) & {k for k, s in streams.items() if s is not None}
     deadline = started + timeout
     try:
-        while sel.get_map():
+        while waiting:
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = True
@@ -259,6 +307,7 @@ def _collect(proc: subprocess.Popen, report_fd: int | None, limits: Limits, time
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     sel.unregister(key.fileobj)
+                    waiting.discard(key.data)
                     continue
                 buf = bufs[key.data]
                 buf += chunk
@@ -274,18 +323,26 @@ def _collect(proc: subprocess.Popen, report_fd: int | None, limits: Limits, time
                 break
     finally:
         sel.close()
-        _kill_group(proc)
-        for stream in (proc.stdout, proc.stderr):
-            stream.close()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-    dropped = max(0, total - len(bufs["out"]) - len(bufs["err"]))
-    return Outcome(returncode=None if timed_out else proc.returncode, timed_out=timed_out, flooded=flooded,
-                   stdout=bufs["out"].decode("utf-8", "replace"), stderr=bufs["err"].decode("utf-8", "replace"),
-                   report=bufs["report"].decode("utf-8", "replace"), seconds=time.monotonic() - started,
-                   dropped=dropped)
+        for proc in procs:
+            _kill_group(proc)
+            for stream in (proc.stdout, proc.stderr):
+                stream.close()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    seconds = time.monotonic() - started
+    outcomes = []
+    for proc, (out, err) in zip(procs, (("out", "err"), ("host-out", "host-err"))):
+        kept = len(bufs.get(out, b"")) + len(bufs.get(err, b""))
+        outcomes.append(Outcome(
+            returncode=None if timed_out else proc.returncode, timed_out=timed_out, flooded=flooded,
+            stdout=bufs.get(out, bytearray()).decode("utf-8", "replace"),
+            stderr=bufs.get(err, bytearray()).decode("utf-8", "replace"),
+            report=bufs.get("report", bytearray()).decode("utf-8", "replace") if out == "out" else "",
+            seconds=seconds, dropped=max(0, total - kept) if len(procs) == 1 else 0))
+    return outcomes
 
 
 def _communicate(proc: subprocess.Popen, limits: Limits, timeout: float, started: float) -> Outcome:
