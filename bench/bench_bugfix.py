@@ -222,21 +222,58 @@ class Card:
     program: str
     version: str  # buggy | correct
     artifacts: list[dict]
+    spec: list[dict] = field(default_factory=list)  # --tests hidden: the creator's hidden acceptance test files
 
 
-def build_cards(qb: QuixBugs, programs: list[str]) -> tuple[list[Card], list[Dropped], dict[str, GeneratedTest]]:
+def build_cards(qb: QuixBugs, programs: list[str], hidden: bool = False
+                ) -> tuple[list[Card], list[Dropped], dict[str, GeneratedTest]]:
+    """Cards of both versions; the test (and node.py) as the author's artifacts, or with `hidden` as the card
+    creator's hidden acceptance tests (run by the trusted judge, the program in a sandbox of its own)."""
     cards, dropped, tests = [], [], {}
     node = qb.read("python_testcases/node.py")
     for program in programs:
         test = tests[program] = build_test(qb, program)
         dropped += test.dropped
         for version, folder in VERSIONS.items():
-            artifacts = [{"name": f"{program}.py", "kind": "code", "content": qb.read(f"{folder}/{program}.py")},
-                         {"name": f"test_{program}.py", "kind": "test", "content": test.source}]
+            program_file = {"name": f"{program}.py", "kind": "code", "content": qb.read(f"{folder}/{program}.py")}
+            test_files = [{"name": f"test_{program}.py", "kind": "test", "content": test.source}]
             if test.needs_node:
-                artifacts.append({"name": "node.py", "kind": "test", "content": node})
-            cards.append(Card(program, version, artifacts))
+                test_files.append({"name": "node.py", "kind": "test", "content": node})
+            if hidden:
+                cards.append(Card(program, version, [program_file], [{"name": f["name"], "content": f["content"]}
+                                                                     for f in test_files]))
+            else:
+                cards.append(Card(program, version, [program_file, *test_files]))
     return cards, dropped, tests
+
+
+# ---------------------------------------------------------------- HumanEvalFix, the second labelled set
+
+HUMANEVALFIX = "evaluation/create/humaneval-x/data/python/data/humanevalpack.jsonl"
+
+
+def humanevalfix_cards(path: Path, hidden: bool, only: list[str] | None = None) -> list[Card]:
+    """HumanEvalFix (HumanEvalPack's Python fix set, github.com/bigcode-project/octopack, read at run time from
+    its git directory): 164 problems, each with a human-written buggy solution and the canonical one, and the
+    problem's `check(candidate)` test. One card per version: `<entry_point>.py` is the prompt (signature and
+    docstring) with the solution; `test_<entry_point>.py` imports it and calls check."""
+    text = subprocess.run(["git", f"--git-dir={path}", "show", f"HEAD:{HUMANEVALFIX}"], capture_output=True, text=True,
+                          check=True).stdout
+    cards = []
+    for line in text.splitlines():
+        row = json.loads(line)
+        entry = row["entry_point"]
+        name = f"he{row['task_id'].split('/')[1]}_{entry}"
+        if only and name not in only and entry not in only:
+            continue
+        test = (f"from {name} import {entry}\n\n\n{row['test'].strip()}\n\n\ndef test_{entry}():\n"
+                f"    check({entry})\n")
+        for version, solution in (("buggy", row["buggy_solution"]), ("correct", row["canonical_solution"])):
+            program = {"name": f"{name}.py", "kind": "code", "content": row["prompt"] + solution}
+            spec = [{"name": f"test_{name}.py", "content": test}]
+            cards.append(Card(name, version, [program], spec) if hidden else
+                         Card(name, version, [program, {**spec[0], "kind": "test"}]))
+    return cards
 
 
 # ---------------------------------------------------------------- the review execution setting
@@ -324,7 +361,8 @@ async def review_card(c: Client, card: Card) -> dict:
     title = f"{card.program}: make test_{card.program}.py pass"
     made = await call(c, "create_task", title=title, task_type="code",
                       description=f"QuixBugs program `{card.program}`: the function {card.program}() in "
-                                  f"{card.program}.py, checked by test_{card.program}.py.")
+                                  f"{card.program}.py, checked by test_{card.program}.py.",
+                      **({"acceptance_tests": {"files": card.spec, "hidden": True}} if card.spec else {}))
     claim = await call(c, "claim_task", task_id=made["id"])
     await call(c, "complete_task", task_id=made["id"], token=claim["token"], summary=card.program,
                output=f"{card.program}.py with its tests", artifacts=card.artifacts)
@@ -477,7 +515,9 @@ def print_listing(label: str, results: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quixbugs", required=True, type=Path,
+    p.add_argument("--humanevalfix", type=Path, metavar="OCTOPACK_GIT_DIR",
+                   help="instead of QuixBugs: HumanEvalFix from a bigcode-project/octopack git directory")
+    p.add_argument("--quixbugs", type=Path,
                    help="QuixBugs as a bare git directory (e.g. the fetched mirror) or a checkout")
     p.add_argument("--execute", default="default",
                    help="default: set nothing (ReviewConfig's default); else the value of HIVEBOARD_REVIEW__EXECUTE, "
@@ -487,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run the same cards with execution off (static critics only); default on")
     p.add_argument("--batch", type=int, default=4, help="cards in flight at once (default 4: 2 review threads "
                    "busy, 2 queued)")
+    p.add_argument("--tests", choices=("author", "hidden"), default="author",
+                   help="author: the tests are the author's artifacts; hidden: the card creator's hidden acceptance "
+                        "tests, run by the trusted judge")
     p.add_argument("--only", help="comma-separated program names (default: all)")
     p.add_argument("--show-test", metavar="PROGRAM", help="print the generated test of PROGRAM and exit")
     p.add_argument("--json", help="write the rows and every card's result here")
@@ -494,17 +537,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     quiet_loggers()
 
-    qb = QuixBugs(args.quixbugs.expanduser())
-    programs = qb.programs()
-    if args.show_test:
-        print(build_test(qb, args.show_test).source)
-        return 0
-    if args.only:
-        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
-        unknown = sorted(set(wanted) - set(programs))
-        if unknown:
-            raise SystemExit(f"not QuixBugs programs: {', '.join(unknown)}")
-        programs = [n for n in programs if n in wanted]
+    if (args.quixbugs is None) == (args.humanevalfix is None):
+        raise SystemExit("pass one of --quixbugs DIR or --humanevalfix DIR")
+    wanted = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     execute = None if args.execute == "default" else args.execute
     if execute is not None:
         try:
@@ -514,20 +549,40 @@ def main(argv: list[str] | None = None) -> int:
                              f"{', '.join(execute_accepts())}") from None
     info = machine_info("ruff", "bandit", "pytest")
     print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
-    print(f"QuixBugs: {qb.path} at {qb.revision()}; {len(programs)} programs, {2 * len(programs)} cards")
     review_env = {k: v for k, v in os.environ.items() if k.startswith("HIVEBOARD_REVIEW")}
     if review_env:
         print(f"environment (applies to every run): {review_env}")
-    cards, dropped, tests = build_cards(qb, programs)
-    print(f"generated tests: {sum(t.cases or 0 for t in tests.values())} JSON cases embedded in "
-          f"{sum(t.cases is not None for t in tests.values())} tests, {sum(t.cases is None for t in tests.values())} "
-          f"graph tests ({sum(t.needs_node for t in tests.values())} with node.py); dropped {len(dropped)} case(s):")
-    for d in dropped:
-        print(f"  - {d.program}: input {_short(d.case, 100)} — {d.reason}")
+    print(f"tests: {args.tests}")
+    dropped: list[Dropped] = []
+    if args.humanevalfix is not None:
+        source = args.humanevalfix.expanduser()
+        cards = humanevalfix_cards(source, args.tests == "hidden", wanted)
+        revision = subprocess.run(["git", f"--git-dir={source}", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                  check=True).stdout.strip()
+        print(f"HumanEvalFix: {source} at {revision}; {len(cards) // 2} problems, {len(cards)} cards")
+    else:
+        qb = QuixBugs(args.quixbugs.expanduser())
+        programs = qb.programs()
+        if args.show_test:
+            print(build_test(qb, args.show_test).source)
+            return 0
+        if wanted:
+            unknown = sorted(set(wanted) - set(programs))
+            if unknown:
+                raise SystemExit(f"not QuixBugs programs: {', '.join(unknown)}")
+            programs = [n for n in programs if n in wanted]
+        revision = qb.revision()
+        print(f"QuixBugs: {qb.path} at {revision}; {len(programs)} programs, {2 * len(programs)} cards")
+        cards, dropped, tests = build_cards(qb, programs, hidden=args.tests == "hidden")
+        print(f"generated tests: {sum(t.cases or 0 for t in tests.values())} JSON cases embedded in "
+              f"{sum(t.cases is not None for t in tests.values())} tests, {sum(t.cases is None for t in tests.values())} "
+              f"graph tests ({sum(t.needs_node for t in tests.values())} with node.py); dropped {len(dropped)} case(s):")
+        for d in dropped:
+            print(f"  - {d.program}: input {_short(d.case, 100)} — {d.reason}")
 
     runs = [("main", execute)] + ([("execution off", off_value())] if args.compare_off else [])
     home = Path(tempfile.mkdtemp(prefix="hiveboard-bench-bugfix-"))
-    out: dict = {"machine": info, "quixbugs": qb.revision(), "dropped": [d.__dict__ for d in dropped],
+    out: dict = {"machine": info, "source": revision, "tests": args.tests, "dropped": [d.__dict__ for d in dropped],
                  "rows": [], "results": {}}
     try:
         for label, value in runs:

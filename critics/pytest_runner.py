@@ -1,11 +1,13 @@
-"""Runs pytest inside the review sandbox and writes a JSON report to the pipe in HIVEBOARD_REPORT_FD.
+"""Runs the author's own pytest tests inside the review sandbox and writes a JSON report to the pipe in
+HIVEBOARD_REPORT_FD.
 
 Started as a script (`python -I pytest_runner.py ROOT SRC [pytest args]`) inside the sandbox; the
 server never imports it. The submitted files (SRC) go on the import path after the standard library
 and the installed packages, so a submitted `pytest.py` or `json.py` cannot stand in for them; ROOT is
-pytest's root and the last directory it reads conftest.py files from, so when the card creator's
-tests run, a submitted conftest.py outside them is not read. The code under test runs in this same process and could forge a
-report; a run that ends without one (e.g. the code called os._exit) is reported as such by the critic.
+pytest's root and the last directory it reads conftest.py files from. The code under test runs in this
+same process, so this report is only as good as its author's word: the card creator's tests run in the
+trusted judge instead (split_runner.py). A run that ends without a report (e.g. the code called
+os._exit) is reported as such by the critic.
 """
 
 import json

@@ -46,6 +46,7 @@ import os
 import pathlib
 import select
 import sys
+import threading
 import time
 import traceback
 import types
@@ -65,6 +66,20 @@ EXCEPTIONS = {name: getattr(builtins, name) for name in (
     "NotImplementedError", "OSError", "OverflowError", "PermissionError", "RecursionError", "RuntimeError",
     "StopIteration", "SyntaxError", "SystemExit", "TimeoutError", "TypeError", "UnboundLocalError",
     "UnicodeError", "ValueError", "ZeroDivisionError")}
+
+
+# What the host may be handed to call: built-ins that compute on their arguments only (no open, eval,
+# getattr, __import__, input…), functions of modules that do the same, and a few in-memory types.
+PURE_BUILTINS = frozenset({
+    "abs", "all", "any", "ascii", "bin", "bool", "bytes", "callable", "chr", "complex", "dict", "divmod",
+    "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "int", "isinstance", "issubclass",
+    "iter", "len", "list", "map", "max", "min", "next", "oct", "ord", "pow", "range", "repr", "reversed",
+    "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip"})
+PURE_MODULES = frozenset({"math", "cmath", "operator", "_operator", "string", "itertools", "bisect", "_bisect",
+                          "heapq", "_heapq", "statistics", "decimal", "_decimal", "fractions", "unicodedata"})
+DATA_TYPES = (str, bytes, bytearray, int, float, complex, bool, list, tuple, dict, set, frozenset)
+SHAREABLE_TYPES = frozenset({"_io.StringIO", "_io.BytesIO", "collections.Counter", "collections.OrderedDict",
+                             "collections.defaultdict", "collections.deque", "types.SimpleNamespace"})
 
 
 class CodeUnderTestEnded(Exception):
@@ -240,9 +255,11 @@ def _nearest_builtin(cls):
 def host():
     """Serve the judge's requests on the submitted code until the pipe closes."""
     objects, numbers = {}, {}
-    proxies = {}
+    proxies, judges = {}, {}  # the tests' objects here: number -> proxy, id(proxy) -> number
 
     def ref(obj):
+        if id(obj) in judges:  # one of the tests' objects, going back: the judge gets its own object
+            return {"$": "p", "id": judges[id(obj)]}
         number = numbers.get(id(obj))
         fresh = number is None
         if fresh:
@@ -274,6 +291,7 @@ def host():
             number = int(value["id"])
             if number not in proxies:
                 proxies[number] = _judge_proxy(channel, codec, number, value.get("callable", False))
+                judges[id(proxies[number])] = number
             return proxies[number]
         raise ValueError("unknown reference")
 
@@ -324,6 +342,9 @@ def _judge_proxy(channel, codec, number, is_callable):
                 raise AttributeError(name)
             return ask("getattr", name)
 
+        def __setattr__(self, name, value):  # e.g. a linked list's nodes relinked by the code
+            ask("setattr", name, value)
+
         def __iter__(self):
             return ask("iter")
 
@@ -332,6 +353,9 @@ def _judge_proxy(channel, codec, number, is_callable):
 
         def __len__(self):
             return ask("len")
+
+        def __bool__(self):
+            return ask("bool")
 
         def __getitem__(self, key):
             return ask("getitem", key)
@@ -361,10 +385,12 @@ def _judge_proxy(channel, codec, number, is_callable):
 class Judge:
     """The judge's side of the pipe: stand-ins for the code's objects, and callbacks on the tests' objects."""
 
-    CALLBACKS = {"getattr", "call", "iter", "next", "len", "getitem", "contains", "repr", "str"}
+    CALLBACKS = {"getattr", "setattr", "call", "iter", "next", "len", "bool", "getitem", "contains", "repr", "str"}
 
-    def __init__(self, channel):
+    def __init__(self, channel, root):
         self.channel = channel
+        self.root = os.path.abspath(root)
+        self.lock = threading.RLock()  # one request at a time on the pipe; a callback may ask again
         self.codec = Codec(self.ref, self.deref)
         self.far = {}  # host object number -> its stand-in here
         self.mine = {}  # number -> an object of the tests' handed to the host
@@ -380,15 +406,43 @@ class Judge:
             return {"$": "h", "id": obj.__dict__["_hb_id"]}
         if isinstance(obj, type) and obj in self.classes.values():
             return {"$": "h", "id": next(k for k, v in self.classes.items() if v is obj)}
-        if isinstance(obj, (types.ModuleType, types.FrameType, types.CodeType, types.TracebackType)) or \
-                type(obj).__module__.split(".")[0] in ("_pytest", "pytest", "pluggy"):
-            raise TypeError(f"a {type(obj).__name__} cannot be handed to the code under test: it runs in another "
-                            "process, which sees data and the tests' own functions and objects only")
+        if not self.shareable(obj):
+            raise TypeError(f"{_short(obj)} cannot be handed to the code under test: it runs in another process, "
+                            "which is given data, and functions and objects of the tests' own files")
         number = self.numbers.get(id(obj))
         if number is None:
             number = self.numbers[id(obj)] = len(self.mine) + 1
             self.mine[number] = obj
         return {"$": "p", "id": number, "callable": callable(obj)}
+
+    def shareable(self, obj):
+        """An object of this side the host may call or read public attributes of: one of the creator's files
+        (a function, a class, an instance, a bound method), a pure built-in, a method of plain data, or a
+        few in-memory standard types. Never `open`, `eval`, a module or anything of pytest's."""
+        if isinstance(obj, types.MethodType):
+            return self.shareable(obj.__func__)
+        if isinstance(obj, (types.FunctionType, type)):
+            return self.ours(obj)
+        if isinstance(obj, (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                            types.MethodWrapperType, types.ClassMethodDescriptorType)):
+            owner = getattr(obj, "__self__", None) or getattr(obj, "__objclass__", None)
+            if owner is None or isinstance(owner, types.ModuleType):
+                module = getattr(owner, "__name__", None) or getattr(obj, "__module__", None)
+                return (module == "builtins" and obj.__name__ in PURE_BUILTINS) or module in PURE_MODULES
+            return type(owner) in DATA_TYPES or owner in DATA_TYPES or type(owner).__module__ in PURE_MODULES
+        if isinstance(obj, (operator.itemgetter, operator.attrgetter, operator.methodcaller)):
+            return True
+        cls = type(obj)
+        return self.ours(cls) or f"{cls.__module__}.{cls.__qualname__}" in SHAREABLE_TYPES
+
+    def ours(self, obj):
+        """Defined in the creator's files (under the judge's root)."""
+        code = getattr(obj, "__code__", None)
+        if code is not None:
+            path = code.co_filename
+        else:
+            path = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
+        return os.path.abspath(path).startswith(self.root + os.sep)
 
     def deref(self, value):
         if value.get("$") == "p":
@@ -417,7 +471,8 @@ class Judge:
 
     # --- asking the host
     def ask(self, op, *args):
-        answer = self.channel.ask({"op": op, "args": [self.codec.encode(a) for a in args]})
+        with self.lock:
+            answer = self.channel.ask({"op": op, "args": [self.codec.encode(a) for a in args]})
         if not isinstance(answer, dict):
             raise CodeUnderTestEnded("the code under test sent a malformed answer")
         if "e" in answer:
@@ -458,6 +513,13 @@ class Judge:
                 if not isinstance(args[0], str) or args[0].startswith("_"):
                     raise AttributeError("only public attributes of the tests' objects can be read")
                 result = getattr(obj, args[0])
+            elif op == "setattr":
+                # data on an instance of the creator's classes; never a class, a function or a method swapped in
+                if not isinstance(args[0], str) or args[0].startswith("_") or isinstance(obj, type) or \
+                        not self.ours(type(obj)) or callable(args[1]):
+                    raise AttributeError("the code under test may set only public data attributes of the tests' "
+                                         "own objects")
+                result = setattr(obj, args[0], args[1])
             elif op == "call":
                 result = obj(*args[0], **dict(args[1]))
             else:
@@ -591,6 +653,31 @@ class RemoteModule(types.ModuleType):
             except AttributeError:
                 return [n for n in judge.ask("dir", self) if not n.startswith("_")]
         return judge.ask("getattr", self, name)
+
+
+    def __setattr__(self, name, value):
+        if name.startswith("__") or "_hb_judge" not in self.__dict__:
+            super().__setattr__(name, value)  # the import system's own attributes
+        else:  # e.g. monkeypatch.setattr(module, "helper", fake): the code's module changes, over there
+            judge, saved = self.__dict__["_hb_judge"], self.__dict__.setdefault("_hb_saved", {})
+            if name not in saved:
+                try:
+                    saved[name] = judge.ask("getattr", self, name)
+                except AttributeError:
+                    saved[name] = NOTHING
+            judge.ask("setattr", self, name, value)
+
+    def __delattr__(self, name):
+        if name.startswith("__") or name in self.__dict__:
+            super().__delattr__(name)
+            return
+        # monkeypatch undoes a setattr on a module with delattr (this module's own __dict__ never had the
+        # name): what the code's module had before comes back
+        original = self.__dict__.get("_hb_saved", {}).pop(name, NOTHING)
+        if original is NOTHING:
+            self.__dict__["_hb_judge"].ask("delattr", self, name)
+        else:
+            self.__dict__["_hb_judge"].ask("setattr", self, name, original)
 
 
 class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -744,7 +831,7 @@ def judge(argv):
     holder = {}
     channel = Channel(int(os.environ.pop("HIVEBOARD_CALL_IN")), int(os.environ.pop("HIVEBOARD_CALL_OUT")),
                       lambda request: holder["judge"].serve(request), deadline=time.monotonic() + budget)
-    referee = holder["judge"] = Judge(channel)
+    referee = holder["judge"] = Judge(channel, root)
     sys.meta_path.insert(0, Finder(referee, set(modules)))
     if mode == "pytest":
         import pytest

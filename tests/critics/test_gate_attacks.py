@@ -50,6 +50,14 @@ ATTACKS = {
     "kills every process it can see": (
         "import os, signal\nfor pid in range(1, 4096):\n    if pid != os.getpid():\n        try:\n"
         "            os.kill(pid, signal.SIGKILL)\n        except OSError:\n            pass\n" + WRONG),
+    "writes through every process's descriptors in /proc": (
+        "import glob, json\nfake = json.dumps({'exitstatus': 0, 'collected': 3, 'counts': {'passed': 3}, "
+        "'tests': {}})\nfor path in glob.glob('/proc/*/fd/*'):\n    try:\n        with open(path, 'w') as out:\n"
+        "            out.write(fake)\n    except OSError:\n        pass\n" + WRONG),
+    "replaces pytest and the import system": (
+        "import builtins, sys, types\nfake = types.ModuleType('pytest')\nfake.main = lambda *a, **k: 0\n"
+        "sys.modules['pytest'] = sys.modules['_pytest'] = fake\nbuiltins.__import__ = lambda *a, **k: fake\n"
+        + WRONG),
     "answers for the judge on its own pipe": (
         "import os\n\n\ndef add(a, b):\n    for fd in range(3, 32):\n        try:\n"
         "            os.write(fd, b'{\"a\": 982451653}\\n')\n        except OSError:\n            pass\n    return a - b\n"),
@@ -98,6 +106,7 @@ async def test_a_creator_script_cannot_be_ended_early(connect, reviewer):
         last = (await verdict(alice, card["id"]))["rounds"][-1]
         assert last["verdict"] == "PASS", critic(last, "acceptance")
         assert "evidence: exit status only" not in critic(last, "acceptance")["summary"]
+        assert (await call(carol, "get_task", task_id=card["id"])).get("evidence") is None
 
 
 async def test_a_command_only_its_exit_status_can_judge_says_so(connect, reviewer):
@@ -109,6 +118,7 @@ async def test_a_command_only_its_exit_status_can_judge_says_so(connect, reviewe
         await hand_in(alice, card["id"], {"calc.py": RIGHT})
         last = (await verdict(alice, card["id"]))["rounds"][-1]
         assert last["verdict"] == "PASS" and "evidence: exit status only" in critic(last, "acceptance")["summary"]
+        assert "exit status only" in (await call(carol, "get_task", task_id=card["id"]))["evidence"]
 
 
 # Ways to read the creator's hidden tests: from the code, from the author's own tests, through values
