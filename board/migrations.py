@@ -331,10 +331,18 @@ def m015_tasks_by_priority(db: Database) -> None:
     db.execute("CREATE INDEX tasks_by_priority ON tasks (priority DESC, id)")
 
 
+def m016_approval_and_evidence(db: Database) -> None:
+    # Whether a card needs a person's approval is decided when it is made and kept as why ("label release",
+    # "task type code", "asked by its creator"), so a later label edit cannot take it away; and how a passing
+    # acceptance check was established when only weak evidence exists.
+    db.execute("ALTER TABLE tasks ADD COLUMN approval TEXT")
+    db.execute("ALTER TABLE tasks ADD COLUMN evidence TEXT")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
                                                 m007_acceptance_tests, m008_events, m009_review_cancelled,
                                                 m010_agent_presence, m011_waivers, m012_contests, m013_code_words,
-                                                m014_digests, m015_tasks_by_priority]
+                                                m014_digests, m015_tasks_by_priority, m016_approval_and_evidence]
 
 
 def apply_migrations(db: Database) -> list[str]:

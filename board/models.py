@@ -30,7 +30,7 @@ class Artifact(BaseModel):
 class TestFile(BaseModel):
     """One file of a card's acceptance tests."""
 
-    name: str = Field(description="path, e.g. 'tests/test_api.py'", min_length=1, max_length=300)
+    name: str = Field(description="e.g. 'tests/test_api.py'", min_length=1, max_length=300)
     content: str
 
 
@@ -40,7 +40,7 @@ class AcceptanceTests(BaseModel):
 
     files: list[TestFile] = Field([], description="pytest files")
     commands: list[str] = Field([], description="e.g. '$ python -m pytest -q'")
-    hidden: bool = Field(False, description="the claimer sees only that tests exist")
+    hidden: bool = Field(False, description="claimer sees only that they exist")
 
 
 class HistoryEntry(BaseModel):
@@ -72,6 +72,10 @@ class TaskSummary(BaseModel):
     unverified: str | None = Field(None, description="done without its tests having run: why")
     contest: int | None = Field(None, description="competing attempts: the id of the contest's first card")
     contest_result: str | None = Field(None, description="the referee's decision, once every attempt has ended")
+    needs_approval: str | None = Field(None, description="why a person must approve it after the critics pass it "
+                                       "(e.g. 'label release'), decided when it was made; null: no approval")
+    evidence: str | None = Field(None, description="how its acceptance check's pass was established when only weak "
+                                 "evidence exists, e.g. 'exit status only'")
 
 
 class Task(TaskSummary):
@@ -110,16 +114,19 @@ class NewTask(BaseModel):
     assignee: str | None = None
     waive: list[str] = []
     attempts: int = 1  # >1: competing attempts, one card each, compared by a referee
+    needs_approval: bool = False  # a person approves it after the critics pass it, whatever its labels
 
 
 class TaskEdit(BaseModel):
-    """Fields update_task may change; None means leave as is."""
+    """Fields update_task may change; None means leave as is. All but priority are the card's brief: only its
+    creator or an operator changes them, and its acceptance criteria not once it has been claimed."""
 
     title: str | None = None
     description: str | None = None
     priority: Priority | None = None
     labels: list[str] | None = None
     acceptance_criteria: list[str] | None = None
+    needs_approval: bool | None = None  # False clears the approval stored when the card was made
 
 
 class Claim(BaseModel):

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 from sqlite_utils import Database
 
@@ -73,8 +74,9 @@ class Limits:
 
 
 DOING: dict[str, str] = {"claim_task": "renew the claim on", "release_task": "release", "update_task": "update",
-                         "complete_task": "complete", "lease": "expire", "review": "review", "referee": "close",
-                         "decide": "decide"}
+                         "complete_task": "complete", "lease": "expire", "review": "review", "decide": "decide"}
+CREATOR_ASKED = "asked by its creator"  # the one approval requirement its creator may clear again
+ReviewState = Literal["passed", "awaiting approval", "not passed"]
 MAX_ATTEMPTS = 5
 
 
@@ -100,8 +102,12 @@ def _cursor_decode(cursor: str) -> tuple[int, int]:
 class Board:
     """Tasks on one SQLite store."""
 
-    def __init__(self, store: Store, lease_seconds: int = 300, limits: Limits = Limits()):
+    def __init__(self, store: Store, lease_seconds: int = 300, limits: Limits = Limits(),
+                 approval_rule: Callable[[str, list[str]], str | None] | None = None):
+        """`approval_rule(task_type, labels)`: why a new card needs a person's approval after its review passes,
+        or None (the review configuration's human_approval; the review engine sets it)."""
         self.store = store
+        self.approval_rule = approval_rule
         self.agents = Agents(store)
         self.knowledge = Knowledge(store)
         self.digests = Digests(store)
@@ -147,7 +153,8 @@ class Board:
             labels=json.loads(row["labels"]), depends_on=[d for d, _ in deps],
             lease_expires_at=iso(row["lease_expires_at"]) if row["status"] == "in_progress" else None,
             version=row["version"], unverified=row["unverified"] if row["status"] == "done" else None,
-            contest=row["contest"], contest_result=row["contest_result"],
+            contest=row["contest"], contest_result=row["contest_result"], needs_approval=row["approval"],
+            evidence=row["evidence"] if row["status"] == "done" else None,
         )
 
     @staticmethod
@@ -286,7 +293,7 @@ class Board:
         else:
             implied.update(lease_expires_at=None)
         new = self._change(db, row, actor, action or rule.action, {**implied, **(sets or {})}, note, ts)
-        if target == "done" and via != "referee":  # the referee closes losing attempts that never passed
+        if target == "done":
             self._remember_output(db, new)
         return new
 
@@ -322,22 +329,26 @@ class Board:
         db.execute("INSERT INTO task_history (task_id, at, actor, action, from_status, to_status, note) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?)", [task_id, at, actor, action, from_status, to_status, note])
 
+    def _operator(self, actor: str) -> bool:
+        """Whether the agent has a role only the operator grants (a person, or a lead)."""
+        agent = self.agents.get(actor, missing_ok=True)
+        return agent is not None and agent.role in OPERATOR_ROLES
+
     def _authorize(self, rule: Transition, row: dict, actor: str, token: int | None) -> None:
         if rule.who == "holder":
             self._holder_check(row, actor, token, DOING[rule.via])
         elif rule.who == "steward" and actor not in (row["assignee"], row["created_by"]):
-            agent = self.agents.get(actor, missing_ok=True)
-            if agent is None or agent.role not in OPERATOR_ROLES:
+            if not self._operator(actor):
                 raise Forbidden(
                     f"task {row['id']} is {row['status']} ({row['blocked_reason'] or 'no reason given'}); only its "
                     f"holder ({row['assignee'] or 'none'}), its creator ({row['created_by']}) or an agent with the "
                     f"role {' or '.join(OPERATOR_ROLES)} may move it to {rule.target}; ask one of them, or send "
                     "them a message with publish_message")
         elif rule.who == "person":
-            agent = self.agents.get(actor, missing_ok=True)
-            if agent is None or agent.role not in OPERATOR_ROLES:
-                raise Forbidden(f"only a person (an agent with the role {' or '.join(OPERATOR_ROLES)}) decides task "
-                                f"{row['id']} from {rule.source}; ask the operator")
+            if not self._operator(actor):
+                raise Forbidden(f"only a person (an agent with the role {' or '.join(OPERATOR_ROLES)}) may move task "
+                                f"{row['id']} from {rule.source} to {rule.target}; ask the operator, e.g. with "
+                                "publish_message")
         elif rule.who in ("system", "review") and actor != rule.who:
             raise Forbidden(f"only the {'lease sweep' if rule.who == 'system' else 'review'} moves task "
                             f"{row['id']} from {rule.source} to {rule.target}")
@@ -476,6 +487,9 @@ class Board:
             raise InvalidInput("competing attempts are for different agents: leave assignee out, or use attempts=1")
         assignee = self._registered(new.assignee, f"assignee {new.assignee!r} is not a registered agent") \
             if new.assignee else None
+        # kept as why, decided now: no later edit of its labels takes it away (only an explicit clear, see update)
+        approval = (self.approval_rule(task_type, labels) if self.approval_rule else None) or \
+            (CREATOR_ASKED if new.needs_approval else None)
         ts = now()
         with self.store.write() as db:
             if deps:
@@ -489,11 +503,11 @@ class Board:
                 title = new.title.strip() + (f" (attempt {attempt} of {new.attempts})" if new.attempts > 1 else "")
                 task_id = db.execute(
                     "INSERT INTO tasks (title, description, task_type, priority, labels, acceptance_criteria, "
-                    "acceptance_tests, waived, status, reserved_for, created_by, created_at, updated_at, contest) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?, ?)",
+                    "acceptance_tests, waived, status, reserved_for, created_by, created_at, updated_at, contest, "
+                    "approval) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'todo', ?, ?, ?, ?, ?, ?)",
                     [title, new.description, task_type, PRIORITY_RANK[new.priority], json.dumps(labels),
                      json.dumps(new.acceptance_criteria), tests, json.dumps(waived), assignee, actor, ts, ts,
-                     first]).lastrowid
+                     first, approval]).lastrowid
                 if new.attempts > 1 and first is None:
                     first = task_id
                     db.execute("UPDATE tasks SET contest = ? WHERE id = ?", [first, first])
@@ -521,23 +535,54 @@ class Board:
         """The attempt cards of a contest, oldest first."""
         return list(self.store.db.query("SELECT * FROM tasks WHERE contest = ? ORDER BY id", [contest_id]))
 
-    def decide_contest(self, contest_id: int, winner: int, result: str, ts: float | None = None) -> bool:
-        """Record the referee's decision on every attempt, close attempts a human was asked about, and tell
-        each attempt's people. False if the contest was decided already (another worker got there first)."""
+    @staticmethod
+    def _review_state(db: Database, row: dict) -> ReviewState:
+        """Where the card's current work stands with its review: passed (its last round passed and moved it to
+        done, or a person then approved it), awaiting a person's approval, or not passed (failed, never
+        reviewed, or the card moved on since: a later claim has a new fencing token)."""
+        last = db.execute("SELECT verdict, outcome, fencing_token FROM reviews WHERE task_id = ? AND status = "
+                          "'finished' ORDER BY id DESC LIMIT 1", [row["id"]]).fetchone()
+        if last is None or last[0] != "PASS" or last[2] != row["fencing_token"]:
+            return "not passed"
+        if row["status"] == "done":
+            return "passed"
+        return "awaiting approval" if row["status"] == "needs_human" and last[1] == "needs_human" else "not passed"
+
+    def review_state(self, task_id: int) -> ReviewState:
+        """Where one card's work stands with its review (see `_review_state`)."""
+        with self.store.read() as db:
+            return self._review_state(db, self.row(db, task_id))
+
+    def decide_contest(self, contest_id: int, winner: int | None, result: str, ts: float | None = None) -> bool:
+        """Record the referee's decision on every attempt and tell each attempt's people. The winner must be an
+        attempt that passed its review; None: no attempt passed, and each waits for a person. No card moves:
+        an attempt that did not pass stays with a person rather than reach done. False if the contest was
+        decided already (another worker got there first), or is not over: an attempt is still being worked on
+        or reviewed, or waits for a person's approval."""
         ts = now() if ts is None else ts
         with self.store.write() as db:
             attempts = list(db.query("SELECT * FROM tasks WHERE contest = ? ORDER BY id", [contest_id]))
             if not attempts or any(r["contest_result"] for r in attempts) or \
                     any(r["status"] not in ("done", "needs_human") for r in attempts):
                 return False
+            states = {r["id"]: self._review_state(db, r) for r in attempts}
+            if "awaiting approval" in states.values():
+                return False
+            if winner is not None and states.get(winner) != "passed":
+                raise IllegalTransition(f"task {winner} did not pass its review, so it cannot win contest "
+                                        f"{contest_id}; name an attempt that passed, or none to leave every attempt "
+                                        "to a person")
             for row in attempts:
-                verdict = "won" if row["id"] == winner else f"lost to task {winner}"
+                if winner is None:
+                    verdict, head = "no winner", f"contest {contest_id}: no attempt passed review"
+                else:
+                    verdict = "won" if row["id"] == winner else f"lost to task {winner}"
+                    head = f"contest {contest_id}: task {winner} won; task {row['id']} {verdict}"
                 if row["status"] == "needs_human":
-                    row = self.move(db, row, "done", "referee", "review", ts=ts, note=f"contest {contest_id}: {verdict}")
+                    head += f"; task {row['id']} waits for a person (pass, send back or reassign)"
                 self._change(db, row, "review", "contest decided", {"contest_result": f"{verdict}: {result}"},
                              f"contest {contest_id}: {verdict}", ts)
-                self.post_event(db, "review", "contest.decided", row["id"],
-                                f"contest {contest_id}: task {winner} won; task {row['id']} {verdict}", result)
+                self.post_event(db, "review", "contest.decided", row["id"], head, result)
             return True
 
     # ----------------------------------------------------------------- a person's decision
@@ -647,7 +692,11 @@ class Board:
     def update(self, actor: str, task_id: int, *, token: int | None = None, note: str | None = None,
                status: str | None = None, reason: str | None = None, edit: TaskEdit | None = None,
                expected_version: int | None = None) -> TaskSummary:
-        """Progress notes, status changes (blocked, resume, unblock, needs_human) and field edits."""
+        """Progress notes, status changes (blocked, resume, unblock, needs_human) and field edits.
+
+        The card's brief (title, description, labels, acceptance criteria, needs_approval) is changed only by
+        its creator or an operator, and its acceptance criteria only until it is first claimed; a note or a
+        priority on a claimed card is its holder's."""
         self._check_text(note, self.limits.note, "note")
         self._check_text(reason, self.limits.note, "reason")
         edit = edit or TaskEdit()
@@ -670,7 +719,7 @@ class Board:
             raise InvalidInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
         if reason and not status:
             raise InvalidInput("reason= goes with status= (blocked, needs_human); for a progress note use note=")
-        if not (changes or note or status):
+        if not (changes or note or status or edit.needs_approval is not None):
             if token is not None:  # the holder checking in: extend the lease
                 self.renew(actor, task_id, token)
                 return self.summary(task_id)
@@ -684,19 +733,33 @@ class Board:
                 raise Conflict(f"task {task_id} changed since version {expected_version} (it is now version "
                                f"{row['version']}); call get_task, re-apply your change and retry")
             held = row["assignee"] is not None and row["status"] in ("in_progress", "blocked")
-            stuck_review = row["status"] == "review" and status == "needs_human" and not (changes or note)
+            stuck_review = row["status"] == "review" and status == "needs_human" and not (
+                changes or note or edit.needs_approval is not None)
             if row["status"] in ("done", "review") and not stuck_review:
                 raise IllegalTransition(f"task {task_id} is {row['status']} and cannot be updated"
                                         + ("; create a follow-up task instead" if row["status"] == "done" else
                                            "; wait for its review to finish (get_review), or, if the review is "
-                                           "stuck, move it to needs_human with a reason"))
+                                           "stuck, ask a person (role human or lead) to move it to needs_human"))
             moving = status is not None and status != row["status"]
             if moving and transitions.find(row["status"], status, "update_task") is None:
                 raise IllegalTransition(_illegal(row, status, "update_task")
                                         + " (use claim_task / release_task / complete_task for the rest)")
-            # Editing or noting a claimed card is the holder's business, and so is anything sent with a token
-            # (the caller believes it holds the card); an unheld card is open to anyone.
-            if token is not None or (not moving and held):
+            brief = [name for name in ("title", "description", "labels", "acceptance_criteria", "needs_approval")
+                     if getattr(edit, name) is not None]
+            if brief:  # what the card asks for is its creator's: a holder rewriting it would grade its own work
+                if actor != row["created_by"] and not self._operator(actor):
+                    raise Forbidden(f"only task {task_id}'s creator ({row['created_by']}) or an agent with the role "
+                                    f"{' or '.join(OPERATOR_ROLES)} may change its {', '.join(brief)}; send a note "
+                                    "instead, or ask them with publish_message")
+                if edit.acceptance_criteria is not None and row["fencing_token"] > 0:
+                    raise IllegalTransition(f"task {task_id}'s acceptance criteria are frozen since it was first "
+                                            "claimed; create a new card with create_task for other criteria")
+                approval = self._approval_after(row, actor, edit.needs_approval, changes.get("labels"))
+                if approval != row["approval"]:
+                    changes["approval"] = approval
+            # A note or a priority on a claimed card is the holder's business, and so is anything sent with a
+            # token (the caller believes it holds the card).
+            if token is not None or (not moving and held and (note or edit.priority is not None)):
                 self._holder_check(row, actor, token, "update")
             text = "; ".join(x for x in (reason, note, ("changed " + ", ".join(changes)) if changes else None) if x)
             if moving:  # posted before the change, so a holder losing the card is still told
@@ -705,11 +768,31 @@ class Board:
                 row = self.move(db, row, status, "update_task", actor, token=token, reason=reason, sets=changes,
                                 note=text or None, ts=ts)
             else:
-                if row["status"] == "in_progress" and held:
+                if row["status"] == "in_progress" and held and actor == row["assignee"]:
                     changes["lease_expires_at"] = ts + self.lease_seconds  # activity renews the lease
                 row = self._change(db, row, actor, "edited" if changes.keys() - {"lease_expires_at"} else "progress",
                                    changes, text or None, ts)
             return self.summarize(db, row)
+
+    def _approval_after(self, row: dict, actor: str, asked: bool | None, labels: str | None) -> str | None:
+        """Why the card needs a person's approval after an edit by its creator or an operator: a label that asks
+        for it adds it, taking a label away never removes it, and only `asked=False` clears it (what its creator
+        alone asked for, by its creator; anything else only by an operator; never while the card's type or
+        labels still match the review configuration)."""
+        by_rule = self.approval_rule(row["task_type"], json.loads(labels or row["labels"])) \
+            if self.approval_rule else None
+        if asked is None:
+            return row["approval"] or by_rule
+        if asked:
+            return row["approval"] or by_rule or (CREATOR_ASKED if actor == row["created_by"] else f"asked by {actor}")
+        if by_rule:
+            raise InvalidInput(f"task {row['id']}'s {by_rule} needs a person's approval under the review "
+                               "configuration, so needs_approval cannot be cleared"
+                               + ("; remove that label in the same call" if by_rule.startswith("label") else ""))
+        if row["approval"] not in (None, CREATOR_ASKED) and not self._operator(actor):
+            raise Forbidden(f"task {row['id']} needs a person's approval ({row['approval']}), which only an agent "
+                            f"with the role {' or '.join(OPERATOR_ROLES)} may clear; ask the operator")
+        return None
 
     def complete(self, actor: str, task_id: int, token: int, output: str, summary: str | None = None,
                  artifacts: list[Artifact] | None = None, to_status: str | Callable[[TaskSummary], str] = "done",

@@ -10,14 +10,24 @@ Who may:
 - holder    the agent holding the claim, with its current fencing token
 - steward   the card's holder, its creator, or an agent with an operator role (board/agents.py)
 - system    the lease sweep (no tool can ask for it)
-- review    the review worker's verdict (no tool can ask for it)
-- person    an agent with an operator role (human/lead): a person's decision on the web board
+- review    the review worker's verdict (no tool can ask for it), including a job it gives up on
+- person    an agent with an operator role (human/lead): a person's decision on the web board, or taking a
+            card out of a review that cannot finish
+
+A card leaves review only by its verdict or by a person: its author pushing it to needs_human, or a
+bystander cancelling someone else's review, would skip the critics. The referee of competing attempts
+moves no card: an attempt reaches done by passing its own review (and a person's approval when it needs
+one) or by a person, never because another attempt was compared with it (Board.decide_contest).
 
 Guards (checked after who):
 - ready     every dependency is done
 - reserved  the card is not reserved for another agent
 - one_attempt  an agent takes at most one attempt of competing attempts
 - reason    a reason is given (kept as the card's blocked_reason)
+
+Who may change a card's fields (update_task, not a move) is Board.update's: its brief (title,
+description, labels, acceptance criteria, needs_approval) only its creator or an operator, its acceptance
+criteria and tests not at all once it has been claimed.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Who = Literal["anyone", "holder", "steward", "system", "review", "person"]
-Via = Literal["claim_task", "release_task", "update_task", "complete_task", "lease", "review", "referee", "decide"]
+Via = Literal["claim_task", "release_task", "update_task", "complete_task", "lease", "review", "decide"]
 
 
 @dataclass(frozen=True)
@@ -53,14 +63,12 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("todo", "blocked", "update_task", "steward", "blocked", ("reason",)),
     Transition("blocked", "todo", "update_task", "steward", "unblocked"),
     Transition("needs_human", "todo", "update_task", "steward", "unblocked"),
-    # a review that cannot finish (no worker runs): the job's verdict then no longer moves the card
-    Transition("review", "needs_human", "update_task", "anyone", "escalated", ("reason",)),
+    # a review that cannot finish (no worker runs): a person takes it, and the job's verdict no longer moves it
+    Transition("review", "needs_human", "update_task", "person", "escalated", ("reason",)),
     Transition("in_progress", "todo", "lease", "system", "expired"),
     Transition("review", "done", "review", "review", "reviewed"),
     Transition("review", "in_progress", "review", "review", "reviewed"),
     Transition("review", "needs_human", "review", "review", "reviewed"),
-    # competing attempts: once every attempt has ended, the referee closes a loser a human was asked about
-    Transition("needs_human", "done", "referee", "review", "closed by the referee"),
     # a person decides a card that waits on a human: pass it, send it back, or hand it to another agent
     Transition("needs_human", "done", "decide", "person", "passed by a person"),
     Transition("needs_human", "todo", "decide", "person", "sent back by a person", ("reason",)),

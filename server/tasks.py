@@ -87,17 +87,17 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     def create_task(
         ctx: Context,
         title: Annotated[str, Field(description="short, imperative", min_length=1, max_length=200)],
-        description: Annotated[str, Field(description="what and why (markdown)")] = "",
-        task_type: Annotated[str, Field(description="code, test, docs, bug, … or your own "
-                                        "word", max_length=40)] = "code",
+        description: str = "",  # what and why
+        task_type: Annotated[str, Field(description="e.g. code, docs, bug", max_length=40)] = "code",
         priority: Literal["critical", "high", "medium", "low"] = "medium",
         labels: list[str] = [],
         depends_on: Annotated[list[Id], Field(description="ids done first")] = [],
-        acceptance_criteria: Annotated[list[str], Field(description="checkable")] = [],
+        acceptance_criteria: list[str] = [],  # checkable; '$ command' lines run in review
         assignee: Annotated[str | None, Field(description="reserve it for this agent")] = None,
         acceptance_tests: AcceptanceTests | None = None,  # what review does with them: the server instructions
         waive: Annotated[list[str], Field(max_length=20)] = [],
         attempts: Annotated[int, Field(ge=1, le=5)] = 1,
+        needs_approval: bool = False,  # a person approves it after its review passes, whatever its labels become
     ) -> TaskSummary:
         """Add a card to todo."""
         actor = identity.require(ctx)
@@ -107,7 +107,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         return board.create(actor, NewTask(
             title=title, description=description, task_type=task_type, priority=priority, labels=labels,
             depends_on=depends_on, acceptance_criteria=acceptance_criteria, assignee=assignee, waive=waive,
-            attempts=attempts,
+            attempts=attempts, needs_approval=needs_approval,
             acceptance_tests=acceptance_tests))
 
     @mcp.tool(annotations=READ)
@@ -195,12 +195,13 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         priority: Literal["critical", "high", "medium", "low"] | None = None,
         labels: list[str] | None = None,
         acceptance_criteria: list[str] | None = None,
+        needs_approval: bool | None = None,  # false clears it (README: who may change what)
         expected_version: Annotated[int | None, Field(description="refuse if past this version",
                                                       ge=1, le=MAX_ID)] = None,
     ) -> TaskSummary:
-        """Note progress or renew your lease (token alone); block, unblock, escalate or edit."""
+        """Note progress or renew your lease (token alone); change status; edit a card you made."""
         edit = TaskEdit(title=title, description=description, priority=priority, labels=labels,
-                        acceptance_criteria=acceptance_criteria)
+                        acceptance_criteria=acceptance_criteria, needs_approval=needs_approval)
         return board.update(identity.require(ctx), task_id, token=token, note=note, status=status,
                             reason=reason, edit=edit, expected_version=expected_version)
 

@@ -8,7 +8,7 @@ import pytest
 from mcp import Client
 
 from conftest import call, call_error
-from hiveboard.board import Board, Forbidden, InvalidInput, NewTask, Store, Synthesis
+from hiveboard.board import Board, Forbidden, IllegalTransition, InvalidInput, NewTask, Store, Synthesis
 from hiveboard.board.transitions import TRANSITIONS
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
@@ -75,8 +75,12 @@ async def test_every_move_is_a_row_of_the_table_with_one_version_and_one_history
 
 def test_the_table_has_no_move_only_a_person_or_the_system_should_make_open_to_anyone():
     anyone = {(t.source, t.target) for t in TRANSITIONS if t.who == "anyone"}
-    assert anyone == {("todo", "in_progress"), ("review", "needs_human")}
+    assert anyone == {("todo", "in_progress")}
     for t in TRANSITIONS:
+        if t.source == "review":  # leaving review any other way skips the critics
+            assert t.who in ("review", "person"), t
+        if t.target == "done":  # passing review, a person, or the holder when no review is asked for; no referee
+            assert (t.via, t.who) in {("review", "review"), ("decide", "person"), ("complete_task", "holder")}, t
         if t.source in ("blocked", "needs_human") and t.target == "todo":
             assert t.who in ("holder", "steward", "person")
         if t.target in ("blocked", "needs_human") and t.via == "update_task":
@@ -99,5 +103,26 @@ def test_only_a_person_decides_a_needs_human_card(tmp_path):
         last = board.get(card.id).history[-1]
         assert (last.actor, last.action, last.from_status, last.to_status) == ("lee", "passed by a person",
                                                                               "needs_human", "done")
+    finally:
+        board.store.close()
+
+
+def test_the_referee_cannot_crown_an_attempt_that_did_not_pass_its_review(tmp_path):
+    board = Board(Store(tmp_path / "hiveboard.db"))
+    try:
+        first = board.create("alice", NewTask(title="parse dates", attempts=2))
+        attempts = [first.id, first.id + 1]
+        for agent, task_id in zip(("bob", "carol"), attempts):  # each escalates without handing anything in
+            claim = board.claim(agent, task_id)
+            board.update(agent, task_id, token=claim.token, status="needs_human", reason="unsure")
+        assert [board.review_state(t) for t in attempts] == ["not passed", "not passed"]
+        versions = [board.summary(t).version for t in attempts]
+        with pytest.raises(IllegalTransition, match=f"task {first.id} did not pass its review"):
+            board.decide_contest(first.id, first.id, "picked anyway")
+        assert [board.summary(t).version for t in attempts] == versions  # nothing written
+        assert board.decide_contest(first.id, None, "no attempt passed review") is True
+        for task_id in attempts:
+            card = board.summary(task_id)
+            assert card.status == "needs_human" and card.contest_result == "no winner: no attempt passed review"
     finally:
         board.store.close()

@@ -1,16 +1,18 @@
 """Competing attempts (the PRD's debate): create_task(attempts=N) makes N cards for different agents; each
 is reviewed; once all have ended a referee keeps the best — by the review results, or by a model that
-sees the two best side by side, asked twice with the order swapped."""
+sees the two best side by side, asked twice with the order swapped. Only an attempt that passed its review
+can win, and the referee moves no card: an attempt that did not pass stays with a person."""
 
 from __future__ import annotations
 
 import re
 
+import anyio
 import pytest
 
 from conftest import call, call_error
-from fake_llm import critique
-from hiveboard.critics.config import Endpoint, ReviewConfig
+from fake_llm import critique, issue
+from hiveboard.critics.config import Endpoint, HumanApproval, ReviewConfig
 from reviewing import NO_BUILTINS, llm_critic, verdict
 
 pytestmark = pytest.mark.anyio
@@ -84,16 +86,78 @@ async def test_an_attempt_sent_to_a_human_by_hand_still_lets_the_contest_end(con
     fake_llm.script("correctness", critique("PASS", 8, "fine"))
     engine = reviewer(contest_config(fake_llm))
     async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
-            connect("carol", review=engine) as carol:
+            connect("carol", review=engine) as carol, connect("lee", role="lead", review=engine) as lee:
         first = await call(alice, "create_task", title="parse ISO dates", attempts=2)
         a, b = first["id"], first["id"] + 1
         await attempt(bob, a, "bob's version")
         fake_llm.delay["*"] = 600  # carol's review will not finish by itself
         claim = await call(carol, "claim_task", task_id=b)
         await call(carol, "complete_task", task_id=b, token=claim["token"], output="carol's version")
-        await call(alice, "update_task", task_id=b, status="needs_human", reason="a person takes it")
+        await call(lee, "update_task", task_id=b, status="needs_human", reason="a person takes it")
         told = await call(alice, "get_messages", intent="contest.decided", wait_seconds=60)
         assert told["messages"], "the contest was not decided"
         cards = {t: await call(alice, "get_task", task_id=t) for t in (a, b)}
     assert cards[a]["contest_result"].startswith("won") and cards[b]["contest_result"].startswith(f"lost to task {a}")
-    assert cards[b]["status"] == "done"  # closed by the referee
+    assert cards[b]["status"] == "needs_human"  # never reviewed: it stays with the person, the referee closes nothing
+
+
+async def test_attempts_escalated_without_any_work_have_no_winner_and_stay_with_a_person(connect, reviewer, fake_llm):
+    engine = reviewer(contest_config(fake_llm))
+    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
+            connect("carol", review=engine) as carol:
+        first = await call(alice, "create_task", title="parse ISO dates", attempts=2)
+        a, b = first["id"], first["id"] + 1
+        for client, task_id in ((bob, a), (carol, b)):  # nothing handed in, nothing reviewed
+            claim = await call(client, "claim_task", task_id=task_id)
+            await call(client, "update_task", task_id=task_id, token=claim["token"], status="needs_human",
+                       reason="unsure")
+        told = await call(alice, "get_messages", intent="contest.decided", wait_seconds=60)
+        assert told["messages"], "the contest was not decided"
+        cards = {t: await call(alice, "get_task", task_id=t) for t in (a, b)}
+    for card in cards.values():
+        assert card["status"] == "needs_human", card  # the referee closes nothing: a person decides each
+        assert card["contest_result"].startswith("no winner: no attempt passed review"), card["contest_result"]
+    assert not fake_llm.calls()
+
+
+async def test_the_one_attempt_that_passed_wins_and_the_other_stays_with_a_person(connect, reviewer, fake_llm):
+    fake_llm.script("correctness", critique("PASS", 8, "fine"),
+                    critique("FAIL", 3, "wrong", issues=[issue("major", "bug", "dates.py:3", "off by one")]))
+    engine = reviewer(contest_config(fake_llm))
+    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
+            connect("carol", review=engine) as carol:
+        first = await call(alice, "create_task", title="parse ISO dates", attempts=2)
+        a, b = first["id"], first["id"] + 1
+        assert (await attempt(bob, a, "bob's version"))["rounds"][-1]["outcome"] == "done"
+        claim = await call(carol, "claim_task", task_id=b)
+        await call(carol, "complete_task", task_id=b, token=claim["token"], output="carol's version")
+        assert (await verdict(carol, b))["rounds"][-1]["outcome"] == "in_progress"
+        await call(carol, "update_task", task_id=b, token=claim["token"], status="needs_human", reason="stuck")
+        told = await call(alice, "get_messages", intent="contest.decided", wait_seconds=60)
+        assert told["messages"], "the contest was not decided"
+        cards = {t: await call(alice, "get_task", task_id=t) for t in (a, b)}
+    assert cards[a]["status"] == "done" and cards[a]["contest_result"].startswith("won: decided by the review results")
+    assert cards[b]["status"] == "needs_human" and cards[b]["contest_result"].startswith(f"lost to task {a}")
+
+
+async def test_an_attempt_awaiting_a_persons_approval_holds_the_contest_until_they_decide(connect, reviewer, fake_llm,
+                                                                                           board):
+    config = contest_config(fake_llm).model_copy(update={"human_approval": HumanApproval(labels=["release"])})
+    engine = reviewer(config)
+    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
+            connect("carol", review=engine) as carol:
+        first = await call(alice, "create_task", title="ship 1.0", attempts=2, labels=["release"])
+        a, b = first["id"], first["id"] + 1
+        assert (await attempt(bob, a, "bob's version"))["rounds"][-1]["outcome"] == "needs_human"  # approval
+        claim = await call(carol, "claim_task", task_id=b)
+        await call(carol, "update_task", task_id=b, token=claim["token"], status="needs_human", reason="stuck")
+        # every attempt has ended, but a person has yet to approve the one that passed: no decision yet
+        assert await anyio.to_thread.run_sync(engine.decide_contest, a) is False
+        assert not (await call(alice, "get_task", task_id=a)).get("contest_result")
+        board.agents.ensure("lee", "human")
+        await anyio.to_thread.run_sync(lambda: board.decide("lee", a, "pass", "approved"))
+        told = await call(alice, "get_messages", intent="contest.decided", wait_seconds=60)
+        assert told["messages"], "the contest was not decided"
+        cards = {t: await call(alice, "get_task", task_id=t) for t in (a, b)}
+    assert cards[a]["status"] == "done" and cards[a]["contest_result"].startswith("won")
+    assert cards[b]["status"] == "needs_human" and cards[b]["contest_result"].startswith(f"lost to task {a}")

@@ -24,6 +24,8 @@ from conftest import (
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from hiveboard.board import Agents, Store
+
 PRIORITIES = ("critical", "high", "medium", "low")
 
 
@@ -253,10 +255,16 @@ async def test_two_stdio_server_processes_share_one_board(tmp_path):
 @pytest.mark.anyio
 @pytest.mark.slow
 async def test_optimistic_edit_refuses_lost_update(tmp_path, http_server):
-    # Two server processes on one home: an IDE window over stdio and a teammate over HTTP.
+    # Two server processes on one home: an IDE window over stdio and a teammate over HTTP. The teammate is a
+    # lead, as `hiveboard agent add teammate --role lead` makes one: a card's title is its creator's or an
+    # operator's to change.
     home = tmp_path / "home"
     url = http_server(home=home)
-    token = await self_registered_token(url, "teammate")
+    store = Store(home / "hiveboard.db")
+    try:
+        token = Agents(store).new_token("teammate", "lead")
+    finally:
+        store.close()
     async with stdio_window(home, "window-a") as window, http_client(url, token) as teammate:
         editors = {"window-a": window, "teammate": teammate}
         for round_ in range(10):

@@ -220,13 +220,14 @@ async def test_release_block_unblock_and_escalate(connect):
 
 
 async def test_edits_with_expected_version_refuse_a_lost_update(connect):
-    async with connect("alice") as alice, connect("bob") as bob:
+    # the two who may edit a card's title: its creator and an operator
+    async with connect("alice") as alice, connect("lee", role="lead") as lee:
         card = await call(alice, "create_task", title="v1")
         v = card["version"]
         await call(alice, "update_task", task_id=card["id"], title="alice's title", expected_version=v)
-        err = await call_error(bob, "update_task", task_id=card["id"], title="bob's title", expected_version=v)
+        err = await call_error(lee, "update_task", task_id=card["id"], title="lee's title", expected_version=v)
         assert f"changed since version {v}" in err
-        assert (await call(bob, "get_task", task_id=card["id"]))["title"] == "alice's title"
+        assert (await call(lee, "get_task", task_id=card["id"]))["title"] == "alice's title"
 
 
 async def test_identity_is_per_connection_and_cannot_be_borrowed(connect, board):
