@@ -801,8 +801,8 @@ class Board:
 
         `to_status` is "review" or "done", or a function of the held card that says which (decided inside
         the transaction, so deciding costs no read of its own)."""
-        if not callable(to_status) and to_status not in ("review", "done"):
-            raise ValueError("to_status must be review or done")
+        if not callable(to_status) and to_status not in ("review", "done", "needs_human"):
+            raise ValueError("to_status must be review, done or needs_human")
         artifacts = artifacts or []
         self._check_text(output, self.limits.output, "output")
         self._check_text(summary, self.limits.summary, "summary")
@@ -815,15 +815,17 @@ class Board:
         with self._holding(actor, task_id, token, "complete", running=True) as (db, row, ts):
             if callable(to_status):
                 to_status = to_status(self.summarize(db, row))
-                if to_status not in ("review", "done"):
-                    raise ValueError("to_status must be review or done")
+                if to_status not in ("review", "done", "needs_human"):
+                    raise ValueError("to_status must be review, done or needs_human")
             # the artifacts first: a card that goes straight to done takes them into the shared memory
             db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
             for a in artifacts:
                 db.execute("INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
                            "VALUES (?, ?, ?, ?, ?, ?)", [task_id, token, a.name, a.kind, a.content, ts])
             moved = self.move(db, row, to_status, "complete_task", actor, token=token, note=summary, ts=ts,
-                              sets={"output": output, "summary": summary})
+                              sets={"output": output, "summary": summary},
+                              reason=f"awaiting a person's approval ({row['approval']}); no review ran"
+                              if to_status == "needs_human" else None)
             if helpful:
                 self.knowledge.mark_useful(db, actor, task_id, helpful)
             if to_status == "review":  # the durable job commits with the card's move, or neither does

@@ -57,6 +57,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("blocked", "todo", "release_task", "holder", "released"),
     Transition("in_progress", "review", "complete_task", "holder", "completed"),
     Transition("in_progress", "done", "complete_task", "holder", "completed"),
+    # no review runs, and the card needs a person's approval: it waits for one
+    Transition("in_progress", "needs_human", "complete_task", "holder", "completed", ("reason",)),
     Transition("in_progress", "blocked", "update_task", "holder", "blocked", ("reason",)),
     Transition("in_progress", "needs_human", "update_task", "holder", "escalated", ("reason",)),
     Transition("blocked", "in_progress", "update_task", "holder", "resumed"),

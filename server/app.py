@@ -39,7 +39,8 @@ counts).
 update_task status: blocked and needs_human need a reason; in_progress resumes a blocked card;
 todo returns it to the board (its holder, its creator or a lead/human may). create_task: waive=[rule ids]
 the card itself requires (reported, never blocking); attempts=N makes N competing cards for different
-agents, and once all are reviewed a referee keeps the best; acceptance_tests are pytest files and '$ command'
+agents, and once all are reviewed a referee keeps the best that passed; only a card's creator or a lead/human edits
+its title, description, labels, criteria (frozen once claimed) or needs_approval; acceptance_tests are pytest files and '$ command'
 lines that review runs against the claimer's work, which the claimer cannot change (hidden=true: it sees only
 that they exist). Messages: intent is a lowercase word of your choice; a reply goes to the replied-to
 message's audience and thread by default, a task's message to the task's thread; a summary is a headline

@@ -219,6 +219,10 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     ) -> TaskSummary:
         """Hand in a card you hold: to review (see get_review) or done."""
         actor = identity.require(ctx)
-        to_status = "done" if wants_review is None else (lambda card: "review" if wants_review(card) else "done")
+        def to_status(card: TaskSummary) -> str:  # without a review, a card that needs a person waits for one
+            if wants_review is not None and wants_review(card):
+                return "review"
+            return "needs_human" if card.needs_approval else "done"
+
         return board.complete(actor, task_id, token, output, summary, artifacts, to_status,
                               helpful=helpful_lessons)

@@ -173,3 +173,16 @@ async def test_a_bystander_cannot_cancel_another_agents_review_a_person_can(conn
         moved = await call(lee, "update_task", task_id=card["id"], status="needs_human", reason="no review worker")
         trail = await call(alice, "get_review", task_id=card["id"])
     assert moved["status"] == "needs_human" and trail["rounds"][-1]["status"] == "cancelled"
+
+
+async def test_without_a_review_a_card_that_needs_a_person_waits_for_one(connect):
+    async with connect("carol") as carol, connect("alice") as alice:  # no review engine: nothing reviews
+        card = await call(carol, "create_task", title="ship it", needs_approval=True)
+        claim = await call(alice, "claim_task", task_id=card["id"])
+        done = await call(alice, "complete_task", task_id=card["id"], token=claim["token"], output="shipped")
+        assert done["status"] == "needs_human" and "approval" in (await call(carol, "get_task", task_id=card["id"]))[
+            "blocked_reason"]
+        plain = await call(carol, "create_task", title="tidy up")
+        claim = await call(alice, "claim_task", task_id=plain["id"])
+        assert (await call(alice, "complete_task", task_id=plain["id"], token=claim["token"], output="tidied"))[
+            "status"] == "done"
