@@ -256,7 +256,7 @@ def humanevalfix_cards(path: Path, hidden: bool, only: list[str] | None = None) 
     """HumanEvalFix (HumanEvalPack's Python fix set, github.com/bigcode-project/octopack, read at run time from
     its git directory): 164 problems, each with a human-written buggy solution and the canonical one, and the
     problem's `check(candidate)` test. One card per version: `<entry_point>.py` is the prompt (signature and
-    docstring) with the solution; `test_<entry_point>.py` imports it and calls check."""
+    docstring) with the solution; `test_<entry_point>.py` imports its names and calls check."""
     text = subprocess.run(["git", f"--git-dir={path}", "show", f"HEAD:{HUMANEVALFIX}"], capture_output=True, text=True,
                           check=True).stdout
     cards = []
@@ -266,8 +266,9 @@ def humanevalfix_cards(path: Path, hidden: bool, only: list[str] | None = None) 
         name = f"he{row['task_id'].split('/')[1]}_{entry}"
         if only and name not in only and entry not in only:
             continue
-        test = (f"from {name} import {entry}\n\n\n{row['test'].strip()}\n\n\ndef test_{entry}():\n"
-                f"    check({entry})\n")
+        # `check` may use the module's other functions (find_zero's poly): the module's names, as HumanEval's harness
+        test = (f"from {name} import *  # noqa: F403\n\n\n{row['test'].strip()}\n\n\ndef test_{entry}():\n"
+                f"    check({entry})  # noqa: F405\n")
         for version, solution in (("buggy", row["buggy_solution"]), ("correct", row["canonical_solution"])):
             program = {"name": f"{name}.py", "kind": "code", "content": row["prompt"] + solution}
             spec = [{"name": f"test_{name}.py", "content": test}]
