@@ -2,8 +2,8 @@
 
 Everything here can be changed in the `[review]` table of hiveboard's config.toml (see README):
 task types map to lenses, lenses carry a rubric, critics bind a lens to a backend (and, for LLM
-critics, a model and endpoint each). The defaults run offline: ruff and bandit on Python artifacts,
-and the acceptance check, which runs the card's tests in the OS sandbox (critics/sandbox.py).
+critics, a model and endpoint each). The defaults run offline: ruff, bandit and the integrity scan on
+Python artifacts, and the acceptance check, which runs the card's tests in the OS sandbox (critics/sandbox.py).
 """
 
 from __future__ import annotations
@@ -12,16 +12,21 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from .integrity_scan import RULES as INTEGRITY_RULES
 from .sandbox import Limits
 
 # When critics contradict, the lens earlier in this list wins (seed 000: safety > correctness > style).
-PRECEDENCE: tuple[str, ...] = ("security", "correctness", "accuracy", "performance", "tests", "docs", "clarity",
-                               "style")
+PRECEDENCE: tuple[str, ...] = ("security", "integrity", "correctness", "accuracy", "performance", "tests", "docs",
+                               "clarity", "style")
 
 RUBRICS: dict[str, str] = {
     "security": "Security only: injection (SQL, shell, template), eval/exec of untrusted input, unsafe "
                 "deserialisation, secrets in code, missing authentication or authorisation checks, path "
                 "traversal, weak cryptography, unsafe defaults. Not style, not performance.",
+    "integrity": "Integrity only: does the code pass its tests honestly? Flag code that patches or hooks the "
+                 "test runner, skips or ends the run, inspects the caller's frames or the heap, patches the "
+                 "interpreter, writes to raw file descriptors, returns always-equal objects, or hard-codes the "
+                 "tests' expected outputs. Not style, not ordinary bugs.",
     "correctness": "Correctness only: does the work do what the card and its acceptance criteria ask? Logic "
                    "errors, wrong edge cases, unhandled errors, undefined names, broken contracts, race "
                    "conditions. Not style.",
@@ -40,10 +45,10 @@ RUBRICS: dict[str, str] = {
 }
 
 TASK_TYPE_LENSES: dict[str, list[str]] = {
-    "code": ["security", "correctness", "performance", "tests", "style"],
-    "bug": ["security", "correctness", "tests", "style"],
-    "refactor": ["correctness", "performance", "tests", "style"],
-    "test": ["correctness", "tests", "style"],
+    "code": ["security", "integrity", "correctness", "performance", "tests", "style"],
+    "bug": ["security", "integrity", "correctness", "tests", "style"],
+    "refactor": ["integrity", "correctness", "performance", "tests", "style"],
+    "test": ["integrity", "correctness", "tests", "style"],
     "docs": ["accuracy", "clarity"],
     "design": ["security", "correctness", "performance", "clarity"],
     "research": ["accuracy", "clarity"],
@@ -51,7 +56,7 @@ TASK_TYPE_LENSES: dict[str, list[str]] = {
     "default": ["correctness", "clarity"],
 }
 
-Backend = Literal["llm", "ruff", "bandit", "acceptance"]
+Backend = Literal["llm", "ruff", "bandit", "acceptance", "integrity"]
 
 # ruff rule selections per lens: real defects for correctness, conventions for style.
 RUFF_RULES: dict[str, list[str]] = {
@@ -90,6 +95,30 @@ class CriticConfig(BaseModel):
         return self
 
 
+class IntegrityConfig(BaseModel):
+    """The `[review.integrity]` table: tuning of the integrity scan's rules (critics/integrity.py). A rule is
+    named by its id (INT004) or its name (frame-inspection); a card's creator can also waive an id per card."""
+
+    ignore: list[str] = Field([], description="rules never reported, e.g. [\"INT006\"] where exiting is fine")
+    demote: list[str] = Field([], description="rules reported as minor: shown to the author, never blocking")
+
+    @field_validator("ignore", "demote")
+    @classmethod
+    def _known(cls, rules: list[str]) -> list[str]:
+        cls.rule_names(rules)
+        return rules
+
+    @staticmethod
+    def rule_names(rules: list[str]) -> list[str]:
+        """The rule names that `rules` (ids or names) stand for; ValueError naming the known ones."""
+        by_code = {rule.code: name for name, rule in INTEGRITY_RULES.items()}
+        unknown = [r for r in rules if r not in INTEGRITY_RULES and r.upper() not in by_code]
+        if unknown:
+            known = ", ".join(f"{rule.code} {name}" for name, rule in INTEGRITY_RULES.items())
+            raise ValueError(f"unknown integrity rule(s) {', '.join(map(repr, unknown))}; the rules are: {known}")
+        return [r if r in INTEGRITY_RULES else by_code[r.upper()] for r in rules]
+
+
 class HumanApproval(BaseModel):
     """Cards a person must approve after the critics pass them (the human lens)."""
 
@@ -120,6 +149,7 @@ BUILTIN_CRITICS: dict[str, CriticConfig] = {
     "ruff": CriticConfig(lens="correctness", backend="ruff"),
     "ruff-style": CriticConfig(lens="style", backend="ruff"),
     "acceptance": CriticConfig(lens="tests", backend="acceptance"),
+    "integrity": CriticConfig(lens="integrity", backend="integrity"),
 }
 
 
@@ -150,6 +180,8 @@ class ReviewConfig(BaseModel):
                                   "0: do not ask agents")
     brief_chars: int = Field(1000, ge=200, le=20_000, description="the revision brief's length: blocking issues "
                              "first, the rest counted")
+    integrity: IntegrityConfig = Field(default_factory=IntegrityConfig, description="rules of the integrity "
+                                       "scan to ignore or demote to minor")
     honour_suppressions: list[str] = Field([], description="rule ids whose inline suppressions by the author "
                                            "(# noqa, # nosec) are honoured; [\"*\"]: all. Others are reported "
                                            "and keep their severity")

@@ -7,7 +7,7 @@ from fake_llm import FakeLLM
 from hiveboard.critics.config import CriticConfig
 
 OFF = CriticConfig(lens="none", backend="ruff", enabled=False)
-NO_BUILTINS = {"bandit": OFF, "ruff": OFF, "ruff-style": OFF, "acceptance": OFF}
+NO_BUILTINS = {"bandit": OFF, "ruff": OFF, "ruff-style": OFF, "acceptance": OFF, "integrity": OFF}
 
 
 def llm_critic(fake: FakeLLM, lens: str, model: str = "fake-model", **extra) -> CriticConfig:

@@ -54,7 +54,8 @@ def test_environment_variables_reach_the_review_table(tmp_path, monkeypatch):
 @pytest.mark.parametrize("toml, says", [
     ('[review.critics.x]\nlens = "security"\nbackend = "llm"\n', "an llm critic needs model="),
     ('[review]\nmax_rounds = 0\n', "max_rounds"),
-    ('[review.critics.x]\nlens = "security"\nbackend = "gpt"\n', "'llm', 'ruff', 'bandit' or 'acceptance'"),
+    ('[review.critics.x]\nlens = "security"\nbackend = "gpt"\n',
+     "'llm', 'ruff', 'bandit', 'acceptance' or 'integrity'"),
 ])
 def test_a_bad_configuration_stops_the_server_with_the_reason(tmp_path, toml, says):
     (tmp_path / "config.toml").write_text(toml)
