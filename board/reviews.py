@@ -89,17 +89,19 @@ class CritiqueRecord(BaseModel):
 
 
 class MergedIssue(BaseModel):
-    """An issue after synthesis: duplicates across critics merged, with who found it."""
+    """An issue after synthesis: duplicates across critics merged, with who found it. get_review names the
+    critiques' issues by `refs` instead of repeating their text (Reviews.referenced)."""
 
     rank: int
     severity: Severity
     lens: str
     category: str
     location: str = ""
-    description: str
-    suggestion: str = ""
+    description: str | None = Field(None, description="left out by get_review: the critiques' issues named in refs "
+                                    "hold it")
+    suggestion: str | None = None
     found_by: list[str]
-    refs: list[str]
+    refs: list[str] = Field(description="the critiques' issues this one merges (their ref)")
 
 
 class MetaDecision(BaseModel):
@@ -138,6 +140,8 @@ class Synthesis(BaseModel):
     meta: list[MetaDecision] = Field([], description="the meta-review of the blocking issues, when configured")
     unverified: str | None = Field(None, description="tests of this work that could not be run, and why; such work "
                                    "is not passed as tested")
+    evidence: str | None = Field(None, description="how the acceptance check's pass was established when only weak "
+                                 "evidence exists, e.g. 'exit status only'")
 
 
 class ReviewRound(BaseModel):
@@ -468,13 +472,24 @@ class Reviews:
         return [_record(r) for r in self.store.db.query(
             "SELECT * FROM critiques WHERE review_id = ? ORDER BY id", [review_id])]
 
+    def _before(self, job: ReviewJob) -> int | None:
+        """The review of the round before this one in the same cycle."""
+        if job.round <= 1:
+            return None
+        return self.store.db.execute("SELECT max(id) FROM reviews WHERE task_id = ? AND id < ? AND round = ?",
+                                     [job.task_id, job.id, job.round - 1]).fetchone()[0]
+
     def previous(self, job: ReviewJob) -> dict[str, CritiqueRecord]:
         """The critiques of the round before this one in the same cycle, by critic."""
-        if job.round <= 1:
-            return {}
-        prev = self.store.db.execute("SELECT max(id) FROM reviews WHERE task_id = ? AND id < ? AND round = ?",
-                                     [job.task_id, job.id, job.round - 1]).fetchone()[0]
+        prev = self._before(job)
         return {c.critic: c for c in self.critiques(prev)} if prev else {}
+
+    def previous_artifacts(self, job: ReviewJob) -> list[Artifact]:
+        """The work's files as submitted in the round before this one in the same cycle ([] in round 1): with
+        this round's, what the author changed."""
+        prev = self._before(job)
+        row = self.store.db.execute("SELECT artifacts FROM reviews WHERE id = ?", [prev]).fetchone() if prev else None
+        return [Artifact(**a) for a in json.loads(row[0])] if row else []
 
     def rounds(self, task_id: int, since_review: int = 0, reveal: bool = False) -> list[ReviewRound]:
         """A card's rounds; a running round's critiques are sealed (status only) unless `reveal`."""
@@ -501,9 +516,19 @@ class Reviews:
                            scores=[r.synthesis.score for r in rounds if r.status == "finished" and r.synthesis])
 
     @staticmethod
+    def referenced(trail: ReviewTrail) -> ReviewTrail:
+        """Each finding written once: a synthesis' merged issues name the critiques' issues by ref (with rank,
+        severity, place and who found them) instead of repeating their description and suggestion, which the
+        critiques of the same round hold; the brief keeps its one-read summary."""
+        rounds = [r if r.synthesis is None else r.model_copy(update={"synthesis": r.synthesis.model_copy(update={
+            "issues": [m.model_copy(update={"description": None, "suggestion": None}) for m in r.synthesis.issues]})})
+            for r in trail.rounds]
+        return trail.model_copy(update={"rounds": rounds})
+
+    @staticmethod
     def compact(trail: ReviewTrail) -> ReviewTrail:
-        """The latest round only, with only blocking issues (critiques' and the synthesis's) and no
-        resolutions: what an agent needs to act; the full trail is one call away."""
+        """The latest round only, with only blocking issues (critiques' and the synthesis's, the latter by ref)
+        and no resolutions: what an agent needs to act; the full trail is one call away."""
         if not trail.rounds:
             return trail
         last = trail.rounds[-1]
@@ -511,9 +536,9 @@ class Reviews:
                                           "resolutions": []}) for c in last.critiques]
         synthesis = last.synthesis and last.synthesis.model_copy(update={
             "issues": [i for i in last.synthesis.issues if i.severity in BLOCKING], "contradictions": []})
-        return trail.model_copy(update={"rounds": [last.model_copy(update={"critiques": critiques,
-                                                                           "synthesis": synthesis})],
-                                        "rounds_omitted": len(trail.rounds) - 1})
+        return Reviews.referenced(trail.model_copy(update={
+            "rounds": [last.model_copy(update={"critiques": critiques, "synthesis": synthesis})],
+            "rounds_omitted": len(trail.rounds) - 1}))
 
     def review_of(self, review_id: int) -> int:
         """The task id of a review."""
@@ -535,7 +560,8 @@ class Reviews:
             row = board.row(db, job.task_id)
             # the verdict moves the card only while it still waits for this round (not after a human took it)
             if row["status"] == "review" and row["fencing_token"] == job.fencing_token:
-                sets: dict = {"unverified": synthesis.unverified if outcome == "done" else None}
+                sets: dict = {"unverified": synthesis.unverified if outcome == "done" else None,
+                              "evidence": synthesis.evidence if outcome == "done" else None}
                 if outcome == "in_progress":
                     sets["assignee"] = job.agent
                 board.move(db, row, outcome, "review", "review", ts=ts, action=f"reviewed round {job.round}",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -27,9 +26,11 @@ from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
 from hiveboard.board.reviews import judged
 
-from .acceptance import AcceptanceCritic
+from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Unverified, Work
 from .config import PRECEDENCE, Endpoint, ReviewConfig
+from .integrity import IntegrityCritic
+from .lessons import Lesson, hidden, lessons
 from .llm import LLMCritic, LLMSynthesiser, MetaReviewer, Referee
 from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
@@ -91,6 +92,8 @@ def build_critics(config: ReviewConfig, sandbox: Detected) -> dict[str, Critic]:
         elif c.backend == "acceptance":
             timeout = c.timeout or config.execute_timeout
             critic = AcceptanceCritic(name, c.lens, runner, why_not, timeout, config.limits)
+        elif c.backend == "integrity":
+            critic = IntegrityCritic(name, c.lens, timeout, reader, config.limits, config.integrity)
         else:
             endpoint = Endpoint(model=c.model, base_url=c.base_url, api_key_env=c.api_key_env, timeout=c.timeout,
                                 temperature=c.temperature)
@@ -104,31 +107,6 @@ def build_critics(config: ReviewConfig, sandbox: Detected) -> dict[str, Critic]:
 def _judged(critique: Critique, earlier: list[ReviewIssue]) -> Critique:
     """Keep resolutions of this critic's own earlier issues only, and name any it did not judge."""
     return critique.model_copy(update={"resolutions": judged(critique.resolutions, [i.ref for i in earlier])})
-
-
-PATHS = re.compile(r"(?:[\w.~-]*/)+[\w.-]+(?::\d+)?|\b[\w.-]+\.py:\d+\b")  # file paths and file:line
-
-
-def _sentence(text: str, limit: int = 220) -> str:
-    """The first sentence of the first meaningful line, without paths, cut to `limit`."""
-    line = next((x.strip() for x in text.splitlines() if x.strip() and not x.lstrip().startswith((">", "E ", "Traceback",
-                                                                                                  'File "'))), "")
-    line = re.sub(r"\s+(?:at|in|from)\s*(?=[.,;:)]|$)", "", PATHS.sub("", line))
-    line = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0].strip(" -—:;,")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def lesson_of(issue: ReviewIssue, fixed_by: str) -> tuple[str, str, str]:
-    """(problem, fix, what caught it) for a resolved blocking issue: no tracebacks, no paths."""
-    test = issue.location.split("::", 1)[1] if "::" in issue.location else None
-    caught_by = f"the test {test}" if test else (issue.rule or f"the {issue.category} check")
-    what = _sentence(issue.description)
-    if test:  # a failing acceptance test: the fix is what the author changed, not "make the test pass"
-        what = _sentence(issue.description.split(" failed", 1)[-1].lstrip(": ")) or what
-        problem = f"{test} failed: {what}" if what else f"{test} failed"
-        return problem, _sentence(fixed_by) or "fixed so that the test passes", caught_by
-    fix = _sentence(issue.suggestion) or _sentence(fixed_by)
-    return f"{issue.category}: {what}", fix, caught_by
 
 
 class _Dropped(Exception):
@@ -164,6 +142,7 @@ class ReviewEngine:
         directory is always hidden)."""
         self.board = board
         self.config = config
+        board.approval_rule = config.human_approval.wants  # a card's need for a person is decided when it is made
         self.memory = memory
         self._hidden = [Path(board.store.path).resolve().parent, *(Path(p) for p in hidden or [])]
         self._sandbox: Detected | None = None
@@ -336,7 +315,7 @@ class ReviewEngine:
         synthesis = last.synthesis if last else None
         tests = [c for c in (last.critiques if last else []) if c.backend == "acceptance" and c.status == "ok"]
         return AttemptStanding(
-            task_id=attempt["id"], passed=bool(last and last.outcome == "done" and last.verdict == "PASS"),
+            task_id=attempt["id"], passed=self.board.review_state(attempt["id"]) == "passed",
             tests_passed=bool(tests) and all(c.verdict == "PASS" for c in tests),
             blocking=sum(i.severity in BLOCKING for i in synthesis.issues) if synthesis else 0,
             score=(synthesis.score if synthesis and synthesis.score is not None else 0.0), rounds=len(rounds))
@@ -357,11 +336,17 @@ class ReviewEngine:
         attempts = self.board.contest(card.contest)
         if any(a["status"] not in ("done", "needs_human") or a["contest_result"] for a in attempts):
             return False
+        if any(self.board.review_state(a["id"]) == "awaiting approval" for a in attempts):
+            return False  # a person's approval is part of the result: decided once they have given it
         ranked = sorted((self._standing(a) for a in attempts), key=AttemptStanding.key, reverse=True)
-        winner, how = ranked[0], "by the review results"
-        if self.referee is not None and len(ranked) > 1 and ranked[1].passed:
-            winner, how = self._referee_pick(card.contest, ranked[0], ranked[1])
         table = "; ".join(f"task {s.task_id}: {s.describe()}" for s in ranked)
+        passing = [s for s in ranked if s.passed]
+        if not passing:  # only work that passed its review can win: without any, each attempt is a person's
+            return self.board.decide_contest(card.contest, None, "no attempt passed review, so none wins and a "
+                                             f"person decides each. Ranking: {table}")
+        winner, how = passing[0], "by the review results"
+        if self.referee is not None and len(passing) > 1:
+            winner, how = self._referee_pick(card.contest, passing[0], passing[1])
         return self.board.decide_contest(card.contest, winner.task_id, f"decided {how}. Ranking: {table}")
 
     def _referee_pick(self, contest: int, a: AttemptStanding, b: AttemptStanding) -> tuple[AttemptStanding, str]:
@@ -484,6 +469,11 @@ class ReviewEngine:
         unverified = [c for c in critiques if c.status == "unverified"]
         if unverified:
             synthesis.unverified = "; ".join(f"{c.critic}: {c.error}" for c in unverified)
+        weak = [c.critic for c in critiques if c.status == "ok" and c.backend == "acceptance"
+                and EXIT_STATUS_ONLY in (c.summary or "")]
+        if weak:  # said on the card: a person can tell such a pass from one the judge established
+            synthesis.evidence = (f"exit status only ({', '.join(weak)}): a creator command other than pytest or "
+                                  "python was judged by its exit status, which the code under test controls")
         if synthesis.verdict == "PASS" and unverified and self.config.unverified == "needs_human":
             synthesis.verdict = "FAIL"
             synthesis.note = "; ".join(x for x in (synthesis.note, "the work's tests could not run, so it is not "
@@ -502,7 +492,8 @@ class ReviewEngine:
                 " without review: no critic could review this work") + (
                 f"; UNVERIFIED: its tests did not run ({synthesis.unverified})" if unverified else "") + f"; {ran}"
             card = self.board.summary(job.task_id)
-            approval = self.config.human_approval.wants(card.task_type, card.labels)
+            # decided when the card was made (a later label edit cannot drop it), and its type and labels now
+            approval = card.needs_approval or self.config.human_approval.wants(card.task_type, card.labels)
             if approval:
                 synthesis.note = "; ".join(x for x in (synthesis.note, f"awaiting a person's approval ({approval})")
                                            if x)
@@ -520,35 +511,42 @@ class ReviewEngine:
 
     def _mine_lessons(self, job: ReviewJob, work: Work, critiques: list[CritiqueRecord],
                       previous: dict[str, CritiqueRecord]) -> None:
-        """Blocking issues raised last round and resolved in this one become lessons for this task type:
-        one sentence of problem, one of fix, and the rule or test that caught it."""
+        """Blocking issues raised last round and resolved in this one become lessons for this task type, each
+        named by what the author changed between the two rounds (critics/lessons.py). Issues of the card's
+        hidden acceptance tests never do."""
         earlier = {i.ref: (c, i) for c in previous.values() for i in c.issues}
-        done = 0
+        resolved = []
         for c in critiques:
             for r in c.resolutions:
-                if r.status != "resolved" or r.ref not in earlier or done >= LESSONS_PER_REVIEW:
-                    continue
-                critic, issue = earlier[r.ref]
-                if issue.severity not in BLOCKING:
-                    continue
-                problem, fix, caught_by = lesson_of(issue, work.summary or work.output)
-                try:
-                    self._lesson(job, f"{problem} (caught by {caught_by})", fix,
-                                 [critic.lens, issue.category, issue.rule or ""], f"{issue.category} ({job.task_type})")
-                    done += 1
-                except Exception:
-                    log.exception("could not record a lesson from review %s", job.id)
+                if r.status == "resolved" and r.ref in earlier:
+                    critic, issue = earlier[r.ref]
+                    if issue.severity in BLOCKING and not hidden(issue, work.acceptance_tests):
+                        resolved.append((critic.lens, issue))
+        if not resolved:
+            return
+        try:
+            found = lessons(resolved, self.board.reviews.previous_artifacts(job), work.artifacts, work.summary or "")
+        except Exception:
+            log.exception("could not read lessons from review %s", job.id)
+            return
+        for lesson in found[:LESSONS_PER_REVIEW]:
+            try:
+                self._lesson(job, lesson)
+            except Exception:
+                log.exception("could not record a lesson from review %s", job.id)
 
-    def _lesson(self, job: ReviewJob, problem: str, fix: str, tags: list[str], title: str) -> None:
-        tags = [t[:50] for t in tags if t]
+    def _lesson(self, job: ReviewJob, lesson: Lesson) -> None:
+        # the card's title says what work the mistake was made in: the next card like it finds the lesson
+        problem = f"in \"{job.title}\": {lesson.problem} (caught by {lesson.caught_by})"
+        tags = list(dict.fromkeys(t[:50] for t in lesson.tags if t))
         if self.memory is not None:
-            self.memory.record_lesson("review", problem=problem, fix=fix, task_type=job.task_type, title=title,
-                                      tags=tags, task_id=job.task_id)
+            self.memory.record_lesson("review", problem=problem, fix=lesson.fix, task_type=job.task_type,
+                                      title=lesson.title, tags=tags, task_id=job.task_id)
             return
         with self.board.store.write() as db:
-            self.board.knowledge.add(db, kind="lesson", text=f"Problem: {problem}\nFix: {fix}", created_by="review",
-                                     task_type=job.task_type, task_id=job.task_id, title=title, tags=tags,
-                                     source=f"review:{job.id}")
+            self.board.knowledge.add(db, kind="lesson", text=f"Problem: {problem}\nFix: {lesson.fix}",
+                                     created_by="review", task_type=job.task_type, task_id=job.task_id,
+                                     title=lesson.title, tags=tags, source=f"review:{job.id}")
 
     def give_up(self, job: ReviewJob, worker: str, error: str) -> None:
         """A job that crashed MAX_ATTEMPTS times goes to a human with the error."""

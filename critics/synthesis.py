@@ -3,7 +3,8 @@
 Rules (seed 000): critics are never dropped — errors, timeouts and missed agent slots are listed;
 duplicates across critics are merged with who found them; contradictions are surfaced and decided by
 lens precedence (security > correctness > … > style); the verdict is FAIL when any critic failed the
-work or raised a critical or major issue, else PASS.
+work or raised a critical or major issue, else PASS. The score is the critics' mean, except that a FAIL
+scores below the bar: while a critical issue blocks, at most 2; a major one, at most 4 (`score_of`).
 """
 
 from __future__ import annotations
@@ -97,6 +98,45 @@ def contradictions(critiques: list[CritiqueRecord], issues: list[MergedIssue]) -
 
 
 BRIEF_CHARS = 1000
+# The most a FAIL scores while an issue of this severity blocks it, and when a critic failed the work without
+# one: a FAIL never averages its way to a passing score (one critic's 2 among three 10s would make 8).
+SCORE_CAPS: dict[str, float] = {"critical": 2.0, "major": 4.0}
+FAIL_CAP = 4.0
+SCORE_NOTE = re.compile(r" caps? the score at [\d.]+/10 \(critics averaged")
+
+
+def score_of(critiques: list[CritiqueRecord], issues: list[MergedIssue], verdict: str,
+             bar: float = 0) -> tuple[float | None, str | None]:
+    """(score, why) for a round: the mean of the critics' scores, capped for a FAIL (below SCORE_CAPS of its
+    worst blocking issue, FAIL_CAP without one, and below the bar when there is one); `why` is one line, set
+    when the cap applied."""
+    scores = [c.score for c in critiques if c.status == "ok" and c.score is not None]
+    if not scores:
+        return None, None
+    mean = round(sum(scores) / len(scores), 2)
+    if verdict != "FAIL" or (bar and mean < bar):
+        return mean, None  # a PASS, or a FAIL by the bar: already below it
+    worst = max((m.severity for m in issues if m.severity in BLOCKING), key=SEVERITY_RANK.get, default=None)
+    if worst is not None:
+        top = [m for m in issues if m.severity == worst]
+        noun = "test failure" if all(m.category in ("test-failed", "test-error") for m in top) else "issue"
+        what, many, cap = f"{len(top)} {worst} {noun}{'s' if len(top) > 1 else ''}", len(top) > 1, SCORE_CAPS[worst]
+    else:
+        failed = [c.critic for c in critiques if c.status == "ok" and c.verdict == "FAIL"]
+        what, many, cap = f"the FAIL of {', '.join(failed) or 'a critic'}", False, FAIL_CAP
+    if bar:
+        cap = min(cap, max(1.0, bar - 1))
+    if mean <= cap:
+        return mean, None
+    return cap, f"{what} {'cap' if many else 'caps'} the score at {cap:g}/10 (critics averaged {mean:g})"
+
+
+def _rescored(synthesis: Synthesis, critiques: list[CritiqueRecord], issues: list[MergedIssue],
+              verdict: str) -> dict:
+    """The score and note of a synthesis whose verdict or issues changed (the meta-review)."""
+    score, why = score_of(critiques, issues, verdict)
+    notes = [n for n in (synthesis.note or "").split("; ") if n and not SCORE_NOTE.search(n)]
+    return {"score": score, "note": "; ".join([why, *notes] if why else notes) or None}
 
 
 def _cut(text: str, limit: int) -> str:
@@ -114,14 +154,21 @@ def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[
     if verdict == "FAIL":
         lines += [f"- {c.critic} ({c.lens}) failed the work: {_cut(c.summary or '', 200)}" for c in critiques
                   if c.status == "ok" and c.verdict == "FAIL" and not any(i.severity in BLOCKING for i in c.issues)]
+    # one fix shared by every blocking issue (each failing test: "make this test pass") is said once
+    common = must[0].suggestion if len(must) > 1 and len({m.suggestion for m in must}) == 1 else None
+    closing = [f"Fix each: {_cut(common, 160)}"] if common else []
     entries = []
     for m in must:
-        what = " | ".join(line.strip() for line in m.description.splitlines()[:3] if line.strip())
+        text = m.description or ""
+        if m.location and text.startswith(m.location):  # a failing test's description starts with its id
+            text = text[len(m.location):]
+        what = " | ".join(" ".join(line.split()) for line in text.splitlines()[:3] if line.strip())
         entries.append(f"{m.rank}. [{m.severity}] {m.location or '(general)'} — {_cut(what, 320)}"
-                       + (f" Fix: {_cut(m.suggestion, 160)}" if m.suggestion else ""))
+                       + (f" Fix: {_cut(m.suggestion, 160)}" if m.suggestion and not common else ""))
     shown = 0
+    room = limit - 140 - sum(len(x) + 1 for x in closing)  # room for the shared fix and the closing count
     for entry in entries:
-        if sum(len(x) + 1 for x in lines) + len(entry) > limit - 140:  # room for the closing count
+        if sum(len(x) + 1 for x in lines) + len(entry) > room:
             break
         lines.append(entry)
         shown += 1
@@ -131,8 +178,8 @@ def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[
     if should:
         rest.append(f"{len(should)} minor/info (not blocking)")
     if rest:
-        lines.append(f"Not listed: {', '.join(rest)}; get_review(task_id) has every issue.")
-    return _cut("\n".join(lines), limit)
+        closing.append(f"Not listed: {', '.join(rest)}; get_review(task_id, full=true) has every issue.")
+    return _cut("\n".join(lines + closing), limit)
 
 
 def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
@@ -151,8 +198,7 @@ def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
             notes.append(f"{c.critic} ({c.lens}) {c.status}: {c.error}")
     if not delivered:
         notes.append("no critic delivered a critique")
-    scores = [c.score for c in delivered if c.score is not None]
-    score = round(sum(scores) / len(scores), 2) if scores else None
+    score, why = score_of(critiques, issues, verdict, bar)
     text = brief(verdict, issues, round_, critiques, brief_chars)
     if verdict == "PASS" and bar and score is not None and score < bar:
         # the seeds' loop: revise until the score reaches the bar, not only until nothing blocks
@@ -161,6 +207,8 @@ def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
         text = _cut(f"Round {round_}: FAIL. No blocking issue, but the score {score}/10 is below the bar "
                     f"{bar:g}: improve the work where the critics marked it down.\n"
                     + "\n".join(text.splitlines()[1:]), brief_chars)
+    if why:
+        notes.insert(0, why)
     return Synthesis(
         verdict=verdict, score=score, issues=issues,
         contradictions=contradictions(critiques, issues), brief=text,
@@ -187,6 +235,7 @@ def downgrade(synthesis: Synthesis, critiques: list[CritiqueRecord], round_: int
     decisive = sorted({name for m in still for name in m.found_by} | set(unexplained))
     return synthesis.model_copy(update={
         "issues": issues, "meta": meta, "verdict": verdict, "decisive": decisive,
+        **_rescored(synthesis, critiques, issues, verdict),
         "brief": brief(verdict, issues, round_, critiques, brief_chars) if verdict != synthesis.verdict else
         synthesis.brief})
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded
@@ -48,6 +48,10 @@ DUPLICATE_SIMILARITY = 0.9
 # Below this cosine similarity a vector "match" is noise; kept, it would lend rank-fusion credit to
 # weak keyword hits (measured on tests/memory/retrieval_set.json: hybrid recall@5 0.93 → 0.95).
 MIN_SIMILARITY = 0.2
+# The least relevance (hybrid score: cosine similarity plus the keyword bonus) a lesson or critique needs to be
+# handed to an agent claiming a card: below it an item is about other work, and the claim gets nothing rather
+# than noise. Chosen with bench/bench_lessons.py, which prints the scores of related and unrelated claims.
+RELEVANCE_FLOOR = 0.32
 SNIPPET_CHARS = 300
 Mode = Literal["hybrid", "vector", "keyword"]
 
@@ -76,6 +80,8 @@ class Results(BaseModel):
     hits: list[Hit]
     note: str | None = Field(None, description="set when part of the search could not run or could miss items")
     unindexed: int | None = Field(None, description="items not yet indexed by meaning when the search ran")
+    # both halves ran, so scores are on the similarity scale (else they are rank scores, not comparable to a floor)
+    _fused: bool = PrivateAttr(False)
 
 
 class Recorded(BaseModel):
@@ -124,16 +130,28 @@ def _unindexed_note(count: int, mode: str) -> str:
 CAUGHT_BY = re.compile(r"\(caught by ([^)]+)\)")
 
 
+def _catchers(text: str) -> set[str] | None:
+    """The rules or tests named in a lesson's `(caught by …)`: `the tests test_a, test_b` → {test_a, test_b}."""
+    found = CAUGHT_BY.search(text)
+    if found is None:
+        return None
+    names = re.sub(r"^the tests? ", "", found.group(1).strip())
+    return {n.strip().removeprefix("the test ") for n in names.split(", ") if n.strip()}
+
+
 def _same_catch(a: str, b: str) -> bool:
-    """Near-identical wording is the same lesson only if no different rule or test caught the two problems
-    (`(caught by B307)` against `(caught by B102)` are two lessons, however alike they read)."""
-    ca, cb = CAUGHT_BY.search(a), CAUGHT_BY.search(b)
-    return ca is None or cb is None or ca.group(1) == cb.group(1)
+    """Near-identical wording is the same lesson only if a rule or test caught both problems
+    (`(caught by B307)` against `(caught by B102)` are two lessons, however alike they read; a change that
+    fixed test_a and test_b is the same lesson as one that fixed test_b)."""
+    ca, cb = _catchers(a), _catchers(b)
+    return ca is None or cb is None or bool(ca & cb)
 
 
 class Memory:
-    def __init__(self, board: Board, embedder: Embedder, index: SharedIndex | VectorIndex):
+    def __init__(self, board: Board, embedder: Embedder, index: SharedIndex | VectorIndex,
+                 relevance_floor: float = RELEVANCE_FLOOR):
         self.board = board
+        self.relevance_floor = relevance_floor
         self.knowledge = board.knowledge
         self.embedder = embedder
         self.index = index
@@ -231,7 +249,9 @@ class Memory:
         unindexed = self.knowledge.pending() if mode != "keyword" else 0
         if unindexed:
             note = "; ".join(filter(None, (note, _unindexed_note(unindexed, mode))))
-        return Results(hits=hits, note=note, unindexed=unindexed or None)
+        results = Results(hits=hits, note=note, unindexed=unindexed or None)
+        results._fused = len(rankings) == 2
+        return results
 
     def _keyword(self, query: str, mode: Mode, filters: dict) -> tuple[list[int], WordMatches | None]:
         """The keyword half: BM25's ranking and, for a hybrid search, which items hold which query words."""
@@ -279,7 +299,8 @@ class Memory:
             raise InvalidInput("a lesson is at most 8000 characters of problem and fix; keep it to the point")
         task_type = task_type.strip().lower()
         text = f"Problem: {problem.strip()}\nFix: {fix.strip()}"
-        vector = self.embedder.embed([text])[0]
+        title = title or problem.strip().splitlines()[0][:120]
+        vector = self.embedder.embed([f"{title}\n{text}"])[0]  # what the indexer embeds for any other item
         source = f"task:{task_id}" if task_id else None
         if supersedes is None:
             import numpy as np
@@ -298,7 +319,7 @@ class Memory:
             if task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?", [task_id]).fetchone() is None:
                 raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
             item_id = self.knowledge.add(db, kind="lesson", text=text, created_by=actor, task_type=task_type,
-                                         task_id=task_id, title=title or problem.strip().splitlines()[0][:120],
+                                         task_id=task_id, title=title,
                                          tags=tags or [], source=source, embedding=vector, model=self.embedder.name)
             if supersedes is not None:
                 self.knowledge.supersede(db, supersedes, item_id)
@@ -306,7 +327,8 @@ class Memory:
 
     def context_for(self, agent: str, task: Task, k: int = 3) -> list[Hit]:
         """Lessons for a card just claimed — same task type first, then any — and critiques only where no
-        lesson fits; recorded as surfaced (once per card).
+        lesson fits; none scoring under `relevance_floor` (nothing rather than unrelated lessons; when search
+        by meaning is unavailable, keyword matches are handed as they rank). Recorded as surfaced (once per card).
 
         Never fails: the claim is already made, and a card must not be lost to a memory hiccup.
         """
@@ -321,8 +343,9 @@ class Memory:
                 if len(hits) >= k:
                     break
                 seen = {h.id for h in hits}
-                more = self.query(query, task_type=task_type, kinds=kinds, k=k, vector=vector).hits
-                hits += [h for h in more if h.id not in seen][: k - len(hits)]
+                found = self.query(query, task_type=task_type, kinds=kinds, k=k, vector=vector)
+                hits += [h for h in found.hits if h.id not in seen and (
+                    not found._fused or h.score >= self.relevance_floor)][: k - len(hits)]
             self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
             return hits
         except Exception:
@@ -425,18 +448,20 @@ class Memory:
 
 
 def open_memory(board: Board, embedder: Embedder, home: Path, chroma_url: str | None = None,
-                base_url: str | None = None, rebuild: bool = False, collection: str | None = None) -> Memory:
+                base_url: str | None = None, rebuild: bool = False, collection: str | None = None,
+                relevance_floor: float = RELEVANCE_FLOOR) -> Memory:
     """The memory of a data directory: the embedded Chroma shared through one owner, or a Chroma server.
 
     rebuild=True drops the vector collection first (reindex, e.g. after changing the embedding model).
     `collection` (default `index.COLLECTION`) lets several boards share one Chroma server.
+    `relevance_floor`: the least score of a lesson handed at claim time (Memory.context_for).
     """
     from .index import COLLECTION, VectorIndex
 
     collection = collection or COLLECTION
     if chroma_url:
         return Memory(board, embedder, VectorIndex(embedder, url=chroma_url, base_url=base_url, rebuild=rebuild,
-                                                   collection=collection))
+                                                   collection=collection), relevance_floor)
     shared = SharedIndex(home, lambda: VectorIndex(embedder, path=Path(home) / "chroma", base_url=base_url,
                                                    rebuild=rebuild))
-    return Memory(board, embedder, shared)
+    return Memory(board, embedder, shared, relevance_floor)

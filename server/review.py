@@ -30,7 +30,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         wait_seconds: Annotated[float, Field(description="wait for the round to finish", ge=0, le=600)] = 0,
         full: bool = False,
     ) -> ReviewTrail:
-        """A card's review: latest verdict, blocking issues, brief (full=true: all rounds)."""
+        """A card's review: latest verdict, score, blocking issues, brief (full=true: all rounds)."""
         if (task_id is None) == (review_id is None):
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:
@@ -43,7 +43,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             trail = await lanes.run("read", board.reviews.trail, task_id)
             remaining = deadline - time.monotonic()
             if not trail.rounds or trail.rounds[-1].status in ("finished", "cancelled") or remaining <= 0:
-                return trail if full else board.reviews.compact(trail)
+                return board.reviews.referenced(trail) if full else board.reviews.compact(trail)
             latest = trail.rounds[-1]
             done = sum(c.status not in ("running", "pending") for c in latest.critiques)
             if (done, len(latest.critiques)) != reported:

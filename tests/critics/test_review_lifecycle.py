@@ -17,9 +17,10 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_card_taken_out_of_review_by_hand_cancels_its_job_and_starts_again_at_round_1(connect):
-    async with connect("alice", wants_review=lambda task: True) as alice:
+    async with connect("alice", wants_review=lambda task: True) as alice, connect("lee", role="lead") as lee:
         card = await hand_in(alice)  # no worker runs: the job stays queued
-        await call(alice, "update_task", task_id=card["id"], status="needs_human", reason="the review is stuck")
+        # a person takes it (its author may not: that would skip its review)
+        await call(lee, "update_task", task_id=card["id"], status="needs_human", reason="the review is stuck")
         trail = await call(alice, "get_review", task_id=card["id"], full=True)
         assert [r["status"] for r in trail["rounds"]] == ["cancelled"]
         await call(alice, "update_task", task_id=card["id"], status="todo")
@@ -32,12 +33,12 @@ async def test_a_running_review_never_acts_on_a_card_that_moved_on(connect, revi
     fake_llm.delay["*"] = 3
     engine = reviewer(ReviewConfig(critics={**NO_BUILTINS, "slow": llm_critic(fake_llm, "correctness")},
                                    task_types={"code": ["correctness"]}))
-    async with connect("alice", review=engine) as alice:
+    async with connect("alice", review=engine) as alice, connect("lee", role="lead", review=engine) as lee:
         card = await hand_in(alice)
         with anyio.fail_after(30):  # readiness by signal: the critic has asked the model
             while not fake_llm.calls():
                 await anyio.sleep(0.02)
-        await call(alice, "update_task", task_id=card["id"], status="needs_human", reason="a person takes it")
+        await call(lee, "update_task", task_id=card["id"], status="needs_human", reason="a person takes it")
         with anyio.fail_after(30):  # the worker notices and drops the job
             while board.reviews.stats().running:
                 await anyio.sleep(0.05)

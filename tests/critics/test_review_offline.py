@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import call, call_error, needs_sandbox
@@ -52,13 +54,13 @@ async def test_clean_code_passes_and_says_which_lenses_ran(connect, reviewer):
         round1 = trail["rounds"][0]
         assert round1["verdict"] == "PASS" and round1["outcome"] == "done"
         synthesis = round1["synthesis"]
-        assert synthesis["lenses_ran"] == ["security", "correctness", "style"]
+        assert synthesis["lenses_ran"] == ["security", "integrity", "correctness", "style"]
         assert set(synthesis["lenses_uncovered"]) == {"performance", "tests"}
         acceptance = critic(round1, "acceptance")
         assert acceptance["status"] == "skipped" and "acceptance command" in acceptance["error"]
         assert (await call(c, "get_task", task_id=card["id"]))["status"] == "done"
         approval = await call(c, "get_messages", intent="approval", full=True)
-        assert "lenses reviewed: security, correctness, style" in approval["messages"][0]["content"]
+        assert "lenses reviewed: security, integrity, correctness, style" in approval["messages"][0]["content"]
         assert "not covered: performance, tests" in approval["messages"][0]["content"]
 
 
@@ -214,10 +216,12 @@ async def test_clashing_artifact_paths_still_get_their_tests_run(connect, review
 
 
 async def test_a_stuck_review_can_be_handed_to_a_human(connect, board):
-    async with connect("alice", wants_review=lambda task: True) as c:  # review on, but no worker runs
-        card = await hand_in(c, artifacts=[py("users.py", CLEAN)])
+    async with connect("alice", wants_review=lambda task: True) as c, connect("lee", role="lead") as lee:
+        card = await hand_in(c, artifacts=[py("users.py", CLEAN)])  # review on, but no worker runs
         assert "wait for its review" in await call_error(c, "update_task", task_id=card["id"], note="hello?")
-        moved = await call(c, "update_task", task_id=card["id"], status="needs_human", reason="no review worker")
+        assert "only a person" in await call_error(c, "update_task", task_id=card["id"], status="needs_human",
+                                                   reason="no review worker")  # its author would skip the review
+        moved = await call(lee, "update_task", task_id=card["id"], status="needs_human", reason="no review worker")
         assert moved["status"] == "needs_human"
 
 
@@ -304,3 +308,31 @@ async def test_work_joins_the_shared_memory_once_it_passes_its_review(connect, r
         [item] = outputs().values()
         assert item.task_id == card["id"] and item.created_by == "alice" and item.task_type == "code"
         assert "bound parameter" in item.text and "[name]" in item.text and "'%s'" not in item.text
+
+
+TOTALS = ("import os\n\n\ndef total(items):\n    s = 0\n    for i in range(1, len(items)):\n        s += items[i]\n"
+          "    return s\n\n\ndef mean(items):\n    return total(items) / (len(items) + 1)\n")
+TOTALS_SPEC = ("from calc import total, mean\n\n\ndef test_total_sums_all_items():\n    assert total([1, 2, 3]) == 6\n\n\n"
+               "def test_mean_of_two():\n    assert mean([2, 4]) == 3\n")
+
+
+@needs_sandbox
+async def test_a_failing_round_scores_below_the_bar_and_get_review_writes_each_finding_once(connect, reviewer):
+    engine = reviewer()
+    async with connect("carol") as carol, connect("alice", review=engine) as alice:
+        card = await call(carol, "create_task", title="totals", acceptance_tests={
+            "files": [{"name": "test_spec.py", "content": TOTALS_SPEC}]})
+        await hand_in(alice, card["id"], artifacts=[py("calc.py", TOTALS)])  # two failing tests, an unused import
+        full = (await verdict(alice, card["id"]))["rounds"][0]
+        compact = await alice.call_tool("get_review", {"task_id": card["id"]})
+    synthesis = full["synthesis"]
+    assert full["verdict"] == "FAIL" and synthesis["score"] == 2  # the critics' mean would pass it
+    assert synthesis["note"].startswith("2 critical test failures cap the score at 2/10 (critics averaged ")
+    text = compact.content[0].text
+    # each test failure once in the critique that found it, and its gist in the brief; the merged issues refer
+    assert text.count("expected 6, got 5") == 2 and text.count("make this test pass") == 3
+    merged = json.loads(text)["rounds"][0]["synthesis"]["issues"]
+    assert [m["refs"] for m in merged] == [["r1:acceptance#1"], ["r1:acceptance#2"]]
+    assert not any("description" in m or "suggestion" in m for m in merged)
+    assert "F401" not in text and "F401" in str(critic(full, "ruff")["issues"])  # minor: in full=true only
+    assert "get_review(task_id, full=true) has every issue" in synthesis["brief"]

@@ -13,6 +13,7 @@ from conftest import START_TIMEOUT, call, call_error
 from hiveboard.board.priority import BACKGROUND_NICE
 from hiveboard.memory.embeddings import MINILM_DIM, MINILM_DYNAMIC_NAME, get_embedder
 from hiveboard.memory.index import EmbeddingMismatch, VectorIndex
+from hiveboard.memory.service import RELEVANCE_FLOOR
 
 pytestmark = pytest.mark.anyio
 
@@ -87,6 +88,35 @@ async def test_alike_lessons_caught_by_different_rules_are_kept_apart(connect, m
         same = await call(c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B307) ",
                           **args)
     assert other["merged"] is False and same["merged"] is True and same["duplicate_of"] == first["item"]["id"]
+
+
+async def test_a_lesson_caught_by_one_of_a_near_duplicates_tests_is_merged_into_it(connect, memory):
+    args = dict(fix="changed `range(1, n)` to `range(1, n + 1)` in sum_to", task_type="code")
+    async with connect("alice", memory=memory) as c:
+        both = await call(c, "record_lesson", problem="test_sums_up_to_n failed: expected 15, got 10 (caught by the "
+                          "tests test_sums_up_to_n, test_one)", **args)
+        one = await call(c, "record_lesson", problem="test_sums_up_to_n failed: expected 15, got 10 (caught by the "
+                         "test test_one)", **args)
+        other = await call(c, "record_lesson", problem="test_sums_up_to_n failed: expected 15, got 10 (caught by the "
+                           "test test_sums_to_ten)", **args)
+    assert one["merged"] is True and one["duplicate_of"] == both["item"]["id"]
+    assert other["merged"] is False  # alike, but no test caught both
+
+
+async def test_a_claim_gets_no_lesson_about_unrelated_work(connect, memory):
+    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+        for lesson in (SQL_LESSON, CACHE_LESSON):
+            await call(lead, "record_lesson", **lesson)
+        memory.drain()
+        cards = [await call(lead, "create_task", title=f"Add a search box to the {page} page", task_type="code",
+                            description=f"Filter the {page} articles by title as the user types.")
+                 for page in ("help", "FAQ")]
+        # the SQL lesson shares a word with the card ("search"), nothing more: nothing rather than noise
+        assert (await call(dev, "claim_task", task_id=cards[0]["id"]))["lessons"] == []
+        memory.relevance_floor = float("-inf")  # without the floor: the best of what is there, however unrelated
+        handed = (await call(dev, "claim_task", task_id=cards[1]["id"]))["lessons"]
+    assert handed and max(h["score"] for h in handed) < RELEVANCE_FLOOR
+    assert memory.knowledge.reuse()[0] == len(handed)  # only lessons handed out count as surfaced
 
 
 async def test_a_superseding_lesson_hides_the_old_one(connect, memory):
