@@ -18,6 +18,8 @@ from .sandbox import Limits
 # When critics contradict, the lens earlier in this list wins (seed 000: safety > correctness > style).
 PRECEDENCE: tuple[str, ...] = ("security", "integrity", "correctness", "accuracy", "performance", "tests", "docs",
                                "clarity", "style")
+# lenses whose critical findings no model (synthesiser or meta-review) may wave through or lower
+NEVER_LOWERED: tuple[str, ...] = ("security", "integrity")
 
 RUBRICS: dict[str, str] = {
     "security": "Security only: injection (SQL, shell, template), eval/exec of untrusted input, unsafe "
@@ -203,7 +205,7 @@ class ReviewConfig(BaseModel):
                                           "wait in needs_human for a person's approval on the web board")
     meta: Endpoint | None = Field(None, description="the critic of the critics: a model that checks each blocking "
                                   "issue against the card and the work and may downgrade it (never a critical "
-                                  "security finding); none: no meta-review")
+                                  "security or integrity finding); none: no meta-review")
 
     @field_validator("execute", mode="before")
     @classmethod

@@ -28,13 +28,13 @@ from hiveboard.board.reviews import judged
 
 from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Unverified, Work
-from .config import PRECEDENCE, Endpoint, ReviewConfig
+from .config import NEVER_LOWERED, PRECEDENCE, Endpoint, ReviewConfig
 from .integrity import IntegrityCritic
 from .lessons import Lesson, hidden, lessons
 from .llm import LLMCritic, LLMSynthesiser, MetaReviewer, Referee
 from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
-from .synthesis import downgrade, convergence_summary, synthesise
+from .synthesis import convergence_summary, downgrade, rescore, synthesise
 
 if TYPE_CHECKING:  # the memory loads its models on first use, not with the review engine
     from hiveboard.memory.service import Memory
@@ -300,6 +300,7 @@ class ReviewEngine:
             critiques = reviews.critiques(job.id)
             synthesis = self._meta_review(work, critiques, self._synthesise(work, critiques, lenses))
             outcome, message = self._decide(job, synthesis, critiques)
+            synthesis = rescore(synthesis, critiques, self.config.bar_for(job.task_type))  # agrees with the verdict
             # lessons before the verdict: whoever sees the verdict can already find them (a re-run
             # after a crash here merges them as near-duplicates)
             self._mine_lessons(job, work, critiques, previous)
@@ -423,8 +424,8 @@ class ReviewEngine:
             note = f"LLM synthesis failed ({exc}); the deterministic synthesis decided"
             return synthesis.model_copy(update={"note": "; ".join(x for x in (synthesis.note, note) if x)})
         if synthesis.verdict == "FAIL" and verdict == "PASS" and any(
-                i.severity == "critical" and i.lens == PRECEDENCE[0] for i in synthesis.issues):
-            verdict = "FAIL"  # a model may not wave through a critical security issue
+                i.severity == "critical" and i.lens in NEVER_LOWERED for i in synthesis.issues):
+            verdict = "FAIL"  # a model may not wave through a critical security or integrity issue
         extra = [f"(synthesiser) {c}" for c in contradictions]
         return synthesis.model_copy(update={
             "verdict": verdict, "brief": brief, "synthesiser": f"llm:{self.synthesiser.endpoint.model}",

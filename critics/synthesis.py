@@ -14,7 +14,7 @@ import re
 from hiveboard.board import CritiqueRecord, ReviewIssue, Synthesis
 from hiveboard.board.reviews import BLOCKING, SEVERITY_RANK, Contradiction, MergedIssue, MetaDecision
 
-from .config import PRECEDENCE
+from .config import NEVER_LOWERED, PRECEDENCE
 
 WORD = re.compile(r"[a-z0-9_]+")
 
@@ -123,7 +123,8 @@ def score_of(critiques: list[CritiqueRecord], issues: list[MergedIssue], verdict
         what, many, cap = f"{len(top)} {worst} {noun}{'s' if len(top) > 1 else ''}", len(top) > 1, SCORE_CAPS[worst]
     else:
         failed = [c.critic for c in critiques if c.status == "ok" and c.verdict == "FAIL"]
-        what, many, cap = f"the FAIL of {', '.join(failed) or 'a critic'}", False, FAIL_CAP
+        what, many, cap = (f"the FAIL of {', '.join(failed)}" if failed else "a FAIL without a blocking issue",
+                           False, FAIL_CAP)
     if bar:
         cap = min(cap, max(1.0, bar - 1))
     if mean <= cap:
@@ -132,11 +133,17 @@ def score_of(critiques: list[CritiqueRecord], issues: list[MergedIssue], verdict
 
 
 def _rescored(synthesis: Synthesis, critiques: list[CritiqueRecord], issues: list[MergedIssue],
-              verdict: str) -> dict:
+              verdict: str, bar: float = 0) -> dict:
     """The score and note of a synthesis whose verdict or issues changed (the meta-review)."""
-    score, why = score_of(critiques, issues, verdict)
+    score, why = score_of(critiques, issues, verdict, bar)
     notes = [n for n in (synthesis.note or "").split("; ") if n and not SCORE_NOTE.search(n)]
     return {"score": score, "note": "; ".join([why, *notes] if why else notes) or None}
+
+
+def rescore(synthesis: Synthesis, critiques: list[CritiqueRecord], bar: float = 0) -> Synthesis:
+    """The synthesis with a score that agrees with its verdict, after something else decided the verdict
+    (a model's synthesis, tests that could not run, a failed lens)."""
+    return synthesis.model_copy(update=_rescored(synthesis, critiques, synthesis.issues, synthesis.verdict, bar))
 
 
 def _cut(text: str, limit: int) -> str:
@@ -219,12 +226,12 @@ def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
 def downgrade(synthesis: Synthesis, critiques: list[CritiqueRecord], round_: int, decisions: dict[int, tuple[str, str]],
               brief_chars: int = BRIEF_CHARS) -> Synthesis:
     """Apply a meta-review: {rank: (severity, reason)} for blocking issues. A critical finding of the first lens
-    (security) is never lowered. The verdict is then decided again on what still blocks."""
+    (security, integrity: NEVER_LOWERED) is never lowered. The verdict is then decided again on what still blocks."""
     meta, issues = [], []
     for m in synthesis.issues:
         if m.rank in decisions and m.severity in BLOCKING:
             to, reason = decisions[m.rank]
-            if m.severity == "critical" and m.lens == PRECEDENCE[0] and SEVERITY_RANK[to] < SEVERITY_RANK["critical"]:
+            if m.severity == "critical" and m.lens in NEVER_LOWERED and SEVERITY_RANK[to] < SEVERITY_RANK["critical"]:
                 to, reason = m.severity, f"kept: a critical {m.lens} finding is never lowered ({reason})"
             meta.append(MetaDecision(rank=m.rank, location=m.location, severity=m.severity, decided=to, reason=reason))
             m = m.model_copy(update={"severity": to})

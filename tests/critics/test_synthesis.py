@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hiveboard.board import CritiqueRecord, ReviewIssue
 from hiveboard.board.reviews import ReviewRound, ReviewTrail, Reviews
-from hiveboard.critics.synthesis import downgrade, synthesise
+from hiveboard.critics.synthesis import downgrade, rescore, synthesise
 
 LENSES = ["security", "correctness", "tests", "style"]
 
@@ -81,3 +81,22 @@ def test_get_review_names_the_critiques_issues_instead_of_repeating_them():
         assert [m.refs for m in merged] == [["r1:acceptance#1"], ["r1:acceptance#2"]]
         assert all(m.description is None and m.suggestion is None for m in merged)
     assert trail.rounds[0].synthesis.issues[0].description  # the stored synthesis keeps its text (the web board)
+
+
+def test_a_model_never_lowers_a_critical_integrity_finding():
+    integrity = ReviewIssue(severity="critical", category="integrity-process-exit", rule="INT006",
+                            location="calc.py:2", description="exits the process from library code",
+                            suggestion="raise instead")
+    round_ = [record("integrity", "integrity", "FAIL", 2, [integrity])]
+    first = synthesise(round_, ["integrity"], 1)
+    lowered = downgrade(first, round_, 1, {first.issues[0].rank: ("minor", "looks harmless")})
+    assert lowered.verdict == "FAIL" and lowered.issues[0].severity == "critical"
+    assert "never lowered" in lowered.meta[0].reason
+
+
+def test_a_verdict_decided_elsewhere_gets_a_score_that_agrees():
+    round_ = [record("ruff", "correctness", "PASS", 9, [])]
+    passed = synthesise(round_, ["correctness"], 1)
+    assert passed.score == 9
+    failed = rescore(passed.model_copy(update={"verdict": "FAIL"}), round_)
+    assert failed.score == 4 and "caps the score at 4/10" in failed.note
