@@ -33,7 +33,6 @@ from .sandbox import Box, Limits, Outcome, Session
 
 log = logging.getLogger("hiveboard.critics")
 TAIL = 3000
-RUNNER = Path(__file__).with_name("pytest_runner.py")
 SPLIT = Path(__file__).with_name("split_runner.py")
 SHOWN_FAILURES = 12
 EXIT_STATUS_ONLY = "evidence: exit status only"
@@ -176,9 +175,10 @@ class AcceptanceCritic(Critic):
         with box.session(src, spec if check.spec else None) as session:
             # the creator's commands run from their (read-only) files, the author's from the writable copy
             root = session.spec if check.spec else session.src
-            if check.pytest is not None:
-                runner = box.expose(session, RUNNER)
-                argv = [sys.executable, "-I", "-B", runner, root, session.src, *(check.pytest or ["-q", root])]
+            if check.pytest is not None:  # the author's own tests: one process, its own word (split_runner `own`)
+                runner = box.expose(session, SPLIT)
+                argv = [sys.executable, "-I", "-B", runner, "own", root, session.src, "--",
+                        *(check.pytest or ["-q", root])]
                 out = box.run(session, argv, limits=self.limits, timeout=timeout, cwd=root, writable=True,
                               report=True)
             else:

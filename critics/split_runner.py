@@ -6,6 +6,7 @@ never imports it:
     python -I -B split_runner.py judge ROOT BUDGET MODULES -- pytest ARGS     the creator's files, no submitted code
     python -I -B split_runner.py judge ROOT BUDGET MODULES -- script PATH ARGS | code TEXT ARGS | module NAME ARGS
     python -I -B split_runner.py host                                         the submitted code, no creator's files
+    python -I -B split_runner.py own ROOT SRC -- ARGS                         the author's own tests, with its code
 
 The judge runs the creator's pytest tests (or the creator's script) itself. A module of the submitted work
 (MODULES, a comma-separated list; a name the creator's files or the environment also have is theirs) is
@@ -798,7 +799,7 @@ class Report:
         for entry in self.tests.values():
             counts[entry["outcome"]] = counts.get(entry["outcome"], 0) + 1
         return {"exitstatus": int(exitstatus), "collected": self.collected, "counts": counts, "tests": self.tests,
-                "decided_by_code": self.judge.decided_by_code}
+                "decided_by_code": self.judge.decided_by_code if self.judge else 0}
 
 
 def _script(kind, target, args):
@@ -849,8 +850,22 @@ def judge(argv):
     os._exit(0)  # the stand-ins' pipe may still be busy: nothing after the report matters
 
 
+def own(argv):
+    """The author's own tests, in one process with the code they test (`own ROOT SRC -- pytest ARGS`): the
+    submitted files go on the import path after the standard library and the installed packages, so a
+    submitted `pytest.py` or `json.py` cannot stand in for them; ROOT is pytest's root and the last
+    directory it reads conftest.py files from. This report is only as good as its author's word."""
+    root, src, args = argv[0], argv[1], argv[3:]  # argv[2] is "--"
+    report_fd = int(os.environ.pop("HIVEBOARD_REPORT_FD"))
+    sys.path.append(src)
+    import pytest
+
+    report = Report(None)
+    code = pytest.main(["-p", "no:cacheprovider", "--rootdir", root, "--confcutdir", root, *args], plugins=[report])
+    with os.fdopen(report_fd, "w") as out:
+        json.dump(report.result(code), out)
+    sys.exit(int(code))
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "host":
-        host()
-    else:
-        judge(sys.argv[2:])
+    {"host": lambda argv: host(), "judge": judge, "own": own}[sys.argv[1]](sys.argv[2:])
