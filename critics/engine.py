@@ -498,7 +498,7 @@ class ReviewEngine:
             if approval:
                 synthesis.note = "; ".join(x for x in (synthesis.note, f"awaiting a person's approval ({approval})")
                                            if x)
-                return "needs_human", (head + f"; it needs a person's approval ({approval} requires it): approve it "
+                return "needs_human", (head + f"; it needs a person's approval ({approval}): approve it "
                                        "or send it back on the web board" + ("\n" + synthesis.brief
                                                                              if synthesis.issues else ""))
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
