@@ -224,6 +224,15 @@ class AcceptanceCritic(Critic):
             if "script" in report:
                 return self._script_result(check, report["script"], out, judge, note)
             issues, tally = self._pytest_result(check, out, judge, report)
+            if not issues:  # a pass is every collected test passed and pytest ending well, nothing less
+                passed = sum(1 for t in report.get("tests", {}).values()
+                             if isinstance(t, dict) and t.get("outcome") == "passed")
+                status, collected = report.get("exitstatus"), report.get("collected")
+                if status != 0 or passed != collected:
+                    issues = [self._issue(check, "acceptance-failed", f"{check.label} did not run to its end: "
+                                          f"{passed} of {collected} collected tests passed and pytest ended with "
+                                          f"status {status}", out, "make every test run and pass; the code under "
+                                          "test must not stop the test run (e.g. from a __repr__)", session=judge)]
             return issues, tally + note
 
     def _script_result(self, check: Check, script: dict, out: Outcome, session: Session,

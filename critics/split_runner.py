@@ -477,7 +477,12 @@ class Judge:
         if not isinstance(answer, dict):
             raise CodeUnderTestEnded("the code under test sent a malformed answer")
         if "e" in answer:
-            raise self.raised(answer["e"])
+            exc = self.raised(answer["e"])
+            if isinstance(exc, StopIteration) and op != "next":
+                # as in a generator (PEP 479): a StopIteration out of a call would end the tests' own loop
+                # (all(map(f, cases)) would be true of nothing)
+                raise RuntimeError(f"the code under test raised StopIteration from {op}") from None
+            raise exc
         return self.codec.decode(answer.get("a"))
 
     def raised(self, error):
@@ -542,6 +547,20 @@ def _far_op(op, reflected=False):
     return method
 
 
+def _plain_op(op, python):
+    """An operation that reads a value: on the plain value when there is one (the code never sees what the
+    tests look for in it), else asked of the code (counted when it decides a truth)."""
+    def method(self, *args):
+        plain = object.__getattribute__(self, "_plain")
+        if plain is not NOTHING:
+            return python(plain, *args)
+        judge = object.__getattribute__(self, "_judge")
+        if op == "contains":
+            judge.decided_by_code += 1
+        return judge.ask(op, self, *args)
+    return method
+
+
 def _decided(op):
     """A comparison or truth test: on the plain value when there is one, else the code's answer (counted)."""
     python = getattr(operator, op)
@@ -557,6 +576,9 @@ def _decided(op):
             return python(plain, *args)
         elif op in ("eq", "ne"):  # an object with no plain value is not equal to data
             return op == "ne"
+        elif args:  # nor ordered against it: the code would learn the tests' bound
+            raise TypeError(f"an object of the code under test ({object.__getattribute__(self, '_type')}) with no "
+                            "plain value cannot be ordered against data")
         judge = object.__getattribute__(self, "_judge")
         judge.decided_by_code += 1
         return judge.ask(op, self, *args)
@@ -576,6 +598,9 @@ class Far:
         object.__setattr__(self, "_type", type_name)
 
     def __getattr__(self, name):
+        plain = object.__getattribute__(self, "_plain")
+        if plain is not NOTHING and not name.startswith("_") and hasattr(type(plain), name):
+            return getattr(plain, name)  # str.startswith, list.count…: the value's, not the code's override
         return object.__getattribute__(self, "_judge").ask("getattr", self, name)
 
     def __setattr__(self, name, value):
@@ -609,14 +634,19 @@ class Far:
     def __enter__(self):
         return object.__getattribute__(self, "_judge").ask("enter", self)
 
-    def __exit__(self, *exc):  # the exception itself stays here: the code's context manager sees none
-        return object.__getattribute__(self, "_judge").ask("exit", self, None, None, None)
+    def __exit__(self, *exc):
+        # the exception itself stays here, and the code's context manager never swallows one: a failing
+        # assert inside `with code_object:` fails
+        object.__getattribute__(self, "_judge").ask("exit", self, None, None, None)
+        return False
 
     __eq__, __ne__ = _decided("eq"), _decided("ne")
     __lt__, __le__, __gt__, __ge__ = _decided("lt"), _decided("le"), _decided("gt"), _decided("ge")
-    __contains__ = _far_op("contains")
-    __len__, __iter__, __next__ = _far_op("len"), _far_op("iter"), _far_op("next")
-    __getitem__, __setitem__, __delitem__ = _far_op("getitem"), _far_op("setitem"), _far_op("delitem")
+    __contains__, __len__, __iter__ = _plain_op("contains", operator.contains), _plain_op("len", len), \
+        _plain_op("iter", iter)
+    __getitem__ = _plain_op("getitem", operator.getitem)
+    __next__ = _far_op("next")
+    __setitem__, __delitem__ = _far_op("setitem"), _far_op("delitem")
     __neg__, __pos__, __abs__, __invert__ = _far_op("neg"), _far_op("pos"), _far_op("abs"), _far_op("invert")
     __index__, __int__, __float__, __complex__, __round__ = (_far_op("index"), _far_op("int"), _far_op("float"),
                                                              _far_op("complex"), _far_op("round"))

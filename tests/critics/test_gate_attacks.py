@@ -90,6 +90,41 @@ async def test_wrong_code_never_passes_the_creators_tests(connect, reviewer, att
         assert round2["verdict"] == "PASS" and round2["outcome"] == "done", critic(round2, "acceptance")
 
 
+# Attacks on how the tests use what the code returns: each pairs the creator's test with wrong code
+SHAPED = {
+    "a context manager that swallows the failing assert": (
+        "store", "from store import connect\n\n\ndef test_get():\n    with connect() as db:\n"
+        "        assert db.get('k') == 'v'\n",
+        "class DB:\n    def __enter__(self):\n        return self\n\n    def __exit__(self, *exc):\n"
+        "        return True\n\n    def get(self, key):\n        return None\n\n\ndef connect():\n    return DB()\n"),
+    "StopIteration that ends the tests' own loop": (
+        "calc", "from calc import is_prime\n\n\ndef test_primes():\n    assert all(map(is_prime, [2, 3, 5, 7]))\n",
+        "def is_prime(n):\n    raise StopIteration\n"),
+    "a list whose __contains__ says yes": (
+        "calc", "from calc import primes_upto\n\n\ndef test_in():\n    assert 29 in primes_upto(30)\n\n\n"
+        "def test_count():\n    assert primes_upto(30).count(29) == 1\n",
+        "class Yes(list):\n    def __contains__(self, x):\n        return True\n\n    def count(self, x):\n"
+        "        return 1\n\n\ndef primes_upto(n):\n    return Yes()\n"),
+    "a __repr__ that stops the test run": (
+        "stack", "from stack import Stack\n\n\ndef test_empty():\n    assert Stack().is_empty()\n\n\n"
+        "def test_push_pop():\n    s = Stack()\n    s.push(1)\n    assert s.pop() == 1\n",
+        "class Stack:\n    def is_empty(self):\n        return True\n\n    def push(self, x):\n        pass\n\n"
+        "    def pop(self):\n        return None\n\n    def __repr__(self):\n        raise SystemExit(0)\n"),
+}
+
+
+@pytest.mark.parametrize("attack", list(SHAPED))
+async def test_wrong_code_shaped_to_the_tests_never_passes(connect, reviewer, attack):
+    module, spec, code = SHAPED[attack]
+    engine = reviewer(ACCEPTANCE_ONLY)
+    async with connect("carol") as carol, connect("alice", review=engine) as alice:
+        card = await call(carol, "create_task", title="shaped", acceptance_tests={
+            "files": [{"name": "test_spec.py", "content": spec}], "hidden": True})
+        await hand_in(alice, card["id"], {f"{module}.py": code})
+        round1 = (await verdict(alice, card["id"]))["rounds"][0]
+        assert round1["verdict"] == "FAIL", (attack, critic(round1, "acceptance"))
+
+
 async def test_a_creator_script_cannot_be_ended_early(connect, reviewer):
     """`$ python check.py` runs in the judge: the code's os._exit or SystemExit(0) cannot end it well."""
     engine = reviewer(ACCEPTANCE_ONLY)
