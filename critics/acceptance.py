@@ -43,7 +43,7 @@ HIDDEN_EXCEPTIONS = frozenset({
     "KeyError", "LookupError", "MemoryError", "ModuleNotFoundError", "NameError", "NotADirectoryError",
     "NotImplementedError", "OSError", "OverflowError", "PermissionError", "RecursionError", "RuntimeError",
     "StopIteration", "SyntaxError", "SystemExit", "TimeoutError", "TypeError", "UnboundLocalError",
-    "UnicodeError", "ValueError", "ZeroDivisionError", "CodeUnderTestEnded"})
+    "UnicodeError", "ValueError", "ZeroDivisionError", "CodeUnderTestEnded", "ErrorFromCodeUnderTest"})
 NOT_PASSED = {"skipped": "was skipped", "xfailed": "was marked as an expected failure",
               "xpassed": "passed while marked as an expected failure"}
 
@@ -206,7 +206,8 @@ class AcceptanceCritic(Critic):
                     f"{max(1.0, timeout - 3):.1f}", ",".join(module_names(list(src))), "--", *mode]
             out, _ = box.run_pair(judge, argv, host, [sys.executable, "-I", "-B", box.expose(host, SPLIT), "host"],
                                   limits=self.limits, timeout=timeout,
-                                  judge_env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+                                  judge_env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **({"HIVEBOARD_HIDDEN": "1"}
+                                                                                       if check.hidden else {})})
             limit = out.stopped(self.limits, timeout)
             if limit:
                 return [self._limit_issue(check, limit, out, judge)], limit

@@ -34,6 +34,7 @@ objects of the code's that have no plain value, and the truth of such an object.
 """
 
 import builtins
+import collections
 import datetime
 import decimal
 import fractions
@@ -99,8 +100,16 @@ VALUE_TYPES = {
     "PurePosixPath": (pathlib.PurePosixPath, str, pathlib.PurePosixPath),
 }
 BY_TYPE = {t: (name, dump) for name, (t, dump, _) in VALUE_TYPES.items()}
+# an object built on a plain type has that type's value (an OrderedDict keeps its order: it compares by it)
 PROJECTIONS = ((bool, bool), (int, int), (float, float), (complex, complex), (str, str), (bytes, bytes),
-               (tuple, tuple), (list, list), (dict, dict), (frozenset, frozenset), (set, set))
+               (tuple, tuple), (list, list), (collections.OrderedDict, collections.OrderedDict), (dict, dict),
+               (frozenset, frozenset), (set, set))
+
+
+def project(obj):
+    """An object's plain value, by the first plain type it is built on."""
+    cast = next(cast for base, cast in PROJECTIONS if isinstance(obj, base))
+    return cast(obj)
 
 
 class Codec:
@@ -123,8 +132,9 @@ class Codec:
             return [self.encode(v, depth + 1) for v in value]
         if t in (tuple, set, frozenset):
             return {"$": t.__name__, "v": [self.encode(v, depth + 1) for v in value]}
-        if t is dict:
-            return {"$": "dict", "v": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()]}
+        if t in (dict, collections.OrderedDict):
+            return {"$": "dict" if t is dict else "odict",
+                    "v": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()]}
         if t in (bytes, bytearray):
             return {"$": t.__name__, "v": bytes(value).hex()}
         if t is complex:
@@ -144,8 +154,8 @@ class Codec:
             return float(v)
         if tag in ("tuple", "set", "frozenset"):
             return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](self.decode(x) for x in v)
-        if tag == "dict":
-            return {self.decode(k): self.decode(x) for k, x in v}
+        if tag in ("dict", "odict"):
+            return (dict if tag == "dict" else collections.OrderedDict)((self.decode(k), self.decode(x)) for k, x in v)
         if tag in ("bytes", "bytearray"):
             return (bytes if tag == "bytes" else bytearray)(bytes.fromhex(v))
         if tag == "complex":
@@ -245,7 +255,7 @@ OPS = {
     "enter": lambda obj: obj.__enter__(), "exit": lambda obj, *a: obj.__exit__(*a),
     "getattr": getattr, "setattr": setattr, "delattr": delattr,
     "call": lambda f, args, kwargs: f(*args, **dict(kwargs)),
-    "import": importlib.import_module,
+    "import": importlib.import_module, "plain": project,
 }
 
 
@@ -262,8 +272,7 @@ def host():
         if id(obj) in judges:  # one of the tests' objects, going back: the judge gets its own object
             return {"$": "p", "id": judges[id(obj)]}
         number = numbers.get(id(obj))
-        fresh = number is None
-        if fresh:
+        if number is None:
             number = numbers[id(obj)] = len(objects) + 1
             objects[number] = obj
         out = {"$": "h", "id": number, "type": type(obj).__name__[:100]}
@@ -272,17 +281,11 @@ def host():
             if issubclass(obj, BaseException):
                 out["exception"] = _nearest_builtin(obj)
         elif isinstance(obj, types.ModuleType):
-            out["module"] = True
+            out["module"] = str(getattr(obj, "__name__", ""))[:200]
         if callable(obj):
             out["callable"] = True
-        for base, cast in PROJECTIONS:
-            if isinstance(obj, base):
-                if fresh:  # once: an object that holds itself is not encoded forever
-                    try:
-                        out["plain"] = codec.encode(cast(obj))
-                    except Exception:
-                        pass
-                break
+        if any(isinstance(obj, base) for base, _ in PROJECTIONS):
+            out["plain"] = True  # the judge asks for its current value (op "plain") whenever it needs it
         return out
 
     def deref(value):
@@ -397,6 +400,7 @@ class Judge:
         self.mine = {}  # number -> an object of the tests' handed to the host
         self.numbers = {}  # id(obj) -> number
         self.classes = {}  # host class number -> local exception class
+        self.served = set()  # top-level names of the submitted modules the tests import
         self.decided_by_code = 0
 
     # --- references
@@ -453,12 +457,16 @@ class Judge:
         number = int(value["id"])
         if "exception" in value:
             return self.exception_class(number, str(value.get("class") or "Error"), str(value["exception"]))
+        module = value.get("module")
+        if module and isinstance(module, str) and module.split(".")[0] not in self.served:
+            try:  # a module of the environment (the code's `math`) is this process's own, never the code's
+                return importlib.import_module(module)
+            except ImportError:
+                pass
         far = self.far.get(number)
         if far is None:
-            far = self.far[number] = Far(self, number, value.get("callable", False), NOTHING,
+            far = self.far[number] = Far(self, number, value.get("callable", False), value.get("plain") is True,
                                          str(value.get("type", "object"))[:100])
-        if "plain" in value and object.__getattribute__(far, "_plain") is NOTHING:
-            object.__setattr__(far, "_plain", self.codec.decode(value["plain"]))
         return far
 
     def exception_class(self, number, name, base):
@@ -533,11 +541,18 @@ class Judge:
             return {"a": self.codec.encode(result)}
         except CodeUnderTestEnded:
             raise
-        except BaseException as exc:
-            return {"e": {"type": type(exc).__name__, "base": _nearest_builtin(type(exc)), "message": str(exc)[:2000]}}
+        except BaseException as exc:  # its type only: an assert's message in the tests' callback names the answer
+            return {"e": {"type": type(exc).__name__, "base": _nearest_builtin(type(exc)), "message": ""}}
 
 
 NOTHING = object()
+# methods that change a list, dict or set: called on the code's object itself, not on a copy of its value
+MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
+                      "setdefault", "popitem", "add", "discard", "difference_update", "intersection_update",
+                      "symmetric_difference_update", "move_to_end"})
+# dunder attributes of the code's objects the tests may read; any other (a library's protocol probe) is absent
+DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__version__", "__wrapped__",
+                     "__annotations__"})
 
 
 def _far_op(op, reflected=False):
@@ -547,11 +562,45 @@ def _far_op(op, reflected=False):
     return method
 
 
+def _value(far):
+    """The current plain value of an object of the code's (asked each time: it may have changed), or NOTHING."""
+    if not object.__getattribute__(far, "_plain"):
+        return NOTHING
+    return object.__getattribute__(far, "_judge").ask("plain", far)
+
+
+def _arith(op, python, reflected=False):
+    """Arithmetic: on plain values here; between two objects of the code's, asked of the code (counted);
+    never an object of the code's with no plain value against data (it would decide the result, and learn
+    the tests' operand: `abs(area - 12.566) < 1e-9`)."""
+    def method(self, other):
+        mine = _value(self)
+        theirs = _value(other) if isinstance(other, Far) else other
+        if mine is not NOTHING and theirs is not NOTHING:
+            return python(theirs, mine) if reflected else python(mine, theirs)
+        judge = object.__getattribute__(self, "_judge")
+        if not isinstance(other, Far):
+            raise TypeError(f"an object of the code under test ({object.__getattribute__(self, '_type')}) with no "
+                            "plain value cannot be combined with data")
+        judge.decided_by_code += 1
+        return judge.ask(op, *((other, self) if reflected else (self, other)))
+    return method
+
+
+def _unary(op, python):
+    def method(self, *args):
+        mine = _value(self)
+        if mine is not NOTHING:
+            return python(mine, *args)
+        return object.__getattribute__(self, "_judge").ask(op, self, *args)
+    return method
+
+
 def _plain_op(op, python):
     """An operation that reads a value: on the plain value when there is one (the code never sees what the
     tests look for in it), else asked of the code (counted when it decides a truth)."""
     def method(self, *args):
-        plain = object.__getattribute__(self, "_plain")
+        plain = _value(self)
         if plain is not NOTHING:
             return python(plain, *args)
         judge = object.__getattribute__(self, "_judge")
@@ -566,10 +615,10 @@ def _decided(op):
     python = getattr(operator, op)
 
     def method(self, *args):
-        plain = object.__getattribute__(self, "_plain")
+        plain = _value(self)
         other = args[0] if args else NOTHING
         if isinstance(other, Far):
-            other_plain = object.__getattribute__(other, "_plain")
+            other_plain = _value(other)
             if plain is not NOTHING and other_plain is not NOTHING:
                 return python(plain, other_plain)
         elif plain is not NOTHING:
@@ -598,9 +647,12 @@ class Far:
         object.__setattr__(self, "_type", type_name)
 
     def __getattr__(self, name):
-        plain = object.__getattribute__(self, "_plain")
-        if plain is not NOTHING and not name.startswith("_") and hasattr(type(plain), name):
-            return getattr(plain, name)  # str.startswith, list.count…: the value's, not the code's override
+        if name.startswith("__") and name.endswith("__") and name not in DUNDERS:
+            raise AttributeError(name)  # protocol probes (numpy's __array__…) are not the code's to answer
+        if object.__getattribute__(self, "_plain") and not name.startswith("_") and name not in MUTATORS:
+            plain = _value(self)
+            if hasattr(type(plain), name):
+                return getattr(plain, name)  # str.startswith, list.count…: the value's, not the code's override
         return object.__getattribute__(self, "_judge").ask("getattr", self, name)
 
     def __setattr__(self, name, value):
@@ -617,12 +669,15 @@ class Far:
         return object.__getattribute__(self, "_judge").ask("isinstance", obj, self)
 
     def __hash__(self):
-        plain = object.__getattribute__(self, "_plain")
+        plain = _value(self)
         if plain is not NOTHING:
             return hash(plain)
         return object.__getattribute__(self, "_judge").ask("hash", self)
 
     def __repr__(self):
+        plain = _value(self)
+        if plain is not NOTHING:
+            return repr(plain)
         return object.__getattribute__(self, "_judge").ask("repr", self)
 
     def __str__(self):
@@ -647,13 +702,15 @@ class Far:
     __getitem__ = _plain_op("getitem", operator.getitem)
     __next__ = _far_op("next")
     __setitem__, __delitem__ = _far_op("setitem"), _far_op("delitem")
-    __neg__, __pos__, __abs__, __invert__ = _far_op("neg"), _far_op("pos"), _far_op("abs"), _far_op("invert")
-    __index__, __int__, __float__, __complex__, __round__ = (_far_op("index"), _far_op("int"), _far_op("float"),
-                                                             _far_op("complex"), _far_op("round"))
+    __neg__, __pos__, __abs__, __invert__ = (_unary("neg", operator.neg), _unary("pos", operator.pos),
+                                             _unary("abs", abs), _unary("invert", operator.invert))
+    __index__, __int__, __float__, __complex__, __round__ = (_unary("index", operator.index), _unary("int", int),
+                                                             _unary("float", float), _unary("complex", complex),
+                                                             _unary("round", round))
 
 
 def _bool(self):
-    plain = object.__getattribute__(self, "_plain")
+    plain = _value(self)
     if plain is not NOTHING:
         return bool(plain)
     judge = object.__getattribute__(self, "_judge")
@@ -667,8 +724,9 @@ def _bool(self):
 Far.__bool__ = _bool
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
               "rshift"):
-    setattr(Far, f"__{_name}__", _far_op(_name))
-    setattr(Far, f"__r{_name}__", _far_op(_name, reflected=True))
+    _python = pow if _name == "pow" else getattr(operator, _name + "_" if _name in ("and", "or") else _name)
+    setattr(Far, f"__{_name}__", _arith(_name, _python))
+    setattr(Far, f"__r{_name}__", _arith(_name, _python, reflected=True))
 
 
 class RemoteModule(types.ModuleType):
@@ -680,9 +738,10 @@ class RemoteModule(types.ModuleType):
         judge = self.__dict__["_hb_judge"]
         if name == "__all__":
             try:
-                return judge.ask("getattr", self, "__all__")
+                names = judge.ask("getattr", self, "__all__")
             except AttributeError:
-                return [n for n in judge.ask("dir", self) if not n.startswith("_")]
+                names = judge.ask("dir", self)
+            return _star_names(names)
         return judge.ask("getattr", self, name)
 
 
@@ -709,6 +768,18 @@ class RemoteModule(types.ModuleType):
             self.__dict__["_hb_judge"].ask("delattr", self, name)
         else:
             self.__dict__["_hb_judge"].ask("setattr", self, name, original)
+
+
+def _star_names(names):
+    """What `from module_of_the_code import *` may bind: public names that are not built-ins and not already
+    bound where the import happens (the code must not rebind the tests' `math`, `abs` or `isclose`)."""
+    frame = sys._getframe(2)  # the star import runs in C: the next frame up is the importer (or importlib's)
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+        frame = frame.f_back
+    taken = frame.f_globals if frame is not None else {}
+    return [n for n in (names if isinstance(names, (list, tuple)) else [])
+            if isinstance(n, str) and n.isidentifier() and not n.startswith("_") and n not in taken
+            and not hasattr(builtins, n)]
 
 
 class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -741,9 +812,13 @@ class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _exception_name(exc):
-    """The type of a failure, from the fixed list only."""
+    """The kind of a failure, from a fixed list, none of it chosen by the code: the code ended or stopped
+    answering; the code raised (whatever it raised); the test's own assert failed; else the nearest built-in
+    type of an error in the test itself."""
     if isinstance(exc, CodeUnderTestEnded):
         return "CodeUnderTestEnded"
+    if getattr(exc, "from_code_under_test", False):
+        return "ErrorFromCodeUnderTest"
     return _nearest_builtin(type(exc))
 
 
@@ -863,14 +938,28 @@ def judge(argv):
     channel = Channel(int(os.environ.pop("HIVEBOARD_CALL_IN")), int(os.environ.pop("HIVEBOARD_CALL_OUT")),
                       lambda request: holder["judge"].serve(request), deadline=time.monotonic() + budget)
     referee = holder["judge"] = Judge(channel, root)
-    sys.meta_path.insert(0, Finder(referee, set(modules)))
+    imported, expected = _read_tests(root)
+    # only what the creator's files import by name is the code's: a submitted `scipy.py` or `hypothesis/`
+    # does not answer pytest.importorskip("scipy") or stand in for a library the tests use
+    referee.served = set(modules) & imported
+    sys.meta_path.insert(0, Finder(referee, referee.served))
+    hidden = os.environ.pop("HIVEBOARD_HIDDEN", "") == "1"
     if mode == "pytest":
         import pytest
 
         report = Report(referee)
+        # hidden: no assertion explanations (nobody reads them, and describing a failure would ask the code)
         code = pytest.main(["-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:anyio", "--rootdir", root,
-                            "--confcutdir", root, "-c", os.devnull, *rest], plugins=[report])
+                            "--confcutdir", root, "-c", os.devnull, *(["--assert=plain"] if hidden else []), *rest],
+                           plugins=[report])
         result = report.result(code)
+        if rest == ["-q", root]:  # the default run: every test the files define must have been collected
+            ran = list(report.tests)
+            for test in expected:
+                if not any(node == test or node.startswith(test + "[") for node in ran):
+                    result["tests"][test] = {"outcome": "error", "exception": "Exception",
+                                             "message": "defined in the card's tests but never collected or run"}
+                    result["counts"]["error"] = result["counts"].get("error", 0) + 1
     else:
         outcome, exc, message, detail = _script(mode, rest[0], rest[1:])
         result = {"script": {"outcome": outcome, "exception": exc, "message": message, "detail": detail},
@@ -878,6 +967,41 @@ def judge(argv):
     with os.fdopen(report_fd, "w") as out:
         json.dump(result, out)
     os._exit(0)  # the stand-ins' pipe may still be busy: nothing after the report matters
+
+
+def _read_tests(root):
+    """From the creator's own files (read, never imported): the top-level names they import, and the ids
+    of the tests pytest should collect from them (test_*.py / *_test.py: test* functions, Test* classes'
+    test* methods)."""
+    import ast
+
+    imported, expected = set(), []
+    for folder, _, files in os.walk(root):
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            try:
+                with open(path, encoding="utf-8") as source:
+                    tree = ast.parse(source.read())
+            except (OSError, SyntaxError, ValueError, RecursionError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    imported |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    imported.add(node.module.split(".")[0])
+            if not (name.startswith("test_") or name.endswith("_test.py")):
+                continue
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                    expected.append(f"{rel}::{node.name}")
+                elif isinstance(node, ast.ClassDef) and node.name.startswith("Test") and not any(
+                        isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in node.body):
+                    expected += [f"{rel}::{node.name}::{n.name}" for n in node.body
+                                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")]
+    return imported, expected
 
 
 def own(argv):
