@@ -79,6 +79,7 @@ PURE_BUILTINS = frozenset({
     "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip"})
 PURE_MODULES = frozenset({"math", "cmath", "operator", "_operator", "string", "itertools", "bisect", "_bisect",
                           "heapq", "_heapq", "statistics", "decimal", "_decimal", "fractions", "unicodedata"})
+MUTABLE = (list, dict, set, bytearray)  # passed by value, and back again after a call
 DATA_TYPES = (str, bytes, bytearray, int, float, complex, bool, list, tuple, dict, set, frozenset)
 SHAREABLE_TYPES = frozenset({"_io.StringIO", "_io.BytesIO", "collections.Counter", "collections.OrderedDict",
                              "collections.defaultdict", "collections.deque", "types.SimpleNamespace"})
@@ -112,6 +113,9 @@ def project(obj):
     return cast(obj)
 
 
+DICT_KEYS, DICT_VALUES, DICT_ITEMS = type({}.keys()), type({}.values()), type({}.items())
+
+
 class Codec:
     """Data as JSON with tags; anything else by reference (`ref` makes one, `deref` reads one)."""
 
@@ -142,6 +146,12 @@ class Codec:
         if t in BY_TYPE:
             name, dump = BY_TYPE[t]
             return {"$": "value", "t": name, "v": dump(value)}
+        if t in (DICT_KEYS, DICT_VALUES, DICT_ITEMS):  # a view goes as the list it shows
+            return self.encode(list(value), depth)
+        if t is range:
+            return {"$": "range", "v": [value.start, value.stop, value.step]}
+        if isinstance(value, type) and EXCEPTIONS.get(value.__name__) is value:  # retry(on=ValueError)
+            return {"$": "exception", "v": value.__name__}
         return self.ref(value)
 
     def decode(self, value):
@@ -162,6 +172,10 @@ class Codec:
             return complex(float(v[0]), float(v[1]))
         if tag == "value" and value.get("t") in VALUE_TYPES:
             return VALUE_TYPES[value["t"]][2](v)
+        if tag == "range":
+            return range(*(int(x) for x in v))
+        if tag == "exception" and v in EXCEPTIONS:
+            return EXCEPTIONS[v]
         return self.deref(value)
 
 
@@ -304,8 +318,15 @@ def host():
     def serve(request):
         try:
             op = OPS[request["op"]]
-            result = op(*(codec.decode(a) for a in request.get("args", [])))
-            return {"a": codec.encode(result)}
+            args = [codec.decode(a) for a in request.get("args", [])]
+            result = op(*args)
+            if request["op"] != "call":
+                return {"a": codec.encode(result)}
+            # lists, dicts and sets the tests passed go back as the call left them (sort_in_place(xs))
+            positional, keywords = args[1], args[2]
+            out = [[n, codec.encode(a)] for n, a in enumerate(positional) if type(a) in MUTABLE] + \
+                [[k, codec.encode(a)] for k, a in keywords if type(a) in MUTABLE]
+            return {"a": codec.encode(result), **({"out": out} if out else {})}
         except BaseException as exc:  # everything the code raises goes back as data, SystemExit included
             return {"e": _exception(exc, ref)}
 
@@ -426,15 +447,20 @@ class Judge:
         few in-memory standard types. Never `open`, `eval`, a module or anything of pytest's."""
         if isinstance(obj, types.MethodType):
             return self.shareable(obj.__func__)
-        if isinstance(obj, (types.FunctionType, type)):
-            return self.ours(obj)
+        if isinstance(obj, type):  # int or str as a key, a class of the creator's
+            return self.ours(obj) or (obj.__module__ == "builtins" and obj.__name__ in PURE_BUILTINS)
+        if isinstance(obj, types.FunctionType):  # the creator's, or a pure module's (statistics.mean)
+            return self.ours(obj) or obj.__module__ in PURE_MODULES
+        if isinstance(obj, types.GeneratorType):  # a generator of the creator's files, iterated by the code
+            return os.path.abspath(obj.gi_code.co_filename).startswith(self.root + os.sep)
         if isinstance(obj, (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
                             types.MethodWrapperType, types.ClassMethodDescriptorType)):
             owner = getattr(obj, "__self__", None) or getattr(obj, "__objclass__", None)
             if owner is None or isinstance(owner, types.ModuleType):
                 module = getattr(owner, "__name__", None) or getattr(obj, "__module__", None)
                 return (module == "builtins" and obj.__name__ in PURE_BUILTINS) or module in PURE_MODULES
-            return type(owner) in DATA_TYPES or owner in DATA_TYPES or type(owner).__module__ in PURE_MODULES
+            return type(owner) in DATA_TYPES or owner in DATA_TYPES or type(owner).__module__ in PURE_MODULES or \
+                (not isinstance(owner, type) and self.shareable(owner))  # a StringIO's write
         if isinstance(obj, (operator.itemgetter, operator.attrgetter, operator.methodcaller)):
             return True
         cls = type(obj)
@@ -479,7 +505,25 @@ class Judge:
         return self.classes[number]
 
     # --- asking the host
+    def call(self, far, args, kwargs):
+        """Call an object of the code's; the tests' lists, dicts and sets it was given come back changed as
+        the call changed them (data only: the code could have returned the same)."""
+        answer = self._ask("call", far, list(args), sorted(kwargs.items()))
+        for where, value in answer.get("out") or []:
+            target = args[where] if isinstance(where, int) and 0 <= where < len(args) else kwargs.get(where)
+            new = self.codec.decode(value)
+            if type(target) is type(new) and type(target) in MUTABLE:
+                if isinstance(target, (list, bytearray)):
+                    target[:] = new
+                else:
+                    target.clear()
+                    target.update(new)
+        return self.codec.decode(answer.get("a"))
+
     def ask(self, op, *args):
+        return self.codec.decode(self._ask(op, *args).get("a"))
+
+    def _ask(self, op, *args):
         with self.lock:
             answer = self.channel.ask({"op": op, "args": [self.codec.encode(a) for a in args]})
         if not isinstance(answer, dict):
@@ -491,7 +535,7 @@ class Judge:
                 # (all(map(f, cases)) would be true of nothing)
                 raise RuntimeError(f"the code under test raised StopIteration from {op}") from None
             raise exc
-        return self.codec.decode(answer.get("a"))
+        return answer
 
     def raised(self, error):
         if not isinstance(error, dict):
@@ -662,7 +706,7 @@ class Far:
         object.__getattribute__(self, "_judge").ask("delattr", self, name)
 
     def __call__(self, *args, **kwargs):
-        return object.__getattribute__(self, "_judge").ask("call", self, list(args), sorted(kwargs.items()))
+        return object.__getattribute__(self, "_judge").call(self, args, kwargs)
 
     def __instancecheck__(self, obj):
         object.__getattribute__(self, "_judge").decided_by_code += 1

@@ -4,6 +4,7 @@ inside its own process, and hidden tests never leave the sandbox."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -125,26 +126,23 @@ async def test_wrong_code_shaped_to_the_tests_never_passes(connect, reviewer, at
         assert round1["verdict"] == "FAIL", (attack, critic(round1, "acceptance"))
 
 
-# Found by a red-team pass (each from its case, spec and submitted files)
-RED_TEAM = {
-    'arithmetic on a float subclass that answers 0': ('import math, unittest\nfrom geom import area\ndef test_area(): assert abs(area(2.0) - 12.566370614359172) < 1e-9\ndef test_area_rev(): assert abs(12.566370614359172 - area(2.0)) < 1e-9\nclass T(unittest.TestCase):\n    def test_almost(self): self.assertAlmostEqual(area(3.0), 28.274333882308138)\n',
-        {'geom.py': 'SEEN = []\nclass F(float):\n    def __sub__(self, other): SEEN.append(other); return 0.0\n    def __rsub__(self, other): SEEN.append(other); return 0.0\ndef area(r): return F(0.0)        # wrong: should be pi*r*r\ndef seen(): return SEEN[-1] if SEEN else None\n'}),
-    "a star import that rebinds the tests' math, abs and all": ('import math\nimport pytest\nfrom geom import *\ndef test_isclose(): assert math.isclose(area(2.0), 12.566370614359172)\ndef test_abs(): assert abs(area(2.0) - 12.566370614359172) < 1e-9\ndef test_all(): assert all([area(r) > 0 for r in (1, 2, 3)])\n',
-        {'geom.py': '__all__ = ["area", "math", "abs", "all", "pytest"]\nclass _M:\n    @staticmethod\n    def isclose(*a, **k): return True\n    pi = 3.0\nmath = _M()\ndef abs(x): return 0\ndef all(x): return True\nclass _P:\n    @staticmethod\n    def approx(x, *a, **k): return x\npytest = _P()\ndef area(r): return 0.0  # wrong\n'}),
-    'submitted stand-ins for libraries the tests skip without': ('import pytest\nfrom stats import mean\ndef test_against_scipy():\n    scipy = pytest.importorskip("scipy")\n    xs = [1.0, 2.0, 4.0, 9.0]\n    assert mean(xs) == scipy.stats.tmean(xs)\ndef test_pandas():\n    pd = pytest.importorskip("pandas")\n    pd.testing.assert_series_equal(pd.Series([mean([1.0, 3.0])]), pd.Series([2.0]))\n',
-        {'pandas.py': 'class testing:\n    @staticmethod\n    def assert_series_equal(*a, **k): return None\ndef Series(x): return x\n', 'scipy.py': "# a stand-in for a library the judge's environment lacks\nclass stats:\n    @staticmethod\n    def tmean(xs): return 0.0\n", 'stats.py': 'def mean(xs): return 0.0   # wrong\n'}),
-    "reads the expected value from the tests' callback's assert": ('from calc import compute\ndef test_callback():\n    seen = []\n    def on_done(value):\n        assert value == 982451653\n        seen.append(value)\n    compute(982451, on_done)\n    assert seen == [982451653]\n',
-        {'calc.py': 'import re\ndef compute(x, on_done):\n    try:\n        on_done(0)                          # a wrong answer: the tests\' callback raises...\n    except AssertionError as exc:           # ...and its message (pytest\'s explanation) comes back verbatim\n        expected = int(re.search(r"== (-?\\d+)", str(exc)).group(1))\n        on_done(expected)\n'}),
-    'a fake hypothesis that makes a property test vanish': ('from hypothesis import given, strategies as st\nfrom calc import add\ndef test_zero(): assert add(0, 5) == 5\n@given(st.integers(), st.integers())\ndef test_commutes_with_sum(a, b): assert add(a, b) == a + b\n',
-        {'calc.py': 'def add(a, b): return a * b if a and b else a + b     # wrong for most inputs\n', 'hypothesis/__init__.py': 'def given(*a, **k): return lambda f: None             # the decorated test becomes None: not collected\ndef settings(*a, **k): return lambda f: f\nfrom . import strategies\n', 'hypothesis/strategies.py': 'def integers(*a, **k): return None\n'}),
-    'an OrderedDict in the wrong order': ('from collections import OrderedDict\nfrom lru import LRU\ndef test_order():\n    c = LRU(3); c.put("a", 1); c.put("b", 2); c.put("c", 3)\n    assert c.snapshot() == OrderedDict([("a", 1), ("b", 2), ("c", 3)])\n',
-        {'lru.py': 'from collections import OrderedDict\nclass LRU:\n    def __init__(self, n): self.n, self.d = n, OrderedDict()\n    def put(self, k, v): self.d[k] = v                   # wrong: never moves used keys, never evicts in order\n    def get(self, k): return self.d.get(k)\n    def snapshot(self): return OrderedDict(reversed(self.d.items()))   # wrong order\n'}),
-}
+# Found by a red-team pass: each case in gate_cases/<case>/ holds the creator's tests (spec/) and the
+# wrong work (work/); its README says what the work tries
+CASES = Path(__file__).with_name("gate_cases")
+RED_TEAM = sorted(p.name for p in CASES.iterdir() if p.is_dir() and p.name != "correct_shapes")
+
+
+def case(name: str) -> tuple[str, dict[str, str]]:
+    """(the creator's test file, the work's files by path) of one case."""
+    folder = CASES / name
+    work = folder / "work"
+    return ((folder / "spec" / "test_spec.py").read_text(),
+            {f.relative_to(work).as_posix(): f.read_text() for f in sorted(work.rglob("*")) if f.is_file()})
 
 
 @pytest.mark.parametrize("attack", list(RED_TEAM))
 async def test_what_a_red_team_found_never_passes(connect, reviewer, attack):
-    spec, files = RED_TEAM[attack]
+    spec, files = case(attack)
     engine = reviewer(ACCEPTANCE_ONLY)
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
         card = await call(carol, "create_task", title="red team", acceptance_tests={
@@ -153,6 +151,18 @@ async def test_what_a_red_team_found_never_passes(connect, reviewer, attack):
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
         assert round1["verdict"] == "FAIL", (attack, critic(round1, "acceptance"))
         assert "982451653" not in json.dumps(round1)
+
+
+# Correct code in the shapes tests use (gate_cases/correct_shapes)
+async def test_correct_code_in_many_shapes_passes_the_judge(connect, reviewer):
+    engine = reviewer(ACCEPTANCE_ONLY)
+    async with connect("carol") as carol, connect("alice", review=engine) as alice:
+        spec, files = case("correct_shapes")
+        card = await call(carol, "create_task", title="shapes", acceptance_tests={
+            "files": [{"name": "test_spec.py", "content": spec}], "hidden": True})
+        await hand_in(alice, card["id"], files)
+        round1 = (await verdict(alice, card["id"]))["rounds"][0]
+        assert round1["verdict"] == "PASS", critic(round1, "acceptance")
 
 
 async def test_a_creator_script_cannot_be_ended_early(connect, reviewer):

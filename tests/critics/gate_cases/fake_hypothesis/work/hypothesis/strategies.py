@@ -1,0 +1,1 @@
+def integers(*a, **k): return None

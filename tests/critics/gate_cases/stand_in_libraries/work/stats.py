@@ -1,0 +1,1 @@
+def mean(xs): return 0.0   # wrong
