@@ -55,7 +55,7 @@ import types
 
 __tracebackhide__ = True  # pytest leaves this module's frames out of a failing test's traceback
 MAX_LINE = 16 << 20  # one message; a longer one is a protocol error
-DEPTH = 60  # nesting encoded as data; deeper parts go by reference
+DEPTH = 200  # nesting encoded as data; deeper parts go by reference
 MESSAGE = 600
 DETAIL = 2500
 VALUE = 200
@@ -105,6 +105,11 @@ BY_TYPE = {t: (name, dump) for name, (t, dump, _) in VALUE_TYPES.items()}
 PROJECTIONS = ((bool, bool), (int, int), (float, float), (complex, complex), (str, str), (bytes, bytes),
                (tuple, tuple), (list, list), (collections.OrderedDict, collections.OrderedDict), (dict, dict),
                (frozenset, frozenset), (set, set))
+
+
+PLAIN_BASES = {"bool": bool, "int": int, "float": float, "complex": complex, "str": str, "bytes": bytes,
+               "tuple": tuple, "list": list, "OrderedDict": collections.OrderedDict, "dict": dict,
+               "frozenset": frozenset, "set": set}
 
 
 def project(obj):
@@ -269,7 +274,7 @@ OPS = {
     "enter": lambda obj: obj.__enter__(), "exit": lambda obj, *a: obj.__exit__(*a),
     "getattr": getattr, "setattr": setattr, "delattr": delattr,
     "call": lambda f, args, kwargs: f(*args, **dict(kwargs)),
-    "import": importlib.import_module, "plain": project,
+    "import": importlib.import_module, "plain": project, "format": format,
 }
 
 
@@ -299,7 +304,8 @@ def host():
         if callable(obj):
             out["callable"] = True
         if any(isinstance(obj, base) for base, _ in PROJECTIONS):
-            out["plain"] = True  # the judge asks for its current value (op "plain") whenever it needs it
+            # the judge asks for its current value (op "plain") whenever it needs it
+            out["plain"] = next(base.__name__ for base, _ in PROJECTIONS if isinstance(obj, base))
         return out
 
     def deref(value):
@@ -332,6 +338,7 @@ def host():
 
     channel = Channel(int(os.environ.pop("HIVEBOARD_CALL_IN")), int(os.environ.pop("HIVEBOARD_CALL_OUT")), serve)
     sys.path.append(os.getcwd())
+    sys.set_int_max_str_digits(0)
     channel.serve_forever()
 
 
@@ -491,7 +498,9 @@ class Judge:
                 pass
         far = self.far.get(number)
         if far is None:
-            far = self.far[number] = Far(self, number, value.get("callable", False), value.get("plain") is True,
+            far = self.far[number] = Far(self, number, value.get("callable", False),
+                                         PLAIN_BASES.get(value.get("plain")) if isinstance(value.get("plain"), str)
+                                         else None,
                                          str(value.get("type", "object"))[:100])
         return far
 
@@ -607,10 +616,15 @@ def _far_op(op, reflected=False):
 
 
 def _value(far):
-    """The current plain value of an object of the code's (asked each time: it may have changed), or NOTHING."""
-    if not object.__getattribute__(far, "_plain"):
+    """The current plain value of an object of the code's (asked each time: it may have changed), or NOTHING.
+    It must be data of the type the object is built on, never a reference back to the code's objects."""
+    base = object.__getattribute__(far, "_plain")
+    if base is None:
         return NOTHING
-    return object.__getattribute__(far, "_judge").ask("plain", far)
+    value = object.__getattribute__(far, "_judge").ask("plain", far)
+    if type(value) is not base:
+        raise TypeError(f"the code under test answered the value of its {base.__name__} with something else")
+    return value
 
 
 def _arith(op, python, reflected=False):
@@ -640,13 +654,20 @@ def _unary(op, python):
     return method
 
 
-def _plain_op(op, python):
+def _plain_op(op, python, missing=False):
     """An operation that reads a value: on the plain value when there is one (the code never sees what the
-    tests look for in it), else asked of the code (counted when it decides a truth)."""
+    tests look for in it), else asked of the code (counted when it decides a truth). `missing`: a key the
+    value lacks is asked of the code (a Counter's 0, a defaultdict's default)."""
     def method(self, *args):
         plain = _value(self)
         if plain is not NOTHING:
-            return python(plain, *args)
+            try:
+                return python(plain, *args)
+            except KeyError:
+                if not missing or not isinstance(plain, dict):
+                    raise
+        if plain is not NOTHING:
+            return object.__getattribute__(self, "_judge").ask(op, self, *args)
         judge = object.__getattribute__(self, "_judge")
         if op == "contains":
             judge.decided_by_code += 1
@@ -708,6 +729,17 @@ class Far:
     def __call__(self, *args, **kwargs):
         return object.__getattribute__(self, "_judge").call(self, args, kwargs)
 
+    @property
+    def __class__(self):  # isinstance(counter, dict): an object built on a plain type is one
+        base = object.__getattribute__(self, "_plain")
+        return base if base is not None else Far
+
+    def __format__(self, spec):
+        plain = _value(self)
+        if plain is not NOTHING:
+            return format(plain, spec)
+        return object.__getattribute__(self, "_judge").ask("format", self, spec)
+
     def __instancecheck__(self, obj):
         object.__getattribute__(self, "_judge").decided_by_code += 1
         return object.__getattribute__(self, "_judge").ask("isinstance", obj, self)
@@ -743,7 +775,7 @@ class Far:
     __lt__, __le__, __gt__, __ge__ = _decided("lt"), _decided("le"), _decided("gt"), _decided("ge")
     __contains__, __len__, __iter__ = _plain_op("contains", operator.contains), _plain_op("len", len), \
         _plain_op("iter", iter)
-    __getitem__ = _plain_op("getitem", operator.getitem)
+    __getitem__ = _plain_op("getitem", operator.getitem, missing=True)
     __next__ = _far_op("next")
     __setitem__, __delitem__ = _far_op("setitem"), _far_op("delitem")
     __neg__, __pos__, __abs__, __invert__ = (_unary("neg", operator.neg), _unary("pos", operator.pos),
@@ -786,7 +818,11 @@ class RemoteModule(types.ModuleType):
             except AttributeError:
                 names = judge.ask("dir", self)
             return _star_names(names)
-        return judge.ask("getattr", self, name)
+        value = judge.ask("getattr", self, name)
+        if isinstance(value, Far) and (name in sys.stdlib_module_names or name in sys.modules):
+            # a real module comes back as this process's own; an object of the code's posing as `math` never
+            raise AttributeError(f"the code under test's {name!r} is not the module of that name")
+        return value
 
 
     def __setattr__(self, name, value):
@@ -814,13 +850,21 @@ class RemoteModule(types.ModuleType):
             self.__dict__["_hb_judge"].ask("setattr", self, name, original)
 
 
+STAR_ROOT = [""]  # the creator's files' root, set by judge()
+
+
 def _star_names(names):
     """What `from module_of_the_code import *` may bind: public names that are not built-ins and not already
     bound where the import happens (the code must not rebind the tests' `math`, `abs` or `isclose`)."""
     frame = sys._getframe(2)  # the star import runs in C: the next frame up is the importer (or importlib's)
     while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
         frame = frame.f_back
-    taken = frame.f_globals if frame is not None else {}
+    taken = set(frame.f_globals if frame is not None else ())
+    root = STAR_ROOT[0]
+    for module in list(sys.modules.values()):  # nor anything a module of the creator's files already binds
+        path = getattr(module, "__file__", None) or ""
+        if root and os.path.abspath(path).startswith(root + os.sep):
+            taken |= set(vars(module))
     return [n for n in (names if isinstance(names, (list, tuple)) else [])
             if isinstance(n, str) and n.isidentifier() and not n.startswith("_") and n not in taken
             and not hasattr(builtins, n)]
@@ -982,6 +1026,8 @@ def judge(argv):
     channel = Channel(int(os.environ.pop("HIVEBOARD_CALL_IN")), int(os.environ.pop("HIVEBOARD_CALL_OUT")),
                       lambda request: holder["judge"].serve(request), deadline=time.monotonic() + budget)
     referee = holder["judge"] = Judge(channel, root)
+    STAR_ROOT[0] = os.path.abspath(root)
+    sys.set_int_max_str_digits(0)  # factorial(2000) is data too
     imported, expected = _read_tests(root)
     # only what the creator's files import by name is the code's: a submitted `scipy.py` or `hypothesis/`
     # does not answer pytest.importorskip("scipy") or stand in for a library the tests use

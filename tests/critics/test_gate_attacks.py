@@ -126,43 +126,27 @@ async def test_wrong_code_shaped_to_the_tests_never_passes(connect, reviewer, at
         assert round1["verdict"] == "FAIL", (attack, critic(round1, "acceptance"))
 
 
-# Found by a red-team pass: each case in gate_cases/<case>/ holds the creator's tests (spec/) and the
-# wrong work (work/); its README says what the work tries
+# Found by red-team passes: each case in gate_cases/<case>/ holds the creator's files (spec/) and the work
+# (work/); its README says what the work does. A correct_* case is correct code in a shape tests use (it
+# must pass); every other case is wrong code (it must fail, and learn nothing hidden).
 CASES = Path(__file__).with_name("gate_cases")
-RED_TEAM = sorted(p.name for p in CASES.iterdir() if p.is_dir() and p.name != "correct_shapes")
+NAMES = sorted(p.name for p in CASES.iterdir() if p.is_dir())
 
 
-def case(name: str) -> tuple[str, dict[str, str]]:
-    """(the creator's test file, the work's files by path) of one case."""
-    folder = CASES / name
-    work = folder / "work"
-    return ((folder / "spec" / "test_spec.py").read_text(),
-            {f.relative_to(work).as_posix(): f.read_text() for f in sorted(work.rglob("*")) if f.is_file()})
+def files(folder: Path) -> dict[str, str]:
+    return {f.relative_to(folder).as_posix(): f.read_text() for f in sorted(folder.rglob("*")) if f.is_file()}
 
 
-@pytest.mark.parametrize("attack", list(RED_TEAM))
-async def test_what_a_red_team_found_never_passes(connect, reviewer, attack):
-    spec, files = case(attack)
+@pytest.mark.parametrize("name", NAMES)
+async def test_gate_cases(connect, reviewer, name):
     engine = reviewer(ACCEPTANCE_ONLY)
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await call(carol, "create_task", title="red team", acceptance_tests={
-            "files": [{"name": "test_spec.py", "content": spec}], "hidden": True})
-        await hand_in(alice, card["id"], files)
+        card = await call(carol, "create_task", title=name, acceptance_tests={"hidden": True, "files": [
+            {"name": path, "content": text} for path, text in files(CASES / name / "spec").items()]})
+        await hand_in(alice, card["id"], files(CASES / name / "work"))
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
-        assert round1["verdict"] == "FAIL", (attack, critic(round1, "acceptance"))
+        assert round1["verdict"] == ("PASS" if name.startswith("correct_") else "FAIL"), critic(round1, "acceptance")
         assert "982451653" not in json.dumps(round1)
-
-
-# Correct code in the shapes tests use (gate_cases/correct_shapes)
-async def test_correct_code_in_many_shapes_passes_the_judge(connect, reviewer):
-    engine = reviewer(ACCEPTANCE_ONLY)
-    async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        spec, files = case("correct_shapes")
-        card = await call(carol, "create_task", title="shapes", acceptance_tests={
-            "files": [{"name": "test_spec.py", "content": spec}], "hidden": True})
-        await hand_in(alice, card["id"], files)
-        round1 = (await verdict(alice, card["id"]))["rounds"][0]
-        assert round1["verdict"] == "PASS", critic(round1, "acceptance")
 
 
 async def test_a_creator_script_cannot_be_ended_early(connect, reviewer):
