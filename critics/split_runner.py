@@ -819,7 +819,8 @@ class RemoteModule(types.ModuleType):
                 names = judge.ask("dir", self)
             return _star_names(names)
         value = judge.ask("getattr", self, name)
-        if isinstance(value, Far) and (name in sys.stdlib_module_names or name in sys.modules):
+        if isinstance(value, Far) and name not in judge.served and (name in sys.stdlib_module_names or
+                                                                    name in sys.modules):
             # a real module comes back as this process's own; an object of the code's posing as `math` never
             raise AttributeError(f"the code under test's {name!r} is not the module of that name")
         return value
