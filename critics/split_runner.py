@@ -85,6 +85,9 @@ SHAREABLE_TYPES = frozenset({"_io.StringIO", "_io.BytesIO", "collections.Counter
                              "collections.defaultdict", "collections.deque", "types.SimpleNamespace"})
 
 
+FROM_CODE = "ErrorFromCodeUnderTest"  # a failure's kind when the code raised it, whatever it raised
+
+
 class CodeUnderTestEnded(Exception):
     """The host process ended, broke the protocol or ran out of time: nothing more can be asked of it."""
 
@@ -301,8 +304,6 @@ def host():
                 out["exception"] = _nearest_builtin(obj)
         elif isinstance(obj, types.ModuleType):
             out["module"] = str(getattr(obj, "__name__", ""))[:200]
-        if callable(obj):
-            out["callable"] = True
         if any(isinstance(obj, base) for base, _ in PROJECTIONS):
             # the judge asks for its current value (op "plain") whenever it needs it
             out["plain"] = next(base.__name__ for base, _ in PROJECTIONS if isinstance(obj, base))
@@ -498,9 +499,8 @@ class Judge:
                 pass
         far = self.far.get(number)
         if far is None:
-            far = self.far[number] = Far(self, number, value.get("callable", False),
-                                         PLAIN_BASES.get(value.get("plain")) if isinstance(value.get("plain"), str)
-                                         else None,
+            far = self.far[number] = Far(self, number, PLAIN_BASES.get(value.get("plain"))
+                                         if isinstance(value.get("plain"), str) else None,
                                          str(value.get("type", "object"))[:100])
         return far
 
@@ -608,10 +608,9 @@ DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__ver
                      "__annotations__"})
 
 
-def _far_op(op, reflected=False):
+def _far_op(op):
     def method(self, *args):
-        judge = object.__getattribute__(self, "_judge")
-        return judge.ask(op, *((args[0], self) if reflected else (self, *args)))
+        return object.__getattribute__(self, "_judge").ask(op, self, *args)
     return method
 
 
@@ -702,12 +701,11 @@ def _decided(op):
 class Far:
     """An object of the code under test, as the tests see it: every use is a request to the host."""
 
-    __slots__ = ("_judge", "_id", "_callable", "_plain", "_type")
+    __slots__ = ("_judge", "_id", "_plain", "_type")
 
-    def __init__(self, judge, number, is_callable, plain, type_name):
+    def __init__(self, judge, number, plain, type_name):
         object.__setattr__(self, "_judge", judge)
         object.__setattr__(self, "_id", number)
-        object.__setattr__(self, "_callable", is_callable)
         object.__setattr__(self, "_plain", plain)
         object.__setattr__(self, "_type", type_name)
 
@@ -907,7 +905,7 @@ def _exception_name(exc):
     if isinstance(exc, CodeUnderTestEnded):
         return "CodeUnderTestEnded"
     if getattr(exc, "from_code_under_test", False):
-        return "ErrorFromCodeUnderTest"
+        return FROM_CODE
     return _nearest_builtin(type(exc))
 
 
