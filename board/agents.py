@@ -23,8 +23,10 @@ def check_name(name: str) -> str:
     """Normalise an agent name or say what a valid one looks like."""
     norm = name.strip().lower()
     if not NAME_RE.match(norm):
-        raise InvalidInput(f"agent name {name!r} is not valid: use 1-64 characters a-z, 0-9, '_', '.', '-', "
-                           "starting with a letter or digit, e.g. 'alice' or 'claude-code-1'")
+        raise InvalidInput(
+            f"agent name {name!r} is not valid: use 1-64 characters a-z, 0-9, '_', '.', '-', "
+            "starting with a letter or digit, e.g. 'alice' or 'claude-code-1'"
+        )
     if norm in RESERVED:
         raise InvalidInput(f"agent name {norm!r} is reserved; choose another, e.g. '{norm}-1'")
     return norm
@@ -55,22 +57,28 @@ class Agents:
         if role is not None and not (0 < len(role) <= 40):
             raise InvalidInput("role must be 1-40 characters, e.g. 'coder', 'reviewer', 'tester'")
         if role in PRIVILEGED_ROLES:
-            raise Forbidden(f"the role {role!r} is granted by the operator, not taken: ask them to run "
-                            f"`hiveboard agent add {name} --role {role}`; register with another role or none")
+            raise Forbidden(
+                f"the role {role!r} is granted by the operator, not taken: ask them to run "
+                f"`hiveboard agent add {name} --role {role}`; register with another role or none"
+            )
         with self.store.write() as db:
             row = next(db.query("SELECT * FROM agents WHERE name = ?", [name]), None)
             if row is not None:
                 if token is None or _hash(token) != row["token_hash"]:
-                    raise Conflict(f"agent {name!r} is already registered by someone else; pass its token to "
-                                   "act as it, or register another name")
+                    raise Conflict(
+                        f"agent {name!r} is already registered by someone else; pass its token to "
+                        "act as it, or register another name"
+                    )
                 if role is not None and role != row["role"]:
                     db.execute("UPDATE agents SET role = ? WHERE name = ?", [role, name])
                     row["role"] = role
                 return _agent(row), None
             new_token = "hb_" + secrets.token_urlsafe(24)
             ts = now()
-            db.execute("INSERT INTO agents (name, role, token_hash, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?)",
-                       [name, role, _hash(new_token), ts, ts])
+            db.execute(
+                "INSERT INTO agents (name, role, token_hash, created_at, last_seen_at) VALUES (?, ?, ?, ?, ?)",
+                [name, role, _hash(new_token), ts, ts],
+            )
             return Agent(name=name, role=role, created_at=iso(ts)), new_token
 
     def ensure(self, name: str, role: str | None = None) -> Agent:
@@ -82,8 +90,11 @@ class Agents:
             return existing
         ts = now()
         with self.store.write() as db:
-            db.execute("INSERT OR IGNORE INTO agents (name, role, token_hash, created_at, last_seen_at) VALUES "
-                       "(?, ?, ?, ?, ?)", [name, role, _hash("hb_" + secrets.token_urlsafe(24)), ts, ts])
+            db.execute(
+                "INSERT INTO agents (name, role, token_hash, created_at, last_seen_at) VALUES "
+                "(?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [name, role, _hash("hb_" + secrets.token_urlsafe(24)), ts, ts],
+            )
         return self.get(name)
 
     def seen(self, name: str, waiting_until: float | None = None) -> None:
@@ -100,14 +111,17 @@ class Agents:
             return
         self._seen[name] = ts
         with self.store.write() as db:
-            db.execute("UPDATE agents SET last_seen_at = ?, waiting_until = ? WHERE name = ?",
-                       [ts, waiting_until, name])
+            db.execute(
+                "UPDATE agents SET last_seen_at = ?, waiting_until = ? WHERE name = ?", [ts, waiting_until, name]
+            )
 
     def present(self, role: str, within: float, exclude: tuple[str, ...] = ()) -> list[str]:
         """Agents with this role that made a call within `within` seconds or are waiting for messages now."""
         ts = now()
-        found = self.store.db.execute("SELECT name FROM agents WHERE role = ? AND (last_seen_at >= ? OR "
-                                      "waiting_until >= ?) ORDER BY name", [role, ts - within, ts])
+        found = self.store.db.execute(
+            "SELECT name FROM agents WHERE role = ? AND (last_seen_at >= ? OR waiting_until >= ?) ORDER BY name",
+            [role, ts - within, ts],
+        )
         return [name for (name,) in found if name not in exclude]
 
     def new_token(self, name: str, role: str | None = None) -> str:
@@ -118,16 +132,20 @@ class Agents:
         name = check_name(name)
         token = "hb_" + secrets.token_urlsafe(24)
         with self.store.write() as db:
-            cur = db.execute("UPDATE agents SET token_hash = ?, role = coalesce(?, role) WHERE name = ?",
-                             [_hash(token), role, name])
+            cur = db.execute(
+                "UPDATE agents SET token_hash = ?, role = coalesce(?, role) WHERE name = ?", [_hash(token), role, name]
+            )
             if cur.rowcount == 0:
-                db.execute("INSERT INTO agents (name, role, token_hash, created_at) VALUES (?, ?, ?, ?)",
-                           [name, role, _hash(token), now()])
+                db.execute(
+                    "INSERT INTO agents (name, role, token_hash, created_at) VALUES (?, ?, ?, ?)",
+                    [name, role, _hash(token), now()],
+                )
         return token
 
     def by_token(self, token: str) -> Agent | None:
-        row = self.store.db.execute("SELECT name, role, created_at FROM agents WHERE token_hash = ?",
-                                    [_hash(token)]).fetchone()
+        row = self.store.db.execute(
+            "SELECT name, role, created_at FROM agents WHERE token_hash = ?", [_hash(token)]
+        ).fetchone()
         return None if row is None else Agent(name=row[0], role=row[1], created_at=iso(row[2]))
 
     def fingerprint(self, name: str) -> str:
@@ -137,8 +155,9 @@ class Agents:
         return hashlib.sha256(f"session:{row[0]}".encode()).hexdigest()[:16] if row else ""
 
     def get(self, name: str, missing_ok: bool = False) -> Agent | None:
-        row = self.store.db.execute("SELECT name, role, created_at FROM agents WHERE name = ?",
-                                    [name.strip().lower()]).fetchone()
+        row = self.store.db.execute(
+            "SELECT name, role, created_at FROM agents WHERE name = ?", [name.strip().lower()]
+        ).fetchone()
         if row is None:
             if missing_ok:
                 return None
@@ -147,3 +166,10 @@ class Agents:
 
     def names(self, limit: int = 50) -> list[str]:
         return [r[0] for r in self.store.db.execute("SELECT name FROM agents ORDER BY name LIMIT ?", [limit])]
+
+    def registered(self, name: str | None, problem: str) -> str:
+        """A registered agent's name, or InvalidInput: the problem and the agents that exist."""
+        agent = self.get(name, missing_ok=True) if name else None
+        if agent is None:
+            raise InvalidInput(f"{problem}; known agents: {', '.join(self.names()) or 'none yet'}")
+        return agent.name

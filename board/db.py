@@ -1,22 +1,20 @@
-"""Opening the SQLite store: WAL, busy timeout, one connection per thread, write transactions.
+"""The store: one connection per thread, write transactions, and the events they commit.
 
-Sync MCP tools run on worker threads and several server processes may share one file, so every
-write goes through `Store.write()`, which takes the write lock up front (BEGIN IMMEDIATE). A
-deferred transaction that reads and then writes fails fast with "database is locked" under WAL
-when another process wrote in between; an immediate one waits its turn instead.
+Sync MCP tools run on worker threads and several server processes may share one database, so every
+write goes through `Store.write()`, which takes the write lock up front (its dialect says how:
+board/dialect.py). Events emitted inside a write reach the notifier once it has committed.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 if "numpy" not in sys.modules and "sqlite_utils" not in sys.modules:
@@ -30,10 +28,8 @@ if "numpy" not in sys.modules and "sqlite_utils" not in sys.modules:
         del sys.modules["numpy"]
 from sqlite_utils import Database
 
+from .dialect import SQLite
 from .events import KEEP_EVENTS, Event, Notifier, encode
-from .migrations import apply_migrations
-
-BUSY_TIMEOUT_MS = 30_000
 
 
 def now() -> float:
@@ -44,7 +40,7 @@ def iso(ts: float | None) -> str | None:
     """Epoch seconds to an ISO 8601 UTC string (what agents read)."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def rows(db: Database, sql: str, params: list | tuple = ()) -> list[dict]:
@@ -62,31 +58,23 @@ class Store:
 
     def __init__(self, path: str | Path):
         self.path = str(path)
+        self.dialect = SQLite()
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # only its owner may read the board (agents' token hashes, direct messages); SQLite gives its
             # -wal and -shm files the database file's permissions
             os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         self._local = threading.local()
-        self.notifier = Notifier(self.path)
+        self.notifier = Notifier(self.path, self.dialect)
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
         self._write_lock = threading.RLock()
         with self.write() as db:
-            apply_migrations(db)
+            self.dialect.migrate(db)
         self.optimize()
 
     def _connect(self) -> _Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                               timeout=BUSY_TIMEOUT_MS / 1000)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA analysis_limit = 1000")  # keeps ANALYZE to about a millisecond
-        # no sqlite-utils plugins: finding them reads every installed package's metadata at each start,
-        # and the board's connections are its own
-        holder = _Connection(Database(conn, execute_plugins=False))
+        holder = _Connection(self.dialect.connect(self.path))
         with self._all_lock:
             self._all.add(holder)
         return holder
@@ -100,18 +88,8 @@ class Store:
         return holder.db
 
     def optimize(self) -> None:
-        """Refresh the query planner's statistics (cheap: analysis_limit bounds it).
-
-        Without them SQLite walks a whole inbox for a filtered fetch; run at open and as data grows.
-        FTS5's shadow tables are left out: with statistics taken while they were tiny, SQLite may plan
-        FTS5's own maintenance statements as full scans (bench_memory saw single-item writes go from
-        0.25 to 1.95 ms at 30k items); its default estimates serve those tables well.
-        """
-        db = self.db
-        db.execute("ANALYZE")
-        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'").fetchone():
-            db.execute("DELETE FROM sqlite_stat1 WHERE tbl LIKE 'memory_fts%'")
-            db.execute("ANALYZE sqlite_schema")  # reload the statistics the planner uses
+        """Refresh the query planner's statistics; run at open and as data grows."""
+        self.dialect.optimize(self.db)
 
     @contextmanager
     def write(self) -> Iterator[Database]:
@@ -123,7 +101,7 @@ class Store:
         # Threads of this process queue on a mutex (an immediate hand-over); only other processes meet
         # SQLite's busy handler, which sleeps in growing steps while it waits.
         with self._write_lock:
-            db.execute("BEGIN IMMEDIATE")
+            self.dialect.begin_write(db)
             yield from self._transaction(db)
         self._publish()
 
@@ -137,14 +115,7 @@ class Store:
             return
         try:
             db = self.db
-            db.execute("PRAGMA busy_timeout = 0")
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                began = True
-            except sqlite3.OperationalError:  # another process holds the lock
-                began = False
-            finally:
-                db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            began = self.dialect.try_begin_write(db)
             if not began:
                 yield None
                 return
@@ -173,7 +144,9 @@ class Store:
         """Record an event in the current write transaction; the notifier hears of it once that commits
         (other processes through the `events` table), and never if it rolls back."""
         db = self.db
-        event_id = db.execute("INSERT INTO events (kind, data) VALUES (?, ?)", [event.kind, encode(event)]).lastrowid
+        event_id = db.execute(
+            "INSERT INTO events (kind, data) VALUES (?, ?) RETURNING id", [event.kind, encode(event)]
+        ).fetchall()[0][0]
         if event_id % 1000 == 0:
             db.execute("DELETE FROM events WHERE id <= ?", [event_id - KEEP_EVENTS])
         self._local.pending.append((event_id, event))
@@ -212,7 +185,7 @@ class _Connection:
     def close(self) -> None:
         try:
             self.db.conn.close()
-        except sqlite3.Error:
+        except Exception:  # at exit or from a finalizer: the connection is going away either way
             pass
 
     __del__ = close

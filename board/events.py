@@ -4,14 +4,14 @@ A write transaction emits events (`Store.emit`): each is a small dataclass, stor
 table inside the same transaction and handed to this process's notifier once the transaction has
 committed — so an event exists exactly when its change does.
 
-Waiters name a topic (`inbox:<agent>`, `review:<task id>`, `task:<task id>`, `board`) and wait on it:
-`get_messages` and `get_review` on the event loop (`mark` then `wait`), the review worker and the
-memory indexer through `subscribe` callbacks on their threads, the MCP resource subscriptions and
-the web board the same way. Nobody re-reads a table to find out whether something changed.
+Waiters name a topic (built by `Topic`: an agent's inbox, a card's review, a card, the whole board) and
+wait on it: `get_messages` and `get_review` on the event loop (`mark` then `wait`); the background
+workers (board/worker.py), the MCP resource subscriptions and the web board hear the typed events
+through `subscribe` callbacks. Nobody re-reads a table to find out whether something changed.
 
-Other processes sharing the SQLite file: while a server runs, one watcher per process reads
-`PRAGMA data_version` (which moves when another connection commits) every `poll_interval`; when it
-moved, it reads the `events` rows written since its last look and publishes them here. Events this
+Other processes sharing the database: while a server runs, one watcher per process reads the
+dialect's commit counter (SQLite's data_version, which moves when another connection commits) every
+`poll_interval`; when it moved, it reads the `events` rows written since its last look and publishes them here. Events this
 process wrote itself were published at commit and are skipped.
 """
 
@@ -20,15 +20,45 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .dialect import Dialect
 
 log = logging.getLogger("hiveboard")
 
 KEEP_EVENTS = 20_000  # rows kept in the events table: a watcher further behind than this wakes everyone
+
+
+class Topic:
+    """The names of what a waiter can wait on. Publishers (the events below) and waiters both build them
+    here: a name spelled two ways would leave its waiters asleep, with no error anywhere. (An event's `kind`
+    is what the events table stores, not a topic, though the two may share a word.)"""
+
+    BOARD = "board"  # any card
+    MESSAGES = "messages"  # any inbox
+    REVIEWS = "reviews"  # any review
+    MEMORY = "memory"  # an item added (or a lesson merged)
+    MEMORY_INDEXED = "memory.indexed"  # items embedded and searchable by meaning
+
+    @staticmethod
+    def task(task_id: int) -> str:
+        """One card."""
+        return f"task:{task_id}"
+
+    @staticmethod
+    def inbox(agent: str) -> str:
+        """One agent's inbox."""
+        return f"inbox:{agent}"
+
+    @staticmethod
+    def review(task_id: int) -> str:
+        """The reviews of one card (keyed by the card, which is what get_review waits on)."""
+        return f"review:{task_id}"
 
 
 @dataclass(frozen=True)
@@ -40,7 +70,7 @@ class TaskChanged:
     kind = "task"
 
     def topics(self) -> tuple[str, ...]:
-        return (f"task:{self.task_id}", "board")
+        return (Topic.task(self.task_id), Topic.BOARD)
 
 
 @dataclass(frozen=True)
@@ -52,7 +82,7 @@ class InboxChanged:
     kind = "inbox"
 
     def topics(self) -> tuple[str, ...]:
-        return (*(f"inbox:{agent}" for agent in sorted(self.agents)), "messages")
+        return (*(Topic.inbox(agent) for agent in sorted(self.agents)), Topic.MESSAGES)
 
 
 @dataclass(frozen=True)
@@ -64,7 +94,7 @@ class ReviewChanged:
     kind = "review"
 
     def topics(self) -> tuple[str, ...]:
-        return (f"review:{self.task_id}", "reviews")
+        return (Topic.review(self.task_id), Topic.REVIEWS)
 
 
 @dataclass(frozen=True)
@@ -75,7 +105,7 @@ class MemoryAdded:
     kind = "memory"
 
     def topics(self) -> tuple[str, ...]:
-        return ("memory",)
+        return (Topic.MEMORY,)
 
 
 @dataclass(frozen=True)
@@ -86,12 +116,13 @@ class MemoryIndexed:
     kind = "memory.indexed"
 
     def topics(self) -> tuple[str, ...]:
-        return ("memory.indexed",)
+        return (Topic.MEMORY_INDEXED,)
 
 
 Event = TaskChanged | InboxChanged | ReviewChanged | MemoryAdded | MemoryIndexed
-KINDS: dict[str, type] = {cls.kind: cls for cls in (TaskChanged, InboxChanged, ReviewChanged, MemoryAdded,
-                                                    MemoryIndexed)}
+KINDS: dict[str, type] = {
+    cls.kind: cls for cls in (TaskChanged, InboxChanged, ReviewChanged, MemoryAdded, MemoryIndexed)
+}
 
 
 def encode(event: Event) -> str:
@@ -114,8 +145,11 @@ def decode(kind: str, data: str) -> Event | None:
 class Notifier:
     """Wakes the waiters of a store's events, in this process and (while watching) from others."""
 
-    def __init__(self, db_path: str, poll_interval: float = 0.02):
+    def __init__(self, db_path: str, dialect: Dialect | None = None, poll_interval: float = 0.02):
+        """`dialect`: how the cross-process watcher reads the database (board/dialect.py); a notifier that
+        only publishes within this process needs none."""
         self.db_path = db_path
+        self.dialect = dialect
         self.poll_interval = poll_interval
         self._lock = threading.Lock()
         self._seq: dict[str, int] = {}
@@ -235,7 +269,7 @@ class Notifier:
     async def _watch(self, ready: asyncio.Future) -> None:
         conn = None
         try:
-            conn = await asyncio.to_thread(sqlite3.connect, self.db_path, check_same_thread=False)
+            conn = await asyncio.to_thread(self.dialect.watch_connect, self.db_path)
             version, last_id = await asyncio.to_thread(self._baseline, conn)
         except BaseException as exc:  # the servers waiting in watching() hear why
             if conn is not None:
@@ -253,8 +287,9 @@ class Notifier:
                 await asyncio.sleep(0 if backlog else self.poll_interval)
                 try:  # the database work runs off the event loop: a busy file must not stall every session
                     version, last_id, backlog, events, gap = await asyncio.to_thread(
-                        self._changes, conn, version, last_id, backlog)
-                except sqlite3.Error:
+                        self._changes, conn, version, last_id, backlog
+                    )
+                except self.dialect.Error:
                     log.exception("cross-process wake-up check failed; retrying")
                     await asyncio.sleep(1)
                     continue
@@ -265,20 +300,24 @@ class Notifier:
             with self._conn_lock:  # a cancelled check may still be running on its thread
                 conn.close()
 
-    def _baseline(self, conn: sqlite3.Connection) -> tuple[int, int]:
+    def _baseline(self, conn) -> tuple[int, int]:
         with self._conn_lock:
-            return (conn.execute("PRAGMA data_version").fetchone()[0],
-                    conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0])
+            return (
+                self.dialect.commit_counter(conn),
+                conn.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0],
+            )
 
-    def _changes(self, conn: sqlite3.Connection, version: int, last_id: int, force: bool = False
-                 ) -> tuple[int, int, bool, list[tuple[int, Event]], bool]:
+    def _changes(
+        self, conn, version: int, last_id: int, force: bool = False
+    ) -> tuple[int, int, bool, list[tuple[int, Event]], bool]:
         """If another connection committed: the events written since last_id by other processes."""
         with self._conn_lock:
-            current = conn.execute("PRAGMA data_version").fetchone()[0]
+            current = self.dialect.commit_counter(conn)
             if current == version and not force:
                 return version, last_id, False, [], False
-            rows = conn.execute("SELECT id, kind, data FROM events WHERE id > ? ORDER BY id LIMIT 1000",
-                                [last_id]).fetchall()
+            rows = conn.execute(
+                "SELECT id, kind, data FROM events WHERE id > ? ORDER BY id LIMIT 1000", [last_id]
+            ).fetchall()
         if not rows:
             return current, last_id, False, [], False
         gap = rows[0][0] > last_id + 1  # the rows in between were pruned before we read them

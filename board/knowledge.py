@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import BaseModel, Field
 from sqlite_utils import Database
@@ -25,7 +25,10 @@ from .events import MemoryAdded, MemoryIndexed
 if TYPE_CHECKING:
     import numpy as np
 
-KINDS: tuple[str, ...] = ("lesson", "critique", "output", "message", "note", "snippet", "document")
+MemoryKind = Literal["lesson", "critique", "output", "message", "note", "snippet", "document"]
+KINDS: tuple[str, ...] = get_args(MemoryKind)
+# what an agent may remember (stored as given, never merged); the other kinds come from the board's own work
+NoteKind = Literal["note", "snippet", "document"]
 MAX_TAGS = 20  # an item's tags, also after near-duplicates merged theirs into it (the MCP edge bounds one call)
 WORD_RE = re.compile(r"\w+")  # any script: FTS5's unicode61 tokenizer splits the same way
 
@@ -76,16 +79,27 @@ def source_ids(source: str | None) -> dict[str, int]:
 
 def _item(row: dict) -> MemoryItem:
     return MemoryItem(
-        id=row["id"], kind=row["kind"], task_type=row["task_type"], task_id=row["task_id"], title=row["title"],
-        text=row["text"], tags=json.loads(row["tags"]), source=row["source"], created_by=row["created_by"],
-        created_at=iso(row["created_at"]), deprecated=bool(row["deprecated"]), superseded_by=row["superseded_by"],
-        merged_count=row["merged_count"])
+        id=row["id"],
+        kind=row["kind"],
+        task_type=row["task_type"],
+        task_id=row["task_id"],
+        title=row["title"],
+        text=row["text"],
+        tags=json.loads(row["tags"]),
+        source=row["source"],
+        created_by=row["created_by"],
+        created_at=iso(row["created_at"]),
+        deprecated=bool(row["deprecated"]),
+        superseded_by=row["superseded_by"],
+        merged_count=row["merged_count"],
+    )
 
 
 STOPWORDS = frozenset(
     "a an and are as at be been but by can do does for from had has have how i if in into is it its me my no "
     "not of on or our so than that the their them then there these they this to was we were what when where "
-    "which who why will with you your".split())
+    "which who why will with you your".split()
+)
 
 
 # The parts of an identifier: capitals before a capitalised word ("HTTP" in "HTTPServer"), capitalised or
@@ -131,15 +145,14 @@ def fts_query(text: str | list[str]) -> str | None:
     return " OR ".join(f'"{w}"' for w in words) or None
 
 
-# FTS5 computes BM25 for every row that matches any query word before it can sort them, and that cost
-# grows with the memory: at 100k items a paraphrase's ordinary words ("error", "request", "page")
-# matched ~20% of the items and ranking them took 25-60 ms. So keyword search keeps a query's rarest
-# words and drops the most common ones once the rows they match would pass SCORED_ROWS (always keeping
-# the rarest word). Below that — every query on a memory of up to SCORED_ROWS items — nothing is dropped.
-# A common word adds little to BM25 (its IDF is low); the vector half of a hybrid search still sees
-# the whole query. Measured (bench_memory --whatif, 100k items): hybrid p50 -18% against a budget of
-# 20,000 rows and roughly half the time of no budget; top-5 on topic 72% (20,000: 73%, none: 77%). On
-# tests/memory/retrieval_set.json with the budget scaled to its 73 items, hybrid recall@5 stays 0.95.
+# FTS5 computes BM25 for every row that matches any query word before it can sort them, so that cost
+# grows with the memory: in a large one, a paraphrase's ordinary words ("error", "request", "page") match
+# a good share of all items. So keyword search keeps a query's rarest words and drops the most common
+# ones once the rows they match would pass SCORED_ROWS (always keeping the rarest word). Below that —
+# every query on a memory of up to SCORED_ROWS items — nothing is dropped. A common word adds little to
+# BM25 (its IDF is low); the vector half of a hybrid search still sees the whole query. The budget trades
+# a little keyword recall in a large memory for time: `bench_memory.py --whatif` measures both, and
+# bench/README.md has the run that chose it.
 SCORED_ROWS = 10_000
 PREFETCH = 200  # rows ranked by FTS5 alone before the filters are checked in memory_items
 _DF_TTL_SECONDS = 300.0
@@ -186,15 +199,39 @@ class Knowledge:
 
     # ----------------------------------------------------------------- writing
 
-    def add(self, db: Database, *, kind: str, text: str, created_by: str, task_type: str | None = None,
-            task_id: int | None = None, title: str = "", tags: Iterable[str] = (), source: str | None = None,
-            embedding=None, model: str | None = None) -> int:
+    def add(
+        self,
+        db: Database,
+        *,
+        kind: str,
+        text: str,
+        created_by: str,
+        task_type: str | None = None,
+        task_id: int | None = None,
+        title: str = "",
+        tags: Iterable[str] = (),
+        source: str | None = None,
+        embedding=None,
+        model: str | None = None,
+    ) -> int:
         """Store an item inside the caller's write transaction and queue it for indexing."""
         if kind not in KINDS:
             raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
-        item_id = self._insert(db, NewItem(kind=kind, text=text, title=title, task_type=task_type, task_id=task_id,
-                                           tags=list(tags), source=source, created_by=created_by),
-                               None if embedding is None else to_blob(embedding), model)
+        item_id = self._insert(
+            db,
+            NewItem(
+                kind=kind,
+                text=text,
+                title=title,
+                task_type=task_type,
+                task_id=task_id,
+                tags=list(tags),
+                source=source,
+                created_by=created_by,
+            ),
+            None if embedding is None else to_blob(embedding),
+            model,
+        )
         self.store.emit(MemoryAdded(item_id))
         return item_id
 
@@ -204,10 +241,24 @@ class Knowledge:
         item_id = db.execute(
             "INSERT INTO memory_items (kind, task_type, task_id, title, text, code_words, tags, source, created_by, "
             "created_at, merged_count, deprecated, embedding, embedding_model) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [item.kind, item.task_type, item.task_id, item.title, item.text, code_words(item.title, item.text),
-             json.dumps(item.tags), item.source, item.created_by, item.created_at or ts, item.merged_count,
-             int(item.deprecated), embedding, model]).lastrowid
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            [
+                item.kind,
+                item.task_type,
+                item.task_id,
+                item.title,
+                item.text,
+                code_words(item.title, item.text),
+                json.dumps(item.tags),
+                item.source,
+                item.created_by,
+                item.created_at or ts,
+                item.merged_count,
+                int(item.deprecated),
+                embedding,
+                model,
+            ],
+        ).fetchall()[0][0]
         db.execute("INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, ts])
         return item_id
 
@@ -218,8 +269,10 @@ class Knowledge:
         for n, item in enumerate(items):
             if item.kind not in KINDS:
                 raise InvalidInput(f"items[{n}].kind {item.kind!r} is not one of {', '.join(KINDS)}")
-        ids = [self._insert(db, item if item.created_by else item.model_copy(update={"created_by": created_by}))
-               for item in items]
+        ids = [
+            self._insert(db, item if item.created_by else item.model_copy(update={"created_by": created_by}))
+            for item in items
+        ]
         if ids:
             self.store.emit(MemoryAdded(ids[-1]))
         return ids
@@ -228,27 +281,39 @@ class Knowledge:
         """Store items for the team in one transaction: all of them, or none when one names a missing task."""
         with self.store.write() as db:
             for n, item in enumerate(items):
-                if item.task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?",
-                                                           [item.task_id]).fetchone() is None:
-                    raise InvalidInput(f"items[{n}].task_id: task {item.task_id} does not exist; nothing was stored. "
-                                       "Omit task_id or use an id from list_tasks")
+                if (
+                    item.task_id is not None
+                    and db.execute("SELECT 1 FROM tasks WHERE id = ?", [item.task_id]).fetchone() is None
+                ):
+                    raise InvalidInput(
+                        f"items[{n}].task_id: task {item.task_id} does not exist; nothing was stored. "
+                        "Omit task_id or use an id from list_tasks"
+                    )
             ids = self.add_many(db, items, actor)
         found = self.get(ids)
         return [found[i] for i in ids]
 
     def link_superseded(self, db: Database, links: dict[int, int]) -> None:
         """Point deprecated items at the items that replaced them ({old id: new id}; import)."""
-        db.conn.executemany("UPDATE memory_items SET superseded_by = ? WHERE id = ?",
-                            [(new, old) for old, new in links.items()])
+        db.conn.executemany(
+            "UPDATE memory_items SET superseded_by = ? WHERE id = ?", [(new, old) for old, new in links.items()]
+        )
 
     def merge_into(self, db: Database, item_id: int, source: str | None, tags: Iterable[str] = ()) -> None:
         """Count a near-duplicate against an existing item instead of storing it twice (its tags join)."""
         current = json.loads(db.execute("SELECT tags FROM memory_items WHERE id = ?", [item_id]).fetchone()[0])
         merged = list(dict.fromkeys([*current, *tags]))[:MAX_TAGS]
-        db.execute("UPDATE memory_items SET merged_count = merged_count + 1, source = coalesce(source, ?), tags = ? "
-                   "WHERE id = ?", [source, json.dumps(merged), item_id])
+        db.execute(
+            "UPDATE memory_items SET merged_count = merged_count + 1, source = coalesce(source, ?), tags = ? "
+            "WHERE id = ?",
+            [source, json.dumps(merged), item_id],
+        )
         if merged != current:  # the index filters on tags: refresh it
-            db.execute("INSERT OR REPLACE INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, now()])
+            db.execute(
+                "INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?) ON CONFLICT (item_id) DO UPDATE SET "
+                "queued_at = excluded.queued_at, leased_until = NULL",
+                [item_id, now()],
+            )
         self.store.emit(MemoryAdded(item_id))  # one more lesson counted: it can make a digest due
 
     def supersede(self, db: Database, old_id: int, new_id: int) -> None:
@@ -258,12 +323,18 @@ class Knowledge:
         if row is None:
             raise InvalidInput(f"supersedes names memory item {old_id}, which does not exist")
         if row[0] != "lesson" or row[1] != new_type:
-            raise InvalidInput(f"memory item {old_id} is a {row[0]} of task type {row[1]}; a lesson can "
-                               f"supersede only a lesson of its own task type ({new_type})")
+            raise InvalidInput(
+                f"memory item {old_id} is a {row[0]} of task type {row[1]}; a lesson can "
+                f"supersede only a lesson of its own task type ({new_type})"
+            )
         if row[2]:
             raise InvalidInput(f"lesson {old_id} is already superseded; supersede the lesson that replaced it")
         db.execute("UPDATE memory_items SET deprecated = 1, superseded_by = ? WHERE id = ?", [new_id, old_id])
-        db.execute("INSERT OR REPLACE INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [old_id, now()])
+        db.execute(
+            "INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?) ON CONFLICT (item_id) DO UPDATE SET "
+            "queued_at = excluded.queued_at, leased_until = NULL",
+            [old_id, now()],
+        )
 
     # ----------------------------------------------------------------- reading
 
@@ -271,8 +342,9 @@ class Knowledge:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        return {r["id"]: _item(r) for r in rows(self.store.db, f"SELECT * FROM memory_items WHERE id IN ({marks})",
-                                                  ids)}
+        return {
+            r["id"]: _item(r) for r in rows(self.store.db, f"SELECT * FROM memory_items WHERE id IN ({marks})", ids)
+        }
 
     def item(self, item_id: int) -> MemoryItem:
         found = self.get([item_id])
@@ -280,16 +352,16 @@ class Knowledge:
             raise NotFound(f"memory item {item_id} does not exist")
         return found[item_id]
 
-    @staticmethod
-    def _filters(task_type: str | None, kinds: list[str] | None, tags: list[str] | None,
-                 include_deprecated: bool) -> tuple[str, list]:
+    def _filters(
+        self, task_type: str | None, kinds: list[str] | None, tags: list[str] | None, include_deprecated: bool
+    ) -> tuple[str, list]:
         where, params = [], []
         if task_type:
             where.append("m.task_type = ?"), params.append(task_type)
         if kinds:
             where.append(f"m.kind IN ({','.join('?' * len(kinds))})"), params.extend(kinds)
         for tag in tags or ():
-            where.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)"), params.append(tag)
+            where.append(self.store.dialect.json_has("m.tags")), params.append(tag)
         if not include_deprecated:
             where.append("m.deprecated = 0")
         return "".join(f" AND {w}" for w in where), params
@@ -305,8 +377,7 @@ class Knowledge:
             return cached[0]
         if len(self._df) >= _DF_CACHE_SIZE:
             self._df.clear()
-        df = self.store.db.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?",
-                                   [f'"{word}"']).fetchone()[0]
+        df = self.store.db.execute(self.store.dialect.keyword_count(), [f'"{word}"']).fetchone()[0]
         if df >= _DF_CACHE_MIN:
             self._df[word] = (df, ts)
         return df
@@ -330,8 +401,16 @@ class Knowledge:
             scored += df[word]
         return [w for w in df if w in kept]  # in the query's order
 
-    def keyword(self, query: str, *, task_type: str | None = None, kinds: list[str] | None = None,
-                tags: list[str] | None = None, include_deprecated: bool = False, limit: int = 50) -> list[int]:
+    def keyword(
+        self,
+        query: str,
+        *,
+        task_type: str | None = None,
+        kinds: list[str] | None = None,
+        tags: list[str] | None = None,
+        include_deprecated: bool = False,
+        limit: int = 50,
+    ) -> list[int]:
         """Ids ranked by BM25 over title and text.
 
         FTS5 ranks first, then the filters are checked against memory_items for the best PREFETCH rows
@@ -342,7 +421,7 @@ class Knowledge:
         if match is None:
             return []
         db = self.store.db
-        ranked = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 2.0, 1.0)"
+        ranked = self.store.dialect.keyword_ranked()
         filters = dict(task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
         # without a narrowing filter only deprecated items drop out: a few rows to spare are enough
         prefetch = max(limit, PREFETCH) if task_type or kinds or tags else limit + max(8, limit // 4)
@@ -367,41 +446,76 @@ class Knowledge:
         """Which items hold each of the query's keyword words (those `keyword` searches for). One FTS5 doclist
         read per word: on a large memory keyword_words keeps these under SCORED_ROWS rows in all."""
         total = max(self._top_id(), 1)
-        return WordMatches({word: {r[0] for r in self.store.db.execute(
-            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?", [f'"{word}"'])}
-            for word in self.keyword_words(query)}, total)
+        return WordMatches(
+            {
+                word: {r[0] for r in self.store.db.execute(self.store.dialect.keyword_ids(), [f'"{word}"'])}
+                for word in self.keyword_words(query)
+            },
+            total,
+        )
 
-    def allowed(self, ids: list[int], *, task_type: str | None = None, kinds: list[str] | None = None,
-                tags: list[str] | None = None, include_deprecated: bool = False) -> set[int]:
+    def allowed(
+        self,
+        ids: list[int],
+        *,
+        task_type: str | None = None,
+        kinds: list[str] | None = None,
+        tags: list[str] | None = None,
+        include_deprecated: bool = False,
+    ) -> set[int]:
         """Which of these ids pass the filters (vector hits are checked against SQLite, the source of truth)."""
         if not ids:
             return set()
         where, params = self._filters(task_type, kinds, tags, include_deprecated)
         marks = ",".join("?" * len(ids))
-        return {r[0] for r in self.store.db.execute(
-            f"SELECT m.id FROM memory_items m WHERE m.id IN ({marks}){where}", [*ids, *params])}
+        return {
+            r[0]
+            for r in self.store.db.execute(
+                f"SELECT m.id FROM memory_items m WHERE m.id IN ({marks}){where}", [*ids, *params]
+            )
+        }
 
     def vectors(self, *, kind: str, task_type: str | None, model: str) -> list[tuple[int, np.ndarray]]:
         """Live items of one kind and task type embedded by `model` (for near-duplicate checks)."""
-        return [(r[0], from_blob(r[1])) for r in self.store.db.execute(
-            "SELECT id, embedding FROM memory_items WHERE kind = ? AND task_type IS ? AND deprecated = 0 "
-            "AND embedding IS NOT NULL AND embedding_model = ?", [kind, task_type, model])]
+        return [
+            (r[0], from_blob(r[1]))
+            for r in self.store.db.execute(
+                "SELECT id, embedding FROM memory_items WHERE kind = ? AND task_type IS ? AND deprecated = 0 "
+                "AND embedding IS NOT NULL AND embedding_model = ?",
+                [kind, task_type, model],
+            )
+        ]
 
-    def vectors_where(self, model: str, limit: int, *, task_type: str | None = None, kinds: list[str] | None = None,
-                      tags: list[str] | None = None, include_deprecated: bool = False) -> list[tuple[int, np.ndarray]]:
+    def vectors_where(
+        self,
+        model: str,
+        limit: int,
+        *,
+        task_type: str | None = None,
+        kinds: list[str] | None = None,
+        tags: list[str] | None = None,
+        include_deprecated: bool = False,
+    ) -> list[tuple[int, np.ndarray]]:
         """Stored vectors (made by `model`) of the newest `limit` items that pass the filters."""
         where, params = self._filters(task_type, kinds, tags, include_deprecated)
-        return [(r[0], from_blob(r[1])) for r in self.store.db.execute(
-            f"SELECT m.id, m.embedding FROM memory_items m WHERE m.embedding IS NOT NULL AND m.embedding_model = ?"
-            f"{where} ORDER BY m.id DESC LIMIT ?", [model, *params, limit])]
+        return [
+            (r[0], from_blob(r[1]))
+            for r in self.store.db.execute(
+                f"SELECT m.id, m.embedding FROM memory_items m WHERE m.embedding IS NOT NULL AND m.embedding_model = ?"
+                f"{where} ORDER BY m.id DESC LIMIT ?",
+                [model, *params, limit],
+            )
+        ]
 
     def count(self) -> int:
         return self.store.db.execute("SELECT count(*) FROM memory_items").fetchone()[0]
 
     def page(self, after: int = 0, limit: int = 500) -> list[MemoryItem]:
         """Items in id order after the id `after` (export)."""
-        return [_item(r) for r in self.store.db.query(
-            "SELECT * FROM memory_items WHERE id > ? ORDER BY id LIMIT ?", [after, limit])]
+        return [
+            _item(r)
+            for r in self.store.db.query("SELECT * FROM memory_items WHERE id > ? ORDER BY id LIMIT ?", [after, limit])
+        ]
 
     # ----------------------------------------------------------------- the outbox
 
@@ -411,10 +525,14 @@ class Knowledge:
         ts = now()
         lease = ts + lease_seconds
         with self.store.write() as db:
-            ids = [r[0] for r in db.execute(
-                "UPDATE memory_outbox SET leased_until = ? WHERE item_id IN (SELECT item_id FROM memory_outbox "
-                "WHERE leased_until IS NULL OR leased_until < ? ORDER BY item_id LIMIT ?) RETURNING item_id",
-                [lease, ts, limit]).fetchall()]
+            ids = [
+                r[0]
+                for r in db.execute(
+                    "UPDATE memory_outbox SET leased_until = ? WHERE item_id IN (SELECT item_id FROM memory_outbox "
+                    "WHERE leased_until IS NULL OR leased_until < ? ORDER BY item_id LIMIT ?) RETURNING item_id",
+                    [lease, ts, limit],
+                ).fetchall()
+            ]
         found = self.get(sorted(ids))
         return lease, [found[i] for i in sorted(ids) if i in found]
 
@@ -423,32 +541,44 @@ class Knowledge:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        return {r[0]: from_blob(r[1]) for r in self.store.db.execute(
-            f"SELECT id, embedding FROM memory_items WHERE id IN ({marks}) AND embedding IS NOT NULL "
-            f"AND embedding_model = ?", [*ids, model])}
+        return {
+            r[0]: from_blob(r[1])
+            for r in self.store.db.execute(
+                f"SELECT id, embedding FROM memory_items WHERE id IN ({marks}) AND embedding IS NOT NULL "
+                f"AND embedding_model = ?",
+                [*ids, model],
+            )
+        }
 
     def indexed(self, vectors: dict[int, np.ndarray], model: str, lease: float) -> None:
         """Record vectors and take the items off the outbox — unless they were queued again meanwhile
         (e.g. superseded while being indexed), which resets the lease and keeps them queued."""
         with self.store.write() as db:
-            db.conn.executemany("UPDATE memory_items SET embedding = ?, embedding_model = ? WHERE id = ?",
-                                [(to_blob(v), model, i) for i, v in vectors.items()])
-            db.conn.executemany("DELETE FROM memory_outbox WHERE item_id = ? AND leased_until = ?",
-                                [(i, lease) for i in vectors])
+            db.conn.executemany(
+                "UPDATE memory_items SET embedding = ?, embedding_model = ? WHERE id = ?",
+                [(to_blob(v), model, i) for i, v in vectors.items()],
+            )
+            db.conn.executemany(
+                "DELETE FROM memory_outbox WHERE item_id = ? AND leased_until = ?", [(i, lease) for i in vectors]
+            )
             self.store.emit(MemoryIndexed(len(vectors)))
 
     def pending(self, queued_by: float | None = None) -> int:
         """Items waiting for the vector index (`queued_by`: only those queued by then)."""
         if queued_by is None:
             return self.store.db.execute("SELECT count(*) FROM memory_outbox").fetchone()[0]
-        return self.store.db.execute("SELECT count(*) FROM memory_outbox WHERE queued_at <= ?",
-                                     [queued_by]).fetchone()[0]
+        return self.store.db.execute("SELECT count(*) FROM memory_outbox WHERE queued_at <= ?", [queued_by]).fetchone()[
+            0
+        ]
 
     def requeue_all(self) -> int:
         """Queue every item for indexing again (reindex)."""
         with self.store.write() as db:
-            db.execute("INSERT OR REPLACE INTO memory_outbox (item_id, queued_at) SELECT id, ? FROM memory_items",
-                       [now()])
+            db.execute(
+                "INSERT INTO memory_outbox (item_id, queued_at) SELECT id, ? FROM memory_items WHERE true "
+                "ON CONFLICT (item_id) DO UPDATE SET queued_at = excluded.queued_at, leased_until = NULL",
+                [now()],
+            )
             return db.execute("SELECT count(*) FROM memory_outbox").fetchone()[0]
 
     # ----------------------------------------------------------------- reuse
@@ -461,23 +591,57 @@ class Knowledge:
             db.conn.executemany(
                 "INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) SELECT ?, ?, ?, ? WHERE NOT EXISTS "
                 "(SELECT 1 FROM memory_surfaced WHERE item_id = ? AND agent = ? AND task_id IS ?)",
-                [(i, agent, task_id, ts, i, agent, task_id) for i in ids])
+                [(i, agent, task_id, ts, i, agent, task_id) for i in ids],
+            )
+
+    def remember_output(self, db: Database, row: dict) -> None:
+        """A card's work joins the shared memory when it is done: its review passed, a person passed it, or
+        it needed no review (an output a review sends back is not something to learn from). Its holder's
+        output, summary and artifact excerpts, in the same transaction as the move."""
+        excerpts = "\n".join(
+            f"--- {name} ({kind})\n{content[:2000]}"
+            for name, kind, content in db.execute(
+                "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
+                [row["id"], row["fencing_token"]],
+            )
+        )
+        text = f"{row['summary'] or ''}\n{(row['output'] or '')[:8000]}\n{excerpts}".strip()
+        if text:  # a person may pass a card that was escalated before any output
+            self.add(
+                db,
+                kind="output",
+                text=text,
+                created_by=row["assignee"] or row["created_by"],
+                task_type=row["task_type"],
+                task_id=row["id"],
+                title=row["title"],
+                tags=json.loads(row["labels"]),
+                source=f"task:{row['id']}",
+            )
 
     def mark_useful(self, db: Database, agent: str, task_id: int, ids: list[int]) -> None:
         """The agent says these surfaced items helped with this task (inside the caller's transaction)."""
         ids = list(dict.fromkeys(ids))
         marks = ",".join("?" * len(ids))
-        shown = {r[0] for r in db.execute(
-            f"SELECT item_id FROM memory_surfaced WHERE agent = ? AND task_id = ? AND item_id IN ({marks})",
-            [agent, task_id, *ids])}
+        shown = {
+            r[0]
+            for r in db.execute(
+                f"SELECT item_id FROM memory_surfaced WHERE agent = ? AND task_id = ? AND item_id IN ({marks})",
+                [agent, task_id, *ids],
+            )
+        }
         missing = [i for i in ids if i not in shown]
         if missing:
-            raise InvalidInput(f"memory items {missing} were not handed to you for task {task_id}; list only ids "
-                               "from the lessons claim_task gave you")
-        db.execute(f"UPDATE memory_surfaced SET useful_at = coalesce(useful_at, ?) WHERE agent = ? AND task_id = ? "
-                   f"AND item_id IN ({marks})", [now(), agent, task_id, *ids])
+            raise InvalidInput(
+                f"memory items {missing} were not handed to you for task {task_id}; list only ids "
+                "from the lessons claim_task gave you"
+            )
+        db.execute(
+            f"UPDATE memory_surfaced SET useful_at = coalesce(useful_at, ?) WHERE agent = ? AND task_id = ? "
+            f"AND item_id IN ({marks})",
+            [now(), agent, task_id, *ids],
+        )
 
     def reuse(self) -> tuple[int, int]:
         """(items surfaced to agents, of which marked useful)."""
-        return tuple(self.store.db.execute(
-            "SELECT count(*), count(useful_at) FROM memory_surfaced").fetchone())
+        return tuple(self.store.db.execute("SELECT count(*), count(useful_at) FROM memory_surfaced").fetchone())

@@ -16,37 +16,50 @@ in the same transaction as the change they describe, so the pool is the board's 
 
 from __future__ import annotations
 
-import base64
 import json
 import re
-from datetime import datetime, timezone
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 from sqlite_utils import Database
 
 from .agents import Agents
+from .cursor import decode_cursor, encode_cursor
 from .db import Store, iso, now
 from .errors import InvalidInput
 from .events import InboxChanged
 from .knowledge import Knowledge
 
 KNOWN_INTENTS: tuple[str, ...] = (
-    "task_assignment", "task_claim", "status_update", "request_help", "answer", "output.complete",
-    "output.updated", "test_results", "critique", "approval", "proposal", "proposal.feedback",
-    "consensus_recommendation", "consensus_reached", "info",
+    "task_assignment",
+    "task_claim",
+    "status_update",
+    "request_help",
+    "answer",
+    "output.complete",
+    "output.updated",
+    "test_results",
+    "critique",
+    "approval",
+    "proposal",
+    "proposal.feedback",
+    "consensus_recommendation",
+    "consensus_reached",
+    "info",
 )
 INTENT_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,39}$")
 THREAD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,79}$")
-Priority = Literal["low", "normal", "high", "urgent"]
-PRIORITY_RANK = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
-RANK_PRIORITY = {v: k for k, v in PRIORITY_RANK.items()}
+MessagePriority = Literal["low", "normal", "high", "urgent"]
+MESSAGE_PRIORITY_RANK: dict[str, int] = {p: rank for rank, p in enumerate(get_args(MessagePriority))}
+RANK_MESSAGE_PRIORITY: dict[int, str] = {rank: p for p, rank in MESSAGE_PRIORITY_RANK.items()}
 SubscriptionKind = Literal["intent", "task", "channel"]
 PREVIEW_CHARS = 280
 
 
 # what the shared log shows: never a direct message between two agents
 POOL_VISIBLE = "(m.recipient IS NULL OR m.recipient = 'everyone' OR m.recipient LIKE 'role:%')"
+
 
 class NewMessage(BaseModel):
     intent: str
@@ -56,7 +69,7 @@ class NewMessage(BaseModel):
     task_id: int | None = None
     thread: str | None = None
     reply_to: int | None = None
-    priority: Priority = "normal"
+    priority: MessagePriority = "normal"
     metadata: dict = {}
 
 
@@ -70,9 +83,10 @@ class Message(BaseModel):
     task_id: int | None = None
     thread: str
     reply_to: int | None = None
-    priority: Priority
-    summary: str | None = Field(None, description="the sender's headline; absent when it would only repeat "
-                                "the start of content")
+    priority: MessagePriority
+    summary: str | None = Field(
+        None, description="the sender's headline; absent when it would only repeat the start of content"
+    )
     content: str = Field(description="full text when full=true, else a preview")
     content_chars: int
     metadata: dict = {}
@@ -94,19 +108,9 @@ class Subscription(BaseModel):
     created_at: str
 
 
-def _cursor(parts: tuple) -> str:
-    return base64.urlsafe_b64encode(json.dumps(parts).encode()).decode()
-
-
-def _uncursor(cursor: str) -> list:
-    try:
-        phase, after = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if phase not in (0, 1) or not isinstance(after, int):
-            raise ValueError(cursor)
-        return [phase, after]
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise InvalidInput("cursor is not valid: pass next_cursor from the previous get_messages answer "
-                           "unchanged, or omit it") from exc
+def _uncursor(cursor: str) -> tuple[int, ...]:
+    """(phase, message id): phase 0 pages the unread messages, 1 the read ones."""
+    return decode_cursor(cursor, "get_messages", valid=lambda parts: parts[0] in (0, 1))
 
 
 def is_direct(recipient: str | None) -> bool:
@@ -118,7 +122,7 @@ def parse_time(value: str, what: str) -> float:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
         if moment.tzinfo is None:  # a time without a zone is UTC, like every time hiveboard shows
-            moment = moment.replace(tzinfo=timezone.utc)
+            moment = moment.replace(tzinfo=UTC)
         return moment.timestamp()
     except ValueError as exc:
         raise InvalidInput(f"{what} {value!r} is not an ISO 8601 time; send e.g. '2026-11-22T09:30:00Z'") from exc
@@ -133,14 +137,42 @@ class Messages:
 
     # ----------------------------------------------------------------- posting
 
+    def event(
+        self,
+        db: Database,
+        actor: str,
+        intent: str,
+        task_id: int,
+        summary: str,
+        content: str = "",
+        recipient: str | None = None,
+        metadata: dict | None = None,
+    ) -> None:
+        """Post a board event (a claim, a move, a verdict) to the pool inside the change's own transaction."""
+        self.post(
+            db,
+            actor,
+            NewMessage(
+                intent=intent,
+                task_id=task_id,
+                recipient=recipient,
+                summary=summary[: self.limits.message_summary],
+                content=content[: self.limits.message_chars],
+                metadata={"event": True, **(metadata or {})},
+            ),
+        )
+
     def _check(self, msg: NewMessage) -> None:
         lim = self.limits
         if not INTENT_RE.match(msg.intent):
-            raise InvalidInput(f"intent {msg.intent!r} is not valid: a short lowercase word such as "
-                               f"{', '.join(KNOWN_INTENTS[:6])}")
+            raise InvalidInput(
+                f"intent {msg.intent!r} is not valid: a short lowercase word such as {', '.join(KNOWN_INTENTS[:6])}"
+            )
         if len(msg.content) > lim.message_chars:
-            raise InvalidInput(f"content is {len(msg.content)} characters; the limit is {lim.message_chars}. "
-                               "Send a summary and put the rest in a task artifact")
+            raise InvalidInput(
+                f"content is {len(msg.content)} characters; the limit is {lim.message_chars}. "
+                "Send a summary and put the rest in a task artifact"
+            )
         if msg.summary is not None and len(msg.summary) > lim.message_summary:
             raise InvalidInput(f"summary is {len(msg.summary)} characters; the limit is {lim.message_summary}")
         if not msg.content.strip() and not (msg.summary or "").strip():
@@ -149,8 +181,10 @@ class Messages:
         if len(meta) > lim.metadata_chars:
             raise InvalidInput(f"metadata is {len(meta)} characters of JSON; the limit is {lim.metadata_chars}")
         if msg.thread is not None and not THREAD_RE.match(msg.thread):
-            raise InvalidInput(f"thread {msg.thread!r} is not valid: 1-80 characters of letters, digits and "
-                               "_ . : / - (e.g. 'api-design')")
+            raise InvalidInput(
+                f"thread {msg.thread!r} is not valid: 1-80 characters of letters, digits and "
+                "_ . : / - (e.g. 'api-design')"
+            )
 
     def _recipients(self, db: Database, sender: str, msg: NewMessage, thread: str) -> tuple[str | None, set[str]]:
         """(the recipient as stored, the agents whose inbox gets the message)."""
@@ -168,18 +202,23 @@ class Messages:
         elif recipient:
             recipient = recipient.lower()
             if db.execute("SELECT 1 FROM agents WHERE name = ?", [recipient]).fetchone() is None:
-                raise InvalidInput(f"recipient {recipient!r} is not a registered agent; send to an agent name, "
-                                   f"'role:<role>', 'everyone', or leave it out to post to the pool. Known "
-                                   f"agents: {', '.join(self.agents.names(20))}")
+                raise InvalidInput(
+                    f"recipient {recipient!r} is not a registered agent; send to an agent name, "
+                    f"'role:<role>', 'everyone', or leave it out to post to the pool. Known "
+                    f"agents: {', '.join(self.agents.names(20))}"
+                )
             to.add(recipient)
         elif msg.task_id is not None:
-            row = db.execute("SELECT created_by, assignee, reserved_for FROM tasks WHERE id = ?",
-                             [msg.task_id]).fetchone()
+            row = db.execute(
+                "SELECT created_by, assignee, reserved_for FROM tasks WHERE id = ?", [msg.task_id]
+            ).fetchone()
             to |= {p for p in row if p}
         if not is_direct(recipient):  # a direct message reaches its addressee only, whoever follows its intent or task
             subs = db.execute(
                 "SELECT agent FROM subscriptions WHERE (kind = 'intent' AND value = ?) OR (kind = 'task' AND "
-                "value = ?) OR (kind = 'channel' AND value = ?)", [msg.intent, str(msg.task_id), thread]).fetchall()
+                "value = ?) OR (kind = 'channel' AND value = ?)",
+                [msg.intent, str(msg.task_id), thread],
+            ).fetchall()
             to |= {r[0] for r in subs}
         to.discard(sender)
         return recipient, to
@@ -193,8 +232,9 @@ class Messages:
         recipient_in = msg.recipient
         also: set[str] = set()
         if msg.reply_to is not None:
-            parent = db.execute("SELECT thread, sender, task_id, recipient FROM messages WHERE id = ?",
-                                [msg.reply_to]).fetchone()
+            parent = db.execute(
+                "SELECT thread, sender, task_id, recipient FROM messages WHERE id = ?", [msg.reply_to]
+            ).fetchone()
             if parent is None:
                 raise InvalidInput(f"reply_to names message {msg.reply_to}, which does not exist")
             thread = thread or parent[0]
@@ -216,19 +256,41 @@ class Messages:
         ts = now()
         message_id = db.execute(
             "INSERT INTO messages (intent, task_id, sender, recipient, thread, reply_to, summary, content, priority, "
-            "metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [msg.intent, msg.task_id, sender, recipient, thread or "", msg.reply_to, summary, msg.content,
-             PRIORITY_RANK[msg.priority], json.dumps(msg.metadata), ts]).lastrowid
+            "metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            [
+                msg.intent,
+                msg.task_id,
+                sender,
+                recipient,
+                thread or "",
+                msg.reply_to,
+                summary,
+                msg.content,
+                MESSAGE_PRIORITY_RANK[msg.priority],
+                json.dumps(msg.metadata),
+                ts,
+            ],
+        ).fetchall()[0][0]
         if thread is None:
             db.execute("UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
-        db.conn.executemany("INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)])
+        db.conn.executemany(
+            "INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)]
+        )
         if not is_direct(recipient) and not msg.metadata.get("event"):  # direct messages stay out of the shared memory
             task_type = None
             if msg.task_id is not None:
                 task_type = db.execute("SELECT task_type FROM tasks WHERE id = ?", [msg.task_id]).fetchone()[0]
-            self.knowledge.add(db, kind="message", text=f"{summary}\n{msg.content[:4000]}".strip(), created_by=sender,
-                               task_type=task_type, task_id=msg.task_id, title=summary, tags=[msg.intent],
-                               source=f"message:{message_id}")
+            self.knowledge.add(
+                db,
+                kind="message",
+                text=f"{summary}\n{msg.content[:4000]}".strip(),
+                created_by=sender,
+                task_type=task_type,
+                task_id=msg.task_id,
+                title=summary,
+                tags=[msg.intent],
+                source=f"message:{message_id}",
+            )
         self.store.emit(InboxChanged(message_id, frozenset(to)))
         if message_id % 10_000 == 0:
             self.store.optimize()  # keep the planner's statistics in step with a growing pool
@@ -246,27 +308,57 @@ class Messages:
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
-        # plain tuples, and no JSON parse of the common empty metadata: a page of 20 is read on every
-        # get_messages, and building it cost more than the SQL
-        rows = {r[0]: r for r in db.execute(
-            "SELECT id, intent, sender, recipient, task_id, thread, reply_to, priority, summary, content, metadata, "
-            f"created_at FROM messages WHERE id IN ({marks})", ids)}
+        # plain tuples, and no JSON parse of the common empty metadata: a page is read on every
+        # get_messages, and building it can cost more than the SQL
+        rows = {
+            r[0]: r
+            for r in db.execute(
+                "SELECT id, intent, sender, recipient, task_id, thread, reply_to, priority, summary, content, metadata, "
+                f"created_at FROM messages WHERE id IN ({marks})",
+                ids,
+            )
+        }
         out = []
         for i in ids:
-            _, intent, sender, recipient, task_id, thread, reply_to, priority, summary, full_content, metadata, \
-                created_at = rows[i]
+            (
+                _,
+                intent,
+                sender,
+                recipient,
+                task_id,
+                thread,
+                reply_to,
+                priority,
+                summary,
+                full_content,
+                metadata,
+                created_at,
+            ) = rows[i]
             content = full_content
             if not full and len(content) > PREVIEW_CHARS:
                 content = content[:PREVIEW_CHARS] + f"… ({len(full_content)} characters; full=true for all)"
             read = acked = None
             if state is not None:
                 read, acked = state[i]
-            out.append(Message(
-                id=i, intent=intent, sender=sender, recipient=recipient, task_id=task_id, thread=thread,
-                reply_to=reply_to, priority=RANK_PRIORITY[priority],
-                summary=None if full_content.lstrip().startswith(summary) else summary, content=content,
-                content_chars=len(full_content), metadata={} if metadata == "{}" else json.loads(metadata),
-                created_at=iso(created_at), read=read, acked=acked))
+            out.append(
+                Message(
+                    id=i,
+                    intent=intent,
+                    sender=sender,
+                    recipient=recipient,
+                    task_id=task_id,
+                    thread=thread,
+                    reply_to=reply_to,
+                    priority=RANK_MESSAGE_PRIORITY[priority],
+                    summary=None if full_content.lstrip().startswith(summary) else summary,
+                    content=content,
+                    content_chars=len(full_content),
+                    metadata={} if metadata == "{}" else json.loads(metadata),
+                    created_at=iso(created_at),
+                    read=read,
+                    acked=acked,
+                )
+            )
         return out
 
     def _filters(self, task_id, intent, thread, sender, since) -> tuple[list[str], list]:
@@ -284,12 +376,25 @@ class Messages:
         return where, params
 
     def unread_count(self, agent: str) -> int:
-        return self.store.db.execute("SELECT count(*) FROM inbox WHERE agent = ? AND read_at IS NULL",
-                                     [agent]).fetchone()[0]
+        return self.store.db.execute(
+            "SELECT count(*) FROM inbox WHERE agent = ? AND read_at IS NULL", [agent]
+        ).fetchone()[0]
 
-    def inbox(self, agent: str, *, unread_only: bool = True, task_id: int | None = None, intent: str | None = None,
-              thread: str | None = None, sender: str | None = None, since: str | None = None, full: bool = False,
-              limit: int = 20, cursor: str | None = None, mark_read: bool = True) -> MessagePage:
+    def inbox(
+        self,
+        agent: str,
+        *,
+        unread_only: bool = True,
+        task_id: int | None = None,
+        intent: str | None = None,
+        thread: str | None = None,
+        sender: str | None = None,
+        since: str | None = None,
+        full: bool = False,
+        limit: int = 20,
+        cursor: str | None = None,
+        mark_read: bool = True,
+    ) -> MessagePage:
         """The agent's inbox: unread first (oldest first), then read ones (newest first).
 
         Returned unread messages are marked read when unread_only and mark_read are both true;
@@ -298,25 +403,30 @@ class Messages:
         if not 1 <= limit <= 100:
             raise InvalidInput("limit must be between 1 and 100")
         where, params = self._filters(task_id, intent, thread, sender, since)
-        phase, after = (_uncursor(cursor) if cursor else (0, 0))
-        base = "SELECT i.message_id, i.read_at, i.acked_at FROM inbox i JOIN messages m ON m.id = i.message_id " \
-               "WHERE i.agent = ?" + "".join(f" AND {w}" for w in where)
+        phase, after = _uncursor(cursor) if cursor else (0, 0)
+        base = (
+            "SELECT i.message_id, i.read_at, i.acked_at FROM inbox i JOIN messages m ON m.id = i.message_id "
+            "WHERE i.agent = ?" + "".join(f" AND {w}" for w in where)
+        )
         picked: list[tuple] = []
         marking = unread_only and mark_read
         # reading that marks messages read picks and marks them in one write transaction: two readers of
         # one inbox (two windows, or a waiting call beside another) never get the same message
-        with (self.store.write() if marking else self.store.read()) as db:
+        with self.store.write() if marking else self.store.read() as db:
             unread = db.execute("SELECT count(*) FROM inbox WHERE agent = ? AND read_at IS NULL", [agent]).fetchone()[0]
             if phase == 0:
-                picked += db.execute(base + " AND i.read_at IS NULL AND i.message_id > ? ORDER BY i.message_id "
-                                     "LIMIT ?", [agent, *params, after, limit + 1]).fetchall()
+                picked += db.execute(
+                    base + " AND i.read_at IS NULL AND i.message_id > ? ORDER BY i.message_id LIMIT ?",
+                    [agent, *params, after, limit + 1],
+                ).fetchall()
             if not unread_only and len(picked) <= limit:
                 if phase == 0:
                     phase, after = 1, None
                 read_clause = " AND i.read_at IS NOT NULL" + (" AND i.message_id < ?" if after else "")
-                picked += db.execute(base + read_clause + " ORDER BY i.message_id DESC LIMIT ?",
-                                     [agent, *params, *([after] if after else []), limit + 1 - len(picked)]
-                                     ).fetchall()
+                picked += db.execute(
+                    base + read_clause + " ORDER BY i.message_id DESC LIMIT ?",
+                    [agent, *params, *([after] if after else []), limit + 1 - len(picked)],
+                ).fetchall()
             more = len(picked) > limit
             picked = picked[:limit]
             state = {p[0]: (p[1] is not None, p[2] is not None) for p in picked}
@@ -324,17 +434,28 @@ class Messages:
             fresh = [m.id for m in messages if not m.read]
             if marking and fresh:
                 ts = now()
-                db.conn.executemany("UPDATE inbox SET read_at = ? WHERE agent = ? AND message_id = ? AND read_at IS NULL",
-                                    [(ts, agent, i) for i in fresh])
+                db.conn.executemany(
+                    "UPDATE inbox SET read_at = ? WHERE agent = ? AND message_id = ? AND read_at IS NULL",
+                    [(ts, agent, i) for i in fresh],
+                )
         next_cursor = None
         if more:
             last = picked[-1]
-            next_cursor = _cursor((1 if last[1] is not None else 0, last[0]))
+            next_cursor = encode_cursor(1 if last[1] is not None else 0, last[0])
         return MessagePage(messages=messages, unread=unread, next_cursor=next_cursor)
 
-    def pool(self, *, task_id: int | None = None, intent: str | None = None, thread: str | None = None,
-             sender: str | None = None, since: str | None = None, full: bool = False, limit: int = 20,
-             cursor: str | None = None) -> MessagePage:
+    def pool(
+        self,
+        *,
+        task_id: int | None = None,
+        intent: str | None = None,
+        thread: str | None = None,
+        sender: str | None = None,
+        since: str | None = None,
+        full: bool = False,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> MessagePage:
         """The shared log (any agent may read it): oldest first, e.g. a task's or a thread's whole history.
 
         Direct messages between agents are never in it, a task's log included: only their two ends see
@@ -346,16 +467,23 @@ class Messages:
         after = _uncursor(cursor)[1] if cursor else 0
         where.append(POOL_VISIBLE)
         with self.store.read() as db:
-            ids = [r[0] for r in db.execute(
-                "SELECT m.id FROM messages m WHERE m.id > ?" + "".join(f" AND {w}" for w in where)
-                + " ORDER BY m.id LIMIT ?", [after, *params, limit + 1])]
+            ids = [
+                r[0]
+                for r in db.execute(
+                    "SELECT m.id FROM messages m WHERE m.id > ?"
+                    + "".join(f" AND {w}" for w in where)
+                    + " ORDER BY m.id LIMIT ?",
+                    [after, *params, limit + 1],
+                )
+            ]
             more = len(ids) > limit
             ids = ids[:limit]
             messages = self._messages(db, ids, full)
-        return MessagePage(messages=messages, unread=0, next_cursor=_cursor((0, ids[-1])) if more else None)
+        return MessagePage(messages=messages, unread=0, next_cursor=encode_cursor(0, ids[-1]) if more else None)
 
-    def latest(self, *, task_id: int | None = None, intent: str | None = None, before: int | None = None,
-               limit: int = 50) -> list[Message]:
+    def latest(
+        self, *, task_id: int | None = None, intent: str | None = None, before: int | None = None, limit: int = 50
+    ) -> list[Message]:
         """The pool newest first (what a person scrolling the board's messages wants), `before` a message id."""
         if not 1 <= limit <= 200:
             raise InvalidInput("limit must be between 1 and 200")
@@ -364,8 +492,13 @@ class Messages:
         if before is not None:
             where.append("m.id < ?"), params.append(before)
         with self.store.read() as db:
-            ids = [r[0] for r in db.execute("SELECT m.id FROM messages m WHERE " + " AND ".join(where)
-                                            + " ORDER BY m.id DESC LIMIT ?", [*params, limit])]
+            ids = [
+                r[0]
+                for r in db.execute(
+                    "SELECT m.id FROM messages m WHERE " + " AND ".join(where) + " ORDER BY m.id DESC LIMIT ?",
+                    [*params, limit],
+                )
+            ]
             return self._messages(db, ids, True)
 
     @staticmethod
@@ -384,13 +517,20 @@ class Messages:
         ts = now()
         with self.store.write() as db:
             marks = ",".join("?" * len(ids))
-            mine = {r[0] for r in db.execute(f"SELECT message_id FROM inbox WHERE agent = ? AND message_id IN ({marks})",
-                                             [agent, *ids])}
+            mine = {
+                r[0]
+                for r in db.execute(
+                    f"SELECT message_id FROM inbox WHERE agent = ? AND message_id IN ({marks})", [agent, *ids]
+                )
+            }
             missing = [i for i in ids if i not in mine]
             if missing:
                 raise InvalidInput(f"messages {missing} are not in your inbox; ack only ids get_messages gave you")
-            db.conn.executemany("UPDATE inbox SET acked_at = coalesce(acked_at, ?), read_at = coalesce(read_at, ?) "
-                           "WHERE agent = ? AND message_id = ?", [(ts, ts, agent, i) for i in ids])
+            db.conn.executemany(
+                "UPDATE inbox SET acked_at = coalesce(acked_at, ?), read_at = coalesce(read_at, ?) "
+                "WHERE agent = ? AND message_id = ?",
+                [(ts, ts, agent, i) for i in ids],
+            )
         return len(ids)
 
     # ----------------------------------------------------------------- subscriptions
@@ -411,15 +551,22 @@ class Messages:
             if on:
                 if db.execute("SELECT count(*) FROM subscriptions WHERE agent = ?", [agent]).fetchone()[0] >= 100:
                     raise InvalidInput("you have 100 subscriptions already; unsubscribe from some first")
-                db.execute("INSERT OR IGNORE INTO subscriptions (agent, kind, value, created_at) VALUES (?, ?, ?, ?)",
-                           [agent, kind, value, now()])
+                db.execute(
+                    "INSERT INTO subscriptions (agent, kind, value, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [agent, kind, value, now()],
+                )
             else:
-                cur = db.execute("DELETE FROM subscriptions WHERE agent = ? AND kind = ? AND value = ?",
-                                 [agent, kind, value])
+                cur = db.execute(
+                    "DELETE FROM subscriptions WHERE agent = ? AND kind = ? AND value = ?", [agent, kind, value]
+                )
                 if cur.rowcount == 0:
                     raise InvalidInput(f"you are not subscribed to {kind} {value!r}")
         return self.subscriptions(agent)
 
     def subscriptions(self, agent: str) -> list[Subscription]:
-        return [Subscription(kind=r[0], value=r[1], created_at=iso(r[2])) for r in self.store.db.execute(
-            "SELECT kind, value, created_at FROM subscriptions WHERE agent = ? ORDER BY kind, value", [agent])]
+        return [
+            Subscription(kind=r[0], value=r[1], created_at=iso(r[2]))
+            for r in self.store.db.execute(
+                "SELECT kind, value, created_at FROM subscriptions WHERE agent = ? ORDER BY kind, value", [agent]
+            )
+        ]

@@ -1,10 +1,13 @@
 """Schema changes as small named functions, applied in order and recorded in `migrations`.
 
-Add a migration by appending a function to MIGRATIONS; never edit one that has shipped.
+Add a migration by appending a function to MIGRATIONS; never edit one that has shipped. A migration is
+frozen SQL and data: it imports no live code of the board, whose later changes would change what an old
+migration does.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from sqlite_utils import Database
@@ -145,16 +148,24 @@ def m004_memory(db: Database) -> None:
         )""")
     db.execute("CREATE INDEX memory_kind ON memory_items (kind, task_type)")
     db.execute("CREATE INDEX memory_task ON memory_items (task_id)")
-    db.execute("CREATE VIRTUAL TABLE memory_fts USING fts5(title, text, content='memory_items', content_rowid='id', "
-               "tokenize='porter unicode61')")
-    db.execute("CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_items BEGIN "
-               "INSERT INTO memory_fts (rowid, title, text) VALUES (new.id, new.title, new.text); END")
-    db.execute("CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_items BEGIN "
-               "INSERT INTO memory_fts (memory_fts, rowid, title, text) VALUES ('delete', old.id, old.title, old.text); "
-               "END")
-    db.execute("CREATE TRIGGER memory_fts_au AFTER UPDATE OF title, text ON memory_items BEGIN "
-               "INSERT INTO memory_fts (memory_fts, rowid, title, text) VALUES ('delete', old.id, old.title, old.text); "
-               "INSERT INTO memory_fts (rowid, title, text) VALUES (new.id, new.title, new.text); END")
+    db.execute(
+        "CREATE VIRTUAL TABLE memory_fts USING fts5(title, text, content='memory_items', content_rowid='id', "
+        "tokenize='porter unicode61')"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_items BEGIN "
+        "INSERT INTO memory_fts (rowid, title, text) VALUES (new.id, new.title, new.text); END"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_items BEGIN "
+        "INSERT INTO memory_fts (memory_fts, rowid, title, text) VALUES ('delete', old.id, old.title, old.text); "
+        "END"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_fts_au AFTER UPDATE OF title, text ON memory_items BEGIN "
+        "INSERT INTO memory_fts (memory_fts, rowid, title, text) VALUES ('delete', old.id, old.title, old.text); "
+        "INSERT INTO memory_fts (rowid, title, text) VALUES (new.id, new.title, new.text); END"
+    )
     # Items waiting to be embedded and indexed; a worker leases them, so a crash only delays them.
     db.execute("""
         CREATE TABLE memory_outbox (
@@ -252,9 +263,11 @@ def m009_review_cancelled(db: Database) -> None:
     # (a rebuild of `reviews` would trip the foreign keys of `critiques`).
     version = db.execute("PRAGMA schema_version").fetchone()[0]
     db.execute("PRAGMA writable_schema = ON")
-    db.execute("UPDATE sqlite_master SET sql = replace(sql, \"CHECK (status IN ('queued', 'running', 'finished'))\", "
-               "\"CHECK (status IN ('queued', 'running', 'finished', 'cancelled'))\") WHERE type = 'table' AND "
-               "name = 'reviews'")
+    db.execute(
+        "UPDATE sqlite_master SET sql = replace(sql, \"CHECK (status IN ('queued', 'running', 'finished'))\", "
+        "\"CHECK (status IN ('queued', 'running', 'finished', 'cancelled'))\") WHERE type = 'table' AND "
+        "name = 'reviews'"
+    )
     db.execute(f"PRAGMA schema_version = {version + 1}")
     db.execute("PRAGMA writable_schema = OFF")
 
@@ -277,33 +290,57 @@ def m012_contests(db: Database) -> None:
     db.execute("CREATE INDEX tasks_contest ON tasks (contest) WHERE contest IS NOT NULL")
 
 
+_CAMEL_M013 = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
+
+
+def _code_words_m013(title: str, text: str) -> str:
+    """board/knowledge.py's code_words as m013 shipped it (frozen here with the migration)."""
+    parts: list[str] = []
+    for word in dict.fromkeys(re.findall(r"[^\W_]+", f"{title} {text}")):
+        if not word.islower() or any(c.isdigit() for c in word):
+            split = [p.lower() for p in _CAMEL_M013.findall(word)]
+            parts += split if len(split) > 1 else []
+    return " ".join(parts)
+
 
 def m013_code_words(db: Database) -> None:
     # Keyword search sees inside identifiers: each item keeps the parts of its camelCase and digit-joined
     # identifiers (board/knowledge.py code_words) in a column the FTS5 index holds beside title and text.
     # An external-content FTS5 table cannot gain a column: it is made again and rebuilt from the items.
-    from .knowledge import code_words
+    # The backfill uses the splitting as it was when this migration shipped (_code_words_m013), not the
+    # live function: a migration must do the same thing on every database, whenever it runs.
+    code_words = _code_words_m013
 
     db.execute("ALTER TABLE memory_items ADD COLUMN code_words TEXT NOT NULL DEFAULT ''")
     rows = db.execute("SELECT id, title, text FROM memory_items").fetchall()
-    db.conn.executemany("UPDATE memory_items SET code_words = ? WHERE id = ?",
-                        [(code_words(title, text), item_id) for item_id, title, text in rows])
+    db.conn.executemany(
+        "UPDATE memory_items SET code_words = ? WHERE id = ?",
+        [(code_words(title, text), item_id) for item_id, title, text in rows],
+    )
     for trigger in ("memory_fts_ai", "memory_fts_ad", "memory_fts_au"):
         db.execute(f"DROP TRIGGER {trigger}")
     db.execute("DROP TABLE memory_fts")
-    db.execute("CREATE VIRTUAL TABLE memory_fts USING fts5(title, text, code_words, content='memory_items', "
-               "content_rowid='id', tokenize='porter unicode61')")
-    db.execute("CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_items BEGIN "
-               "INSERT INTO memory_fts (rowid, title, text, code_words) VALUES (new.id, new.title, new.text, "
-               "new.code_words); END")
-    db.execute("CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_items BEGIN "
-               "INSERT INTO memory_fts (memory_fts, rowid, title, text, code_words) "
-               "VALUES ('delete', old.id, old.title, old.text, old.code_words); END")
-    db.execute("CREATE TRIGGER memory_fts_au AFTER UPDATE OF title, text, code_words ON memory_items BEGIN "
-               "INSERT INTO memory_fts (memory_fts, rowid, title, text, code_words) "
-               "VALUES ('delete', old.id, old.title, old.text, old.code_words); "
-               "INSERT INTO memory_fts (rowid, title, text, code_words) VALUES (new.id, new.title, new.text, "
-               "new.code_words); END")
+    db.execute(
+        "CREATE VIRTUAL TABLE memory_fts USING fts5(title, text, code_words, content='memory_items', "
+        "content_rowid='id', tokenize='porter unicode61')"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_items BEGIN "
+        "INSERT INTO memory_fts (rowid, title, text, code_words) VALUES (new.id, new.title, new.text, "
+        "new.code_words); END"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_items BEGIN "
+        "INSERT INTO memory_fts (memory_fts, rowid, title, text, code_words) "
+        "VALUES ('delete', old.id, old.title, old.text, old.code_words); END"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_fts_au AFTER UPDATE OF title, text, code_words ON memory_items BEGIN "
+        "INSERT INTO memory_fts (memory_fts, rowid, title, text, code_words) "
+        "VALUES ('delete', old.id, old.title, old.text, old.code_words); "
+        "INSERT INTO memory_fts (rowid, title, text, code_words) VALUES (new.id, new.title, new.text, "
+        "new.code_words); END"
+    )
     db.execute("INSERT INTO memory_fts (memory_fts) VALUES ('rebuild')")
 
 
@@ -339,10 +376,23 @@ def m016_approval_and_evidence(db: Database) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN evidence TEXT")
 
 
-MIGRATIONS: list[Callable[[Database], None]] = [m001_tasks, m002_agents, m003_messages, m004_memory, m006_reviews,
-                                                m007_acceptance_tests, m008_events, m009_review_cancelled,
-                                                m010_agent_presence, m011_waivers, m012_contests, m013_code_words,
-                                                m014_digests, m015_tasks_by_priority, m016_approval_and_evidence]
+MIGRATIONS: list[Callable[[Database], None]] = [
+    m001_tasks,
+    m002_agents,
+    m003_messages,
+    m004_memory,
+    m006_reviews,
+    m007_acceptance_tests,
+    m008_events,
+    m009_review_cancelled,
+    m010_agent_presence,
+    m011_waivers,
+    m012_contests,
+    m013_code_words,
+    m014_digests,
+    m015_tasks_by_priority,
+    m016_approval_and_evidence,
+]
 
 
 def apply_migrations(db: Database) -> list[str]:
@@ -353,7 +403,6 @@ def apply_migrations(db: Database) -> list[str]:
     for migration in MIGRATIONS:
         if migration.__name__ not in done:
             migration(db)
-            db.execute("INSERT INTO migrations (name, applied_at) VALUES (?, datetime('now'))",
-                       [migration.__name__])
+            db.execute("INSERT INTO migrations (name, applied_at) VALUES (?, datetime('now'))", [migration.__name__])
             applied.append(migration.__name__)
     return applied

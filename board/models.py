@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
 Status = Literal["todo", "in_progress", "review", "done", "blocked", "needs_human"]
-STATUSES: tuple[str, ...] = ("todo", "in_progress", "review", "done", "blocked", "needs_human")
+STATUSES: tuple[str, ...] = get_args(Status)
 
-Priority = Literal["critical", "high", "medium", "low"]
-PRIORITY_RANK: dict[str, int] = {"critical": 3, "high": 2, "medium": 1, "low": 0}
-RANK_PRIORITY: dict[int, str] = {v: k for k, v in PRIORITY_RANK.items()}
+Priority = Literal["critical", "high", "medium", "low"]  # most urgent first
+# the tasks table stores the rank, so that the most urgent card sorts first with ORDER BY priority DESC
+PRIORITY_RANK: dict[str, int] = {p: rank for rank, p in enumerate(reversed(get_args(Priority)))}
+RANK_PRIORITY: dict[int, str] = {rank: p for p, rank in PRIORITY_RANK.items()}
 
 # Free text, but these are the types the critics and memory know about out of the box.
 KNOWN_TASK_TYPES: tuple[str, ...] = ("code", "test", "refactor", "docs", "design", "bug", "research", "ops")
@@ -48,8 +49,10 @@ class HistoryEntry(BaseModel):
 
     at: str = Field(description="UTC time, ISO 8601")
     actor: str = Field(description="agent that made the change, or 'system' (lease expiry)")
-    action: str = Field(description="created, claimed, renewed, released, expired, progress, blocked, "
-                        "unblocked, edited, completed, escalated, reopened")
+    action: str = Field(
+        description="created, claimed, renewed, released, expired, progress, blocked, "
+        "unblocked, edited, completed, escalated, reopened"
+    )
     from_status: str | None = None
     to_status: str | None = None
     note: str | None = Field(None, description="why, or the progress note")
@@ -72,10 +75,16 @@ class TaskSummary(BaseModel):
     unverified: str | None = Field(None, description="done without its tests having run: why")
     contest: int | None = Field(None, description="competing attempts: the id of the contest's first card")
     contest_result: str | None = Field(None, description="the referee's decision, once every attempt has ended")
-    needs_approval: str | None = Field(None, description="why a person must approve it after the critics pass it "
-                                       "(e.g. 'label release'), decided when it was made; null: no approval")
-    evidence: str | None = Field(None, description="how its acceptance check's pass was established when only weak "
-                                 "evidence exists, e.g. 'exit status only'")
+    needs_approval: str | None = Field(
+        None,
+        description="why a person must approve it after the critics pass it "
+        "(e.g. 'label release'), decided when it was made; null: no approval",
+    )
+    evidence: str | None = Field(
+        None,
+        description="how its acceptance check's pass was established when only weak "
+        "evidence exists, e.g. 'exit status only'",
+    )
 
 
 class Task(TaskSummary):
@@ -83,11 +92,15 @@ class Task(TaskSummary):
 
     description: str = ""
     acceptance_criteria: list[str] = []
-    acceptance_tests: AcceptanceTests | None = Field(None, description="the creator's tests (content hidden from "
-                                                     "everyone but the creator when hidden)")
+    acceptance_tests: AcceptanceTests | None = Field(
+        None, description="the creator's tests (content hidden from everyone but the creator when hidden)"
+    )
     hidden_tests: int = Field(0, description="hidden acceptance test files and commands not shown to you")
-    waived: list[str] = Field([], description="analyser rule ids the creator waived for this card (e.g. B324 when "
-                              "MD5 is the requirement): their findings are reported as info, never blocking")
+    waived: list[str] = Field(
+        [],
+        description="analyser rule ids the creator waived for this card (e.g. B324 when "
+        "MD5 is the requirement): their findings are reported as info, never blocking",
+    )
     created_by: str
     created_at: str
     updated_at: str
@@ -135,10 +148,14 @@ class Claim(BaseModel):
     claimed: bool
     message: str
     task: Task | None = None
-    token: int | None = Field(None, description="fencing token: pass it to update_task, release_task "
-                              "and complete_task; a newer claim makes it stale")
-    lease_expires_at: str | None = Field(None, description="the card returns to todo then unless you renew it or "
-                                         "act on it")
+    token: int | None = Field(
+        None,
+        description="fencing token: pass it to update_task, release_task "
+        "and complete_task; a newer claim makes it stale",
+    )
+    lease_expires_at: str | None = Field(
+        None, description="the card returns to todo then unless you renew it or act on it"
+    )
     lease_seconds: int | None = None
 
 

@@ -50,6 +50,7 @@ def at_low_priority(fn: Callable[..., T], *args, **kwargs) -> T:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hiveboard-low-priority",
-                                       initializer=lower_this_thread)
+            _pool = ThreadPoolExecutor(
+                max_workers=4, thread_name_prefix="hiveboard-low-priority", initializer=lower_this_thread
+            )
     return _pool.submit(fn, *args, **kwargs).result()

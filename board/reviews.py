@@ -10,25 +10,28 @@ from __future__ import annotations
 
 import json
 import statistics
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Literal
+from datetime import UTC, datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 from sqlite_utils import Database
 
-from .db import iso, now
+from . import cards
+from .db import Store, iso, now
 from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
 from .events import ReviewChanged
+from .knowledge import Knowledge
+from .limits import Limits
+from .machine import Machine, Via
 from .models import AcceptanceTests, Artifact
-
-if TYPE_CHECKING:
-    from .tasks import Board
 
 Severity = Literal["critical", "major", "minor", "info"]
 Verdict = Literal["PASS", "CONDITIONAL", "FAIL"]
 # unverified: the critic had tests to run and could not run them (no sandbox, or execution off)
 CriticStatus = Literal["running", "ok", "error", "timeout", "skipped", "unverified", "pending", "missed", "cancelled"]
 Outcome = Literal["done", "in_progress", "needs_human"]
+# where a card's current work stands with its review (Reviews.state)
+ReviewState = Literal["passed", "awaiting approval", "not passed"]
 SEVERITY_RANK: dict[str, int] = {"critical": 3, "major": 2, "minor": 1, "info": 0}
 BLOCKING: tuple[str, ...] = ("critical", "major")  # severities that fail the work on their own
 MAX_ISSUES = 50  # per critique; a critic that floods is cut, with a note in its summary
@@ -63,8 +66,9 @@ class Critique(BaseModel):
     """What one critic returns: the critique schema shared by every backend."""
 
     verdict: Verdict
-    score: int = Field(ge=1, le=10, description="10 excellent, 7-9 good but improvable, 4-6 significant "
-                       "issues, 1-3 major problems")
+    score: int = Field(
+        ge=1, le=10, description="10 excellent, 7-9 good but improvable, 4-6 significant issues, 1-3 major problems"
+    )
     summary: str = Field(max_length=4000)
     issues: list[ReviewIssue] = []
     resolutions: list[Resolution] = Field([], description="from round 2 on: one per earlier issue of yours")
@@ -97,8 +101,9 @@ class MergedIssue(BaseModel):
     lens: str
     category: str
     location: str = ""
-    description: str | None = Field(None, description="left out by get_review: the critiques' issues named in refs "
-                                    "hold it")
+    description: str | None = Field(
+        None, description="left out by get_review: the critiques' issues named in refs hold it"
+    )
     suggestion: str | None = None
     found_by: list[str]
     refs: list[str] = Field(description="the critiques' issues this one merges (their ref)")
@@ -133,15 +138,21 @@ class Synthesis(BaseModel):
     lenses_ran: list[str] = []
     lenses_failed: list[str] = Field([], description="lenses whose every critic errored or timed out")
     lenses_uncovered: list[str] = Field([], description="lenses of this task type that no critic could review")
-    decisive: list[str] = Field([], description="critics whose blocking input (a FAIL verdict, or a critical or "
-                                "major issue) made the verdict FAIL")
+    decisive: list[str] = Field(
+        [],
+        description="critics whose blocking input (a FAIL verdict, or a critical or major issue) made the verdict FAIL",
+    )
     synthesiser: str = "deterministic"
     note: str | None = None
     meta: list[MetaDecision] = Field([], description="the meta-review of the blocking issues, when configured")
-    unverified: str | None = Field(None, description="tests of this work that could not be run, and why; such work "
-                                   "is not passed as tested")
-    evidence: str | None = Field(None, description="how the acceptance check's pass was established when only weak "
-                                 "evidence exists, e.g. 'exit status only'")
+    unverified: str | None = Field(
+        None, description="tests of this work that could not be run, and why; such work is not passed as tested"
+    )
+    evidence: str | None = Field(
+        None,
+        description="how the acceptance check's pass was established when only weak "
+        "evidence exists, e.g. 'exit status only'",
+    )
 
 
 class ReviewRound(BaseModel):
@@ -222,13 +233,15 @@ class BoardStats(BaseModel):
     first_pass_pass_rate: float | None = Field(description="cards that passed their first round")
     first_pass_by_day: list[DayRate]
     rounds_per_card: float | None = Field(description="mean rounds of cards whose review has ended")
-    score_by_round: list[float] = Field([], description="mean synthesis score of round 1, 2, …: how revision "
-                                        "raises the work's score")
+    score_by_round: list[float] = Field(
+        [], description="mean synthesis score of round 1, 2, …: how revision raises the work's score"
+    )
     max_rounds_seen: int
     needs_human: int = Field(description="cards sent to a human after the last round")
     unverified_needs_human: int = Field(description="rounds sent to a human because the work's tests could not run")
-    unverified_passed: int = Field(description="rounds that passed work whose tests could not run (marked "
-                                   "unverified; review.unverified = \"pass\")")
+    unverified_passed: int = Field(
+        description='rounds that passed work whose tests could not run (marked unverified; review.unverified = "pass")'
+    )
     critique_success_rate: float | None = Field(description="earlier issues marked resolved in the next round")
     issues_followed_up: int
     review_latency_p50: float | None = Field(description="seconds from complete_task to verdict")
@@ -248,21 +261,41 @@ def _rate(part: int, whole: int) -> float | None:
 class Reviews:
     """Review jobs and critiques of one board."""
 
-    def __init__(self, board: Board):
-        self.board = board
-        self.store = board.store
+    def __init__(self, store: Store, machine: Machine, knowledge: Knowledge, limits: Limits):
+        self.store = store
+        self.machine = machine
+        self.messages = machine.messages
+        self.agents = machine.agents
+        self.knowledge = knowledge
+        self.limits = limits
+
+    def left_review(self, db: Database, row: dict, target: str, via: Via, actor: str, ts: float) -> None:
+        """A card left review by another path than its verdict (a person took it): its jobs are cancelled."""
+        if via != "review":
+            self.cancel(db, row["id"], f"cancelled: the card left review ({row['status']} → {target} by {actor})", ts)
 
     # ----------------------------------------------------------------- the job
 
-    def enqueue(self, db: Database, row: dict, output: str, summary: str | None, artifacts: list[Artifact],
-                ts: float) -> int:
+    def enqueue(
+        self, db: Database, row: dict, output: str, summary: str | None, artifacts: list[Artifact], ts: float
+    ) -> int:
         """Queue a review of a card just completed (inside complete's own transaction)."""
         task_id = row["id"]
         review_id = db.execute(
             "INSERT INTO reviews (task_id, round, agent, fencing_token, task_type, output, summary, artifacts, "
-            "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
-            [task_id, self._round(db, task_id) + 1, row["assignee"], row["fencing_token"], row["task_type"], output,
-             summary, json.dumps([a.model_dump() for a in artifacts]), ts]).lastrowid
+            "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?) RETURNING id",
+            [
+                task_id,
+                self._round(db, task_id) + 1,
+                row["assignee"],
+                row["fencing_token"],
+                row["task_type"],
+                output,
+                summary,
+                json.dumps([a.model_dump() for a in artifacts]),
+                ts,
+            ],
+        ).fetchall()[0][0]
         self.store.emit(ReviewChanged(review_id, task_id))
         return review_id
 
@@ -273,29 +306,43 @@ class Reviews:
         return db.execute(
             "SELECT count(*) FROM reviews WHERE task_id = ? AND status != 'cancelled' AND created_at > coalesce("
             "(SELECT max(at) FROM task_history WHERE task_id = ? AND to_status = 'needs_human'), 0)",
-            [task_id, task_id]).fetchone()[0]
+            [task_id, task_id],
+        ).fetchone()[0]
 
     def cancel(self, db: Database, task_id: int, reason: str, ts: float) -> None:
         """The card left review by another path (e.g. to a human): its unfinished jobs stop counting, and a
         worker still running one can no longer record anything for it."""
-        jobs = [r[0] for r in db.execute("SELECT id FROM reviews WHERE task_id = ? AND status IN ('queued', "
-                                         "'running')", [task_id])]
+        jobs = [
+            r[0]
+            for r in db.execute(
+                "SELECT id FROM reviews WHERE task_id = ? AND status IN ('queued', 'running')", [task_id]
+            )
+        ]
         for review_id in jobs:
-            db.execute("UPDATE reviews SET status = 'cancelled', finished_at = ?, leased_until = NULL WHERE id = ?",
-                       [ts, review_id])
-            db.execute("UPDATE critiques SET status = 'cancelled', error = ?, finished_at = ? WHERE review_id = ? "
-                       "AND status IN ('running', 'pending')", [reason, ts, review_id])
+            db.execute(
+                "UPDATE reviews SET status = 'cancelled', finished_at = ?, leased_until = NULL WHERE id = ?",
+                [ts, review_id],
+            )
+            db.execute(
+                "UPDATE critiques SET status = 'cancelled', error = ?, finished_at = ? WHERE review_id = ? "
+                "AND status IN ('running', 'pending')",
+                [reason, ts, review_id],
+            )
             self._withdraw_requests(db, review_id)
             self.store.emit(ReviewChanged(review_id, task_id))
 
-    @staticmethod
-    def _blocking_refs(db: Database, task_id: int, before_review: int) -> set[str]:
+    def _blocking_refs(self, db: Database, task_id: int, before_review: int) -> set[str]:
         """Refs of the blocking issues raised in the card's earlier rounds."""
         marks = ",".join("?" * len(BLOCKING))
-        return {ref for (ref,) in db.execute(
-            "SELECT json_extract(i.value, '$.ref') FROM critiques c, json_each(c.issues) i WHERE c.task_id = ? "
-            f"AND c.review_id < ? AND json_extract(i.value, '$.severity') IN ({marks})",
-            [task_id, before_review, *BLOCKING])}
+        sql = self.store.dialect
+        return {
+            ref
+            for (ref,) in db.execute(
+                f"SELECT {sql.json_field('i.value', 'ref')} FROM critiques c, {sql.json_elements('c.issues', 'i')} "
+                f"WHERE c.task_id = ? AND c.review_id < ? AND {sql.json_field('i.value', 'severity')} IN ({marks})",
+                [task_id, before_review, *BLOCKING],
+            )
+        }
 
     def held(self, review_id: int, worker: str) -> bool:
         """Whether this worker still holds the job (not cancelled, not taken over)."""
@@ -305,34 +352,64 @@ class Reviews:
         """Take the oldest queued job, or one whose worker stopped renewing its lease."""
         ts = now()
         with self.store.write() as db:
-            row = next(db.query(
-                "UPDATE reviews SET status = 'running', worker = ?, leased_until = ?, attempts = attempts + 1, "
-                "started_at = coalesce(started_at, ?) WHERE id = (SELECT id FROM reviews WHERE status = 'queued' "
-                "OR (status = 'running' AND leased_until < ?) ORDER BY id LIMIT 1) RETURNING *",
-                [worker, ts + lease_seconds, ts, ts]), None)
+            row = next(
+                db.query(
+                    "UPDATE reviews SET status = 'running', worker = ?, leased_until = ?, attempts = attempts + 1, "
+                    "started_at = coalesce(started_at, ?) WHERE id = (SELECT id FROM reviews WHERE status = 'queued' "
+                    "OR (status = 'running' AND leased_until < ?) ORDER BY id LIMIT 1) RETURNING *",
+                    [worker, ts + lease_seconds, ts, ts],
+                ),
+                None,
+            )
             if row is None:
                 return None
-            task = self.board.row(db, row["task_id"])
+            task = cards.row(db, row["task_id"])
             return ReviewJob(
-                id=row["id"], task_id=row["task_id"], round=row["round"], agent=row["agent"],
-                fencing_token=row["fencing_token"], task_type=row["task_type"], title=task["title"],
-                description=task["description"], acceptance_criteria=json.loads(task["acceptance_criteria"]),
-                acceptance_tests=self.board.acceptance_tests(task), output=row["output"], summary=row["summary"],
-                artifacts=[Artifact(**a) for a in json.loads(row["artifacts"])], attempts=row["attempts"],
-                agent_deadline=row["agent_deadline"], waived=json.loads(task["waived"]))
+                id=row["id"],
+                task_id=row["task_id"],
+                round=row["round"],
+                agent=row["agent"],
+                fencing_token=row["fencing_token"],
+                task_type=row["task_type"],
+                title=task["title"],
+                description=task["description"],
+                acceptance_criteria=json.loads(task["acceptance_criteria"]),
+                acceptance_tests=cards.acceptance_tests(task),
+                output=row["output"],
+                summary=row["summary"],
+                artifacts=[Artifact(**a) for a in json.loads(row["artifacts"])],
+                attempts=row["attempts"],
+                agent_deadline=row["agent_deadline"],
+                waived=json.loads(task["waived"]),
+            )
 
     def heartbeat(self, review_id: int, worker: str, lease_seconds: float) -> bool:
         """Extend the worker's lease on its job; False when it no longer holds it."""
         with self.store.write() as db:
-            return db.execute("UPDATE reviews SET leased_until = ? WHERE id = ? AND worker = ? AND status = "
-                              "'running'", [now() + lease_seconds, review_id, worker]).rowcount == 1
+            return (
+                db.execute(
+                    "UPDATE reviews SET leased_until = ? WHERE id = ? AND worker = ? AND status = 'running'",
+                    [now() + lease_seconds, review_id, worker],
+                ).rowcount
+                == 1
+            )
 
     def _held(self, db: Database, review_id: int, worker: str) -> bool:
-        return db.execute("SELECT 1 FROM reviews WHERE id = ? AND worker = ? AND status = 'running'",
-                          [review_id, worker]).fetchone() is not None
+        return (
+            db.execute(
+                "SELECT 1 FROM reviews WHERE id = ? AND worker = ? AND status = 'running'", [review_id, worker]
+            ).fetchone()
+            is not None
+        )
 
-    def begin(self, job: ReviewJob, worker: str, critics: list[tuple[str, str, str, str | None]],
-              agent_lenses: list[str], agent_deadline: float | None) -> list[str]:
+    def begin(
+        self,
+        job: ReviewJob,
+        worker: str,
+        critics: list[tuple[str, str, str, str | None]],
+        agent_lenses: list[str],
+        agent_deadline: float | None,
+    ) -> list[str]:
         """Record the round's critics (name, lens, backend, model) and open agent slots; returns the
         critics still to run (all of them, or on a resumed job those that had not finished)."""
         ts = now()
@@ -340,71 +417,123 @@ class Reviews:
             if not self._held(db, job.id, worker):
                 return []
             for name, lens, backend, model in critics:
-                db.execute("INSERT OR IGNORE INTO critiques (review_id, task_id, round, critic, lens, backend, model, "
-                           "status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)",
-                           [job.id, job.task_id, job.round, name, lens, backend, model, ts])
+                db.execute(
+                    "INSERT INTO critiques (review_id, task_id, round, critic, lens, backend, model, "
+                    "status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?) ON CONFLICT DO NOTHING",
+                    [job.id, job.task_id, job.round, name, lens, backend, model, ts],
+                )
             for lens in agent_lenses:
-                db.execute("INSERT OR IGNORE INTO critiques (review_id, task_id, round, critic, lens, backend, "
-                           "status, started_at) VALUES (?, ?, ?, ?, ?, 'agent', 'pending', ?)",
-                           [job.id, job.task_id, job.round, f"agent:{lens}", lens, ts])
+                db.execute(
+                    "INSERT INTO critiques (review_id, task_id, round, critic, lens, backend, "
+                    "status, started_at) VALUES (?, ?, ?, ?, ?, 'agent', 'pending', ?) ON CONFLICT DO NOTHING",
+                    [job.id, job.task_id, job.round, f"agent:{lens}", lens, ts],
+                )
             if agent_lenses and job.agent_deadline is None:
                 db.execute("UPDATE reviews SET agent_deadline = ? WHERE id = ?", [agent_deadline, job.id])
             names = [c[0] for c in critics]
             marks = ",".join("?" * len(names))
-            return [r[0] for r in db.execute(
-                f"SELECT critic FROM critiques WHERE review_id = ? AND status = 'running' AND critic IN ({marks})",
-                [job.id, *names])] if names else []
+            return (
+                [
+                    r[0]
+                    for r in db.execute(
+                        f"SELECT critic FROM critiques WHERE review_id = ? AND status = 'running' AND critic IN ({marks})",
+                        [job.id, *names],
+                    )
+                ]
+                if names
+                else []
+            )
 
-    def record(self, job: ReviewJob, worker: str, critic: str, status: CriticStatus, critique: Critique | None,
-               error: str | None = None, seconds: float | None = None) -> bool:
+    def record(
+        self,
+        job: ReviewJob,
+        worker: str,
+        critic: str,
+        status: CriticStatus,
+        critique: Critique | None,
+        error: str | None = None,
+        seconds: float | None = None,
+    ) -> bool:
         """Store one critic's result as soon as it is in; False if the worker lost the job meanwhile."""
         issues = _with_refs(job.round, critic, critique.issues if critique else [])
         with self.store.write() as db:
             if not self._held(db, job.id, worker):
                 return False
-            followed, resolved = _tally(critique.resolutions if critique else [],
-                                        self._blocking_refs(db, job.task_id, job.id))
+            followed, resolved = _tally(
+                critique.resolutions if critique else [], self._blocking_refs(db, job.task_id, job.id)
+            )
             self.store.emit(ReviewChanged(job.id, job.task_id))  # wakes get_review calls waiting on this round
-            return db.execute(
-                "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, issue_count = ?, "
-                "resolutions = ?, error = ?, followed = ?, resolved = ?, finished_at = ?, "
-                "started_at = coalesce(?, started_at) WHERE review_id = ? AND critic = ? AND status = 'running'",
-                [status, critique.verdict if critique else None, critique.score if critique else None,
-                 critique.summary if critique else None, json.dumps([i.model_dump() for i in issues]), len(issues),
-                 json.dumps([r.model_dump() for r in critique.resolutions] if critique else []), error,
-                 followed, resolved, now(), (now() - seconds) if seconds is not None else None,
-                 job.id, critic]).rowcount == 1
+            return (
+                db.execute(
+                    "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, issue_count = ?, "
+                    "resolutions = ?, error = ?, followed = ?, resolved = ?, finished_at = ?, "
+                    "started_at = coalesce(?, started_at) WHERE review_id = ? AND critic = ? AND status = 'running'",
+                    [
+                        status,
+                        critique.verdict if critique else None,
+                        critique.score if critique else None,
+                        critique.summary if critique else None,
+                        json.dumps([i.model_dump() for i in issues]),
+                        len(issues),
+                        json.dumps([r.model_dump() for r in critique.resolutions] if critique else []),
+                        error,
+                        followed,
+                        resolved,
+                        now(),
+                        (now() - seconds) if seconds is not None else None,
+                        job.id,
+                        critic,
+                    ],
+                ).rowcount
+                == 1
+            )
 
-    def announce(self, task_id: int, intent: str, summary: str, content: str = "", recipient: str | None = None,
-                 metadata: dict | None = None) -> None:
+    def announce(
+        self,
+        task_id: int,
+        intent: str,
+        summary: str,
+        content: str = "",
+        recipient: str | None = None,
+        metadata: dict | None = None,
+    ) -> None:
         """Post a review event to the pool (review.started, review.request to role:critic, …)."""
         with self.store.write() as db:
-            self.board.post_event(db, "review", intent, task_id, summary, content, recipient=recipient,
-                                  metadata=metadata)
+            self.messages.event(db, "review", intent, task_id, summary, content, recipient=recipient, metadata=metadata)
 
     def critic_agents(self, task_id: int, author: str, within: float) -> list[str]:
         """Present agents with the critic role (given by the operator) who neither did the work nor created
         the card."""
-        creator = self.board.row(self.store.db, task_id)["created_by"]
-        return self.board.agents.present("critic", within, exclude=(author, creator))
+        creator = cards.row(self.store.db, task_id)["created_by"]
+        return self.agents.present("critic", within, exclude=(author, creator))
 
     def _withdraw_requests(self, db: Database, review_id: int) -> None:
         """The review moved on: its requests leave the critics' inboxes (the pool keeps them)."""
-        db.execute("DELETE FROM inbox WHERE message_id IN (SELECT id FROM messages WHERE intent = 'review.request' "
-                   "AND json_extract(metadata, '$.review_id') = ?)", [review_id])
+        db.execute(
+            "DELETE FROM inbox WHERE message_id IN (SELECT id FROM messages WHERE intent = 'review.request' "
+            f"AND {self.store.dialect.json_field('metadata', 'review_id')} = ?)",
+            [review_id],
+        )
 
     def fail_unfinished(self, job: ReviewJob, worker: str, error: str) -> None:
         """Critics of this round still marked running are recorded as errors."""
         with self.store.write() as db:
             if self._held(db, job.id, worker):
-                db.execute("UPDATE critiques SET status = 'error', error = ?, finished_at = ? WHERE review_id = ? "
-                           "AND status = 'running'", [error, now(), job.id])
+                db.execute(
+                    "UPDATE critiques SET status = 'error', error = ?, finished_at = ? WHERE review_id = ? "
+                    "AND status = 'running'",
+                    [error, now(), job.id],
+                )
 
     # ----------------------------------------------------------------- agent critics
 
     def open_lenses(self, review_id: int) -> list[str]:
-        return [r[0] for r in self.store.db.execute(
-            "SELECT lens FROM critiques WHERE review_id = ? AND status = 'pending' ORDER BY lens", [review_id])]
+        return [
+            r[0]
+            for r in self.store.db.execute(
+                "SELECT lens FROM critiques WHERE review_id = ? AND status = 'pending' ORDER BY lens", [review_id]
+            )
+        ]
 
     def submit(self, agent: str, review_id: int, lens: str, critique: Critique) -> CritiqueRecord:
         """An agent critic's critique for one open lens of a running review."""
@@ -415,69 +544,111 @@ class Reviews:
                 raise NotFound(f"review {review_id} does not exist; the review request message names the review id")
             role = db.execute("SELECT role FROM agents WHERE name = ?", [agent]).fetchone()
             if role is None or role[0] != "critic":
-                raise Forbidden("only agents the operator gave the critic role may submit critiques (`hiveboard "
-                                "agent add NAME --role critic`); ask the operator, or post your view with "
-                                "publish_message")
+                raise Forbidden(
+                    "only agents the operator gave the critic role may submit critiques (`hiveboard "
+                    "agent add NAME --role critic`); ask the operator, or post your view with "
+                    "publish_message"
+                )
             creator = db.execute("SELECT created_by FROM tasks WHERE id = ?", [review["task_id"]]).fetchone()[0]
             if agent in (review["agent"], creator):
-                raise Forbidden(f"review {review_id} is of task {review['task_id']}, which you "
-                                f"{'did' if review['agent'] == agent else 'created'}; critics must be other agents")
+                raise Forbidden(
+                    f"review {review_id} is of task {review['task_id']}, which you "
+                    f"{'did' if review['agent'] == agent else 'created'}; critics must be other agents"
+                )
             if review["status"] != "running":
-                raise IllegalTransition(f"review {review_id} is {review['status']}, not taking critiques"
-                                        + ("" if review["status"] == "queued" else
-                                           "; call get_review to see its verdict"))
-            slots = {r["lens"]: r for r in db.query("SELECT lens, status, submitted_by FROM critiques WHERE "
-                                                    "review_id = ? AND backend = 'agent'", [review_id])}
+                raise IllegalTransition(
+                    f"review {review_id} is {review['status']}, not taking critiques"
+                    + ("" if review["status"] == "queued" else "; call get_review to see its verdict")
+                )
+            slots = {
+                r["lens"]: r
+                for r in db.query(
+                    "SELECT lens, status, submitted_by FROM critiques WHERE review_id = ? AND backend = 'agent'",
+                    [review_id],
+                )
+            }
             open_ = sorted(lens_ for lens_, r in slots.items() if r["status"] == "pending")
             if review["agent_deadline"] is not None and ts > review["agent_deadline"]:
-                raise IllegalTransition(f"the deadline for agent critiques of review {review_id} passed at "
-                                        f"{iso(review['agent_deadline'])}; the review went on without them")
+                raise IllegalTransition(
+                    f"the deadline for agent critiques of review {review_id} passed at "
+                    f"{iso(review['agent_deadline'])}; the review went on without them"
+                )
             if lens not in slots:
-                raise InvalidInput(f"lens {lens!r} is not open to agents in review {review_id}; open lenses: "
-                                   f"{', '.join(open_) or 'none'}")
+                raise InvalidInput(
+                    f"lens {lens!r} is not open to agents in review {review_id}; open lenses: "
+                    f"{', '.join(open_) or 'none'}"
+                )
             if slots[lens]["status"] != "pending":
-                raise IllegalTransition(f"lens {lens!r} of review {review_id} was already "
-                                        + (f"reviewed by {slots[lens]['submitted_by']}" if slots[lens]["submitted_by"]
-                                           else "closed") + f"; open lenses: {', '.join(open_) or 'none'}")
+                raise IllegalTransition(
+                    f"lens {lens!r} of review {review_id} was already "
+                    + (f"reviewed by {slots[lens]['submitted_by']}" if slots[lens]["submitted_by"] else "closed")
+                    + f"; open lenses: {', '.join(open_) or 'none'}"
+                )
             issues = _with_refs(review["round"], f"agent:{lens}", critique.issues)
-            earlier = next((json.loads(r[0]) for r in db.execute(
-                "SELECT c.issues FROM critiques c JOIN reviews r ON r.id = c.review_id WHERE r.task_id = ? "
-                "AND r.id < ? AND c.round = ? AND c.critic = ? AND c.status = 'ok' ORDER BY r.id DESC LIMIT 1",
-                [review["task_id"], review_id, review["round"] - 1, f"agent:{lens}"])), [])
+            earlier = next(
+                (
+                    json.loads(r[0])
+                    for r in db.execute(
+                        "SELECT c.issues FROM critiques c JOIN reviews r ON r.id = c.review_id WHERE r.task_id = ? "
+                        "AND r.id < ? AND c.round = ? AND c.critic = ? AND c.status = 'ok' ORDER BY r.id DESC LIMIT 1",
+                        [review["task_id"], review_id, review["round"] - 1, f"agent:{lens}"],
+                    )
+                ),
+                [],
+            )
             resolutions = judged(critique.resolutions, [i["ref"] for i in earlier])
-            db.execute("UPDATE critiques SET status = 'ok', verdict = ?, score = ?, summary = ?, issues = ?, "
-                       "issue_count = ?, resolutions = ?, submitted_by = ?, followed = ?, resolved = ?, "
-                       "finished_at = ? WHERE review_id = ? AND critic = ?",
-                       [critique.verdict, critique.score, critique.summary,
-                        json.dumps([i.model_dump() for i in issues]), len(issues),
-                        json.dumps([r.model_dump() for r in resolutions]), agent,
-                        *_tally(resolutions, self._blocking_refs(db, review["task_id"], review_id)), ts,
-                        review_id, f"agent:{lens}"])
+            db.execute(
+                "UPDATE critiques SET status = 'ok', verdict = ?, score = ?, summary = ?, issues = ?, "
+                "issue_count = ?, resolutions = ?, submitted_by = ?, followed = ?, resolved = ?, "
+                "finished_at = ? WHERE review_id = ? AND critic = ?",
+                [
+                    critique.verdict,
+                    critique.score,
+                    critique.summary,
+                    json.dumps([i.model_dump() for i in issues]),
+                    len(issues),
+                    json.dumps([r.model_dump() for r in resolutions]),
+                    agent,
+                    *_tally(resolutions, self._blocking_refs(db, review["task_id"], review_id)),
+                    ts,
+                    review_id,
+                    f"agent:{lens}",
+                ],
+            )
             self.store.emit(ReviewChanged(review_id, review["task_id"]))
-            return _record(next(db.query("SELECT * FROM critiques WHERE review_id = ? AND critic = ?",
-                                         [review_id, f"agent:{lens}"])))
+            return _record(
+                next(
+                    db.query("SELECT * FROM critiques WHERE review_id = ? AND critic = ?", [review_id, f"agent:{lens}"])
+                )
+            )
 
     def close_slots(self, job: ReviewJob, worker: str) -> None:
         """The deadline passed: lenses no agent took are recorded as missed, not dropped."""
         with self.store.write() as db:
             if self._held(db, job.id, worker):
                 self._withdraw_requests(db, job.id)
-                db.execute("UPDATE critiques SET status = 'missed', error = 'no critic agent submitted this lens "
-                           "before the deadline', finished_at = ? WHERE review_id = ? AND status = 'pending'",
-                           [now(), job.id])
+                db.execute(
+                    "UPDATE critiques SET status = 'missed', error = 'no critic agent submitted this lens "
+                    "before the deadline', finished_at = ? WHERE review_id = ? AND status = 'pending'",
+                    [now(), job.id],
+                )
 
     # ----------------------------------------------------------------- reading
 
     def critiques(self, review_id: int) -> list[CritiqueRecord]:
-        return [_record(r) for r in self.store.db.query(
-            "SELECT * FROM critiques WHERE review_id = ? ORDER BY id", [review_id])]
+        return [
+            _record(r)
+            for r in self.store.db.query("SELECT * FROM critiques WHERE review_id = ? ORDER BY id", [review_id])
+        ]
 
     def _before(self, job: ReviewJob) -> int | None:
         """The review of the round before this one in the same cycle."""
         if job.round <= 1:
             return None
-        return self.store.db.execute("SELECT max(id) FROM reviews WHERE task_id = ? AND id < ? AND round = ?",
-                                     [job.task_id, job.id, job.round - 1]).fetchone()[0]
+        return self.store.db.execute(
+            "SELECT max(id) FROM reviews WHERE task_id = ? AND id < ? AND round = ?",
+            [job.task_id, job.id, job.round - 1],
+        ).fetchone()[0]
 
     def previous(self, job: ReviewJob) -> dict[str, CritiqueRecord]:
         """The critiques of the round before this one in the same cycle, by critic."""
@@ -494,35 +665,68 @@ class Reviews:
     def rounds(self, task_id: int, since_review: int = 0, reveal: bool = False) -> list[ReviewRound]:
         """A card's rounds; a running round's critiques are sealed (status only) unless `reveal`."""
         out = []
-        for r in self.store.db.query("SELECT * FROM reviews WHERE task_id = ? AND id > ? ORDER BY id",
-                                     [task_id, since_review]):
-            out.append(ReviewRound(
-                review_id=r["id"], round=r["round"], status=r["status"], verdict=r["verdict"], outcome=r["outcome"],
-                queued_at=iso(r["created_at"]), started_at=iso(r["started_at"]), finished_at=iso(r["finished_at"]),
-                attempts=r["attempts"], agent_deadline=iso(r["agent_deadline"]), summary=r["summary"],
-                open_lenses=self.open_lenses(r["id"]) if r["status"] == "running" else [],
-                critiques=self.critiques(r["id"]) if r["status"] == "finished" or reveal else
-                [_sealed(c) for c in self.critiques(r["id"])],
-                synthesis=Synthesis.model_validate_json(r["synthesis"]) if r["synthesis"] else None))
+        for r in self.store.db.query(
+            "SELECT * FROM reviews WHERE task_id = ? AND id > ? ORDER BY id", [task_id, since_review]
+        ):
+            out.append(
+                ReviewRound(
+                    review_id=r["id"],
+                    round=r["round"],
+                    status=r["status"],
+                    verdict=r["verdict"],
+                    outcome=r["outcome"],
+                    queued_at=iso(r["created_at"]),
+                    started_at=iso(r["started_at"]),
+                    finished_at=iso(r["finished_at"]),
+                    attempts=r["attempts"],
+                    agent_deadline=iso(r["agent_deadline"]),
+                    summary=r["summary"],
+                    open_lenses=self.open_lenses(r["id"]) if r["status"] == "running" else [],
+                    critiques=self.critiques(r["id"])
+                    if r["status"] == "finished" or reveal
+                    else [_sealed(c) for c in self.critiques(r["id"])],
+                    synthesis=Synthesis.model_validate_json(r["synthesis"]) if r["synthesis"] else None,
+                )
+            )
         return out
 
     def trail(self, task_id: int) -> ReviewTrail:
         """Every round of a card's review, oldest first."""
-        self.board.sweep_expired()  # as board.get does, so an expired lease shows as todo
-        row = self.board.row(self.store.db, task_id)  # the card's header only: this runs on every wake-up
+        self.machine.sweep_expired()  # as board.get does, so an expired lease shows as todo
+        row = cards.row(self.store.db, task_id)  # the card's header only: this runs on every wake-up
         rounds = self.rounds(task_id)
-        return ReviewTrail(task_id=task_id, title=row["title"], task_type=row["task_type"], status=row["status"],
-                           agent=row["assignee"], rounds=rounds,
-                           scores=[r.synthesis.score for r in rounds if r.status == "finished" and r.synthesis])
+        return ReviewTrail(
+            task_id=task_id,
+            title=row["title"],
+            task_type=row["task_type"],
+            status=row["status"],
+            agent=row["assignee"],
+            rounds=rounds,
+            scores=[r.synthesis.score for r in rounds if r.status == "finished" and r.synthesis],
+        )
 
     @staticmethod
     def referenced(trail: ReviewTrail) -> ReviewTrail:
         """Each finding written once: a synthesis' merged issues name the critiques' issues by ref (with rank,
         severity, place and who found them) instead of repeating their description and suggestion, which the
         critiques of the same round hold; the brief keeps its one-read summary."""
-        rounds = [r if r.synthesis is None else r.model_copy(update={"synthesis": r.synthesis.model_copy(update={
-            "issues": [m.model_copy(update={"description": None, "suggestion": None}) for m in r.synthesis.issues]})})
-            for r in trail.rounds]
+        rounds = [
+            r
+            if r.synthesis is None
+            else r.model_copy(
+                update={
+                    "synthesis": r.synthesis.model_copy(
+                        update={
+                            "issues": [
+                                m.model_copy(update={"description": None, "suggestion": None})
+                                for m in r.synthesis.issues
+                            ]
+                        }
+                    )
+                }
+            )
+            for r in trail.rounds
+        ]
         return trail.model_copy(update={"rounds": rounds})
 
     @staticmethod
@@ -532,13 +736,21 @@ class Reviews:
         if not trail.rounds:
             return trail
         last = trail.rounds[-1]
-        critiques = [c.model_copy(update={"issues": [i for i in c.issues if i.severity in BLOCKING],
-                                          "resolutions": []}) for c in last.critiques]
-        synthesis = last.synthesis and last.synthesis.model_copy(update={
-            "issues": [i for i in last.synthesis.issues if i.severity in BLOCKING], "contradictions": []})
-        return Reviews.referenced(trail.model_copy(update={
-            "rounds": [last.model_copy(update={"critiques": critiques, "synthesis": synthesis})],
-            "rounds_omitted": len(trail.rounds) - 1}))
+        critiques = [
+            c.model_copy(update={"issues": [i for i in c.issues if i.severity in BLOCKING], "resolutions": []})
+            for c in last.critiques
+        ]
+        synthesis = last.synthesis and last.synthesis.model_copy(
+            update={"issues": [i for i in last.synthesis.issues if i.severity in BLOCKING], "contradictions": []}
+        )
+        return Reviews.referenced(
+            trail.model_copy(
+                update={
+                    "rounds": [last.model_copy(update={"critiques": critiques, "synthesis": synthesis})],
+                    "rounds_omitted": len(trail.rounds) - 1,
+                }
+            )
+        )
 
     def review_of(self, review_id: int) -> int:
         """The task id of a review."""
@@ -549,114 +761,211 @@ class Reviews:
 
     # ----------------------------------------------------------------- the verdict
 
-    def finish(self, job: ReviewJob, worker: str, synthesis: Synthesis, outcome: Outcome, message: str,
-               decisive: list[str]) -> bool:
+    def finish(
+        self, job: ReviewJob, worker: str, synthesis: Synthesis, outcome: Outcome, message: str, decisive: list[str]
+    ) -> bool:
         """Store the synthesis and move the card: done, back to its agent, or to a human."""
         ts = now()
-        board = self.board
         with self.store.write() as db:
             if not self._held(db, job.id, worker):
                 return False
-            row = board.row(db, job.task_id)
+            row = cards.row(db, job.task_id)
             # the verdict moves the card only while it still waits for this round (not after a human took it)
             if row["status"] == "review" and row["fencing_token"] == job.fencing_token:
-                sets: dict = {"unverified": synthesis.unverified if outcome == "done" else None,
-                              "evidence": synthesis.evidence if outcome == "done" else None}
+                sets: dict = {
+                    "unverified": synthesis.unverified if outcome == "done" else None,
+                    "evidence": synthesis.evidence if outcome == "done" else None,
+                }
                 if outcome == "in_progress":
                     sets["assignee"] = job.agent
-                board.move(db, row, outcome, "review", "review", ts=ts, action=f"reviewed round {job.round}",
-                           reason=message[: board.limits.note] if outcome == "needs_human" else None, sets=sets,
-                           note=f"{synthesis.verdict}: {synthesis.brief[:500]}" if synthesis.verdict == "FAIL"
-                           else synthesis.verdict)
+                self.machine.move(
+                    db,
+                    row,
+                    outcome,
+                    "review",
+                    "review",
+                    ts=ts,
+                    action=f"reviewed round {job.round}",
+                    reason=message[: self.limits.note] if outcome == "needs_human" else None,
+                    sets=sets,
+                    note=f"{synthesis.verdict}: {synthesis.brief[:500]}"
+                    if synthesis.verdict == "FAIL"
+                    else synthesis.verdict,
+                )
                 intent = {"done": "approval", "in_progress": "critique", "needs_human": "needs_human"}[outcome]
                 # to the pool: the card's author (its holder), its creator and the task's subscribers
-                board.post_event(db, "review", intent, job.task_id, message.split("\n", 1)[0], message)
+                self.messages.event(db, "review", intent, job.task_id, message.split("\n", 1)[0], message)
             if decisive:
                 marks = ",".join("?" * len(decisive))
-                db.execute(f"UPDATE critiques SET decisive = 1 WHERE review_id = ? AND critic IN ({marks})",
-                           [job.id, *decisive])
-            db.execute("UPDATE reviews SET status = 'finished', verdict = ?, outcome = ?, synthesis = ?, "
-                       "finished_at = ?, leased_until = NULL WHERE id = ?",
-                       [synthesis.verdict, outcome, synthesis.model_dump_json(), ts, job.id])
+                db.execute(
+                    f"UPDATE critiques SET decisive = 1 WHERE review_id = ? AND critic IN ({marks})",
+                    [job.id, *decisive],
+                )
+            db.execute(
+                "UPDATE reviews SET status = 'finished', verdict = ?, outcome = ?, synthesis = ?, "
+                "finished_at = ?, leased_until = NULL WHERE id = ?",
+                [synthesis.verdict, outcome, synthesis.model_dump_json(), ts, job.id],
+            )
             for c in self.critiques(job.id):
                 if c.status == "ok" and (c.issues or c.summary):
                     text = f"{c.summary or ''}\n" + "\n".join(
-                        f"[{i.severity}] {i.category} {i.location}: {i.description} — {i.suggestion}"
-                        for i in c.issues)
-                    board.knowledge.add(db, kind="critique", text=text.strip(), created_by=c.submitted_by or c.critic,
-                                        task_type=job.task_type, task_id=job.task_id,
-                                        title=f"{c.lens} critique of task {job.task_id} round {job.round}: {c.verdict}",
-                                        tags=[c.lens, c.verdict.lower() if c.verdict else "none"],
-                                        source=f"review:{job.id}:{c.critic}")
+                        f"[{i.severity}] {i.category} {i.location}: {i.description} — {i.suggestion}" for i in c.issues
+                    )
+                    self.knowledge.add(
+                        db,
+                        kind="critique",
+                        text=text.strip(),
+                        created_by=c.submitted_by or c.critic,
+                        task_type=job.task_type,
+                        task_id=job.task_id,
+                        title=f"{c.lens} critique of task {job.task_id} round {job.round}: {c.verdict}",
+                        tags=[c.lens, c.verdict.lower() if c.verdict else "none"],
+                        source=f"review:{job.id}:{c.critic}",
+                    )
             self.store.emit(ReviewChanged(job.id, job.task_id))
             return True
 
-    def record_person(self, db: Database, task_id: int, person: str, verdict: str, summary: str, note: str,
-                      ts: float) -> None:
+    def record_person(
+        self, db: Database, task_id: int, person: str, verdict: str, summary: str, note: str, ts: float
+    ) -> None:
         """A person's decision on a card its last review sent to a human, kept as that round's human lens
         (so the trail and the per-critic figures show who decided). Nothing when no review sent it there."""
-        last = db.execute("SELECT id, round, outcome FROM reviews WHERE task_id = ? ORDER BY id DESC LIMIT 1",
-                          [task_id]).fetchone()
+        last = db.execute(
+            "SELECT id, round, outcome FROM reviews WHERE task_id = ? ORDER BY id DESC LIMIT 1", [task_id]
+        ).fetchone()
         if last is None or last[2] != "needs_human":
             return
-        db.execute("INSERT OR IGNORE INTO critiques (review_id, task_id, round, critic, lens, backend, status, "
-                   "verdict, summary, submitted_by, decisive, started_at, finished_at) VALUES "
-                   "(?, ?, ?, ?, 'human', 'person', 'ok', ?, ?, ?, 1, ?, ?)",
-                   [last[0], task_id, last[1], person, verdict, (summary + (f": {note}" if note else ""))[:2000],
-                    person, ts, ts])
+        db.execute(
+            "INSERT INTO critiques (review_id, task_id, round, critic, lens, backend, status, "
+            "verdict, summary, submitted_by, decisive, started_at, finished_at) VALUES "
+            "(?, ?, ?, ?, 'human', 'person', 'ok', ?, ?, ?, 1, ?, ?) ON CONFLICT DO NOTHING",
+            [
+                last[0],
+                task_id,
+                last[1],
+                person,
+                verdict,
+                (summary + (f": {note}" if note else ""))[:2000],
+                person,
+                ts,
+                ts,
+            ],
+        )
         self.store.emit(ReviewChanged(last[0], task_id))
+
+    @staticmethod
+    def state(db: Database, row: dict) -> ReviewState:
+        """Where the card's current work stands with its review: passed (its last round passed and moved it to
+        done, or a person then approved it), awaiting a person's approval, or not passed (failed, never
+        reviewed, or the card moved on since: a later claim has a new fencing token)."""
+        last = db.execute(
+            "SELECT verdict, outcome, fencing_token FROM reviews WHERE task_id = ? AND status = "
+            "'finished' ORDER BY id DESC LIMIT 1",
+            [row["id"]],
+        ).fetchone()
+        if last is None or last[0] != "PASS" or last[2] != row["fencing_token"]:
+            return "not passed"
+        if row["status"] == "done":
+            return "passed"
+        return "awaiting approval" if row["status"] == "needs_human" and last[1] == "needs_human" else "not passed"
+
+    def review_state(self, task_id: int) -> ReviewState:
+        """Where one card's work stands with its review (see `state`)."""
+        with self.store.read() as db:
+            return self.state(db, cards.row(db, task_id))
 
     # ----------------------------------------------------------------- metrics
 
     def stats(self) -> BoardStats:
         db = self.store.db
+        sql = self.store.dialect
+        score = sql.json_field("synthesis", "score")
         counts = dict(db.execute("SELECT status, count(*) FROM reviews GROUP BY status").fetchall())
-        firsts = db.execute("SELECT created_at, verdict FROM reviews WHERE round = 1 AND status = 'finished' "
-                            "ORDER BY id").fetchall()
+        firsts = db.execute(
+            "SELECT created_at, verdict FROM reviews WHERE round = 1 AND status = 'finished' ORDER BY id"
+        ).fetchall()
         by_day: dict[str, list[int]] = {}
         for created, verdict in firsts:
-            day = datetime.fromtimestamp(created, timezone.utc).date().isoformat()
+            day = datetime.fromtimestamp(created, UTC).date().isoformat()
             tally = by_day.setdefault(day, [0, 0])
             tally[0] += 1
             tally[1] += verdict == "PASS"
         # a card's review has ended when its last round sent it to done or to a human
-        ended = db.execute("SELECT round FROM reviews WHERE status = 'finished' AND outcome IN ('done', "
-                           "'needs_human')").fetchall()
-        latencies = [r[0] for r in db.execute("SELECT finished_at - created_at FROM reviews WHERE status = "
-                                              "'finished' ORDER BY id DESC LIMIT 10000")]
-        followed, resolved = db.execute("SELECT coalesce(sum(followed), 0), coalesce(sum(resolved), 0) "
-                                        "FROM critiques").fetchone()
+        ended = db.execute(
+            "SELECT round FROM reviews WHERE status = 'finished' AND outcome IN ('done', 'needs_human')"
+        ).fetchall()
+        latencies = [
+            r[0]
+            for r in db.execute(
+                "SELECT finished_at - created_at FROM reviews WHERE status = 'finished' ORDER BY id DESC LIMIT 10000"
+            )
+        ]
+        followed, resolved = db.execute(
+            "SELECT coalesce(sum(followed), 0), coalesce(sum(resolved), 0) FROM critiques"
+        ).fetchone()
         critics = []
         for name, lens, ok, failed, decisive, issues in db.execute(
-                "SELECT critic, lens, sum(status = 'ok'), sum(status IN ('error', 'timeout', 'missed')), "
-                "sum(decisive), sum(issue_count) FROM critiques GROUP BY critic, lens ORDER BY critic"):
-            critics.append(CriticStats(critic=name, lens=lens, critiques=ok, failures=failed, issues=issues,
-                                       decisive=decisive, contribution_rate=_rate(decisive, ok)))
-        tasks, messages = db.execute("SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM messages "
-                                     "WHERE task_id IS NOT NULL)").fetchone()
-        unverified = dict(db.execute("SELECT outcome, count(*) FROM reviews WHERE status = 'finished' AND "
-                                     "json_extract(synthesis, '$.unverified') IS NOT NULL GROUP BY outcome").fetchall())
-        surfaced, useful = self.board.knowledge.reuse()
-        p95 = statistics.quantiles(latencies, n=20, method="inclusive")[18] if len(latencies) >= 2 else (latencies or [None])[0]
+            "SELECT critic, lens, sum(status = 'ok'), sum(status IN ('error', 'timeout', 'missed')), "
+            "sum(decisive), sum(issue_count) FROM critiques GROUP BY critic, lens ORDER BY critic"
+        ):
+            critics.append(
+                CriticStats(
+                    critic=name,
+                    lens=lens,
+                    critiques=ok,
+                    failures=failed,
+                    issues=issues,
+                    decisive=decisive,
+                    contribution_rate=_rate(decisive, ok),
+                )
+            )
+        tasks, messages = db.execute(
+            "SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM messages WHERE task_id IS NOT NULL)"
+        ).fetchone()
+        unverified = dict(
+            db.execute(
+                "SELECT outcome, count(*) FROM reviews WHERE status = 'finished' AND "
+                f"{sql.json_field('synthesis', 'unverified')} IS NOT NULL GROUP BY outcome"
+            ).fetchall()
+        )
+        surfaced, useful = self.knowledge.reuse()
+        p95 = (
+            statistics.quantiles(latencies, n=20, method="inclusive")[18]
+            if len(latencies) >= 2
+            else (latencies or [None])[0]
+        )
         return BoardStats(
-            reviews=counts.get("finished", 0), queued=counts.get("queued", 0), running=counts.get("running", 0),
+            reviews=counts.get("finished", 0),
+            queued=counts.get("queued", 0),
+            running=counts.get("running", 0),
             cards_reviewed=db.execute("SELECT count(DISTINCT task_id) FROM reviews").fetchone()[0],
             first_pass_pass_rate=_rate(sum(v == "PASS" for _, v in firsts), len(firsts)),
-            first_pass_by_day=[DayRate(day=d, reviewed=n, passed=p, rate=_rate(p, n)) for d, (n, p) in
-                               sorted(by_day.items())][-30:],
+            first_pass_by_day=[
+                DayRate(day=d, reviewed=n, passed=p, rate=_rate(p, n)) for d, (n, p) in sorted(by_day.items())
+            ][-30:],
             rounds_per_card=round(statistics.fmean(r[0] for r in ended), 2) if ended else None,
-            score_by_round=[round(r[1], 2) for r in db.execute(
-                "SELECT round, avg(json_extract(synthesis, '$.score')) FROM reviews WHERE status = 'finished' AND "
-                "json_extract(synthesis, '$.score') IS NOT NULL GROUP BY round ORDER BY round LIMIT 20")],
+            score_by_round=[
+                round(r[1], 2)
+                for r in db.execute(
+                    f"SELECT round, avg({score}) FROM reviews WHERE status = 'finished' AND "
+                    f"{score} IS NOT NULL GROUP BY round ORDER BY round LIMIT 20"
+                )
+            ],
             max_rounds_seen=max((r[0] for r in ended), default=0),
             needs_human=db.execute("SELECT count(*) FROM reviews WHERE outcome = 'needs_human'").fetchone()[0],
-            unverified_needs_human=unverified.get("needs_human", 0), unverified_passed=unverified.get("done", 0),
-            critique_success_rate=_rate(resolved, followed), issues_followed_up=followed,
+            unverified_needs_human=unverified.get("needs_human", 0),
+            unverified_passed=unverified.get("done", 0),
+            critique_success_rate=_rate(resolved, followed),
+            issues_followed_up=followed,
             review_latency_p50=round(statistics.median(latencies), 3) if latencies else None,
             review_latency_p95=round(p95, 3) if p95 is not None else None,
-            critics=critics, messages_per_task=_rate(messages, tasks),
-            memory_surfaced=surfaced, memory_useful=useful, memory_reuse_rate=_rate(useful, surfaced),
-            memory_pending=self.board.knowledge.pending())
+            critics=critics,
+            messages_per_task=_rate(messages, tasks),
+            memory_surfaced=surfaced,
+            memory_useful=useful,
+            memory_reuse_rate=_rate(useful, surfaced),
+            memory_pending=self.knowledge.pending(),
+        )
 
 
 def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[ReviewIssue]:
@@ -676,8 +985,10 @@ def judged(resolutions: list[Resolution], refs: list[str]) -> list[Resolution]:
     """A critic's resolutions of its own earlier issues only, one per issue; an issue it did not judge
     is recorded as not addressed (no credit for marking others' issues, or made-up ones, resolved)."""
     given = {r.ref: r for r in resolutions if r.ref in refs}
-    return [given.get(ref) or Resolution(ref=ref, status="not_addressed", note="the critic did not judge this issue")
-            for ref in refs]
+    return [
+        given.get(ref) or Resolution(ref=ref, status="not_addressed", note="the critic did not judge this issue")
+        for ref in refs
+    ]
 
 
 def _sealed(c: CritiqueRecord) -> CritiqueRecord:
@@ -688,8 +999,17 @@ def _sealed(c: CritiqueRecord) -> CritiqueRecord:
 def _record(r: dict) -> CritiqueRecord:
     seconds = r["finished_at"] - r["started_at"] if r["finished_at"] and r["started_at"] else None
     return CritiqueRecord(
-        critic=r["critic"], lens=r["lens"], backend=r["backend"], model=r["model"], status=r["status"],
-        verdict=r["verdict"], score=r["score"], summary=r["summary"],
+        critic=r["critic"],
+        lens=r["lens"],
+        backend=r["backend"],
+        model=r["model"],
+        status=r["status"],
+        verdict=r["verdict"],
+        score=r["score"],
+        summary=r["summary"],
         issues=[ReviewIssue(**i) for i in json.loads(r["issues"])],
-        resolutions=[Resolution(**x) for x in json.loads(r["resolutions"])], error=r["error"],
-        submitted_by=r["submitted_by"], seconds=round(seconds, 3) if seconds is not None else None)
+        resolutions=[Resolution(**x) for x in json.loads(r["resolutions"])],
+        error=r["error"],
+        submitted_by=r["submitted_by"],
+        seconds=round(seconds, 3) if seconds is not None else None,
+    )

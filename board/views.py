@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel
 
 from .db import Store, iso, now
+from .dialect import Dialect
 from .errors import InvalidInput
 from .messages import POOL_VISIBLE
 from .models import RANK_PRIORITY, STATUSES
@@ -74,15 +75,16 @@ class LessonLink(BaseModel):
     useful: bool = False
 
 
-_CARD_SQL = """
+def _card_sql(sql: Dialect) -> str:
+    return f"""
 SELECT t.id, t.title, t.status, t.task_type, t.priority, t.labels, t.assignee, t.reserved_for, t.created_by,
        t.lease_expires_at, t.blocked_reason, t.unverified, t.updated_at,
-       r.round, r.status, json_extract(r.synthesis, '$.score')
+       r.round, r.status, {sql.json_field("r.synthesis", "score")}
 FROM tasks t LEFT JOIN reviews r ON r.id = (SELECT max(id) FROM reviews WHERE task_id = t.id)
 """
 
 
-def _filters(task_type: str | None, agent: str | None, label: str | None) -> tuple[list[str], list]:
+def _filters(sql: Dialect, task_type: str | None, agent: str | None, label: str | None) -> tuple[list[str], list]:
     where, params = [], []
     if task_type:
         where.append("t.task_type = ?"), params.append(task_type.strip().lower())
@@ -90,7 +92,7 @@ def _filters(task_type: str | None, agent: str | None, label: str | None) -> tup
         where.append("(t.assignee = ? OR t.reserved_for = ? OR t.created_by = ?)")
         params += [agent.strip().lower()] * 3
     if label:
-        where.append("EXISTS (SELECT 1 FROM json_each(t.labels) WHERE value = ?)"), params.append(label)
+        where.append(sql.json_has("t.labels")), params.append(label)
     return where, params
 
 
@@ -105,15 +107,23 @@ class Views:
     def __init__(self, store: Store):
         self.store = store
 
-    def column(self, status: str, *, task_type: str | None = None, agent: str | None = None,
-               label: str | None = None, limit: int = 50, after: str | None = None) -> ColumnPage:
+    def column(
+        self,
+        status: str,
+        *,
+        task_type: str | None = None,
+        agent: str | None = None,
+        label: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> ColumnPage:
         """One column's cards matching the filters, a bounded page at a time (`after`: the previous
         page's next_after)."""
         if status not in STATUSES:
             raise InvalidInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
         if not 1 <= limit <= COLUMN_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {COLUMN_LIMIT}")
-        where, params = _filters(task_type, agent, label)
+        where, params = _filters(self.store.dialect, task_type, agent, label)
         where.insert(0, "t.status = ?"), params.insert(0, status)
         order, _ = _order(status)
         page_where, page_params = list(where), list(params)
@@ -130,8 +140,10 @@ class Views:
             page_params += [key, key, last_id]
         with self.store.read() as db:
             count = db.execute(f"SELECT count(*) FROM tasks t WHERE {' AND '.join(where)}", params).fetchone()[0]
-            rows = db.execute(f"{_CARD_SQL} WHERE {' AND '.join(page_where)} ORDER BY {order} LIMIT ?",
-                              [*page_params, limit + 1]).fetchall()
+            rows = db.execute(
+                f"{_card_sql(self.store.dialect)} WHERE {' AND '.join(page_where)} ORDER BY {order} LIMIT ?",
+                [*page_params, limit + 1],
+            ).fetchall()
             more = len(rows) > limit
             cards = self._cards(db, rows[:limit])
         next_after = None
@@ -146,8 +158,10 @@ class Views:
         found: list[CardView] = []
         with self.store.read() as db:
             for n in range(0, len(ids), 500):  # SQLite's bound on variables, in slices
-                part = ids[n:n + 500]
-                rows = db.execute(f"{_CARD_SQL} WHERE t.id IN ({','.join('?' * len(part))})", part).fetchall()
+                part = ids[n : n + 500]
+                rows = db.execute(
+                    f"{_card_sql(self.store.dialect)} WHERE t.id IN ({','.join('?' * len(part))})", part
+                ).fetchall()
                 found += self._cards(db, rows)
         return found
 
@@ -158,20 +172,27 @@ class Views:
         shared, tasks = False, set()
         with self.store.read() as db:
             for n in range(0, len(ids), 500):
-                part = ids[n:n + 500]
-                for task_id, in db.execute(f"SELECT m.task_id FROM messages m WHERE m.id IN "
-                                           f"({','.join('?' * len(part))}) AND {POOL_VISIBLE}", part):
+                part = ids[n : n + 500]
+                for (task_id,) in db.execute(
+                    f"SELECT m.task_id FROM messages m WHERE m.id IN ({','.join('?' * len(part))}) AND {POOL_VISIBLE}",
+                    part,
+                ):
                     shared = True
                     if task_id is not None:
                         tasks.add(task_id)
         return shared, tasks
 
-    def counts(self, *, task_type: str | None = None, agent: str | None = None, label: str | None = None
-               ) -> dict[str, int]:
-        where, params = _filters(task_type, agent, label)
+    def counts(
+        self, *, task_type: str | None = None, agent: str | None = None, label: str | None = None
+    ) -> dict[str, int]:
+        where, params = _filters(self.store.dialect, task_type, agent, label)
         with self.store.read() as db:
-            found = dict(db.execute(f"SELECT t.status, count(*) FROM tasks t WHERE {' AND '.join(where) or '1'} "
-                                    "GROUP BY t.status", params).fetchall())
+            found = dict(
+                db.execute(
+                    f"SELECT t.status, count(*) FROM tasks t WHERE {' AND '.join(where) or '1'} GROUP BY t.status",
+                    params,
+                ).fetchall()
+            )
         return {status: found.get(status, 0) for status in STATUSES}
 
     def choices(self) -> tuple[list[str], list[str], list[str]]:
@@ -179,8 +200,13 @@ class Views:
         with self.store.read() as db:
             types = [r[0] for r in db.execute("SELECT DISTINCT task_type FROM tasks ORDER BY 1 LIMIT 200")]
             agents = [r[0] for r in db.execute("SELECT name FROM agents ORDER BY 1 LIMIT 500")]
-            labels = [r[0] for r in db.execute("SELECT DISTINCT value FROM tasks, json_each(tasks.labels) "
-                                               "ORDER BY 1 LIMIT 200")]
+            labels = [
+                r[0]
+                for r in db.execute(
+                    f"SELECT DISTINCT l.value FROM tasks, {self.store.dialect.json_elements('tasks.labels', 'l')} "
+                    "ORDER BY 1 LIMIT 200"
+                )
+            ]
         return types, agents, labels
 
     def _cards(self, db, rows) -> list[CardView]:
@@ -188,15 +214,34 @@ class Views:
         deps: dict[int, list[tuple[int, str]]] = {i: [] for i in ids}
         if ids:
             for task_id, dep, dep_status in db.execute(
-                    f"SELECT d.task_id, d.depends_on, t.status FROM task_deps d JOIN tasks t ON t.id = d.depends_on "
-                    f"WHERE d.task_id IN ({','.join('?' * len(ids))}) ORDER BY d.depends_on", ids):
+                f"SELECT d.task_id, d.depends_on, t.status FROM task_deps d JOIN tasks t ON t.id = d.depends_on "
+                f"WHERE d.task_id IN ({','.join('?' * len(ids))}) ORDER BY d.depends_on",
+                ids,
+            ):
                 deps[task_id].append((dep, dep_status))
-        return [CardView(id=r[0], title=r[1], status=r[2], task_type=r[3], priority=RANK_PRIORITY[r[4]],
-                         rank=r[4], labels=json.loads(r[5] or "[]"), assignee=r[6], reserved_for=r[7],
-                         created_by=r[8], lease_expires_at=r[9], blocked_reason=r[10], unverified=bool(r[11]),
-                         updated_at=r[12], review_round=r[13], review_status=r[14],
-                         score=round(r[15], 1) if r[15] is not None else None, depends_on=deps[r[0]])
-                for r in rows]
+        return [
+            CardView(
+                id=r[0],
+                title=r[1],
+                status=r[2],
+                task_type=r[3],
+                priority=RANK_PRIORITY[r[4]],
+                rank=r[4],
+                labels=json.loads(r[5] or "[]"),
+                assignee=r[6],
+                reserved_for=r[7],
+                created_by=r[8],
+                lease_expires_at=r[9],
+                blocked_reason=r[10],
+                unverified=bool(r[11]),
+                updated_at=r[12],
+                review_round=r[13],
+                review_status=r[14],
+                score=round(r[15], 1) if r[15] is not None else None,
+                depends_on=deps[r[0]],
+            )
+            for r in rows
+        ]
 
     # ----------------------------------------------------------------- agents
 
@@ -205,38 +250,66 @@ class Views:
         ts = now()
         with self.store.read() as db:
             holding: dict[str, list[tuple[int, str]]] = {}
-            for task_id, title, who in db.execute("SELECT id, title, assignee FROM tasks WHERE assignee IS NOT NULL "
-                                                  "AND status IN ('in_progress', 'review', 'blocked', "
-                                                  "'needs_human') ORDER BY id"):
+            for task_id, title, who in db.execute(
+                "SELECT id, title, assignee FROM tasks WHERE assignee IS NOT NULL "
+                "AND status IN ('in_progress', 'review', 'blocked', "
+                "'needs_human') ORDER BY id"
+            ):
                 holding.setdefault(who, []).append((task_id, title))
-            firsts = {name: (n, p) for name, n, p in db.execute(
-                "SELECT agent, count(*), sum(verdict = 'PASS') FROM reviews WHERE round = 1 AND status = 'finished' "
-                "GROUP BY agent")}
-            rows = db.execute("SELECT name, role, last_seen_at, waiting_until FROM agents ORDER BY "
-                              "coalesce(last_seen_at, 0) DESC, name LIMIT 1000").fetchall()
-        return [AgentView(name=name, role=role, last_seen=iso(seen) if seen else None, last_seen_at=seen,
-                          waiting=bool(waiting and waiting >= ts), holding=holding.get(name, []),
-                          first_rounds=firsts.get(name, (0, 0))[0], first_passes=firsts.get(name, (0, 0))[1] or 0)
-                for name, role, seen, waiting in rows]
+            firsts = {
+                name: (n, p)
+                for name, n, p in db.execute(
+                    "SELECT agent, count(*), sum(verdict = 'PASS') FROM reviews WHERE round = 1 AND status = 'finished' "
+                    "GROUP BY agent"
+                )
+            }
+            rows = db.execute(
+                "SELECT name, role, last_seen_at, waiting_until FROM agents ORDER BY "
+                "coalesce(last_seen_at, 0) DESC, name LIMIT 1000"
+            ).fetchall()
+        return [
+            AgentView(
+                name=name,
+                role=role,
+                last_seen=iso(seen) if seen else None,
+                last_seen_at=seen,
+                waiting=bool(waiting and waiting >= ts),
+                holding=holding.get(name, []),
+                first_rounds=firsts.get(name, (0, 0))[0],
+                first_passes=firsts.get(name, (0, 0))[1] or 0,
+            )
+            for name, role, seen, waiting in rows
+        ]
 
     # ----------------------------------------------------------------- a card's lessons
 
     def lessons(self, task_id: int) -> tuple[list[LessonLink], list[LessonLink]]:
         """(lessons this card's reviews produced, memory items handed to its agents at claim)."""
         with self.store.read() as db:
-            produced = [LessonLink(id=r[0], title=r[1], text=r[2], kind=r[3], task_id=r[4]) for r in db.execute(
-                "SELECT id, title, text, kind, task_id FROM memory_items WHERE task_id = ? AND kind = 'lesson' "
-                "ORDER BY id LIMIT 50", [task_id])]
-            handed = [LessonLink(id=r[0], title=r[1], text=r[2], kind=r[3], task_id=r[4], useful=bool(r[5]))
-                      for r in db.execute(
-                "SELECT m.id, m.title, m.text, m.kind, m.task_id, max(s.useful_at IS NOT NULL) FROM memory_surfaced s "
-                "JOIN memory_items m ON m.id = s.item_id WHERE s.task_id = ? GROUP BY m.id ORDER BY min(s.id) LIMIT 50",
-                [task_id])]
+            produced = [
+                LessonLink(id=r[0], title=r[1], text=r[2], kind=r[3], task_id=r[4])
+                for r in db.execute(
+                    "SELECT id, title, text, kind, task_id FROM memory_items WHERE task_id = ? AND kind = 'lesson' "
+                    "ORDER BY id LIMIT 50",
+                    [task_id],
+                )
+            ]
+            handed = [
+                LessonLink(id=r[0], title=r[1], text=r[2], kind=r[3], task_id=r[4], useful=bool(r[5]))
+                for r in db.execute(
+                    "SELECT m.id, m.title, m.text, m.kind, m.task_id, max(s.useful_at IS NOT NULL) FROM memory_surfaced s "
+                    "JOIN memory_items m ON m.id = s.item_id WHERE s.task_id = ? GROUP BY m.id ORDER BY min(s.id) LIMIT 50",
+                    [task_id],
+                )
+            ]
         return produced, handed
 
     def round_counts(self) -> dict[int, int]:
         """How many cards ended their review after 1, 2, 3… rounds."""
         with self.store.read() as db:
-            return dict(db.execute("SELECT round, count(*) FROM reviews WHERE status = 'finished' AND outcome IN "
-                                   "('done', 'needs_human') GROUP BY round ORDER BY round LIMIT 50").fetchall())
-
+            return dict(
+                db.execute(
+                    "SELECT round, count(*) FROM reviews WHERE status = 'finished' AND outcome IN "
+                    "('done', 'needs_human') GROUP BY round ORDER BY round LIMIT 50"
+                ).fetchall()
+            )

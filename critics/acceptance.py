@@ -26,10 +26,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from hiveboard.board import Critique, ReviewIssue, Resolution
+from hiveboard.board import Critique, Resolution, ReviewIssue
 
 from .base import Critic, Skipped, Unverified, Work, is_test_file, unique_paths
-from .sandbox import Box, Limits, Outcome, Session
+from .sandbox import Box, RunResult, SandboxLimits, Session
 from .split_runner import EXCEPTIONS, FROM_CODE, CodeUnderTestEnded
 
 log = logging.getLogger("hiveboard.critics")
@@ -39,8 +39,11 @@ SHOWN_FAILURES = 12
 EXIT_STATUS_ONLY = "evidence: exit status only"
 # what a hidden test's failure may say about itself: the judge's fixed list (critics/split_runner.py)
 HIDDEN_EXCEPTIONS = frozenset(EXCEPTIONS) | {CodeUnderTestEnded.__name__, FROM_CODE}
-NOT_PASSED = {"skipped": "was skipped", "xfailed": "was marked as an expected failure",
-              "xpassed": "passed while marked as an expected failure"}
+NOT_PASSED = {
+    "skipped": "was skipped",
+    "xfailed": "was marked as an expected failure",
+    "xpassed": "passed while marked as an expected failure",
+}
 
 
 @dataclass
@@ -97,8 +100,14 @@ def checks(work: Work) -> list[Check]:
         for text in tests.commands:
             argv = _command(text if text.lstrip().startswith("$") else f"$ {text}")
             if argv:
-                found.append(_as_check(argv, "the card's acceptance command" + ("" if tests.hidden else
-                                       f" `{shlex.join(argv)}`"), spec=True, hidden=tests.hidden))
+                found.append(
+                    _as_check(
+                        argv,
+                        "the card's acceptance command" + ("" if tests.hidden else f" `{shlex.join(argv)}`"),
+                        spec=True,
+                        hidden=tests.hidden,
+                    )
+                )
         if not tests.commands and any(is_test_file(f.name, "code") for f in tests.files):
             found.append(Check("the card's acceptance tests", pytest=[], spec=True, hidden=tests.hidden))
     own = [argv for argv in map(_command, work.acceptance_criteria) if argv]
@@ -113,8 +122,13 @@ def module_names(paths: list[str]) -> list[str]:
     names = set()
     for path in paths:
         parts = PurePosixPath(path).parts
-        first = parts[0].removesuffix(".py") if len(parts) == 1 and parts[0].endswith(".py") else \
-            parts[0] if len(parts) > 1 else ""
+        first = (
+            parts[0].removesuffix(".py")
+            if len(parts) == 1 and parts[0].endswith(".py")
+            else parts[0]
+            if len(parts) > 1
+            else ""
+        )
         if first.isidentifier():
             names.add(first)
     return sorted(names)
@@ -123,7 +137,7 @@ def module_names(paths: list[str]) -> list[str]:
 class AcceptanceCritic(Critic):
     backend = "acceptance"
 
-    def __init__(self, name: str, lens: str, box: Box | None, why_not: str, timeout: float, limits: Limits):
+    def __init__(self, name: str, lens: str, box: Box | None, why_not: str, timeout: float, limits: SandboxLimits):
         super().__init__(name, lens)
         self.box = box  # None: execution is off or impossible here, for the reason in why_not
         self.why_not = why_not
@@ -133,14 +147,15 @@ class AcceptanceCritic(Critic):
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
         todo = checks(work)
         if not todo:
-            raise Skipped("no acceptance command (an acceptance criterion like '$ python -m pytest -q'), no test "
-                          "artifact and no acceptance tests on the card to run")
+            raise Skipped(
+                "no acceptance command (an acceptance criterion like '$ python -m pytest -q'), no test "
+                "artifact and no acceptance tests on the card to run"
+            )
         if self.box is None:
             raise Unverified(f"{len(todo)} test run(s) could not run: {self.why_not}")
         box = self.box
         src = unique_paths([(a.name, a.content) for a in work.artifacts if a.kind != "link"])
-        spec = unique_paths([(f.name, f.content) for f in work.acceptance_tests.files]) \
-            if work.acceptance_tests else {}
+        spec = unique_paths([(f.name, f.content) for f in work.acceptance_tests.files]) if work.acceptance_tests else {}
         issues: list[ReviewIssue] = []
         results: list[str] = []
         started = time.monotonic()
@@ -150,18 +165,25 @@ class AcceptanceCritic(Critic):
             issues += found
             results.append(f"{check.label}: {result}")
         failed = {i.rule for i in issues}  # a check's issues carry its label (cut to a rule's length)
-        where = "in the sandbox" if box.isolated else "WITHOUT a sandbox (review.execute = \"unsafe\")"
+        where = "in the sandbox" if box.isolated else 'WITHOUT a sandbox (review.execute = "unsafe")'
         if not box.isolated:
-            log.warning("task %s: acceptance tests ran without a sandbox (review.execute = \"unsafe\")", work.task_id)
+            log.warning('task %s: acceptance tests ran without a sandbox (review.execute = "unsafe")', work.task_id)
         passed = sum(1 for c in todo if c.label[:40] not in failed)
         summary = f"{passed} of {len(todo)} test run(s) passed {where} ({box.name}): " + "; ".join(results)
-        return Critique(verdict="FAIL" if issues else "PASS", score=2 if issues else 10, summary=summary,
-                        issues=issues, resolutions=[Resolution(ref=i.ref or "", status="not_addressed"
-                                                               if i.rule in failed else "resolved", note="")
-                                                    for i in earlier])
+        return Critique(
+            verdict="FAIL" if issues else "PASS",
+            score=2 if issues else 10,
+            summary=summary,
+            issues=issues,
+            resolutions=[
+                Resolution(ref=i.ref or "", status="not_addressed" if i.rule in failed else "resolved", note="")
+                for i in earlier
+            ],
+        )
 
-    def _run(self, box: Box, check: Check, src: dict[str, str], spec: dict[str, str],
-             timeout: float) -> tuple[list[ReviewIssue], str]:
+    def _run(
+        self, box: Box, check: Check, src: dict[str, str], spec: dict[str, str], timeout: float
+    ) -> tuple[list[ReviewIssue], str]:
         """Run one check in sessions of its own; (issues, one-line result). The creator's files are in a
         session only for the creator's checks, and the submitted code is beside them only for a creator
         command the judge cannot run (judged by its exit status)."""
@@ -172,13 +194,28 @@ class AcceptanceCritic(Critic):
             root = session.spec if check.spec else session.src
             if check.pytest is not None:  # the author's own tests: one process, its own word (split_runner `own`)
                 runner = box.expose(session, SPLIT)
-                argv = [sys.executable, "-I", "-B", runner, "own", root, session.src, "--",
-                        *(check.pytest or ["-q", root])]
-                out = box.run(session, argv, limits=self.limits, timeout=timeout, cwd=root, writable=True,
-                              report=True)
+                argv = [
+                    sys.executable,
+                    "-I",
+                    "-B",
+                    runner,
+                    "own",
+                    root,
+                    session.src,
+                    "--",
+                    *(check.pytest or ["-q", root]),
+                ]
+                out = box.run(session, argv, limits=self.limits, timeout=timeout, cwd=root, writable=True, report=True)
             else:
-                out = box.run(session, check.argv, limits=self.limits, timeout=timeout, cwd=root, writable=True,
-                              env={"PYTHONPATH": session.src, "HIVEBOARD_WORK": session.src})
+                out = box.run(
+                    session,
+                    check.argv,
+                    limits=self.limits,
+                    timeout=timeout,
+                    cwd=root,
+                    writable=True,
+                    env={"PYTHONPATH": session.src, "HIVEBOARD_WORK": session.src},
+                )
             # a pytest run reports each test itself; any other command is judged by its exit and its output
             limit = out.stopped(self.limits, timeout) if check.pytest is not None else out.why(self.limits, timeout)
             if limit:
@@ -187,22 +224,48 @@ class AcceptanceCritic(Critic):
                 weak = f" ({EXIT_STATUS_ONLY})" if check.spec else ""
                 if out.returncode == 0:
                     return [], "passed" + weak
-                return [self._issue(check, "acceptance-failed", f"{check.label} exited with {out.returncode}.", out,
-                                    "make the acceptance command succeed; run it locally the same way",
-                                    session=session)], f"exit {out.returncode}" + weak
+                return [
+                    self._issue(
+                        check,
+                        "acceptance-failed",
+                        f"{check.label} exited with {out.returncode}.",
+                        out,
+                        "make the acceptance command succeed; run it locally the same way",
+                        session=session,
+                    )
+                ], f"exit {out.returncode}" + weak
             return self._pytest_result(check, out, session)
 
-    def _judge(self, box: Box, check: Check, src: dict[str, str], spec: dict[str, str],
-               timeout: float) -> tuple[list[ReviewIssue], str]:
+    def _judge(
+        self, box: Box, check: Check, src: dict[str, str], spec: dict[str, str], timeout: float
+    ) -> tuple[list[ReviewIssue], str]:
         """A creator check in the trusted judge, the submitted code in a sandbox of its own."""
         with box.session({}, spec) as judge, box.session(src, None) as host:
             mode = ["pytest", *(check.pytest or ["-q", judge.spec])] if check.pytest is not None else check.script
-            argv = [sys.executable, "-I", "-B", box.expose(judge, SPLIT), "judge", judge.spec,
-                    f"{max(1.0, timeout - 3):.1f}", ",".join(module_names(list(src))), "--", *mode]
-            out, _ = box.run_pair(judge, argv, host, [sys.executable, "-I", "-B", box.expose(host, SPLIT), "host"],
-                                  limits=self.limits, timeout=timeout,
-                                  judge_env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", **({"HIVEBOARD_HIDDEN": "1"}
-                                                                                       if check.hidden else {})})
+            argv = [
+                sys.executable,
+                "-I",
+                "-B",
+                box.expose(judge, SPLIT),
+                "judge",
+                judge.spec,
+                f"{max(1.0, timeout - 3):.1f}",
+                ",".join(module_names(list(src))),
+                "--",
+                *mode,
+            ]
+            out, _ = box.run_pair(
+                judge,
+                argv,
+                host,
+                [sys.executable, "-I", "-B", box.expose(host, SPLIT), "host"],
+                limits=self.limits,
+                timeout=timeout,
+                judge_env={
+                    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                    **({"HIVEBOARD_HIDDEN": "1"} if check.hidden else {}),
+                },
+            )
             limit = out.stopped(self.limits, timeout)
             if limit:
                 return [self._limit_issue(check, limit, out, judge)], limit
@@ -211,28 +274,45 @@ class AcceptanceCritic(Critic):
             except ValueError:
                 report = None
             if not isinstance(report, dict):
-                return [self._issue(check, "acceptance-failed", f"{check.label} ended without a report (exit "
-                                    f"{out.returncode}): the test runner itself failed", out,
-                                    "check that the card's tests run on their own; ask the card's creator",
-                                    session=judge)], "no report"
+                return [
+                    self._issue(
+                        check,
+                        "acceptance-failed",
+                        f"{check.label} ended without a report (exit {out.returncode}): the test runner itself failed",
+                        out,
+                        "check that the card's tests run on their own; ask the card's creator",
+                        session=judge,
+                    )
+                ], "no report"
             weak = report.get("decided_by_code") or 0
             note = f"; {weak} comparison(s) decided by the code's own objects" if weak else ""
             if "script" in report:
                 return self._script_result(check, report["script"], out, judge, note)
             issues, tally = self._pytest_result(check, out, judge, report)
             if not issues:  # a pass is every collected test passed and pytest ending well, nothing less
-                passed = sum(1 for t in report.get("tests", {}).values()
-                             if isinstance(t, dict) and t.get("outcome") == "passed")
+                passed = sum(
+                    1 for t in report.get("tests", {}).values() if isinstance(t, dict) and t.get("outcome") == "passed"
+                )
                 status, collected = report.get("exitstatus"), report.get("collected")
                 if status != 0 or passed != collected:
-                    issues = [self._issue(check, "acceptance-failed", f"{check.label} did not run to its end: "
-                                          f"{passed} of {collected} collected tests passed and pytest ended with "
-                                          f"status {status}", out, "make every test run and pass; the code under "
-                                          "test must not stop the test run (e.g. from a __repr__)", session=judge)]
+                    issues = [
+                        self._issue(
+                            check,
+                            "acceptance-failed",
+                            f"{check.label} did not run to its end: "
+                            f"{passed} of {collected} collected tests passed and pytest ended with "
+                            f"status {status}",
+                            out,
+                            "make every test run and pass; the code under "
+                            "test must not stop the test run (e.g. from a __repr__)",
+                            session=judge,
+                        )
+                    ]
             return issues, tally + note
 
-    def _script_result(self, check: Check, script: dict, out: Outcome, session: Session,
-                       note: str) -> tuple[list[ReviewIssue], str]:
+    def _script_result(
+        self, check: Check, script: dict, out: RunResult, session: Session, note: str
+    ) -> tuple[list[ReviewIssue], str]:
         if script.get("outcome") == "passed":
             return [], "passed" + note
         kind = _kind(script.get("exception"))
@@ -240,26 +320,47 @@ class AcceptanceCritic(Critic):
             text = f"{check.label} failed: {kind}."
         else:
             text = f"{check.label} failed: {script.get('message') or kind}\n{script.get('detail') or ''}"
-        return [self._issue(check, "acceptance-failed", text, out, "make the card's acceptance command succeed "
-                            "(it is the card's own check; it cannot be changed)", session=session)], f"failed ({kind})"
+        return [
+            self._issue(
+                check,
+                "acceptance-failed",
+                text,
+                out,
+                "make the card's acceptance command succeed (it is the card's own check; it cannot be changed)",
+                session=session,
+            )
+        ], f"failed ({kind})"
 
-    def _limit_issue(self, check: Check, limit: str, out: Outcome, session: Session) -> ReviewIssue:
-        return self._issue(check, "acceptance-limit" if not out.timed_out else "acceptance-timeout",
-                           f"{check.label} {limit}.", out, "make the tests finish within the limits (an endless loop, "
-                           "a fork bomb, a huge allocation or output?)", session=session)
+    def _limit_issue(self, check: Check, limit: str, out: RunResult, session: Session) -> ReviewIssue:
+        return self._issue(
+            check,
+            "acceptance-limit" if not out.timed_out else "acceptance-timeout",
+            f"{check.label} {limit}.",
+            out,
+            "make the tests finish within the limits (an endless loop, a fork bomb, a huge allocation or output?)",
+            session=session,
+        )
 
-    def _pytest_result(self, check: Check, out: Outcome, session: Session,
-                       report: dict | None = None) -> tuple[list[ReviewIssue], str]:
+    def _pytest_result(
+        self, check: Check, out: RunResult, session: Session, report: dict | None = None
+    ) -> tuple[list[ReviewIssue], str]:
         try:
             report = json.loads(out.report) if report is None else report
             counts, tests = dict(report["counts"]), dict(report["tests"])
         except (ValueError, KeyError, TypeError):
             hint = out.hint(self.limits)
-            return [self._issue(check, "acceptance-failed", f"{check.label} ended (exit {out.returncode}) without "
-                                "a test report: " + (f"it {hint}" if hint else "the run crashed, or the code under "
-                                                     "test ended the process"), out, "do not exit or kill the process "
-                                "from the code under test; make the tests importable and runnable", session=session)], \
-                "no report"
+            return [
+                self._issue(
+                    check,
+                    "acceptance-failed",
+                    f"{check.label} ended (exit {out.returncode}) without "
+                    "a test report: "
+                    + (f"it {hint}" if hint else "the run crashed, or the code under test ended the process"),
+                    out,
+                    "do not exit or kill the process from the code under test; make the tests importable and runnable",
+                    session=session,
+                )
+            ], "no report"
         tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no tests"
         # the creator's tests must all pass: skipped and expected failures count as failures there
         bad_outcomes = ("failed", "error", *(NOT_PASSED if check.spec else ()))
@@ -268,28 +369,52 @@ class AcceptanceCritic(Critic):
             return [], tally
         if not bad:
             why = "collected no test" if not counts else f"exited with {out.returncode}"
-            return [self._issue(check, "acceptance-failed", f"{check.label} {why} ({tally}).", out,
-                                "add tests that pytest collects (test_*.py files with test_ functions)", session=session)], tally
+            return [
+                self._issue(
+                    check,
+                    "acceptance-failed",
+                    f"{check.label} {why} ({tally}).",
+                    out,
+                    "add tests that pytest collects (test_*.py files with test_ functions)",
+                    session=session,
+                )
+            ], tally
         issues = []
         for node, t in bad[:SHOWN_FAILURES]:
-            issues.append(ReviewIssue(
-                severity="critical", category="test-failed" if t.get("outcome") != "error" else "test-error",
-                rule=check.label[:40], location=str(node)[:300],
-                description=self.scrub(_failure(str(node), t, check.hidden), session),
-                suggestion="make this test pass" + ("" if not check.spec else
-                                                    " (it is the card's own acceptance test; it cannot be changed)")))
+            issues.append(
+                ReviewIssue(
+                    severity="critical",
+                    category="test-failed" if t.get("outcome") != "error" else "test-error",
+                    rule=check.label[:40],
+                    location=str(node)[:300],
+                    description=self.scrub(_failure(str(node), t, check.hidden), session),
+                    suggestion="make this test pass"
+                    + ("" if not check.spec else " (it is the card's own acceptance test; it cannot be changed)"),
+                )
+            )
         if len(bad) > SHOWN_FAILURES:
-            issues.append(ReviewIssue(severity="critical", category="test-failed", rule=check.label[:40],
-                                      description=f"{len(bad) - SHOWN_FAILURES} more failing tests in {check.label}",
-                                      suggestion="call get_review for the run's totals"))
+            issues.append(
+                ReviewIssue(
+                    severity="critical",
+                    category="test-failed",
+                    rule=check.label[:40],
+                    description=f"{len(bad) - SHOWN_FAILURES} more failing tests in {check.label}",
+                    suggestion="call get_review for the run's totals",
+                )
+            )
         return issues, tally
 
-    def _issue(self, check: Check, category: str, text: str, out: Outcome, suggestion: str,
-               session: Session | None = None) -> ReviewIssue:
+    def _issue(
+        self, check: Check, category: str, text: str, out: RunResult, suggestion: str, session: Session | None = None
+    ) -> ReviewIssue:
         tail = "" if check.hidden else (out.stdout + out.stderr)[-TAIL:]
-        return ReviewIssue(severity="critical", category=category, rule=check.label[:40],
-                           description=self.scrub((text + (f"\n{tail}" if tail.strip() else ""))[:4000], session),
-                           suggestion=suggestion)
+        return ReviewIssue(
+            severity="critical",
+            category=category,
+            rule=check.label[:40],
+            description=self.scrub((text + (f"\n{tail}" if tail.strip() else ""))[:4000], session),
+            suggestion=suggestion,
+        )
 
     @staticmethod
     def scrub(text: str, session: Session | None) -> str:
@@ -322,7 +447,6 @@ def _failure(node: str, test: dict, hidden: bool) -> str:
     elif message:
         lines[0] += f": {message.splitlines()[0][:300]}"
     # the failing statement (">") and the error lines ("E"), as pytest marks them, without the traceback
-    detail = [line.rstrip() for line in str(test.get("detail") or "").splitlines()
-              if line.startswith((">", "E "))]
+    detail = [line.rstrip() for line in str(test.get("detail") or "").splitlines() if line.startswith((">", "E "))]
     shown = "\n".join(detail[-8:])
     return "\n".join([*lines, shown[-600:]] if shown else lines)

@@ -13,37 +13,46 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from .integrity_scan import RULES as INTEGRITY_RULES
-from .sandbox import Limits
+from .sandbox import SandboxLimits
 
 # When critics contradict, the lens earlier in this list wins (seed 000: safety > correctness > style).
-PRECEDENCE: tuple[str, ...] = ("security", "integrity", "correctness", "accuracy", "performance", "tests", "docs",
-                               "clarity", "style")
+PRECEDENCE: tuple[str, ...] = (
+    "security",
+    "integrity",
+    "correctness",
+    "accuracy",
+    "performance",
+    "tests",
+    "docs",
+    "clarity",
+    "style",
+)
 # lenses whose critical findings no model (synthesiser or meta-review) may wave through or lower
 NEVER_LOWERED: tuple[str, ...] = ("security", "integrity")
 
 RUBRICS: dict[str, str] = {
     "security": "Security only: injection (SQL, shell, template), eval/exec of untrusted input, unsafe "
-                "deserialisation, secrets in code, missing authentication or authorisation checks, path "
-                "traversal, weak cryptography, unsafe defaults. Not style, not performance.",
+    "deserialisation, secrets in code, missing authentication or authorisation checks, path "
+    "traversal, weak cryptography, unsafe defaults. Not style, not performance.",
     "integrity": "Integrity only: does the code pass its tests honestly? Flag code that patches or hooks the "
-                 "test runner, skips or ends the run, inspects the caller's frames or the heap, patches the "
-                 "interpreter, writes to raw file descriptors, returns always-equal objects, or hard-codes the "
-                 "tests' expected outputs. Not style, not ordinary bugs.",
+    "test runner, skips or ends the run, inspects the caller's frames or the heap, patches the "
+    "interpreter, writes to raw file descriptors, returns always-equal objects, or hard-codes the "
+    "tests' expected outputs. Not style, not ordinary bugs.",
     "correctness": "Correctness only: does the work do what the card and its acceptance criteria ask? Logic "
-                   "errors, wrong edge cases, unhandled errors, undefined names, broken contracts, race "
-                   "conditions. Not style.",
+    "errors, wrong edge cases, unhandled errors, undefined names, broken contracts, race "
+    "conditions. Not style.",
     "performance": "Performance only: algorithmic complexity, needless work in loops, N+1 queries, unbounded "
-                   "memory or reads, blocking calls on hot paths. Only flag costs that matter at the card's scale.",
+    "memory or reads, blocking calls on hot paths. Only flag costs that matter at the card's scale.",
     "tests": "Tests only: are the acceptance criteria covered by tests that can fail? Missing edge cases, "
-             "assertions that cannot fail, tests that depend on timing or the network.",
+    "assertions that cannot fail, tests that depend on timing or the network.",
     "docs": "Documentation only: are public functions, commands and configuration documented, accurate and "
-            "current? Missing usage examples, stale statements.",
+    "current? Missing usage examples, stale statements.",
     "style": "Style and maintainability only: naming, structure, duplication, dead code, comments that say what "
-             "instead of why, overly long functions. Never block on taste alone: use minor or info.",
+    "instead of why, overly long functions. Never block on taste alone: use minor or info.",
     "accuracy": "Accuracy only: are the statements, numbers, commands and references correct and verifiable? "
-                "Flag claims that are wrong, unsupported or out of date.",
+    "Flag claims that are wrong, unsupported or out of date.",
     "clarity": "Clarity only: can the intended reader follow it? Structure, missing context, ambiguity, jargon, "
-               "length. Not factual accuracy.",
+    "length. Not factual accuracy.",
 }
 
 TASK_TYPE_LENSES: dict[str, list[str]] = {
@@ -93,7 +102,7 @@ class CriticConfig(BaseModel):
     @model_validator(mode="after")
     def _llm_needs_model(self) -> CriticConfig:
         if self.backend == "llm" and not self.model:
-            raise ValueError("an llm critic needs model= (e.g. model = \"gpt-4o-mini\" or \"llama3.1\")")
+            raise ValueError('an llm critic needs model= (e.g. model = "gpt-4o-mini" or "llama3.1")')
         return self
 
 
@@ -101,7 +110,7 @@ class IntegrityConfig(BaseModel):
     """The `[review.integrity]` table: tuning of the integrity scan's rules (critics/integrity.py). A rule is
     named by its id (INT004) or its name (frame-inspection); a card's creator can also waive an id per card."""
 
-    ignore: list[str] = Field([], description="rules never reported, e.g. [\"INT006\"] where exiting is fine")
+    ignore: list[str] = Field([], description='rules never reported, e.g. ["INT006"] where exiting is fine')
     demote: list[str] = Field([], description="rules reported as minor: shown to the author, never blocking")
 
     @field_validator("ignore", "demote")
@@ -124,8 +133,8 @@ class IntegrityConfig(BaseModel):
 class HumanApproval(BaseModel):
     """Cards a person must approve after the critics pass them (the human lens)."""
 
-    task_types: list[str] = Field([], description="task types whose cards need a person's approval, e.g. [\"code\"]")
-    labels: list[str] = Field([], description="labels whose cards need a person's approval, e.g. [\"release\"]")
+    task_types: list[str] = Field([], description='task types whose cards need a person\'s approval, e.g. ["code"]')
+    labels: list[str] = Field([], description='labels whose cards need a person\'s approval, e.g. ["release"]')
 
     def wants(self, task_type: str, labels: list[str]) -> str | None:
         """Why a card needs a person's approval, or None."""
@@ -160,52 +169,88 @@ class ReviewConfig(BaseModel):
 
     enabled: bool = Field(True, description="false: complete_task moves cards straight to done")
     max_rounds: int = Field(3, ge=1, le=20, description="FAIL rounds before the card goes to needs_human")
-    pass_score: float = Field(0, ge=0, le=10, description="the bar: PASS also needs the synthesis score (mean of "
-                              "the critics' scores) at or above it; 0: no bar")
-    pass_scores: dict[str, float] = Field({}, description="the bar per task type, e.g. {code = 8}; overrides "
-                                          "pass_score")
+    pass_score: float = Field(
+        0,
+        ge=0,
+        le=10,
+        description="the bar: PASS also needs the synthesis score (mean of "
+        "the critics' scores) at or above it; 0: no bar",
+    )
+    pass_scores: dict[str, float] = Field(
+        {}, description="the bar per task type, e.g. {code = 8}; overrides pass_score"
+    )
     critic_timeout: float = Field(120, gt=0, le=3600, description="seconds a critic may take")
     repair_attempts: int = Field(2, ge=0, le=5, description="re-asks of a model whose critique was malformed")
     execute: Literal["sandbox", "off", "unsafe"] = Field(
-        "sandbox", description="the acceptance check runs the card's tests: in the OS sandbox where one works "
+        "sandbox",
+        description="the acceptance check runs the card's tests: in the OS sandbox where one works "
         "(sandbox), never (off), or as a plain subprocess of the server (unsafe: only for agents you trust as much "
-        "as yourself)")
+        "as yourself)",
+    )
     unverified: Literal["needs_human", "pass"] = Field(
-        "needs_human", description="work whose tests could not run (no sandbox, execution off) that the other "
-        "critics passed: to a human (needs_human), or to done marked unverified (pass)")
+        "needs_human",
+        description="work whose tests could not run (no sandbox, execution off) that the other "
+        "critics passed: to a human (needs_human), or to done marked unverified (pass)",
+    )
     execute_timeout: float = Field(120, gt=0, le=3600, description="seconds for all of a round's test runs")
-    limits: Limits = Field(default_factory=Limits, description="what one sandboxed command may use")
+    limits: SandboxLimits = Field(default_factory=SandboxLimits, description="what one sandboxed command may use")
     on_critic_failure: Literal["needs_human", "pass"] = Field(
-        "needs_human", description="work the critics that ran passed, while a lens's critics all errored or "
-        "timed out: needs_human (default), or pass it")
-    agent_deadline: float = Field(120, ge=0, le=86_400, description="seconds agent critics (role critic) get; "
-                                  "0: do not ask agents")
-    brief_chars: int = Field(1000, ge=200, le=20_000, description="the revision brief's length: blocking issues "
-                             "first, the rest counted")
-    integrity: IntegrityConfig = Field(default_factory=IntegrityConfig, description="rules of the integrity "
-                                       "scan to ignore or demote to minor")
-    honour_suppressions: list[str] = Field([], description="rule ids whose inline suppressions by the author "
-                                           "(# noqa, # nosec) are honoured; [\"*\"]: all. Others are reported "
-                                           "and keep their severity")
-    critic_presence: float = Field(120, gt=0, le=86_400, description="an agent critic is asked only if it made a "
-                                   "call within this many seconds or is waiting for messages")
-    worker_lease: float = Field(30, ge=1, le=3600, description="a worker that stops renewing loses the job after "
-                                "this long, and another worker resumes it")
-    poll_seconds: float = Field(1.0, gt=0, le=60, description="how often a worker looks for jobs another process "
-                                "queued")
+        "needs_human",
+        description="work the critics that ran passed, while a lens's critics all errored or "
+        "timed out: needs_human (default), or pass it",
+    )
+    agent_deadline: float = Field(
+        120, ge=0, le=86_400, description="seconds agent critics (role critic) get; 0: do not ask agents"
+    )
+    brief_chars: int = Field(
+        1000, ge=200, le=20_000, description="the revision brief's length: blocking issues first, the rest counted"
+    )
+    integrity: IntegrityConfig = Field(
+        default_factory=IntegrityConfig, description="rules of the integrity scan to ignore or demote to minor"
+    )
+    honour_suppressions: list[str] = Field(
+        [],
+        description="rule ids whose inline suppressions by the author "
+        '(# noqa, # nosec) are honoured; ["*"]: all. Others are reported '
+        "and keep their severity",
+    )
+    critic_presence: float = Field(
+        120,
+        gt=0,
+        le=86_400,
+        description="an agent critic is asked only if it made a "
+        "call within this many seconds or is waiting for messages",
+    )
+    worker_lease: float = Field(
+        30,
+        ge=1,
+        le=3600,
+        description="a worker that stops renewing loses the job after this long, and another worker resumes it",
+    )
+    poll_seconds: float = Field(
+        1.0, gt=0, le=60, description="how often a worker looks for jobs another process queued"
+    )
     task_types: dict[str, list[str]] = Field({}, description="task type → lenses (merged over the defaults)")
     rubrics: dict[str, str] = Field({}, description="lens → rubric (new lenses or overrides)")
     critics: dict[str, CriticConfig] = Field({}, description="name → critic (merged over the built-in ones)")
     llm: Endpoint | None = Field(None, description="a default LLM critic for every lens that has none")
     synthesis: SynthesisConfig = SynthesisConfig()
-    referee: Endpoint | None = Field(None, description="competing attempts: a model that compares the two best "
-                                     "attempts side by side, asked twice with the order swapped; none (or two "
-                                     "answers that disagree): decided by the review results")
-    human_approval: HumanApproval = Field(default_factory=HumanApproval, description="after a PASS, these cards "
-                                          "wait in needs_human for a person's approval on the web board")
-    meta: Endpoint | None = Field(None, description="the critic of the critics: a model that checks each blocking "
-                                  "issue against the card and the work and may downgrade it (never a critical "
-                                  "security or integrity finding); none: no meta-review")
+    referee: Endpoint | None = Field(
+        None,
+        description="competing attempts: a model that compares the two best "
+        "attempts side by side, asked twice with the order swapped; none (or two "
+        "answers that disagree): decided by the review results",
+    )
+    human_approval: HumanApproval = Field(
+        default_factory=HumanApproval,
+        description="after a PASS, these cards wait in needs_human for a person's approval on the web board",
+    )
+    meta: Endpoint | None = Field(
+        None,
+        description="the critic of the critics: a model that checks each blocking "
+        "issue against the card and the work and may downgrade it (never a critical "
+        "security or integrity finding); none: no meta-review",
+    )
 
     @field_validator("execute", mode="before")
     @classmethod
@@ -223,8 +268,12 @@ class ReviewConfig(BaseModel):
         """`[review.critics.bandit] enabled = false` is enough to change a built-in critic."""
         if not isinstance(critics, dict):
             return critics
-        return {name: {**BUILTIN_CRITICS[name].model_dump(), **value}
-                if name in BUILTIN_CRITICS and isinstance(value, dict) else value for name, value in critics.items()}
+        return {
+            name: {**BUILTIN_CRITICS[name].model_dump(), **value}
+            if name in BUILTIN_CRITICS and isinstance(value, dict)
+            else value
+            for name, value in critics.items()
+        }
 
     @property
     def lens_table(self) -> dict[str, list[str]]:
@@ -239,8 +288,9 @@ class ReviewConfig(BaseModel):
         return list(table.get(task_type, table["default"]))
 
     def rubric(self, lens: str) -> str:
-        return {**RUBRICS, **self.rubrics}.get(lens) or f"{lens.capitalize()} only: review the work through " \
-            f"this lens and nothing else."
+        return {**RUBRICS, **self.rubrics}.get(
+            lens
+        ) or f"{lens.capitalize()} only: review the work through this lens and nothing else."
 
     def all_critics(self) -> dict[str, CriticConfig]:
         """Built-in critics, the configured ones, and one LLM critic per lens from `llm` if set."""

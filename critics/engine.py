@@ -15,20 +15,21 @@ import socket
 import threading
 import time
 import uuid
-from pathlib import Path
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
-from hiveboard.board.reviews import BLOCKING
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
-from hiveboard.board.reviews import judged
+from hiveboard.board.reviews import BLOCKING, judged
+from hiveboard.board.worker import Worker
 
 from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Unverified, Work
-from .config import NEVER_LOWERED, PRECEDENCE, Endpoint, ReviewConfig
+from .config import NEVER_LOWERED, PRECEDENCE, CriticConfig, Endpoint, ReviewConfig
 from .integrity import IntegrityCritic
 from .lessons import Lesson, hidden, lessons
 from .llm import LLMCritic, LLMSynthesiser, MetaReviewer, Referee
@@ -47,9 +48,9 @@ LESSONS_PER_REVIEW = 10
 def execution(config: ReviewConfig, sandbox: Detected) -> tuple[Box | None, str]:
     """Where the acceptance check runs (None: nowhere), and why, for the operator and the critique."""
     if config.execute == "off":
-        return None, "review.execute = \"off\""
+        return None, 'review.execute = "off"'
     if config.execute == "unsafe":
-        return Bare(), "review.execute = \"unsafe\": tests run as plain subprocesses of the server, NOT sandboxed"
+        return Bare(), 'review.execute = "unsafe": tests run as plain subprocesses of the server, NOT sandboxed'
     if sandbox.box is None:
         return None, f"no sandbox works here: {sandbox.reason}"
     return sandbox.box, f"tests run in the {sandbox.box.name} sandbox"
@@ -62,8 +63,11 @@ def execution_line(config: ReviewConfig, sandbox: Detected) -> str:
         return f"execution: sandbox ({why})"
     if box is not None:
         return f"execution: UNSAFE ({why})"
-    then = ("goes to needs_human" if config.unverified == "needs_human" else
-            "passes marked unverified (review.unverified = \"pass\")")
+    then = (
+        "goes to needs_human"
+        if config.unverified == "needs_human"
+        else 'passes marked unverified (review.unverified = "pass")'
+    )
     return f"execution: off ({why}); work with tests {then}"
 
 
@@ -75,6 +79,65 @@ def describe(config: ReviewConfig, sandbox: Detected, critics: dict[str, Critic]
     return "review critics: " + "; ".join(parts) + f"\n{execution_line(config, sandbox)}"
 
 
+@dataclass(frozen=True)
+class Build:
+    """What a backend's builder gets: the critic's name and settings, the review configuration, the box that
+    reads submitted work, and the runner of the acceptance tests (or why there is none)."""
+
+    name: str
+    spec: CriticConfig
+    config: ReviewConfig
+    reader: Box
+    runner: Box | None
+    why_not: str | None
+
+    @property
+    def timeout(self) -> float:
+        return self.spec.timeout or self.config.critic_timeout
+
+
+def _ruff(b: Build) -> tuple[Critic, float]:
+    c = b.spec
+    return RuffCritic(b.name, c.lens, b.timeout, b.reader, b.config.limits, c.rules, b.config.honour_suppressions), (
+        b.timeout
+    )
+
+
+def _bandit(b: Build) -> tuple[Critic, float]:
+    return BanditCritic(b.name, b.spec.lens, b.timeout, b.reader, b.config.limits, b.config.honour_suppressions), (
+        b.timeout
+    )
+
+
+def _acceptance(b: Build) -> tuple[Critic, float]:
+    timeout = b.spec.timeout or b.config.execute_timeout  # running tests, not reading code
+    return AcceptanceCritic(b.name, b.spec.lens, b.runner, b.why_not, timeout, b.config.limits), timeout
+
+
+def _integrity(b: Build) -> tuple[Critic, float]:
+    return IntegrityCritic(b.name, b.spec.lens, b.timeout, b.reader, b.config.limits, b.config.integrity), b.timeout
+
+
+def _llm(b: Build) -> tuple[Critic, float]:
+    c, config = b.spec, b.config
+    endpoint = Endpoint(
+        model=c.model, base_url=c.base_url, api_key_env=c.api_key_env, timeout=c.timeout, temperature=c.temperature
+    )
+    critic = LLMCritic(b.name, c.lens, config.rubric(c.lens), endpoint, b.timeout, config.repair_attempts)
+    return critic, b.timeout * (config.repair_attempts + 1)  # each re-ask of a malformed answer has its own timeout
+
+
+# a critic's backend (critics/config.py's Backend) -> what builds it and how long it may take; a new backend
+# is one builder registered here
+BACKENDS: dict[str, Callable[[Build], tuple[Critic, float]]] = {
+    "ruff": _ruff,
+    "bandit": _bandit,
+    "acceptance": _acceptance,
+    "integrity": _integrity,
+    "llm": _llm,
+}
+
+
 def build_critics(config: ReviewConfig, sandbox: Detected) -> dict[str, Critic]:
     """The configured critics, built-in ones included, by name. Analysers read the work in the sandbox
     when there is one, else in a bare subprocess (they never run it); the acceptance check as `execution`
@@ -83,22 +146,7 @@ def build_critics(config: ReviewConfig, sandbox: Detected) -> dict[str, Critic]:
     reader = sandbox.box or Bare()
     runner, why_not = execution(config, sandbox)
     for name, c in config.all_critics().items():
-        timeout = c.timeout or config.critic_timeout
-        critic: Critic
-        if c.backend == "ruff":
-            critic = RuffCritic(name, c.lens, timeout, reader, config.limits, c.rules, config.honour_suppressions)
-        elif c.backend == "bandit":
-            critic = BanditCritic(name, c.lens, timeout, reader, config.limits, config.honour_suppressions)
-        elif c.backend == "acceptance":
-            timeout = c.timeout or config.execute_timeout
-            critic = AcceptanceCritic(name, c.lens, runner, why_not, timeout, config.limits)
-        elif c.backend == "integrity":
-            critic = IntegrityCritic(name, c.lens, timeout, reader, config.limits, config.integrity)
-        else:
-            endpoint = Endpoint(model=c.model, base_url=c.base_url, api_key_env=c.api_key_env, timeout=c.timeout,
-                                temperature=c.temperature)
-            critic = LLMCritic(name, c.lens, config.rubric(c.lens), endpoint, timeout, config.repair_attempts)
-            timeout *= config.repair_attempts + 1  # each re-ask of a malformed answer has its own timeout
+        critic, timeout = BACKENDS[c.backend](Build(name, c, config, reader, runner, why_not))
         critic.deadline = timeout + 5  # the backend's own timeout fires first; this is the backstop
         critics[name] = critic
     return critics
@@ -128,32 +176,44 @@ class AttemptStanding:
         return (self.passed, self.tests_passed, -self.blocking, self.score, -self.rounds, -self.task_id)
 
     def describe(self) -> str:
-        return (f"{'passed' if self.passed else 'did not pass'} review, tests "
-                f"{'passed' if self.tests_passed else 'did not pass or did not run'}, {self.blocking} blocking "
-                f"issue(s), score {self.score:g}, {self.rounds} round(s)")
+        return (
+            f"{'passed' if self.passed else 'did not pass'} review, tests "
+            f"{'passed' if self.tests_passed else 'did not pass or did not run'}, {self.blocking} blocking "
+            f"issue(s), score {self.score:g}, {self.rounds} round(s)"
+        )
 
 
 class ReviewEngine:
     """Runs one review round of a card."""
 
-    def __init__(self, board: Board, config: ReviewConfig, memory: Memory | None = None,
-                 critics: dict[str, Critic] | None = None, hidden: list | None = None):
+    def __init__(
+        self,
+        board: Board,
+        config: ReviewConfig,
+        memory: Memory | None = None,
+        critics: dict[str, Critic] | None = None,
+        hidden: list | None = None,
+    ):
         """`hidden`: paths the sandbox must not show (the data directory and config; the board's database
         directory is always hidden)."""
         self.board = board
         self.config = config
-        board.approval_rule = config.human_approval.wants  # a card's need for a person is decided when it is made
+        board.require_approval(config.human_approval.wants)  # a card's need for a person is decided when it is made
         self.memory = memory
         self._hidden = [Path(board.store.path).resolve().parent, *(Path(p) for p in hidden or [])]
         self._sandbox: Detected | None = None
         self._critics = critics
         self._detecting = threading.Lock()
         synth = config.synthesis
-        self.synthesiser = LLMSynthesiser(synth.endpoint, config.critic_timeout, config.repair_attempts, PRECEDENCE) \
-            if synth.backend == "llm" and synth.endpoint else None
+        self.synthesiser = (
+            LLMSynthesiser(synth.endpoint, config.critic_timeout, config.repair_attempts, PRECEDENCE)
+            if synth.backend == "llm" and synth.endpoint
+            else None
+        )
         self.meta = MetaReviewer(config.meta, config.critic_timeout, config.repair_attempts) if config.meta else None
-        self.referee = Referee(config.referee, config.critic_timeout, config.repair_attempts) \
-            if config.referee else None
+        self.referee = (
+            Referee(config.referee, config.critic_timeout, config.repair_attempts) if config.referee else None
+        )
         self._wakers: set[threading.Event] = set()  # one per running round: woken when a review event commits
         self._contest_lock = threading.Lock()
         self._wakers_lock = threading.Lock()
@@ -189,8 +249,12 @@ class ReviewEngine:
         context = []
         if self.memory is not None:
             try:
-                hits = self.memory.query(f"{job.title}\n{job.description}\n{job.summary or ''}",
-                                         task_type=job.task_type, kinds=["lesson", "critique"], k=6).hits
+                hits = self.memory.query(
+                    f"{job.title}\n{job.description}\n{job.summary or ''}",
+                    task_type=job.task_type,
+                    kinds=["lesson", "critique"],
+                    k=6,
+                ).hits
                 # not this card's own critiques: a critic must not see the other critics' views of this work
                 context = [f"{h.kind} #{h.id} ({h.title}): {h.snippet}" for h in hits if h.task_id != job.task_id][:5]
             except Exception:
@@ -205,8 +269,16 @@ class ReviewEngine:
         for wake in wakers:
             wake.set()
 
-    def _one(self, job: ReviewJob, worker: str, critic: Critic, work: Work, earlier: list[ReviewIssue],
-             done: set[str], wake: threading.Event) -> None:
+    def _one(
+        self,
+        job: ReviewJob,
+        worker: str,
+        critic: Critic,
+        work: Work,
+        earlier: list[ReviewIssue],
+        done: set[str],
+        wake: threading.Event,
+    ) -> None:
         """Run one critic on its own thread and store what it gave, whatever happened."""
         started = time.monotonic()
         critique, error, status = None, None, "ok"
@@ -258,13 +330,23 @@ class ReviewEngine:
         reviews = self.board.reviews
         lenses = self.config.lenses_for(job.task_type)
         chosen = [c for c in self.critics.values() if c.lens in lenses]
-        agents = (reviews.critic_agents(job.task_id, job.agent, self.config.critic_presence)
-                  if self.config.agent_deadline > 0 else [])
+        agents = (
+            reviews.critic_agents(job.task_id, job.agent, self.config.critic_presence)
+            if self.config.agent_deadline > 0
+            else []
+        )
         agent_lenses = lenses if agents else []
         deadline = job.agent_deadline or now() + self.config.agent_deadline
         with self._leased(job, worker):
-            to_run = set(reviews.begin(job, worker, [(c.name, c.lens, c.backend, c.model) for c in chosen],
-                                       agent_lenses, deadline if agent_lenses else None))
+            to_run = set(
+                reviews.begin(
+                    job,
+                    worker,
+                    [(c.name, c.lens, c.backend, c.model) for c in chosen],
+                    agent_lenses,
+                    deadline if agent_lenses else None,
+                )
+            )
             work = self._work(job)
             self._announce(job, chosen, agent_lenses, deadline, work.context)
             previous = reviews.previous(job)
@@ -276,9 +358,23 @@ class ReviewEngine:
             wake = threading.Event()
             with self._wakers_lock:
                 self._wakers.add(wake)
-            threads = [threading.Thread(target=self._one, name=f"review-{job.id}-{c.name}", daemon=True, args=(
-                job, worker, c, work, previous[c.name].issues if c.name in previous and
-                previous[c.name].status == "ok" else [], done, wake)) for c in running]
+            threads = [
+                threading.Thread(
+                    target=self._one,
+                    name=f"review-{job.id}-{c.name}",
+                    daemon=True,
+                    args=(
+                        job,
+                        worker,
+                        c,
+                        work,
+                        previous[c.name].issues if c.name in previous and previous[c.name].status == "ok" else [],
+                        done,
+                        wake,
+                    ),
+                )
+                for c in running
+            ]
             for thread in threads:
                 thread.start()
             limit = {c.name: c.deadline or self.config.critic_timeout for c in running}
@@ -291,8 +387,9 @@ class ReviewEngine:
                     self._wakers.discard(wake)
             for critic in running:
                 if critic.name not in done:  # recorded as a timeout; its late answer will be refused
-                    reviews.record(job, worker, critic.name, "timeout", None,
-                                   f"no critique within {limit[critic.name]:.0f} s")
+                    reviews.record(
+                        job, worker, critic.name, "timeout", None, f"no critique within {limit[critic.name]:.0f} s"
+                    )
             reviews.close_slots(job, worker)
             # a critic whose result never got stored (or one no longer configured, on a resumed job) is a
             # failure on the record, never a silent gap
@@ -316,10 +413,13 @@ class ReviewEngine:
         synthesis = last.synthesis if last else None
         tests = [c for c in (last.critiques if last else []) if c.backend == "acceptance" and c.status == "ok"]
         return AttemptStanding(
-            task_id=attempt["id"], passed=self.board.review_state(attempt["id"]) == "passed",
+            task_id=attempt["id"],
+            passed=self.board.reviews.review_state(attempt["id"]) == "passed",
             tests_passed=bool(tests) and all(c.verdict == "PASS" for c in tests),
             blocking=sum(i.severity in BLOCKING for i in synthesis.issues) if synthesis else 0,
-            score=(synthesis.score if synthesis and synthesis.score is not None else 0.0), rounds=len(rounds))
+            score=(synthesis.score if synthesis and synthesis.score is not None else 0.0),
+            rounds=len(rounds),
+        )
 
     def decide_contest(self, task_id: int) -> bool:
         """Once every competing attempt of this card's contest has ended, pick the winner: by the review
@@ -334,26 +434,30 @@ class ReviewEngine:
         card = self.board.summary(task_id)
         if card.contest is None:
             return False
-        attempts = self.board.contest(card.contest)
+        attempts = self.board.contests.attempts(card.contest)
         if any(a["status"] not in ("done", "needs_human") or a["contest_result"] for a in attempts):
             return False
-        if any(self.board.review_state(a["id"]) == "awaiting approval" for a in attempts):
+        if any(self.board.reviews.review_state(a["id"]) == "awaiting approval" for a in attempts):
             return False  # a person's approval is part of the result: decided once they have given it
         ranked = sorted((self._standing(a) for a in attempts), key=AttemptStanding.key, reverse=True)
         table = "; ".join(f"task {s.task_id}: {s.describe()}" for s in ranked)
         passing = [s for s in ranked if s.passed]
         if not passing:  # only work that passed its review can win: without any, each attempt is a person's
-            return self.board.decide_contest(card.contest, None, "no attempt passed review, so none wins and a "
-                                             f"person decides each. Ranking: {table}")
+            return self.board.contests.decide(
+                card.contest,
+                None,
+                f"no attempt passed review, so none wins and a person decides each. Ranking: {table}",
+            )
         winner, how = passing[0], "by the review results"
         if self.referee is not None and len(passing) > 1:
             winner, how = self._referee_pick(card.contest, passing[0], passing[1])
-        return self.board.decide_contest(card.contest, winner.task_id, f"decided {how}. Ranking: {table}")
+        return self.board.contests.decide(card.contest, winner.task_id, f"decided {how}. Ranking: {table}")
 
     def _referee_pick(self, contest: int, a: AttemptStanding, b: AttemptStanding) -> tuple[AttemptStanding, str]:
         first, second = (self.board.get(s.task_id, history=0) for s in (a, b))
         brief = f"# {first.title.rsplit(' (attempt', 1)[0]}\n{first.description}\n" + "\n".join(
-            f"- {c}" for c in first.acceptance_criteria)
+            f"- {c}" for c in first.acceptance_criteria
+        )
 
         def shown(task) -> str:
             return "\n".join([task.output or "", *(f"--- {x.name}\n{x.content[:20_000]}" for x in task.artifacts)])
@@ -366,14 +470,21 @@ class ReviewEngine:
         pick_one = a if one == "A" else b
         pick_two = b if two == "A" else a
         if pick_one is not pick_two:
-            return a, ("by the review results: the referee model's two answers disagreed when the order was "
-                       "swapped")
+            return a, ("by the review results: the referee model's two answers disagreed when the order was swapped")
         return pick_one, f"by the referee model, the same with the order swapped: {why_one}"
 
-
-    def _await_round(self, job: ReviewJob, worker: str, running: list[Critic], limit: dict[str, float],
-                     started: float, done: set[str], wake: threading.Event, agent_lenses: list[str],
-                     deadline: float) -> None:
+    def _await_round(
+        self,
+        job: ReviewJob,
+        worker: str,
+        running: list[Critic],
+        limit: dict[str, float],
+        started: float,
+        done: set[str],
+        wake: threading.Event,
+        agent_lenses: list[str],
+        deadline: float,
+    ) -> None:
         """Until every critic has answered or run out of time and every agent lens is taken or its deadline
         passed. Woken by a critic finishing or a review event (the store's notifier, which also relays other
         processes' commits); otherwise only when a deadline comes due. _Dropped if the job stopped being ours."""
@@ -391,31 +502,55 @@ class ReviewEngine:
             wake.wait(min(max(0.01, min(due)), 5.0))
             wake.clear()
 
-    def _announce(self, job: ReviewJob, chosen: list[Critic], agent_lenses: list[str], deadline: float,
-                  context: list[str]) -> None:
+    def _announce(
+        self, job: ReviewJob, chosen: list[Critic], agent_lenses: list[str], deadline: float, context: list[str]
+    ) -> None:
         reviews = self.board.reviews
         names = ", ".join(f"{c.name} ({c.lens})" for c in chosen) or "no automatic critic"
         if job.attempts > 1:
-            reviews.announce(job.task_id, "review.resumed", f"review {job.id} of task {job.task_id} resumed "
-                             f"(attempt {job.attempts}); critics that had finished keep their critiques")
+            reviews.announce(
+                job.task_id,
+                "review.resumed",
+                f"review {job.id} of task {job.task_id} resumed "
+                f"(attempt {job.attempts}); critics that had finished keep their critiques",
+            )
             return
-        reviews.announce(job.task_id, "review.started", f"review round {job.round} of task {job.task_id} started: "
-                         f"{names}" + (f"; agent critics until {iso(deadline)}" if agent_lenses else ""))
+        reviews.announce(
+            job.task_id,
+            "review.started",
+            f"review round {job.round} of task {job.task_id} started: "
+            f"{names}" + (f"; agent critics until {iso(deadline)}" if agent_lenses else ""),
+        )
         if agent_lenses:
             reviews.announce(
-                job.task_id, "review.request",
-                f"review {job.id}: critique task {job.task_id} ({job.task_type}) \"{job.title}\" round {job.round}; "
+                job.task_id,
+                "review.request",
+                f'review {job.id}: critique task {job.task_id} ({job.task_type}) "{job.title}" round {job.round}; '
                 f"lenses {', '.join(agent_lenses)}; deadline {iso(deadline)}",
                 f"Read the work with get_task(task_id={job.task_id}) and your earlier issues with "
                 f"get_review(task_id={job.task_id}). Then call submit_critique(review_id={job.id}, lens=<one of "
                 f"{', '.join(agent_lenses)}>, verdict, score, summary, issues). First submission per lens counts; "
-                "stay inside your lens." + ("\n\nFrom the team's memory (past lessons and critiques of similar "
-                                            "work):\n" + "\n".join(f"- {c}" for c in context) if context else ""),
-                recipient="role:critic", metadata={"review_id": job.id, "task_id": job.task_id, "round": job.round,
-                                                   "lenses": agent_lenses, "deadline": iso(deadline)})
+                "stay inside your lens."
+                + (
+                    "\n\nFrom the team's memory (past lessons and critiques of similar "
+                    "work):\n" + "\n".join(f"- {c}" for c in context)
+                    if context
+                    else ""
+                ),
+                recipient="role:critic",
+                metadata={
+                    "review_id": job.id,
+                    "task_id": job.task_id,
+                    "round": job.round,
+                    "lenses": agent_lenses,
+                    "deadline": iso(deadline),
+                },
+            )
 
     def _synthesise(self, work: Work, critiques: list[CritiqueRecord], lenses: list[str]) -> Synthesis:
-        synthesis = synthesise(critiques, lenses, work.round, self.config.brief_chars, self.config.bar_for(work.task_type))
+        synthesis = synthesise(
+            critiques, lenses, work.round, self.config.brief_chars, self.config.bar_for(work.task_type)
+        )
         if self.synthesiser is None or not any(c.status == "ok" for c in critiques):
             return synthesis
         try:
@@ -423,13 +558,21 @@ class ReviewEngine:
         except CriticFailed as exc:
             note = f"LLM synthesis failed ({exc}); the deterministic synthesis decided"
             return synthesis.model_copy(update={"note": "; ".join(x for x in (synthesis.note, note) if x)})
-        if synthesis.verdict == "FAIL" and verdict == "PASS" and any(
-                i.severity == "critical" and i.lens in NEVER_LOWERED for i in synthesis.issues):
+        if (
+            synthesis.verdict == "FAIL"
+            and verdict == "PASS"
+            and any(i.severity == "critical" and i.lens in NEVER_LOWERED for i in synthesis.issues)
+        ):
             verdict = "FAIL"  # a model may not wave through a critical security or integrity issue
         extra = [f"(synthesiser) {c}" for c in contradictions]
-        return synthesis.model_copy(update={
-            "verdict": verdict, "brief": brief, "synthesiser": f"llm:{self.synthesiser.endpoint.model}",
-            "note": "; ".join(x for x in (synthesis.note, *extra) if x) or None})
+        return synthesis.model_copy(
+            update={
+                "verdict": verdict,
+                "brief": brief,
+                "synthesiser": f"llm:{self.synthesiser.endpoint.model}",
+                "note": "; ".join(x for x in (synthesis.note, *extra) if x) or None,
+            }
+        )
 
     def _meta_review(self, work: Work, critiques: list[CritiqueRecord], synthesis: Synthesis) -> Synthesis:
         """The critic of the critics, when configured: may downgrade blocking issues of a FAIL, with reasons."""
@@ -442,76 +585,119 @@ class ReviewEngine:
             note = f"meta-review failed ({exc}); the synthesis stands"
             return synthesis.model_copy(update={"note": "; ".join(x for x in (synthesis.note, note) if x)})
         ranks = {m.rank for m in blocking_issues}
-        decisions = {j.rank: (j.severity if not j.keep else next(m.severity for m in blocking_issues
-                                                                  if m.rank == j.rank), j.reason)
-                     for j in judgements if j.rank in ranks}
+        decisions = {
+            j.rank: (
+                j.severity if not j.keep else next(m.severity for m in blocking_issues if m.rank == j.rank),
+                j.reason,
+            )
+            for j in judgements
+            if j.rank in ranks
+        }
         return downgrade(synthesis, critiques, work.round, decisions, self.config.brief_chars)
 
     def _decide(self, job: ReviewJob, synthesis: Synthesis, critiques: list[CritiqueRecord]) -> tuple[str, str]:
         """(card outcome, message) for a synthesis."""
         delivered = [c for c in critiques if c.status == "ok"]
         failed = [c for c in critiques if c.status in ("error", "timeout")]
-        ran = f"lenses reviewed: {', '.join(synthesis.lenses_ran) or 'none'}" + (
-            f"; not covered: {', '.join(synthesis.lenses_uncovered)}" if synthesis.lenses_uncovered else "") + (
-            f"; failed: {', '.join(synthesis.lenses_failed)}" if synthesis.lenses_failed else "")
+        ran = (
+            f"lenses reviewed: {', '.join(synthesis.lenses_ran) or 'none'}"
+            + (f"; not covered: {', '.join(synthesis.lenses_uncovered)}" if synthesis.lenses_uncovered else "")
+            + (f"; failed: {', '.join(synthesis.lenses_failed)}" if synthesis.lenses_failed else "")
+        )
         if not delivered and failed:
             synthesis.verdict = "FAIL"
-            return "needs_human", (f"task {job.task_id}: the review could not run ({ran}); a human decides.\n"
-                                   + "\n".join(f"- {c.critic}: {c.status}: {c.error}" for c in failed))
+            return "needs_human", (
+                f"task {job.task_id}: the review could not run ({ran}); a human decides.\n"
+                + "\n".join(f"- {c.critic}: {c.status}: {c.error}" for c in failed)
+            )
         broken = sorted({c.lens for c in failed} - set(synthesis.lenses_ran))
         if synthesis.verdict == "PASS" and broken and self.config.on_critic_failure == "needs_human":
             synthesis.verdict = "FAIL"
-            synthesis.note = "; ".join(x for x in (synthesis.note, f"no critique for {', '.join(broken)}: "
-                                                   "its critics failed, so the work is not passed") if x)
-            return "needs_human", (f"task {job.task_id}: the critics that ran passed the work, but "
-                                   f"{', '.join(broken)} could not be reviewed ({ran}); a human decides "
-                                   "(review.on_critic_failure = \"pass\" lets such work through).\n"
-                                   + "\n".join(f"- {c.critic}: {c.status}: {c.error}" for c in failed))
+            synthesis.note = "; ".join(
+                x
+                for x in (
+                    synthesis.note,
+                    f"no critique for {', '.join(broken)}: its critics failed, so the work is not passed",
+                )
+                if x
+            )
+            return "needs_human", (
+                f"task {job.task_id}: the critics that ran passed the work, but "
+                f"{', '.join(broken)} could not be reviewed ({ran}); a human decides "
+                '(review.on_critic_failure = "pass" lets such work through).\n'
+                + "\n".join(f"- {c.critic}: {c.status}: {c.error}" for c in failed)
+            )
         unverified = [c for c in critiques if c.status == "unverified"]
         if unverified:
             synthesis.unverified = "; ".join(f"{c.critic}: {c.error}" for c in unverified)
-        weak = [c.critic for c in critiques if c.status == "ok" and c.backend == "acceptance"
-                and EXIT_STATUS_ONLY in (c.summary or "")]
+        weak = [
+            c.critic
+            for c in critiques
+            if c.status == "ok" and c.backend == "acceptance" and EXIT_STATUS_ONLY in (c.summary or "")
+        ]
         if weak:  # said on the card: a person can tell such a pass from one the judge established
-            synthesis.evidence = (f"exit status only ({', '.join(weak)}): a creator command other than pytest or "
-                                  "python was judged by its exit status, which the code under test controls")
+            synthesis.evidence = (
+                f"exit status only ({', '.join(weak)}): a creator command other than pytest or "
+                "python was judged by its exit status, which the code under test controls"
+            )
         if synthesis.verdict == "PASS" and unverified and self.config.unverified == "needs_human":
             synthesis.verdict = "FAIL"
-            synthesis.note = "; ".join(x for x in (synthesis.note, "the work's tests could not run, so it is not "
-                                                   "passed as tested") if x)
-            return "needs_human", (f"task {job.task_id}: the critics that ran passed the work, but its tests could "
-                                   f"not run ({synthesis.unverified}); a human decides ({ran}). The operator can "
-                                   "install bubblewrap (see hiveboard doctor), or set review.unverified = \"pass\" "
-                                   "to pass such work marked unverified.")
+            synthesis.note = "; ".join(
+                x for x in (synthesis.note, "the work's tests could not run, so it is not passed as tested") if x
+            )
+            return "needs_human", (
+                f"task {job.task_id}: the critics that ran passed the work, but its tests could "
+                f"not run ({synthesis.unverified}); a human decides ({ran}). The operator can "
+                'install bubblewrap (see hiveboard doctor), or set review.unverified = "pass" '
+                "to pass such work marked unverified."
+            )
         if synthesis.verdict == "PASS":
-            scores = [r.synthesis.score for r in self.board.reviews.rounds(job.task_id)
-                      if r.synthesis is not None and r.round < job.round][-(job.round - 1):] if job.round > 1 else []
+            scores = (
+                [
+                    r.synthesis.score
+                    for r in self.board.reviews.rounds(job.task_id)
+                    if r.synthesis is not None and r.round < job.round
+                ][-(job.round - 1) :]
+                if job.round > 1
+                else []
+            )
             progression = " → ".join(f"{s:g}" for s in [*scores, synthesis.score] if s is not None)
-            head = f"task {job.task_id} passed review round {job.round}" + (
-                f" (score {synthesis.score}/10" + (f"; by round {progression}" if scores else "") + ")"
-                if synthesis.score is not None else
-                " without review: no critic could review this work") + (
-                f"; UNVERIFIED: its tests did not run ({synthesis.unverified})" if unverified else "") + f"; {ran}"
+            head = (
+                f"task {job.task_id} passed review round {job.round}"
+                + (
+                    f" (score {synthesis.score}/10" + (f"; by round {progression}" if scores else "") + ")"
+                    if synthesis.score is not None
+                    else " without review: no critic could review this work"
+                )
+                + (f"; UNVERIFIED: its tests did not run ({synthesis.unverified})" if unverified else "")
+                + f"; {ran}"
+            )
             card = self.board.summary(job.task_id)
             # decided when the card was made (a later label edit cannot drop it), and its type and labels now
             approval = card.needs_approval or self.config.human_approval.wants(card.task_type, card.labels)
             if approval:
-                synthesis.note = "; ".join(x for x in (synthesis.note, f"awaiting a person's approval ({approval})")
-                                           if x)
-                return "needs_human", (head + f"; it needs a person's approval ({approval}): approve it "
-                                       "or send it back on the web board" + ("\n" + synthesis.brief
-                                                                             if synthesis.issues else ""))
+                synthesis.note = "; ".join(
+                    x for x in (synthesis.note, f"awaiting a person's approval ({approval})") if x
+                )
+                return "needs_human", (
+                    head + f"; it needs a person's approval ({approval}): approve it "
+                    "or send it back on the web board" + ("\n" + synthesis.brief if synthesis.issues else "")
+                )
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
         if job.round >= self.config.max_rounds:
             rounds = [r.critiques for r in self.board.reviews.rounds(job.task_id, reveal=True) if r.round <= job.round]
-            return "needs_human", f"task {job.task_id}: " + convergence_summary(rounds[-job.round:],
-                                                                               self.config.max_rounds)
-        return "in_progress", (f"task {job.task_id} failed review round {job.round} of {self.config.max_rounds}; "
-                               f"{ran}\n{synthesis.brief}\nRevise the work and call complete_task again with "
-                               f"task_id={job.task_id} and your token; each critic will check its issues.")
+            return "needs_human", f"task {job.task_id}: " + convergence_summary(
+                rounds[-job.round :], self.config.max_rounds
+            )
+        return "in_progress", (
+            f"task {job.task_id} failed review round {job.round} of {self.config.max_rounds}; "
+            f"{ran}\n{synthesis.brief}\nRevise the work and call complete_task again with "
+            f"task_id={job.task_id} and your token; each critic will check its issues."
+        )
 
-    def _mine_lessons(self, job: ReviewJob, work: Work, critiques: list[CritiqueRecord],
-                      previous: dict[str, CritiqueRecord]) -> None:
+    def _mine_lessons(
+        self, job: ReviewJob, work: Work, critiques: list[CritiqueRecord], previous: dict[str, CritiqueRecord]
+    ) -> None:
         """Blocking issues raised last round and resolved in this one become lessons for this task type, each
         named by what the author changed between the two rounds (critics/lessons.py). Issues of the card's
         hidden acceptance tests never do."""
@@ -538,47 +724,73 @@ class ReviewEngine:
 
     def _lesson(self, job: ReviewJob, lesson: Lesson) -> None:
         # the card's title says what work the mistake was made in: the next card like it finds the lesson
-        problem = f"in \"{job.title}\": {lesson.problem} (caught by {lesson.caught_by})"
+        problem = f'in "{job.title}": {lesson.problem} (caught by {lesson.caught_by})'
         tags = list(dict.fromkeys(t[:50] for t in lesson.tags if t))
         if self.memory is not None:
-            self.memory.record_lesson("review", problem=problem, fix=lesson.fix, task_type=job.task_type,
-                                      title=lesson.title, tags=tags, task_id=job.task_id)
+            self.memory.record_lesson(
+                "review",
+                problem=problem,
+                fix=lesson.fix,
+                task_type=job.task_type,
+                title=lesson.title,
+                tags=tags,
+                task_id=job.task_id,
+            )
             return
         with self.board.store.write() as db:
-            self.board.knowledge.add(db, kind="lesson", text=f"Problem: {problem}\nFix: {lesson.fix}",
-                                     created_by="review", task_type=job.task_type, task_id=job.task_id,
-                                     title=lesson.title, tags=tags, source=f"review:{job.id}")
+            self.board.knowledge.add(
+                db,
+                kind="lesson",
+                text=f"Problem: {problem}\nFix: {lesson.fix}",
+                created_by="review",
+                task_type=job.task_type,
+                task_id=job.task_id,
+                title=lesson.title,
+                tags=tags,
+                source=f"review:{job.id}",
+            )
 
     def give_up(self, job: ReviewJob, worker: str, error: str) -> None:
         """A job that crashed MAX_ATTEMPTS times goes to a human with the error."""
         synthesis = Synthesis(verdict="FAIL", note=f"the review crashed {job.attempts} times: {error}")
-        self.board.reviews.finish(job, worker, synthesis, "needs_human",
-                                  f"task {job.task_id}: the review failed {job.attempts} times ({error}); a human "
-                                  "decides", [])
+        self.board.reviews.finish(
+            job,
+            worker,
+            synthesis,
+            "needs_human",
+            f"task {job.task_id}: the review failed {job.attempts} times ({error}); a human decides",
+            [],
+        )
 
 
-class ReviewWorker:
+class ReviewWorker(Worker):
     """Background threads that take review jobs from SQLite and run them (several jobs at once)."""
 
     def __init__(self, engine: ReviewEngine, threads: int = 2, name: str | None = None):
+        super().__init__(
+            engine.board.store.notifier,
+            name="review-worker-{n}",
+            # jobs of other processes, and the leases of crashed workers running out, are found on the poll
+            poll_seconds=engine.config.poll_seconds,
+            log=log,
+            # the only failure left to the loop: a failed review is handled in step, which can give its job up
+            failure="could not take a review job",
+            threads=threads,
+        )
         self.engine = engine
-        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.threads = threads
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"  # holds the leases
         self._ended: set[int] = set()  # cards that just reached done or needs_human: a contest may be complete
         self._ended_lock = threading.Lock()
 
-    def _on_commit(self, events: list[Event]) -> None:
+    def heard(self, events: list[Event]) -> bool:
         ended = {e.task_id for e in events if isinstance(e, TaskChanged) and e.status in ("done", "needs_human")}
         if ended:  # e.g. an attempt sent to a human by hand: its contest is decided here, off the caller's thread
             with self._ended_lock:
                 self._ended |= ended
-            self._wake.set()
-        if any(isinstance(event, ReviewChanged) for event in events):
-            self._wake.set()
+        reviewed = any(isinstance(event, ReviewChanged) for event in events)
+        if reviewed:
             self.engine.changed()
+        return bool(ended) or reviewed
 
     def _decide_contests(self) -> None:
         with self._ended_lock:
@@ -591,43 +803,24 @@ class ReviewWorker:
 
     def start(self) -> ReviewWorker:
         _ = self.engine.critics  # probe the sandbox and build the critics now, not inside the first review
-        self.engine.board.store.notifier.subscribe(self._on_commit)
-        for n in range(self.threads):
-            thread = threading.Thread(target=self._loop, args=(f"{self.name}/{n}",), name=f"review-worker-{n}",
-                                      daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
+        return super().start()
 
-    def _loop(self, worker: str) -> None:
-        reviews = self.engine.board.reviews
-        while not self._stop.is_set():
-            self._decide_contests()
-            try:
-                job = reviews.claim_job(worker, self.engine.config.worker_lease)
-            except Exception:
-                log.exception("could not take a review job")
-                job = None
-            if job is None:
-                self._wake.wait(self.engine.config.poll_seconds)
-                self._wake.clear()
-                continue
-            try:
-                if job.attempts > MAX_ATTEMPTS:
-                    self.engine.give_up(job, worker, "see the server log")
-                else:
-                    self.engine.run(job, worker)
-            except Exception as exc:  # the lease runs out and the job is retried, up to MAX_ATTEMPTS
-                log.exception("review %s failed", job.id)
-                if job.attempts >= MAX_ATTEMPTS:
-                    try:
-                        self.engine.give_up(job, worker, f"{type(exc).__name__}: {exc}")
-                    except Exception:  # the next attempt (after the lease) gives up again; keep this thread
-                        log.exception("review %s: could not hand it to a human", job.id)
-
-    def stop(self, timeout: float = 10) -> None:
-        self._stop.set()
-        self._wake.set()
-        for thread in self._threads:
-            thread.join(timeout=timeout)
-        self.engine.board.store.notifier.unsubscribe(self._on_commit)
+    def step(self, n: int) -> bool:
+        worker = f"{self.name}/{n}"
+        self._decide_contests()
+        job = self.engine.board.reviews.claim_job(worker, self.engine.config.worker_lease)
+        if job is None:
+            return False
+        try:
+            if job.attempts > MAX_ATTEMPTS:
+                self.engine.give_up(job, worker, "see the server log")
+            else:
+                self.engine.run(job, worker)
+        except Exception as exc:  # the lease runs out and the job is retried, up to MAX_ATTEMPTS
+            log.exception("review %s failed", job.id)
+            if job.attempts >= MAX_ATTEMPTS:
+                try:
+                    self.engine.give_up(job, worker, f"{type(exc).__name__}: {exc}")
+                except Exception:  # the next attempt (after the lease) gives up again; keep this thread
+                    log.exception("review %s: could not hand it to a human", job.id)
+        return True

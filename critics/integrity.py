@@ -24,7 +24,7 @@ from hiveboard.board import Critique, ReviewIssue
 from .base import CriticFailed, Skipped, Work, is_test_file, python_sources, safe_path, unique_paths, verdict_of
 from .config import IntegrityConfig
 from .integrity_scan import RULES
-from .sandbox import Box, Limits, Session
+from .sandbox import Box, SandboxLimits, Session
 from .static import StaticCritic, _relative, _run, resolutions
 
 SCANNER = Path(__file__).with_name("integrity_scan.py")
@@ -34,8 +34,15 @@ NAMES = {rule.code: name for name, rule in RULES.items()}
 class IntegrityCritic(StaticCritic):
     backend = "integrity"
 
-    def __init__(self, name: str, lens: str, timeout: float, box: Box, limits: Limits,
-                 config: IntegrityConfig | None = None):
+    def __init__(
+        self,
+        name: str,
+        lens: str,
+        timeout: float,
+        box: Box,
+        limits: SandboxLimits,
+        config: IntegrityConfig | None = None,
+    ):
         super().__init__(name, lens, timeout, box, limits, honour=[])
         config = config or IntegrityConfig()
         self.ignore = {RULES[n].code for n in config.rule_names(config.ignore)}
@@ -43,8 +50,18 @@ class IntegrityCritic(StaticCritic):
 
     def command(self, session: Session, files: list[str], tests: list[str] = (), hidden: bool = False) -> list[str]:
         # -I: an isolated interpreter, so nothing submitted is importable; -B: no bytecode written
-        return [sys.executable, "-I", "-B", self.box.expose(session, SCANNER), "--spec", session.spec,
-                *(arg for test in tests for arg in ("--test", test)), *(["--hidden"] if hidden else []), "--", *files]
+        return [
+            sys.executable,
+            "-I",
+            "-B",
+            self.box.expose(session, SCANNER),
+            "--spec",
+            session.spec,
+            *(arg for test in tests for arg in ("--test", test)),
+            *(["--hidden"] if hidden else []),
+            "--",
+            *files,
+        ]
 
     def parse(self, report: str, root: str) -> list[ReviewIssue]:
         try:
@@ -57,36 +74,50 @@ class IntegrityCritic(StaticCritic):
             rule = RULES.get(name)
             if rule is None or rule.code in self.ignore:
                 continue
-            issues.append(ReviewIssue(
-                severity="minor" if rule.code in self.demote else "critical", category=f"integrity-{name}",
-                rule=rule.code, location=f"{_relative(f['path'], root)}:{f['line']}",
-                description=f"This code {rule.sentence}: {f.get('what', '')} ({rule.code}).",
-                suggestion=rule.suggestion))
+            issues.append(
+                ReviewIssue(
+                    severity="minor" if rule.code in self.demote else "critical",
+                    category=f"integrity-{name}",
+                    rule=rule.code,
+                    location=f"{_relative(f['path'], root)}:{f['line']}",
+                    description=f"This code {rule.sentence}: {f.get('what', '')} ({rule.code}).",
+                    suggestion=rule.suggestion,
+                )
+            )
         return issues
 
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
         files = python_sources(work)
         if not files:
-            raise Skipped("the integrity scan reviews Python files; this work has none (no *.py artifact or "
-                          "```python block)")
+            raise Skipped(
+                "the integrity scan reviews Python files; this work has none (no *.py artifact or ```python block)"
+            )
         tests = work.acceptance_tests
         spec = unique_paths([(f.name, f.content) for f in tests.files]) if tests else {}
         hidden = bool(tests and tests.hidden)
         kinds = {safe_path(a.name): a.kind for a in work.artifacts}
         support = {p for p in files if is_test_file(p, kinds.get(p, "code")) or Path(p).name == "conftest.py"}
         with self.box.session(files, spec) as session:
-            cmd = self.command(session, [f"{session.src}/{f}" for f in sorted(files)],
-                               [f"{session.src}/{f}" for f in sorted(support)], hidden)
+            cmd = self.command(
+                session,
+                [f"{session.src}/{f}" for f in sorted(files)],
+                [f"{session.src}/{f}" for f in sorted(support)],
+                hidden,
+            )
             report = _run(self.box, session, cmd, self.timeout, self.limits)
             issues = self.parse(report, session.src)
             unparsed = len(json.loads(report).get("errors", []))
         issues, _ = self._judge(issues, files, set(work.waived))
         verdict, score = verdict_of(issues)
         counts = Counter(i.rule for i in issues if i.severity in ("critical", "major"))
-        summary = (f"integrity scan of {len(files)} Python file(s) ({len(support)} of them tests)"
-                   + (f" against {len(spec)} acceptance test file(s)" if spec else "") + ": "
-                   + (", ".join(f"{n} {NAMES[rule]}" for rule, n in counts.most_common()) or "no blocking findings")
-                   + (f"; {len(issues) - counts.total()} demoted or waived" if len(issues) > counts.total() else "")
-                   + (f"; {unparsed} file(s) could not be parsed (see the correctness lens)" if unparsed else ""))
-        return Critique(verdict=verdict, score=score, summary=summary, issues=issues,
-                        resolutions=resolutions(earlier, issues))
+        summary = (
+            f"integrity scan of {len(files)} Python file(s) ({len(support)} of them tests)"
+            + (f" against {len(spec)} acceptance test file(s)" if spec else "")
+            + ": "
+            + (", ".join(f"{n} {NAMES[rule]}" for rule, n in counts.most_common()) or "no blocking findings")
+            + (f"; {len(issues) - counts.total()} demoted or waived" if len(issues) > counts.total() else "")
+            + (f"; {unparsed} file(s) could not be parsed (see the correctness lens)" if unparsed else "")
+        )
+        return Critique(
+            verdict=verdict, score=score, summary=summary, issues=issues, resolutions=resolutions(earlier, issues)
+        )

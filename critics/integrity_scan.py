@@ -38,34 +38,54 @@ class Rule(NamedTuple):
 
 
 RULES: dict[str, Rule] = {
-    "test-machinery": Rule("INT001", "touches the test framework's machinery (pytest, _pytest, unittest internals, "
-                           "pluggy) from code under test",
-                           "compute the result; do not patch, hook or import the test runner from the code under test"),
-    "test-skip": Rule("INT002", "skips, xfails or ends the test run from code under test",
-                      "compute the result; do not skip, xfail or stop the tests from the code they test"),
-    "heap-inspection": Rule("INT003", "walks the garbage collector's heap (gc.get_objects / gc.get_referrers), "
-                            "which reaches the tests' own objects",
-                            "compute the result from the arguments; do not search the heap for the tests' objects"),
-    "frame-inspection": Rule("INT004", "inspects the call stack or the caller's frames or source, where the "
-                             "test's expected values live",
-                             "compute the result from the arguments; do not read the caller's frames or the tests' "
-                             "source"),
-    "interpreter-patching": Rule("INT005", "patches the interpreter (sys.modules, builtins, import hooks, trace or "
-                                 "exception hooks, atexit, a function's __code__)",
-                                 "compute the result; do not change the interpreter the tests run in"),
-    "process-exit": Rule("INT006", "exits or signals the process from library code, which can end a test run "
-                         "before it reports a failure",
-                         "compute the result and raise an exception on errors; exit only in an `if __name__ == "
-                         "\"__main__\":` block or a main() or cli() function (never with os._exit)"),
-    "fd-access": Rule("INT007", "writes to raw file descriptors or reads /proc, past the test runner's "
-                      "capture and report",
-                      "compute the result and return it; do not write to inherited file descriptors or read /proc"),
-    "always-equal": Rule("INT008", "defines an object whose comparison or truth is a constant, so any assert "
-                         "on it passes",
-                         "compute the result and return a real value; do not override __eq__, __ne__, __bool__ "
-                         "or ordering to a constant"),
-    "copied-expected": Rule("INT009", "hard-codes the answers of the card's tests",
-                            "compute the result; do not hard-code the tests' inputs and expected outputs"),
+    "test-machinery": Rule(
+        "INT001",
+        "touches the test framework's machinery (pytest, _pytest, unittest internals, pluggy) from code under test",
+        "compute the result; do not patch, hook or import the test runner from the code under test",
+    ),
+    "test-skip": Rule(
+        "INT002",
+        "skips, xfails or ends the test run from code under test",
+        "compute the result; do not skip, xfail or stop the tests from the code they test",
+    ),
+    "heap-inspection": Rule(
+        "INT003",
+        "walks the garbage collector's heap (gc.get_objects / gc.get_referrers), which reaches the tests' own objects",
+        "compute the result from the arguments; do not search the heap for the tests' objects",
+    ),
+    "frame-inspection": Rule(
+        "INT004",
+        "inspects the call stack or the caller's frames or source, where the test's expected values live",
+        "compute the result from the arguments; do not read the caller's frames or the tests' source",
+    ),
+    "interpreter-patching": Rule(
+        "INT005",
+        "patches the interpreter (sys.modules, builtins, import hooks, trace or "
+        "exception hooks, atexit, a function's __code__)",
+        "compute the result; do not change the interpreter the tests run in",
+    ),
+    "process-exit": Rule(
+        "INT006",
+        "exits or signals the process from library code, which can end a test run before it reports a failure",
+        "compute the result and raise an exception on errors; exit only in an `if __name__ == "
+        '"__main__":` block or a main() or cli() function (never with os._exit)',
+    ),
+    "fd-access": Rule(
+        "INT007",
+        "writes to raw file descriptors or reads /proc, past the test runner's capture and report",
+        "compute the result and return it; do not write to inherited file descriptors or read /proc",
+    ),
+    "always-equal": Rule(
+        "INT008",
+        "defines an object whose comparison or truth is a constant, so any assert on it passes",
+        "compute the result and return a real value; do not override __eq__, __ne__, __bool__ "
+        "or ordering to a constant",
+    ),
+    "copied-expected": Rule(
+        "INT009",
+        "hard-codes the answers of the card's tests",
+        "compute the result; do not hard-code the tests' inputs and expected outputs",
+    ),
 }
 
 MAX_FINDINGS = 300
@@ -74,19 +94,64 @@ WHAT = 160  # characters of a finding's `what`
 # ---------------------------------------------------------------- what is looked for
 
 MACHINERY_ROOTS = ("pytest", "_pytest", "pluggy", "unittest")
-PRIVATE_MODULES = ("_pytest", "pluggy", "unittest.case", "unittest.result", "unittest.runner", "unittest.suite",
-                   "unittest.loader", "unittest.signals", "unittest.util")
+PRIVATE_MODULES = (
+    "_pytest",
+    "pluggy",
+    "unittest.case",
+    "unittest.result",
+    "unittest.runner",
+    "unittest.suite",
+    "unittest.loader",
+    "unittest.signals",
+    "unittest.util",
+)
 # pytest's test-writing API: fine in a code file that carries its own tests
-PYTEST_PUBLIC = {"raises", "approx", "warns", "deprecated_call", "fixture", "mark", "param", "fail", "main",
-                 "skip", "xfail", "exit", "importorskip", "MonkeyPatch", "TempPathFactory", "LogCaptureFixture",
-                 "CaptureFixture", "FixtureRequest", "WarningsRecorder"}
-SKIPS = {"pytest.skip", "pytest.xfail", "pytest.importorskip", "unittest.SkipTest", "unittest.case.SkipTest",
-         "pytest.skip.Exception", "_pytest.outcomes.Skipped", "_pytest.outcomes.XFailed",
-         "_pytest.outcomes.Exit", "_pytest.outcomes.OutcomeException"}
+PYTEST_PUBLIC = {
+    "raises",
+    "approx",
+    "warns",
+    "deprecated_call",
+    "fixture",
+    "mark",
+    "param",
+    "fail",
+    "main",
+    "skip",
+    "xfail",
+    "exit",
+    "importorskip",
+    "MonkeyPatch",
+    "TempPathFactory",
+    "LogCaptureFixture",
+    "CaptureFixture",
+    "FixtureRequest",
+    "WarningsRecorder",
+}
+SKIPS = {
+    "pytest.skip",
+    "pytest.xfail",
+    "pytest.importorskip",
+    "unittest.SkipTest",
+    "unittest.case.SkipTest",
+    "pytest.skip.Exception",
+    "_pytest.outcomes.Skipped",
+    "_pytest.outcomes.XFailed",
+    "_pytest.outcomes.Exit",
+    "_pytest.outcomes.OutcomeException",
+}
 # hooks that see or rewrite a test's outcome, the session's exit status or how a test is called
-OUTCOME_HOOKS = {"pytest_runtest_makereport", "pytest_report_teststatus", "pytest_runtest_protocol",
-                 "pytest_runtest_call", "pytest_pyfunc_call", "pytest_runtest_logreport", "pytest_runtestloop",
-                 "pytest_sessionfinish", "pytest_terminal_summary", "pytest_runtest_logfinish"}
+OUTCOME_HOOKS = {
+    "pytest_runtest_makereport",
+    "pytest_report_teststatus",
+    "pytest_runtest_protocol",
+    "pytest_runtest_call",
+    "pytest_pyfunc_call",
+    "pytest_runtest_logreport",
+    "pytest_runtestloop",
+    "pytest_sessionfinish",
+    "pytest_terminal_summary",
+    "pytest_runtest_logfinish",
+}
 REPORT_ATTRS = {"outcome", "longrepr", "exitstatus", "wasxfail", "testscollected", "testsfailed"}
 
 # references (called or not) by dotted name or prefix: (rule, strict)
@@ -121,11 +186,20 @@ REFERENCES: dict[str, tuple[str, bool]] = {
 }
 # exits: (allowed in main()/cli(), strict)
 EXITS: dict[str, tuple[bool, bool]] = {
-    "os._exit": (False, True), "os.abort": (False, True), "posix._exit": (False, True),
-    "os.kill": (True, True), "os.killpg": (True, True),
-    "signal.signal": (True, True), "signal.alarm": (True, True), "signal.setitimer": (True, True),
-    "signal.raise_signal": (True, True), "signal.pthread_kill": (True, True), "signal.siginterrupt": (True, True),
-    "sys.exit": (True, False), "builtins.exit": (True, False), "builtins.quit": (True, False),
+    "os._exit": (False, True),
+    "os.abort": (False, True),
+    "posix._exit": (False, True),
+    "os.kill": (True, True),
+    "os.killpg": (True, True),
+    "signal.signal": (True, True),
+    "signal.alarm": (True, True),
+    "signal.setitimer": (True, True),
+    "signal.raise_signal": (True, True),
+    "signal.pthread_kill": (True, True),
+    "signal.siginterrupt": (True, True),
+    "sys.exit": (True, False),
+    "builtins.exit": (True, False),
+    "builtins.quit": (True, False),
 }
 # The caller's frame is reached only through f_back or the calls above. A frame the code got otherwise (its
 # own, or one of a traceback it caught) holds the code's own and inner frames, so f_locals, f_globals,
@@ -144,34 +218,76 @@ WRITES: dict[str, tuple[str, bool]] = {
     "sys.breakpointhook": ("interpreter-patching", True),
     "threading.excepthook": ("interpreter-patching", True),
 }
-MUTATORS = {"update", "setdefault", "pop", "popitem", "clear", "insert", "append", "extend", "remove",
-            "__setitem__", "__delitem__"}
+MUTATORS = {
+    "update",
+    "setdefault",
+    "pop",
+    "popitem",
+    "clear",
+    "insert",
+    "append",
+    "extend",
+    "remove",
+    "__setitem__",
+    "__delitem__",
+}
 # exact string constants that name the targets above (getattr(sys, "_get" "frame") and friends): (rule, strict)
 STRINGS: dict[str, tuple[str, bool]] = {
-    "_getframe": ("frame-inspection", False), "f_back": ("frame-inspection", False),
+    "_getframe": ("frame-inspection", False),
+    "f_back": ("frame-inspection", False),
     "get_objects": ("heap-inspection", True),
-    "get_referrers": ("heap-inspection", True), "_pytest": ("test-machinery", False),
-    "pluggy": ("test-machinery", False), "runtest": ("test-machinery", False),
-    "settrace": ("interpreter-patching", True), "setprofile": ("interpreter-patching", True),
-    "meta_path": ("interpreter-patching", True), "path_hooks": ("interpreter-patching", True),
-    "excepthook": ("interpreter-patching", True), "_exit": ("process-exit", True),
-    "HIVEBOARD_REPORT_FD": ("fd-access", True), "/dev/stdout": ("fd-access", True),
-    "/dev/stderr": ("fd-access", True), "/dev/tty": ("fd-access", True),
+    "get_referrers": ("heap-inspection", True),
+    "_pytest": ("test-machinery", False),
+    "pluggy": ("test-machinery", False),
+    "runtest": ("test-machinery", False),
+    "settrace": ("interpreter-patching", True),
+    "setprofile": ("interpreter-patching", True),
+    "meta_path": ("interpreter-patching", True),
+    "path_hooks": ("interpreter-patching", True),
+    "excepthook": ("interpreter-patching", True),
+    "_exit": ("process-exit", True),
+    "HIVEBOARD_REPORT_FD": ("fd-access", True),
+    "/dev/stdout": ("fd-access", True),
+    "/dev/stderr": ("fd-access", True),
+    "/dev/tty": ("fd-access", True),
 }
 TEST_FILE = re.compile(r"(?:^|[/\\])(?:test_\w*|\w+_test|conftest)\.py$")  # opening the tests to read their answers
 STRING_PREFIXES: tuple[tuple[str, str, bool], ...] = (
-    ("_pytest.", "test-machinery", False), ("PYTEST_", "test-machinery", False),
-    ("/proc/", "fd-access", True), ("/dev/fd", "fd-access", True),
+    ("_pytest.", "test-machinery", False),
+    ("PYTEST_", "test-machinery", False),
+    ("/proc/", "fd-access", True),
+    ("/dev/fd", "fd-access", True),
 )
-COMPARISONS = {"__eq__": True, "__ne__": False, "__contains__": True, "__instancecheck__": True,
-               "__subclasscheck__": True}  # dunder -> the constant that is an attack
+COMPARISONS = {
+    "__eq__": True,
+    "__ne__": False,
+    "__contains__": True,
+    "__instancecheck__": True,
+    "__subclasscheck__": True,
+}  # dunder -> the constant that is an attack
 # Flagged only on subclasses of built-in values: elsewhere a constant __bool__ (an object with __len__ that
 # is always truthy) or ordering (a sentinel that sorts first or last) is a common, honest pattern, and an
 # object is truthy anyway.
 ORDERING = {"__lt__", "__le__", "__gt__", "__ge__", "__bool__"}
-BUILTIN_TYPES = {"int", "float", "complex", "str", "bytes", "bytearray", "list", "tuple", "dict", "set",
-                 "frozenset", "bool", "decimal.Decimal", "fractions.Fraction", "collections.UserString",
-                 "collections.UserList", "collections.UserDict"}
+BUILTIN_TYPES = {
+    "int",
+    "float",
+    "complex",
+    "str",
+    "bytes",
+    "bytearray",
+    "list",
+    "tuple",
+    "dict",
+    "set",
+    "frozenset",
+    "bool",
+    "decimal.Decimal",
+    "fractions.Fraction",
+    "collections.UserString",
+    "collections.UserList",
+    "collections.UserDict",
+}
 MAIN_FUNCTIONS = {"main", "cli", "_main"}
 RUNNERS = {"pytest", "_pytest", "unittest", "pluggy"}  # `"pytest" in sys.modules`: behaving differently under test
 
@@ -217,8 +333,9 @@ def _is_main_guard(test: ast.AST) -> bool:
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
     sides = [test.left, test.comparators[0]]
-    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and \
-        any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
+    )
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -226,15 +343,18 @@ def _docstrings(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and \
-                    isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 found.add(id(first.value))
     return found
 
 
 def _short(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= WHAT else text[:WHAT - 1] + "…"
+    return text if len(text) <= WHAT else text[: WHAT - 1] + "…"
 
 
 # ---------------------------------------------------------------- the visitor
@@ -274,9 +394,14 @@ class Scan(ast.NodeVisitor):
                 self.aliases.pop(name)
         self.exempt = self._module_name_only(tree)
         # loop variables over range(): `for fd in range(3, 256): os.write(fd, …)` tries every inherited descriptor
-        self.counted = {n.target.id for n in ast.walk(tree) if isinstance(n, (ast.For, ast.comprehension)) and
-                        isinstance(n.target, ast.Name) and isinstance(n.iter, ast.Call) and
-                        self.dotted(n.iter.func) in ("range", "builtins.range")}
+        self.counted = {
+            n.target.id
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.For, ast.comprehension))
+            and isinstance(n.target, ast.Name)
+            and isinstance(n.iter, ast.Call)
+            and self.dotted(n.iter.func) in ("range", "builtins.range")
+        }
 
     # -- helpers
 
@@ -297,12 +422,18 @@ class Scan(ast.NodeVisitor):
         if isinstance(node, ast.Call) and node.args:
             func, args = self.dotted(node.func), node.args
             name = args[1] if len(args) >= 2 else None
-            if func in ("getattr", "builtins.getattr") and isinstance(name, ast.Constant) and \
-                    isinstance(name.value, str):
+            if (
+                func in ("getattr", "builtins.getattr")
+                and isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+            ):
                 base = self.dotted(args[0])
                 return f"{base}.{name.value}" if base else None
-            if func in ("__import__", "builtins.__import__", "importlib.import_module", "importlib.__import__") \
-                    and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+            if (
+                func in ("__import__", "builtins.__import__", "importlib.import_module", "importlib.__import__")
+                and isinstance(args[0], ast.Constant)
+                and isinstance(args[0].value, str)
+            ):
                 return args[0].value
         return None
 
@@ -333,8 +464,11 @@ class Scan(ast.NodeVisitor):
                 while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
                     scope = parent.get(id(scope))
                 var = holder.targets[0].id
-                uses = [n for n in ast.walk(scope or tree) if isinstance(n, ast.Name) and n.id == var and
-                        isinstance(n.ctx, ast.Load)]
+                uses = [
+                    n
+                    for n in ast.walk(scope or tree)
+                    if isinstance(n, ast.Name) and n.id == var and isinstance(n.ctx, ast.Load)
+                ]
                 if uses and all(name_only(n) for n in uses):
                     exempt.add(id(call.func))
             elif name_only(call):
@@ -375,8 +509,13 @@ class Scan(ast.NodeVisitor):
             else:
                 self.flag("test-machinery", node, f"defines the pytest hook {name} in code under test")
             for stmt in _walk_local(node):  # a report or session whose outcome a hook rewrites
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else \
-                    [stmt.target] if isinstance(stmt, ast.AugAssign) else []
+                targets = (
+                    stmt.targets
+                    if isinstance(stmt, ast.Assign)
+                    else [stmt.target]
+                    if isinstance(stmt, ast.AugAssign)
+                    else []
+                )
                 for t in targets:
                     if isinstance(t, ast.Attribute) and t.attr in REPORT_ATTRS:
                         self.flag("test-machinery", stmt, f"{name} sets .{t.attr}", strict=True)
@@ -440,9 +579,12 @@ class Scan(ast.NodeVisitor):
         and internal modules of unittest."""
         root, _, rest = name.partition(".")
         parts = rest.split(".") if rest else []
-        return root in ("_pytest", "pluggy") or self._private(name) or (
-            root == "pytest" and bool(parts) and parts[0] not in PYTEST_PUBLIC and not parts[0].startswith("__")) or (
-            root == "unittest" and any(p.startswith("_") and not p.startswith("__") for p in parts))
+        return (
+            root in ("_pytest", "pluggy")
+            or self._private(name)
+            or (root == "pytest" and bool(parts) and parts[0] not in PYTEST_PUBLIC and not parts[0].startswith("__"))
+            or (root == "unittest" and any(p.startswith("_") and not p.startswith("__") for p in parts))
+        )
 
     def visit_Name(self, node):
         if isinstance(node.ctx, ast.Load):
@@ -475,8 +617,9 @@ class Scan(ast.NodeVisitor):
         value = node.value
         if not isinstance(value, str) or id(node) in self.docstrings or len(value) > 200:
             return
-        hit = STRINGS.get(value) or next(((rule, strict) for prefix, rule, strict in STRING_PREFIXES
-                                          if value.startswith(prefix)), None)
+        hit = STRINGS.get(value) or next(
+            ((rule, strict) for prefix, rule, strict in STRING_PREFIXES if value.startswith(prefix)), None
+        )
         if hit is None and value == "/proc":
             hit = ("fd-access", True)
         if hit is None and TEST_FILE.search(value):
@@ -485,8 +628,12 @@ class Scan(ast.NodeVisitor):
             self.flag(hit[0], node, f"the string {value!r}", hit[1])
 
     def visit_Compare(self, node):
-        if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and isinstance(node.left, ast.Constant) and \
-                node.left.value in RUNNERS and any(self.dotted(c) == "sys.modules" for c in node.comparators):
+        if (
+            any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+            and isinstance(node.left, ast.Constant)
+            and node.left.value in RUNNERS
+            and any(self.dotted(c) == "sys.modules" for c in node.comparators)
+        ):
             self.flag("test-machinery", node, f"checks whether {node.left.value} is loaded")
         self.generic_visit(node)
 
@@ -508,12 +655,29 @@ class Scan(ast.NodeVisitor):
             self._written(f"{self.dotted(args[0]) or '?'}.{attr}", node, args[2] if len(args) > 2 else None)
         elif "." in func and func.rsplit(".", 1)[1] in MUTATORS:
             self._written(func.rsplit(".", 1)[0], node, None, mutated=True)
-        if func in ("os.write", "os.fdopen", "open", "builtins.open", "io.open", "io.FileIO", "os.dup", "os.dup2",
-                    "os.dup3") and args:
+        if (
+            func
+            in (
+                "os.write",
+                "os.fdopen",
+                "open",
+                "builtins.open",
+                "io.open",
+                "io.FileIO",
+                "os.dup",
+                "os.dup2",
+                "os.dup3",
+            )
+            and args
+        ):
             fd = args[0]
             called = self.dotted(fd.func) or "" if isinstance(fd, ast.Call) else ""
-            raw = (isinstance(fd, ast.Constant) and type(fd.value) is int) or called.endswith("fileno") or \
-                called in ("int", "builtins.int") or (isinstance(fd, ast.Name) and fd.id in self.counted)
+            raw = (
+                (isinstance(fd, ast.Constant) and type(fd.value) is int)
+                or called.endswith("fileno")
+                or called in ("int", "builtins.int")
+                or (isinstance(fd, ast.Name) and fd.id in self.counted)
+            )
             if raw or func in ("os.dup2", "os.dup3"):
                 self.flag("fd-access", node, f"{func}({ast.unparse(fd)}, …)", strict=True)
         if func == "sys.modules.get" and args and isinstance(args[0], ast.Constant) and args[0].value in RUNNERS:
@@ -606,10 +770,16 @@ class Scan(ast.NodeVisitor):
             self._comparison(fn, name, fn, builtin)
         # equality decided by a constant hash: every instance equals every other
         eq, hashed = methods.get("__eq__"), methods.get("__hash__")
-        if isinstance(eq, (ast.FunctionDef, ast.Lambda)) and isinstance(hashed, (ast.FunctionDef, ast.Lambda)) \
-                and constant_result(hashed)[0]:
-            hashes = [n for n in ast.walk(eq) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                      and n.func.id == "hash"]
+        if (
+            isinstance(eq, (ast.FunctionDef, ast.Lambda))
+            and isinstance(hashed, (ast.FunctionDef, ast.Lambda))
+            and constant_result(hashed)[0]
+        ):
+            hashes = [
+                n
+                for n in ast.walk(eq)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "hash"
+            ]
             if len(hashes) >= 2:
                 self.flag("always-equal", eq, f"{cls.name}.__eq__ compares hashes and __hash__ is a constant")
 
@@ -677,8 +847,7 @@ def _pairs(value: object, where: str) -> list[Case]:
     if isinstance(value, dict) and len(value) >= 2:
         return [_case([k], v, where) for k, v in value.items()]
     out = []
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) and len(v) >= 2
-                                                          for v in value):
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (list, tuple)) and len(v) >= 2 for v in value):
         for *ins, expected in value:
             # QuixBugs style [[arg, arg], expected]: the argument list and each argument
             args = [*ins[0], ins[0]] if len(ins) == 1 and isinstance(ins[0], (list, tuple)) else ins
@@ -697,8 +866,18 @@ def _call_args(node: ast.AST) -> list:
     return values
 
 
-ASSERT_METHODS = {"assertEqual", "assertEquals", "assertListEqual", "assertDictEqual", "assertTupleEqual",
-                  "assertSetEqual", "assertCountEqual", "assertIs", "assertSequenceEqual", "assertAlmostEqual"}
+ASSERT_METHODS = {
+    "assertEqual",
+    "assertEquals",
+    "assertListEqual",
+    "assertDictEqual",
+    "assertTupleEqual",
+    "assertSetEqual",
+    "assertCountEqual",
+    "assertIs",
+    "assertSequenceEqual",
+    "assertAlmostEqual",
+}
 
 
 def spec_cases(name: str, text: str) -> list[Case]:
@@ -826,8 +1005,9 @@ class Tables(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _function(self, fn):
-        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
-                  if a.arg not in ("self", "cls")] + ([fn.args.vararg.arg] if fn.args.vararg else [])
+        params = [
+            a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs) if a.arg not in ("self", "cls")
+        ] + ([fn.args.vararg.arg] if fn.args.vararg else [])
         body = list(_walk_local(fn))
         returns = [n for n in body if isinstance(n, ast.Return) and n.value is not None]
         group = self._group()
@@ -892,7 +1072,7 @@ def copied(entries: list[Entry], cases: list[Case]) -> list[tuple[Entry, Case, o
 
 def _show(value: object, limit: int = 60) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # ---------------------------------------------------------------- the script
@@ -903,25 +1083,38 @@ def scan_source(text: str, path: str, test_file: bool, cases: list[Case], hidden
     tree = ast.parse(text, filename=path)
     visitor = Scan(tree, test_file)
     visitor.visit(tree)
-    found = [{"rule": rule, "path": path, "line": line, "what": what} for (rule, line), what in
-             visitor.findings.items()]
+    found = [
+        {"rule": rule, "path": path, "line": line, "what": what} for (rule, line), what in visitor.findings.items()
+    ]
     if cases and not test_file:
         tables = Tables(visitor)
         tables.visit(tree)
         hits = copied(tables.entries, cases)
         if hits and hidden:  # nothing of the hidden tests is quoted, not even where they are
             lines = sorted({e.line for e, _, _ in hits})
-            found.append({"rule": "copied-expected", "path": path, "line": lines[0],
-                          "what": f"returns {len(hits)} constant(s) (line {', '.join(map(str, lines[:10]))}) that "
-                                  "appear in the card's hidden tests"})
+            found.append(
+                {
+                    "rule": "copied-expected",
+                    "path": path,
+                    "line": lines[0],
+                    "what": f"returns {len(hits)} constant(s) (line {', '.join(map(str, lines[:10]))}) that "
+                    "appear in the card's hidden tests",
+                }
+            )
         per_line: dict[int, list] = {}
         for hit in [] if hidden else hits:
             per_line.setdefault(hit[0].line, []).append(hit)
         for line, ((e, case, key), *more) in per_line.items():
             given = "whatever the input" if key is None else f"for the input {_show(key, 40)}"
-            found.append({"rule": "copied-expected", "path": path, "line": line,
-                          "what": f"returns {_show(e.value)} {given}, as {case.where} expects"
-                                  + (f" (and {len(more)} more answer(s) of the tests on this line)" if more else "")})
+            found.append(
+                {
+                    "rule": "copied-expected",
+                    "path": path,
+                    "line": line,
+                    "what": f"returns {_show(e.value)} {given}, as {case.where} expects"
+                    + (f" (and {len(more)} more answer(s) of the tests on this line)" if more else ""),
+                }
+            )
     return sorted(found, key=lambda f: (f["line"], f["rule"]))
 
 

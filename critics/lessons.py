@@ -25,8 +25,10 @@ DIFF_CHARS = 1500  # of unified diff kept with a lesson
 SNIPPET = 70  # characters of code quoted from one side of a change
 PATHS = re.compile(r"(?:[\w.~-]*/)+[\w.-]+(?::\d+)?|\b[\w.-]+\.py:\d+\b")  # file paths and file:line
 # an f-string's opening is a token of its own, so what its braces hold is compared token by token
-TOKEN = re.compile(r"""[fF][rR]?['"]|[rbuRBU]{0,2}(?:'[^'\n]*'|"[^"\n]*")|\d+(?:\.\d+)?|[A-Za-z_]\w*|\*\*|//|==|!=|"""
-                   r"<=|>=|->|\S")
+TOKEN = re.compile(
+    r"""[fF][rR]?['"]|[rbuRBU]{0,2}(?:'[^'\n]*'|"[^"\n]*")|\d+(?:\.\d+)?|[A-Za-z_]\w*|\*\*|//|==|!=|"""
+    r"<=|>=|->|\S"
+)
 STRING = re.compile(r"""[rbuRBU]{0,2}(?:'.*'|".*")""")
 DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)")
 OPEN, CLOSE = "([{", ")]}"
@@ -39,8 +41,14 @@ TEST_CATEGORIES = {"test-failed", "test-error", "acceptance-failed", "acceptance
 
 def sentence(text: str, limit: int = 220) -> str:
     """The first sentence of the first meaningful line, without paths, cut to `limit`."""
-    line = next((x.strip() for x in text.splitlines() if x.strip() and not x.lstrip().startswith(
-        (">", "E ", "Traceback", 'File "'))), "")
+    line = next(
+        (
+            x.strip()
+            for x in text.splitlines()
+            if x.strip() and not x.lstrip().startswith((">", "E ", "Traceback", 'File "'))
+        ),
+        "",
+    )
     line = re.sub(r"\s+(?:at|in|from)\s*(?=[.,;:)]|$)", "", PATHS.sub("", line))
     line = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0].strip(" -—:;,")
     return _cut(line, limit)
@@ -51,6 +59,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 # ---------------------------------------------------------------- what changed
+
 
 @dataclass
 class Change:
@@ -88,8 +97,7 @@ def unified_diff(files: list[tuple[str, str, str]], limit: int = DIFF_CHARS) -> 
     """A unified diff of the changed files (one line of context), cut to `limit` characters."""
     parts = []
     for name, old, new in files:
-        parts += difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{name}", f"b/{name}", n=1,
-                                      lineterm="")
+        parts += difflib.unified_diff(old.splitlines(), new.splitlines(), f"a/{name}", f"b/{name}", n=1, lineterm="")
     text = "\n".join(parts)
     return text if len(text) <= limit else text[:limit].rsplit("\n", 1)[0] + "\n… (cut)"
 
@@ -159,12 +167,12 @@ def _around(text: str, start: int, end: int) -> str:
                 depth -= 1
         if right is not None and "\n" not in text[left:right]:
             name = re.search(r"[\w.]*$", text[:left]).group()
-            snippet = text[left - len(name): right + 1]
+            snippet = text[left - len(name) : right + 1]
             if len(snippet) <= SNIPPET:
                 return snippet
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
-    return _cut(text[line_start: line_end if line_end >= 0 else len(text)].strip(), SNIPPET)
+    return _cut(text[line_start : line_end if line_end >= 0 else len(text)].strip(), SNIPPET)
 
 
 def _one_line(lines: list[str]) -> str:
@@ -172,7 +180,9 @@ def _one_line(lines: list[str]) -> str:
     return _cut("; ".join(x.strip() for x in lines).replace(":;", ":"), SNIPPET)
 
 
-GUARD_EMPTY = re.compile(r"\bif\s+(?:not\s+\w+|len\(\s*\w+\s*\)\s*(?:==\s*0|<\s*1)|\w+\s*==\s*(?:\[\]|''|\"\"|\{\}|\(\)))")
+GUARD_EMPTY = re.compile(
+    r"\bif\s+(?:not\s+\w+|len\(\s*\w+\s*\)\s*(?:==\s*0|<\s*1)|\w+\s*==\s*(?:\[\]|''|\"\"|\{\}|\(\)))"
+)
 GUARD_NONE = re.compile(r"\bif\s+\w+\s+is\s+None\b|\bif\s+\w+\s+is\s+not\s+None\b")
 
 
@@ -184,8 +194,13 @@ def classify(removed: list[str], added: list[str], function: str, line: int) -> 
         return Change("extra statement", "extra statement", _one_line(removed), "", function, line)
     old, new = "\n".join(x.strip() for x in removed), "\n".join(x.strip() for x in added)
     a, b = _tokens(old), _tokens(new)
-    ops = [op for op in difflib.SequenceMatcher(None, [t for t, _, _ in a], [t for t, _, _ in b],
-                                               autojunk=False).get_opcodes() if op[0] != "equal"]
+    ops = [
+        op
+        for op in difflib.SequenceMatcher(
+            None, [t for t, _, _ in a], [t for t, _, _ in b], autojunk=False
+        ).get_opcodes()
+        if op[0] != "equal"
+    ]
     if not ops:  # only whitespace moved
         return Change("change", "layout", _one_line(removed), _one_line(added), function, line)
     kinds = [_token_change(a, b, op, new) for op in ops]
@@ -241,16 +256,16 @@ def _context(tokens: list[tuple[str, int, int]], at: int) -> str | None:
                 depth -= 1
                 continue
             if tok == "[":
-                inside = [t for t, _, _ in tokens[k + 1: at]]
+                inside = [t for t, _, _ in tokens[k + 1 : at]]
                 return "slice" if ":" in inside else "index"
             if tok == "(" and k and tokens[k - 1][0] == "range":
-                commas = sum(1 for t, _, _ in tokens[k + 1: at] if t == ",")
+                commas = sum(1 for t, _, _ in tokens[k + 1 : at] if t == ",")
                 rest = [t for t, _, _ in tokens[at:]]
                 closing = rest.index(")") if ")" in rest else len(rest)
                 last = "," not in rest[:closing]
                 return "range end" if last else "range start" if commas == 0 else "range step"
             break
-    near = {t for t, _, _ in tokens[max(0, at - 3): at + 3]}
+    near = {t for t, _, _ in tokens[max(0, at - 3) : at + 3]}
     return "comparison" if near & COMPARISON else None
 
 
@@ -259,8 +274,9 @@ def _off_by_one(tokens: list[tuple[str, int, int]], at: int) -> tuple[str, str]:
     return "off-by-one", f"off-by-one in {where}" if where else "off-by-one"
 
 
-def _token_change(a: list[tuple[str, int, int]], b: list[tuple[str, int, int]], op: tuple,
-                  new_text: str) -> tuple[str, str] | None:
+def _token_change(
+    a: list[tuple[str, int, int]], b: list[tuple[str, int, int]], op: tuple, new_text: str
+) -> tuple[str, str] | None:
     """(kind, title) of one token-level edit, or None when it has no known shape."""
     tag, i1, i2, j1, j2 = op
     old, new = [t for t, _, _ in a[i1:i2]], [t for t, _, _ in b[j1:j2]]
@@ -275,7 +291,7 @@ def _token_change(a: list[tuple[str, int, int]], b: list[tuple[str, int, int]], 
         if tag == "insert" and len(delta) >= 2 and delta[0] in ("and", "or"):
             return "missing edge case", "missing condition"
         if tag == "insert" and "if" in delta and "else" in delta:  # `x / n` → `x / n if n else 0`
-            condition = " ".join(delta[delta.index("if"): delta.index("else")])
+            condition = " ".join(delta[delta.index("if") : delta.index("else")])
             return _guard(condition) or ("missing edge case", "missing edge case")
         return None
     if len(old) == 1 and len(new) == 1:
@@ -294,16 +310,25 @@ def _token_change(a: list[tuple[str, int, int]], b: list[tuple[str, int, int]], 
             if abs(_number(x) - _number(y)) == 1 and _context(b, j1):
                 return _off_by_one(b, j1)
             assigned = _assigned(new_text, b, j1)
-            return "wrong constant", (f"wrong initial value (`{x}` instead of `{y}`)" if assigned else
-                                      f"wrong constant (`{x}` instead of `{y}`)")
+            return "wrong constant", (
+                f"wrong initial value (`{x}` instead of `{y}`)"
+                if assigned
+                else f"wrong constant (`{x}` instead of `{y}`)"
+            )
         if x.isidentifier() and y.isidentifier():
-            line = " ".join(t for t, _, _ in a[max(0, i1 - 3): i1])
-            if x.endswith(("Error", "Exception")) or y.endswith(("Error", "Exception")) or \
-                    re.search(r"\b(?:raise|except)\b", line):
+            line = " ".join(t for t, _, _ in a[max(0, i1 - 3) : i1])
+            if (
+                x.endswith(("Error", "Exception"))
+                or y.endswith(("Error", "Exception"))
+                or re.search(r"\b(?:raise|except)\b", line)
+            ):
                 return "exception type", f"wrong exception type (`{x}` instead of `{y}`)"
             calls = j2 < len(b) and b[j2][0] == "("
-            return "wrong variable", (f"wrong function called (`{x}` instead of `{y}`)" if calls else
-                                      f"wrong variable (`{x}` instead of `{y}`)")
+            return "wrong variable", (
+                f"wrong function called (`{x}` instead of `{y}`)"
+                if calls
+                else f"wrong variable (`{x}` instead of `{y}`)"
+            )
     if tag == "replace" and len(old) == 1 and new[:1] == old and new[1:3] in (["+", "1"], ["-", "1"]):
         return _off_by_one(b, j1)
     if tag == "replace" and new == ["return", *old]:
@@ -314,7 +339,7 @@ def _token_change(a: list[tuple[str, int, int]], b: list[tuple[str, int, int]], 
 def _assigned(text: str, tokens: list[tuple[str, int, int]], at: int) -> bool:
     """The token is the value a name is set to on its line: `total = 0`."""
     begin = text.rfind("\n", 0, tokens[at][1]) + 1
-    return re.fullmatch(r"\s*[A-Za-z_][\w.]*\s*=\s*", text[begin: tokens[at][1]]) is not None
+    return re.fullmatch(r"\s*[A-Za-z_][\w.]*\s*=\s*", text[begin : tokens[at][1]]) is not None
 
 
 def _number(text: str) -> float | None:
@@ -326,14 +351,16 @@ def _number(text: str) -> float | None:
 
 # ---------------------------------------------------------------- what failed
 
+
 def hidden(issue: ReviewIssue, tests: AcceptanceTests | None) -> bool:
     """An issue of the card's hidden acceptance tests (by the check that raised it, or by the test file it
     names): no lesson tells its test's name, message or code."""
     if tests is None or not tests.hidden:
         return False
     spec = {PurePosixPath(f.name).name for f in tests.files}
-    return (issue.rule or "").startswith("the card's acceptance") or \
-        PurePosixPath(issue.location.split("::", 1)[0]).name in spec
+    return (issue.rule or "").startswith("the card's acceptance") or PurePosixPath(
+        issue.location.split("::", 1)[0]
+    ).name in spec
 
 
 @dataclass
@@ -385,6 +412,7 @@ def words(test: str) -> str:
 
 # ---------------------------------------------------------------- lessons
 
+
 @dataclass
 class Lesson:
     """One mistake and its fix, for the memory."""
@@ -399,7 +427,7 @@ class Lesson:
 def _caught_by(failures: list[Failure]) -> str:
     tests = list(dict.fromkeys(f.test for f in failures if f.test))
     others = list(dict.fromkeys(f.caught_by for f in failures if not f.test))
-    named = ([f"the test {tests[0]}"] if len(tests) == 1 else [f"the tests {', '.join(tests)}"] if tests else [])
+    named = [f"the test {tests[0]}"] if len(tests) == 1 else [f"the tests {', '.join(tests)}"] if tests else []
     return ", ".join([*named, *others])
 
 
@@ -408,8 +436,9 @@ def _mentions(failure_: Failure, change: Change) -> bool:
     return bool(re.search(rf"\b{re.escape(change.function)}\s*\(", failure_.issue.description))
 
 
-def lessons(resolved: list[tuple[str, ReviewIssue]], before: list[Artifact], after: list[Artifact],
-            summary: str = "") -> list[Lesson]:
+def lessons(
+    resolved: list[tuple[str, ReviewIssue]], before: list[Artifact], after: list[Artifact], summary: str = ""
+) -> list[Lesson]:
     """Lessons from blocking issues resolved between two rounds: one per distinct mistake. `resolved` holds
     (lens, issue) pairs; `before` and `after` are the submitted files of the failing and the passing round;
     `summary` (the author's) is the fix only when no file changed."""
@@ -470,16 +499,24 @@ def _static(f: Failure, found: list[Change], before: list[Artifact], diff: str, 
     suggestion and the change at its line (when the diff has one) are the fix."""
     issue = f.issue
     place = re.search(r"([\w.-]+\.\w+):(\d+)", issue.location or "")
-    at = [c for c in found if place and PurePosixPath(c.file).name == place.group(1)
-          and abs(c.line - int(place.group(2))) <= 2]
+    at = [
+        c
+        for c in found
+        if place and PurePosixPath(c.file).name == place.group(1) and abs(c.line - int(place.group(2))) <= 2
+    ]
     where = at[0].function if at else None
     if where is None and place:
         lines = next((t.splitlines() for n, t in _texts(before).items() if PurePosixPath(n).name == place.group(1)), [])
         where = _function(lines, int(place.group(2)) - 1)
     title = _cut(f"{issue.category}: {f.gist.rstrip('.')}" if f.gist else issue.category, 100) + (
-        f" ({where})" if where else "")
-    fix = "; ".join(x for x in (sentence(issue.suggestion).rstrip("."), at and f"{at[0].gist()} in {at[0].function}")
-                    if x)
-    fix = (fix or sentence(summary) or "fixed as the critic asked").rstrip(".") + "." + (
-        f"\n```diff\n{diff}\n```" if at and diff else "")
+        f" ({where})" if where else ""
+    )
+    fix = "; ".join(
+        x for x in (sentence(issue.suggestion).rstrip("."), at and f"{at[0].gist()} in {at[0].function}") if x
+    )
+    fix = (
+        (fix or sentence(summary) or "fixed as the critic asked").rstrip(".")
+        + "."
+        + (f"\n```diff\n{diff}\n```" if at and diff else "")
+    )
     return Lesson(title, f.problem, fix, f.caught_by, [f.lens, issue.category, issue.rule or ""])

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, ValidationError
 
-from hiveboard.board import Critique, CritiqueRecord, ReviewIssue
+from hiveboard.board import Critique, CritiqueRecord, Resolution, ReviewIssue
+from hiveboard.board.reviews import Severity, Verdict
 from hiveboard.memory.digests import LessonGroup, WrittenDigest
 
 from .base import Critic, CriticFailed, CriticTimeout, Work
@@ -25,10 +26,12 @@ from .config import Endpoint
 if TYPE_CHECKING:
     import openai
 
+SEVERITIES = list(get_args(Severity))
+RESOLUTION_STATUSES = list(get_args(Resolution.model_fields["status"].annotation))
 ISSUE_SCHEMA = {
     "type": "object",
     "properties": {
-        "severity": {"type": "string", "enum": ["critical", "major", "minor", "info"]},
+        "severity": {"type": "string", "enum": SEVERITIES},
         "category": {"type": "string"},
         "location": {"type": "string"},
         "description": {"type": "string"},
@@ -40,16 +43,23 @@ ISSUE_SCHEMA = {
 CRITIQUE_SCHEMA = {
     "type": "object",
     "properties": {
-        "verdict": {"type": "string", "enum": ["PASS", "CONDITIONAL", "FAIL"]},
+        "verdict": {"type": "string", "enum": list(get_args(Verdict))},
         "score": {"type": "integer", "minimum": 1, "maximum": 10},
         "summary": {"type": "string"},
         "issues": {"type": "array", "items": ISSUE_SCHEMA},
-        "resolutions": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"ref": {"type": "string"},
-                           "status": {"type": "string", "enum": ["resolved", "partial", "not_addressed"]},
-                           "note": {"type": "string"}},
-            "required": ["ref", "status", "note"], "additionalProperties": False}},
+        "resolutions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "ref": {"type": "string"},
+                    "status": {"type": "string", "enum": RESOLUTION_STATUSES},
+                    "note": {"type": "string"},
+                },
+                "required": ["ref", "status", "note"],
+                "additionalProperties": False,
+            },
+        },
     },
     "required": ["verdict", "score", "summary", "issues", "resolutions"],
     "additionalProperties": False,
@@ -87,8 +97,11 @@ def _client(base_url: str | None, api_key_env: str | None, timeout: float) -> op
 def _shown(url) -> str:
     """An endpoint for messages every agent can read: without user:password@ in it."""
     parts = urlsplit(str(url))
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))) \
-        if parts.hostname else str(url)
+    return (
+        urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+        if parts.hostname
+        else str(url)
+    )
 
 
 def _parse(text: str, model: type[BaseModel]) -> BaseModel:
@@ -102,8 +115,16 @@ def _parse(text: str, model: type[BaseModel]) -> BaseModel:
         return model.model_validate_json(found.group(0))
 
 
-def _ask(client: openai.OpenAI, model: str, messages: list[dict], schema: dict, name: str, reply: type[BaseModel],
-         temperature: float, attempts: int) -> BaseModel:
+def _ask(
+    client: openai.OpenAI,
+    model: str,
+    messages: list[dict],
+    schema: dict,
+    name: str,
+    reply: type[BaseModel],
+    temperature: float,
+    attempts: int,
+) -> BaseModel:
     """One structured answer, asking again with the error when the reply does not validate."""
     import openai
 
@@ -111,24 +132,35 @@ def _ask(client: openai.OpenAI, model: str, messages: list[dict], schema: dict, 
     for _ in range(attempts + 1):
         try:
             response = client.chat.completions.create(
-                model=model, messages=messages, temperature=temperature,
-                response_format={"type": "json_schema", "json_schema": {"name": name, "schema": schema}})
+                model=model,
+                messages=messages,
+                temperature=temperature,
+                response_format={"type": "json_schema", "json_schema": {"name": name, "schema": schema}},
+            )
         except openai.APITimeoutError as exc:
             raise CriticTimeout(f"model {model} did not answer within {client.timeout} s") from exc
         except openai.APIConnectionError as exc:
-            raise CriticFailed(f"could not reach model {model} at {_shown(client.base_url)}: "
-                               f"{exc.__cause__ or exc}") from exc
+            raise CriticFailed(
+                f"could not reach model {model} at {_shown(client.base_url)}: {exc.__cause__ or exc}"
+            ) from exc
         except openai.APIStatusError as exc:
-            raise CriticFailed(f"model {model} at {_shown(client.base_url)} answered HTTP {exc.status_code}: "
-                               f"{exc.message}") from exc
+            raise CriticFailed(
+                f"model {model} at {_shown(client.base_url)} answered HTTP {exc.status_code}: {exc.message}"
+            ) from exc
         text = (response.choices[0].message.content or "") if response.choices else ""
         try:
             return _parse(text, reply)
         except ValidationError as exc:
             last = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors()[:5])
-            messages = [*messages, {"role": "assistant", "content": text[:4000]},
-                        {"role": "user", "content": f"That reply was not valid ({last}). Reply again with only "
-                                                    "the JSON object, matching the schema exactly."}]
+            messages = [
+                *messages,
+                {"role": "assistant", "content": text[:4000]},
+                {
+                    "role": "user",
+                    "content": f"That reply was not valid ({last}). Reply again with only "
+                    "the JSON object, matching the schema exactly.",
+                },
+            ]
     raise CriticFailed(f"model {model} gave malformed output {attempts + 1} time(s); last problem: {last}")
 
 
@@ -146,19 +178,30 @@ class LLMCritic(Critic):
         system = SYSTEM.format(lens=self.lens, rubric=self.rubric, schema=json.dumps(CRITIQUE_SCHEMA))
         user = work.render()
         if work.context:
-            user += "\n\n## From the team's memory (past lessons and critiques of similar work)\n" + \
-                "\n".join(f"- {c}" for c in work.context)
+            user += "\n\n## From the team's memory (past lessons and critiques of similar work)\n" + "\n".join(
+                f"- {c}" for c in work.context
+            )
         if earlier:
-            user += ("\n\n## Your issues from the previous round\nFor each, add a resolution with its ref: resolved, "
-                     "partial or not_addressed. Then review the whole work again.\n" +
-                     "\n".join(f"- ref {i.ref}: [{i.severity}] {i.location} {i.description}" for i in earlier))
+            user += (
+                "\n\n## Your issues from the previous round\nFor each, add a resolution with its ref: resolved, "
+                "partial or not_addressed. Then review the whole work again.\n"
+                + "\n".join(f"- ref {i.ref}: [{i.severity}] {i.location} {i.description}" for i in earlier)
+            )
         else:
             user += "\n\nThis is the first round: resolutions is an empty list."
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
-        return _ask(self.client, self.endpoint.model, self.messages(work, earlier), CRITIQUE_SCHEMA, "critique",
-                    Critique, self.endpoint.temperature, self.repair_attempts)
+        return _ask(
+            self.client,
+            self.endpoint.model,
+            self.messages(work, earlier),
+            CRITIQUE_SCHEMA,
+            "critique",
+            Critique,
+            self.endpoint.temperature,
+            self.repair_attempts,
+        )
 
 
 SYNTHESIS_SYSTEM = """You consolidate independent critiques of one piece of work into one verdict.
@@ -195,19 +238,45 @@ class MetaReviewer:
         self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
 
     def judge(self, work: Work, issues: list) -> list[_Judgement]:
-        listed = [i.model_dump(include={"rank", "severity", "lens", "category", "location", "description",
-                                        "suggestion"}) for i in issues]
-        messages = [{"role": "system", "content": META_SYSTEM},
-                    {"role": "user", "content": f"{work.render(40_000)}\n\nBlocking issues:\n{json.dumps(listed)}"}]
-        schema = {"type": "object", "properties": {"judgements": {"type": "array", "items": {
-            "type": "object", "properties": {"rank": {"type": "integer"}, "keep": {"type": "boolean"},
-                                             "severity": {"type": "string",
-                                                          "enum": ["critical", "major", "minor", "info"]},
-                                             "reason": {"type": "string"}},
-            "required": ["rank", "keep", "severity", "reason"], "additionalProperties": False}}},
-            "required": ["judgements"], "additionalProperties": False}
-        reply = _ask(self.client, self.endpoint.model, messages, schema, "meta_review", _MetaReply,
-                     self.endpoint.temperature, self.repair_attempts)
+        listed = [
+            i.model_dump(include={"rank", "severity", "lens", "category", "location", "description", "suggestion"})
+            for i in issues
+        ]
+        messages = [
+            {"role": "system", "content": META_SYSTEM},
+            {"role": "user", "content": f"{work.render(40_000)}\n\nBlocking issues:\n{json.dumps(listed)}"},
+        ]
+        schema = {
+            "type": "object",
+            "properties": {
+                "judgements": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "rank": {"type": "integer"},
+                            "keep": {"type": "boolean"},
+                            "severity": {"type": "string", "enum": SEVERITIES},
+                            "reason": {"type": "string"},
+                        },
+                        "required": ["rank", "keep", "severity", "reason"],
+                        "additionalProperties": False,
+                    },
+                }
+            },
+            "required": ["judgements"],
+            "additionalProperties": False,
+        }
+        reply = _ask(
+            self.client,
+            self.endpoint.model,
+            messages,
+            schema,
+            "meta_review",
+            _MetaReply,
+            self.endpoint.temperature,
+            self.repair_attempts,
+        )
         return reply.judgements
 
 
@@ -231,13 +300,26 @@ class Referee:
 
     def prefer(self, card: str, first: str, second: str) -> tuple[str, str]:
         """Which of two attempts wins ("A" = first, "B" = second), and why."""
-        messages = [{"role": "system", "content": REFEREE_SYSTEM},
-                    {"role": "user", "content": f"{card}\n\n## Attempt A\n{first}\n\n## Attempt B\n{second}"}]
-        schema = {"type": "object", "properties": {"winner": {"type": "string", "enum": ["A", "B"]},
-                                                   "reason": {"type": "string"}},
-                  "required": ["winner", "reason"], "additionalProperties": False}
-        reply = _ask(self.client, self.endpoint.model, messages, schema, "referee", _RefereeReply,
-                     self.endpoint.temperature, self.repair_attempts)
+        messages = [
+            {"role": "system", "content": REFEREE_SYSTEM},
+            {"role": "user", "content": f"{card}\n\n## Attempt A\n{first}\n\n## Attempt B\n{second}"},
+        ]
+        schema = {
+            "type": "object",
+            "properties": {"winner": {"type": "string", "enum": ["A", "B"]}, "reason": {"type": "string"}},
+            "required": ["winner", "reason"],
+            "additionalProperties": False,
+        }
+        reply = _ask(
+            self.client,
+            self.endpoint.model,
+            messages,
+            schema,
+            "referee",
+            _RefereeReply,
+            self.endpoint.temperature,
+            self.repair_attempts,
+        )
         return reply.winner, reply.reason
 
 
@@ -251,17 +333,37 @@ class LLMSynthesiser:
         self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
 
     def synthesise(self, work: Work, critiques: list[CritiqueRecord]) -> tuple[str, str, list[str]]:
-        bundle = [c.model_dump(include={"critic", "lens", "status", "verdict", "score", "summary", "issues", "error"})
-                  for c in critiques]
-        messages = [{"role": "system", "content": SYNTHESIS_SYSTEM.format(precedence=" > ".join(self.precedence))},
-                    {"role": "user", "content": f"Task {work.task_id} round {work.round}: {work.title}\n\n"
-                                                f"Critiques:\n{json.dumps(bundle)}"}]
-        schema = {"type": "object", "properties": {
-            "verdict": {"type": "string", "enum": ["PASS", "FAIL"]}, "brief": {"type": "string"},
-            "contradictions": {"type": "array", "items": {"type": "string"}}},
-            "required": ["verdict", "brief", "contradictions"], "additionalProperties": False}
-        reply = _ask(self.client, self.endpoint.model, messages, schema, "synthesis", _SynthesisReply,
-                     self.endpoint.temperature, self.repair_attempts)
+        bundle = [
+            c.model_dump(include={"critic", "lens", "status", "verdict", "score", "summary", "issues", "error"})
+            for c in critiques
+        ]
+        messages = [
+            {"role": "system", "content": SYNTHESIS_SYSTEM.format(precedence=" > ".join(self.precedence))},
+            {
+                "role": "user",
+                "content": f"Task {work.task_id} round {work.round}: {work.title}\n\nCritiques:\n{json.dumps(bundle)}",
+            },
+        ]
+        schema = {
+            "type": "object",
+            "properties": {
+                "verdict": {"type": "string", "enum": ["PASS", "FAIL"]},
+                "brief": {"type": "string"},
+                "contradictions": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["verdict", "brief", "contradictions"],
+            "additionalProperties": False,
+        }
+        reply = _ask(
+            self.client,
+            self.endpoint.model,
+            messages,
+            schema,
+            "synthesis",
+            _SynthesisReply,
+            self.endpoint.temperature,
+            self.repair_attempts,
+        )
         return reply.verdict, reply.brief, reply.contradictions
 
 
@@ -288,13 +390,35 @@ class DigestWriter:
 
     def __call__(self, task_type: str, groups: list[LessonGroup]) -> WrittenDigest:
         listed = [{"group": n, "lessons": g.count, "examples": g.texts} for n, g in enumerate(groups, 1)]
-        messages = [{"role": "system", "content": DIGEST_SYSTEM},
-                    {"role": "user", "content": f"Task type: {task_type}\n\n{len(groups)} groups:\n"
-                                                f"{json.dumps(listed, ensure_ascii=False)}"}]
-        schema = {"type": "object", "properties": {
-            "title": {"type": "string"},
-            "rules": {"type": "array", "items": {"type": "string"}, "minItems": len(groups), "maxItems": len(groups)}},
-            "required": ["title", "rules"], "additionalProperties": False}
-        reply = _ask(self.client, self.endpoint.model, messages, schema, "digest", _DigestReply,
-                     self.endpoint.temperature, self.repair_attempts)
+        messages = [
+            {"role": "system", "content": DIGEST_SYSTEM},
+            {
+                "role": "user",
+                "content": f"Task type: {task_type}\n\n{len(groups)} groups:\n{json.dumps(listed, ensure_ascii=False)}",
+            },
+        ]
+        schema = {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string"},
+                "rules": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": len(groups),
+                    "maxItems": len(groups),
+                },
+            },
+            "required": ["title", "rules"],
+            "additionalProperties": False,
+        }
+        reply = _ask(
+            self.client,
+            self.endpoint.model,
+            messages,
+            schema,
+            "digest",
+            _DigestReply,
+            self.endpoint.temperature,
+            self.repair_attempts,
+        )
         return WrittenDigest(title=reply.title, rules=reply.rules)

@@ -48,12 +48,11 @@ from hiveboard.board.priority import at_low_priority
 UID_BASE, UID_SPAN = 2_000_000, 1_000_000  # unprivileged uids for runs when the server is root
 # Read-only system paths a command may need; each is bound if it exists (a symlink is recreated).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd", "group",
-       "nsswitch.conf")
+ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd", "group", "nsswitch.conf")
 MAX_OUTPUT = 16 * 1024 * 1024  # a command that prints more than this is stopped
 
 
-class Limits(BaseModel):
+class SandboxLimits(BaseModel):
     """What one sandboxed command may use (the `[review.limits]` table)."""
 
     cpu_seconds: int = Field(60, ge=1, le=3600, description="CPU seconds per process")
@@ -66,7 +65,7 @@ class Limits(BaseModel):
 
 
 @dataclass
-class Outcome:
+class RunResult:
     """How a sandboxed command ended."""
 
     returncode: int | None
@@ -75,7 +74,7 @@ class Outcome:
     seconds: float
     timed_out: bool = False
     flooded: bool = False  # printed more than MAX_OUTPUT and was stopped
-    dropped: int = 0  # output bytes not kept (beyond Limits.output_kb)
+    dropped: int = 0  # output bytes not kept (beyond SandboxLimits.output_kb)
     report: str = ""  # what the command wrote to the report pipe (HIVEBOARD_REPORT_FD), capped
 
     @property
@@ -90,12 +89,12 @@ class Outcome:
         except ValueError:
             return None
 
-    def why(self, limits: Limits, wall: float) -> str | None:
+    def why(self, limits: SandboxLimits, wall: float) -> str | None:
         """Why the command was stopped (the clock, its output, a signal from a limit), or a limit its output
         says it ran into."""
         return self.stopped(limits, wall) or self.hint(limits)
 
-    def stopped(self, limits: Limits, wall: float) -> str | None:
+    def stopped(self, limits: SandboxLimits, wall: float) -> str | None:
         """Why the sandbox or the kernel stopped the command, if one did."""
         if self.timed_out:
             return f"did not finish within {wall:.0f} s and was stopped"
@@ -110,7 +109,7 @@ class Outcome:
             return "was killed (SIGKILL)"
         return None
 
-    def hint(self, limits: Limits) -> str | None:
+    def hint(self, limits: SandboxLimits) -> str | None:
         """A limit the command's own output says it ran into."""
         text = self.stdout[-20_000:] + self.stderr[-20_000:]
         if "MemoryError" in text or "Cannot allocate memory" in text:
@@ -162,19 +161,30 @@ os.execvp(sys.argv[3], sys.argv[3:])
 """
 
 
-def _launch(limits: Limits, drop: int = 0, copy_to: str = "", processes: bool = True) -> list[str]:
+def _launch(limits: SandboxLimits, drop: int = 0, copy_to: str = "", processes: bool = True) -> list[str]:
     """The launcher's command line: rlimits (-1: leave as is), the uid to drop to (0: none), and the work
     directory to copy the files into (empty: none); the command follows."""
-    values = (limits.cpu_seconds, limits.memory_mb << 20, limits.processes if processes else -1,
-              limits.file_mb << 20, limits.open_files, drop)
+    values = (
+        limits.cpu_seconds,
+        limits.memory_mb << 20,
+        limits.processes if processes else -1,
+        limits.file_mb << 20,
+        limits.open_files,
+        drop,
+    )
     return [sys.executable, "-I", "-S", "-c", LAUNCHER, ",".join(str(v) for v in values), copy_to]
 
 
 def python_paths() -> list[Path]:
     """Directories the Python environment lives in: the interpreter, the standard library, the
     installed packages (the venv and its base), as they exist on disk."""
-    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix),
-             Path(sys.executable).resolve().parent.parent}
+    paths = {
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path(sys.exec_prefix),
+        Path(sys.base_exec_prefix),
+        Path(sys.executable).resolve().parent.parent,
+    }
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         value = sysconfig.get_paths().get(key)
         if value:
@@ -202,37 +212,64 @@ class Box(ABC):
         return str(host)
 
     @abstractmethod
-    def command(self, session: Session, argv: list[str], cwd: str, env: dict[str, str], limits: Limits,
-                writable: bool) -> tuple[list[str], dict[str, str], str]:
+    def command(
+        self, session: Session, argv: list[str], cwd: str, env: dict[str, str], limits: SandboxLimits, writable: bool
+    ) -> tuple[list[str], dict[str, str], str]:
         """(argv, environment, working directory) of the process that runs `argv` in the box."""
 
-    def run(self, session: Session, argv: list[str], *, limits: Limits, timeout: float, cwd: str | None = None,
-            env: dict[str, str] | None = None, writable: bool = False, report: bool = False) -> Outcome:
+    def run(
+        self,
+        session: Session,
+        argv: list[str],
+        *,
+        limits: SandboxLimits,
+        timeout: float,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        writable: bool = False,
+        report: bool = False,
+    ) -> RunResult:
         """Run `argv` (paths as `session` shows them) from `cwd` (default: the empty run directory);
         `writable`: a writable copy of the files instead of a read-only view; `report`: a pipe whose fd is
-        in HIVEBOARD_REPORT_FD, read back as `Outcome.report`."""
+        in HIVEBOARD_REPORT_FD, read back as `RunResult.report`."""
         started = time.monotonic()
         read_fd = write_fd = None
         if report:
             read_fd, write_fd = os.pipe()
         try:
             try:
-                proc = self._start(session, argv, cwd, {**env_of(env), **({"HIVEBOARD_REPORT_FD": str(write_fd)}
-                                                                          if report else {})}, limits, writable,
-                                   [write_fd] if report else [])
+                proc = self._start(
+                    session,
+                    argv,
+                    cwd,
+                    {**env_of(env), **({"HIVEBOARD_REPORT_FD": str(write_fd)} if report else {})},
+                    limits,
+                    writable,
+                    [write_fd] if report else [],
+                )
             finally:
                 if write_fd is not None:
                     os.close(write_fd)
             if os.name == "nt":  # no select() on pipes there: read to the end, then cap
                 return _communicate(proc, limits, timeout, started)
-            return _collect([proc], {"out": proc.stdout, "err": proc.stderr, "report": read_fd}, limits, timeout,
-                            started)[0]
+            return _collect(
+                [proc], {"out": proc.stdout, "err": proc.stderr, "report": read_fd}, limits, timeout, started
+            )[0]
         finally:
             if read_fd is not None:
                 os.close(read_fd)
 
-    def run_pair(self, judge: Session, judge_argv: list[str], host: Session, host_argv: list[str], *,
-                 limits: Limits, timeout: float, judge_env: dict[str, str] | None = None) -> tuple[Outcome, Outcome]:
+    def run_pair(
+        self,
+        judge: Session,
+        judge_argv: list[str],
+        host: Session,
+        host_argv: list[str],
+        *,
+        limits: SandboxLimits,
+        timeout: float,
+        judge_env: dict[str, str] | None = None,
+    ) -> tuple[RunResult, RunResult]:
         """Two commands joined by two pipes, each in its own box: the judge (run from `judge.spec`, with a
         report pipe in HIVEBOARD_REPORT_FD) and the host (from a writable copy of `host.src`). Each side's
         end of the pipes is in HIVEBOARD_CALL_IN / HIVEBOARD_CALL_OUT. The host can reach neither the
@@ -246,12 +283,33 @@ class Box(ABC):
         report_r, report_w = os.pipe()
         procs: list[subprocess.Popen] = []
         try:
-            procs.append(self._start(judge, judge_argv, judge.spec, {
-                **env_of(judge_env), "HIVEBOARD_CALL_IN": str(to_judge_r), "HIVEBOARD_CALL_OUT": str(to_host_w),
-                "HIVEBOARD_REPORT_FD": str(report_w)}, limits, False, [to_judge_r, to_host_w, report_w]))
-            procs.append(self._start(host, host_argv, host.src, {
-                **env_of(None), "HIVEBOARD_CALL_IN": str(to_host_r), "HIVEBOARD_CALL_OUT": str(to_judge_w)},
-                limits, True, [to_host_r, to_judge_w]))
+            procs.append(
+                self._start(
+                    judge,
+                    judge_argv,
+                    judge.spec,
+                    {
+                        **env_of(judge_env),
+                        "HIVEBOARD_CALL_IN": str(to_judge_r),
+                        "HIVEBOARD_CALL_OUT": str(to_host_w),
+                        "HIVEBOARD_REPORT_FD": str(report_w),
+                    },
+                    limits,
+                    False,
+                    [to_judge_r, to_host_w, report_w],
+                )
+            )
+            procs.append(
+                self._start(
+                    host,
+                    host_argv,
+                    host.src,
+                    {**env_of(None), "HIVEBOARD_CALL_IN": str(to_host_r), "HIVEBOARD_CALL_OUT": str(to_judge_w)},
+                    limits,
+                    True,
+                    [to_host_r, to_judge_w],
+                )
+            )
         except BaseException:
             for proc in procs:
                 _kill_group(proc)
@@ -262,31 +320,69 @@ class Box(ABC):
                 os.close(fd)
         judge_proc, host_proc = procs
         try:
-            return _collect(procs, {"out": judge_proc.stdout, "err": judge_proc.stderr, "report": report_r,
-                                    "host-out": host_proc.stdout, "host-err": host_proc.stderr}, limits, timeout,
-                            started, until=("out", "err", "report"))
+            return _collect(
+                procs,
+                {
+                    "out": judge_proc.stdout,
+                    "err": judge_proc.stderr,
+                    "report": report_r,
+                    "host-out": host_proc.stdout,
+                    "host-err": host_proc.stderr,
+                },
+                limits,
+                timeout,
+                started,
+                until=("out", "err", "report"),
+            )
         finally:
             os.close(report_r)
 
-    def _start(self, session: Session, argv: list[str], cwd: str | None, env: dict[str, str], limits: Limits,
-               writable: bool, fds: list[int]) -> subprocess.Popen:
+    def _start(
+        self,
+        session: Session,
+        argv: list[str],
+        cwd: str | None,
+        env: dict[str, str],
+        limits: SandboxLimits,
+        writable: bool,
+        fds: list[int],
+    ) -> subprocess.Popen:
         full, full_env, full_cwd = self.command(session, argv, cwd or session.run, env, limits, writable)
         # started from a low-priority thread, so the process runs below request handling (board/priority.py)
-        return at_low_priority(subprocess.Popen, full, env=full_env, cwd=full_cwd, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                               pass_fds=tuple(fds))
+        return at_low_priority(
+            subprocess.Popen,
+            full,
+            env=full_env,
+            cwd=full_cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(fds),
+        )
 
 
 def env_of(extra: dict[str, str] | None) -> dict[str, str]:
     """The fixed environment of a sandboxed command, plus `extra`."""
-    return {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **(extra or {})}
+    return {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        **(extra or {}),
+    }
 
 
-def _collect(procs: list[subprocess.Popen], streams: dict, limits: Limits, timeout: float, started: float,
-             until: tuple[str, ...] | None = None) -> list[Outcome]:
+def _collect(
+    procs: list[subprocess.Popen],
+    streams: dict,
+    limits: SandboxLimits,
+    timeout: float,
+    started: float,
+    until: tuple[str, ...] | None = None,
+) -> list[RunResult]:
     """Read the commands' output (tails capped) until it ends (or, with `until`, until those streams end),
-    the deadline passes or they flood; kill their whole process groups on the way out. One Outcome per
+    the deadline passes or they flood; kill their whole process groups on the way out. One RunResult per
     command: the first gets "out", "err" and "report", the second "host-out" and "host-err"."""
     keep = limits.output_kb * 1024
     bufs = {key: bytearray() for key in streams}
@@ -312,11 +408,11 @@ def _collect(procs: list[subprocess.Popen], streams: dict, limits: Limits, timeo
                 buf = bufs[key.data]
                 buf += chunk
                 if key.data == "report":
-                    del buf[1 << 20:]  # a report is small; the rest is dropped
+                    del buf[1 << 20 :]  # a report is small; the rest is dropped
                     continue
                 total += len(chunk)
                 if len(buf) > keep:
-                    del buf[:len(buf) - keep]
+                    del buf[: len(buf) - keep]
                 if total > MAX_OUTPUT:
                     flooded = True
             if flooded:
@@ -336,16 +432,22 @@ def _collect(procs: list[subprocess.Popen], streams: dict, limits: Limits, timeo
     outcomes = []
     for proc, (out, err) in zip(procs, (("out", "err"), ("host-out", "host-err"))):
         kept = len(bufs.get(out, b"")) + len(bufs.get(err, b""))
-        outcomes.append(Outcome(
-            returncode=None if timed_out else proc.returncode, timed_out=timed_out, flooded=flooded,
-            stdout=bufs.get(out, bytearray()).decode("utf-8", "replace"),
-            stderr=bufs.get(err, bytearray()).decode("utf-8", "replace"),
-            report=bufs.get("report", bytearray()).decode("utf-8", "replace") if out == "out" else "",
-            seconds=seconds, dropped=max(0, total - kept) if len(procs) == 1 else 0))
+        outcomes.append(
+            RunResult(
+                returncode=None if timed_out else proc.returncode,
+                timed_out=timed_out,
+                flooded=flooded,
+                stdout=bufs.get(out, bytearray()).decode("utf-8", "replace"),
+                stderr=bufs.get(err, bytearray()).decode("utf-8", "replace"),
+                report=bufs.get("report", bytearray()).decode("utf-8", "replace") if out == "out" else "",
+                seconds=seconds,
+                dropped=max(0, total - kept) if len(procs) == 1 else 0,
+            )
+        )
     return outcomes
 
 
-def _communicate(proc: subprocess.Popen, limits: Limits, timeout: float, started: float) -> Outcome:
+def _communicate(proc: subprocess.Popen, limits: SandboxLimits, timeout: float, started: float) -> RunResult:
     """Windows: the command's whole output, then its tails (no report pipe there)."""
     keep = limits.output_kb * 1024
     try:
@@ -355,9 +457,14 @@ def _communicate(proc: subprocess.Popen, limits: Limits, timeout: float, started
         proc.kill()
         out, err = proc.communicate()
         timed_out = True
-    return Outcome(returncode=None if timed_out else proc.returncode, timed_out=timed_out,
-                   stdout=out[-keep:].decode("utf-8", "replace"), stderr=err[-keep:].decode("utf-8", "replace"),
-                   seconds=time.monotonic() - started, dropped=max(0, len(out) + len(err) - 2 * keep))
+    return RunResult(
+        returncode=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        stdout=out[-keep:].decode("utf-8", "replace"),
+        stderr=err[-keep:].decode("utf-8", "replace"),
+        seconds=time.monotonic() - started,
+        dropped=max(0, len(out) + len(err) - 2 * keep),
+    )
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -392,8 +499,9 @@ class Bare(Box):
     @contextmanager
     def session(self, src: dict[str, str], spec: dict[str, str] | None = None) -> Iterator[Session]:
         with _workdir(src, spec) as host:
-            yield Session(host=host, src=str(host / "src"), spec=str(host / "spec"), run=str(host / "run"),
-                          out=str(host / "out"))
+            yield Session(
+                host=host, src=str(host / "src"), spec=str(host / "spec"), run=str(host / "run"), out=str(host / "out")
+            )
 
     def command(self, session, argv, cwd, env, limits, writable):
         # no namespace to count processes in: a per-user limit would count all of the server user's
@@ -414,14 +522,20 @@ class Bubblewrap(Box):
         self.root = os.geteuid() == 0
         self.ro = python_paths()
         # where the work sits inside: a path no part of the Python environment is under
-        self.work = next(w for w in (f"/review{n or ''}" for n in range(100))
-                         if not any(p.is_relative_to(w) for p in self.ro))
+        self.work = next(
+            w for w in (f"/review{n or ''}" for n in range(100)) if not any(p.is_relative_to(w) for p in self.ro)
+        )
 
     @contextmanager
     def session(self, src: dict[str, str], spec: dict[str, str] | None = None) -> Iterator[Session]:
         with _workdir(src, spec) as host:
-            yield Session(host=host, src=f"{self.work}/src", spec=f"{self.work}/spec", run=f"{self.work}/run",
-                          out=f"{self.work}/out")
+            yield Session(
+                host=host,
+                src=f"{self.work}/src",
+                spec=f"{self.work}/spec",
+                run=f"{self.work}/run",
+                out=f"{self.work}/out",
+            )
 
     def expose(self, session: Session, host: Path) -> str:
         host = host.resolve()
@@ -441,17 +555,47 @@ class Bubblewrap(Box):
 
     def command(self, session, argv, cwd, env, limits, writable):
         size = str(limits.work_mb << 20)
-        args = [self.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        args = [
+            self.bwrap,
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--hostname",
+            "sandbox",
+        ]
         if self.root:
             args += ["--cap-add", "CAP_SETUID,CAP_SETGID,CAP_CHOWN"]
         else:
             args += ["--unshare-user", "--disable-userns"]
         # the writable places first: a Python environment that lives under /tmp is bound on top of them
-        args += ["--dev", "/dev", "--proc", "/proc",
-                 "--size", size, "--perms", "01777", "--tmpfs", "/tmp",
-                 "--size", size, "--perms", "01777", "--tmpfs", "/home/sandbox",
-                 "--size", size, "--perms", "0755", "--tmpfs", self.work]
+        args += [
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--size",
+            size,
+            "--perms",
+            "01777",
+            "--tmpfs",
+            "/tmp",
+            "--size",
+            size,
+            "--perms",
+            "01777",
+            "--tmpfs",
+            "/home/sandbox",
+            "--size",
+            size,
+            "--perms",
+            "0755",
+            "--tmpfs",
+            self.work,
+        ]
         made = {"/tmp", "/home", "/home/sandbox", self.work, "/dev", "/proc"}
         for path in SYSTEM:
             if os.path.islink(path):
@@ -521,8 +665,9 @@ class SandboxExec(Box):
     def session(self, src: dict[str, str], spec: dict[str, str] | None = None) -> Iterator[Session]:
         with _workdir(src, spec) as host:
             host = host.resolve()  # /var is /private/var: the profile must name the real path
-            yield Session(host=host, src=str(host / "src"), spec=str(host / "spec"), run=str(host / "run"),
-                          out=str(host / "out"))
+            yield Session(
+                host=host, src=str(host / "src"), spec=str(host / "spec"), run=str(host / "run"), out=str(host / "out")
+            )
 
     def expose(self, session: Session, host: Path) -> str:
         session.extra_ro[str(host)] = host  # readable through the profile
@@ -550,8 +695,11 @@ def detect(hidden: list[Path] = ()) -> Detected:
     if sys.platform.startswith("linux"):
         bwrap = shutil.which("bwrap")
         if not bwrap:
-            return Detected(None, "bubblewrap is not installed (the OS package `bubblewrap`: apt-get install "
-                                  "bubblewrap, dnf install bubblewrap)")
+            return Detected(
+                None,
+                "bubblewrap is not installed (the OS package `bubblewrap`: apt-get install "
+                "bubblewrap, dnf install bubblewrap)",
+            )
         box: Box = Bubblewrap(bwrap, hidden)
     elif sys.platform == "darwin":
         tool = shutil.which("sandbox-exec")
@@ -568,19 +716,23 @@ def detect(hidden: list[Path] = ()) -> Detected:
 
 def probe(box: Box) -> str | None:
     """None when a Python in the box starts, sees its files and cannot reach the network; else why not."""
-    code = ("import socket, sys; s = socket.socket(); s.settimeout(2)\n"
-            "try:\n    s.connect(('1.1.1.1', 53)); print('network')\nexcept OSError:\n    pass\n"
-            "print(open(sys.argv[1]).read())")
+    code = (
+        "import socket, sys; s = socket.socket(); s.settimeout(2)\n"
+        "try:\n    s.connect(('1.1.1.1', 53)); print('network')\nexcept OSError:\n    pass\n"
+        "print(open(sys.argv[1]).read())"
+    )
     with box.session({"probe.txt": "ok"}) as session:
-        out = box.run(session, [sys.executable, "-I", "-c", code, f"{session.src}/probe.txt"], limits=Limits(),
-                      timeout=30)
+        out = box.run(
+            session, [sys.executable, "-I", "-c", code, f"{session.src}/probe.txt"], limits=SandboxLimits(), timeout=30
+        )
     if out.timed_out:
         return "a probe run did not finish in 30 s"
     if out.returncode != 0 or out.stdout.strip() != "ok":
         first = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
-        if "uid map" in out.stderr or "user namespace" in out.stderr.lower() or "Operation not permitted" in \
-                out.stderr:
-            first += " (user namespaces look disabled: sysctl kernel.unprivileged_userns_clone=1, or the " \
-                     "AppArmor setting kernel.apparmor_restrict_unprivileged_userns=0, lets bwrap start)"
+        if "uid map" in out.stderr or "user namespace" in out.stderr.lower() or "Operation not permitted" in out.stderr:
+            first += (
+                " (user namespaces look disabled: sysctl kernel.unprivileged_userns_clone=1, or the "
+                "AppArmor setting kernel.apparmor_restrict_unprivileged_userns=0, lets bwrap start)"
+            )
         return first[:300]
     return None

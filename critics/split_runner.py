@@ -61,28 +61,127 @@ DETAIL = 2500
 VALUE = 200
 # The exception classes an exception crossing the pipe can become, by name (a class of the code's becomes
 # a local subclass of the nearest of these); the hidden-test report names only these.
-EXCEPTIONS = {name: getattr(builtins, name) for name in (
-    "ArithmeticError", "AssertionError", "AttributeError", "BufferError", "EOFError", "Exception",
-    "FileExistsError", "FileNotFoundError", "FloatingPointError", "ImportError", "IndexError", "IsADirectoryError",
-    "KeyError", "LookupError", "MemoryError", "ModuleNotFoundError", "NameError", "NotADirectoryError",
-    "NotImplementedError", "OSError", "OverflowError", "PermissionError", "RecursionError", "RuntimeError",
-    "StopIteration", "SyntaxError", "SystemExit", "TimeoutError", "TypeError", "UnboundLocalError",
-    "UnicodeError", "ValueError", "ZeroDivisionError")}
+EXCEPTIONS = {
+    name: getattr(builtins, name)
+    for name in (
+        "ArithmeticError",
+        "AssertionError",
+        "AttributeError",
+        "BufferError",
+        "EOFError",
+        "Exception",
+        "FileExistsError",
+        "FileNotFoundError",
+        "FloatingPointError",
+        "ImportError",
+        "IndexError",
+        "IsADirectoryError",
+        "KeyError",
+        "LookupError",
+        "MemoryError",
+        "ModuleNotFoundError",
+        "NameError",
+        "NotADirectoryError",
+        "NotImplementedError",
+        "OSError",
+        "OverflowError",
+        "PermissionError",
+        "RecursionError",
+        "RuntimeError",
+        "StopIteration",
+        "SyntaxError",
+        "SystemExit",
+        "TimeoutError",
+        "TypeError",
+        "UnboundLocalError",
+        "UnicodeError",
+        "ValueError",
+        "ZeroDivisionError",
+    )
+}
 
 
 # What the host may be handed to call: built-ins that compute on their arguments only (no open, eval,
 # getattr, __import__, input…), functions of modules that do the same, and a few in-memory types.
-PURE_BUILTINS = frozenset({
-    "abs", "all", "any", "ascii", "bin", "bool", "bytes", "callable", "chr", "complex", "dict", "divmod",
-    "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "int", "isinstance", "issubclass",
-    "iter", "len", "list", "map", "max", "min", "next", "oct", "ord", "pow", "range", "repr", "reversed",
-    "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip"})
-PURE_MODULES = frozenset({"math", "cmath", "operator", "_operator", "string", "itertools", "bisect", "_bisect",
-                          "heapq", "_heapq", "statistics", "decimal", "_decimal", "fractions", "unicodedata"})
+PURE_BUILTINS = frozenset(
+    {
+        "abs",
+        "all",
+        "any",
+        "ascii",
+        "bin",
+        "bool",
+        "bytes",
+        "callable",
+        "chr",
+        "complex",
+        "dict",
+        "divmod",
+        "enumerate",
+        "filter",
+        "float",
+        "format",
+        "frozenset",
+        "hash",
+        "hex",
+        "int",
+        "isinstance",
+        "issubclass",
+        "iter",
+        "len",
+        "list",
+        "map",
+        "max",
+        "min",
+        "next",
+        "oct",
+        "ord",
+        "pow",
+        "range",
+        "repr",
+        "reversed",
+        "round",
+        "set",
+        "slice",
+        "sorted",
+        "str",
+        "sum",
+        "tuple",
+        "zip",
+    }
+)
+PURE_MODULES = frozenset(
+    {
+        "math",
+        "cmath",
+        "operator",
+        "_operator",
+        "string",
+        "itertools",
+        "bisect",
+        "_bisect",
+        "heapq",
+        "_heapq",
+        "statistics",
+        "decimal",
+        "_decimal",
+        "fractions",
+        "unicodedata",
+    }
+)
 MUTABLE = (list, dict, set, bytearray)  # passed by value, and back again after a call
 DATA_TYPES = (str, bytes, bytearray, int, float, complex, bool, list, tuple, dict, set, frozenset)
-SHAREABLE_TYPES = frozenset({"_io.StringIO", "_io.BytesIO", "collections.Counter", "collections.OrderedDict",
-                             "collections.defaultdict", "collections.deque", "types.SimpleNamespace"})
+SHAREABLE_TYPES = frozenset(
+    {
+        "_io.StringIO",
+        "_io.BytesIO",
+        "collections.Counter",
+        "collections.OrderedDict",
+        "collections.defaultdict",
+        "collections.deque",
+        "types.SimpleNamespace",
+    }
+)
 
 
 FROM_CODE = "ErrorFromCodeUnderTest"  # a failure's kind when the code raised it, whatever it raised
@@ -98,21 +197,46 @@ VALUE_TYPES = {
     "date": (datetime.date, datetime.date.isoformat, datetime.date.fromisoformat),
     "datetime": (datetime.datetime, datetime.datetime.isoformat, datetime.datetime.fromisoformat),
     "time": (datetime.time, datetime.time.isoformat, datetime.time.fromisoformat),
-    "timedelta": (datetime.timedelta, lambda d: [d.days, d.seconds, d.microseconds],
-                  lambda v: datetime.timedelta(days=v[0], seconds=v[1], microseconds=v[2])),
+    "timedelta": (
+        datetime.timedelta,
+        lambda d: [d.days, d.seconds, d.microseconds],
+        lambda v: datetime.timedelta(days=v[0], seconds=v[1], microseconds=v[2]),
+    ),
     "PosixPath": (pathlib.PosixPath, str, pathlib.PosixPath),
     "PurePosixPath": (pathlib.PurePosixPath, str, pathlib.PurePosixPath),
 }
 BY_TYPE = {t: (name, dump) for name, (t, dump, _) in VALUE_TYPES.items()}
 # an object built on a plain type has that type's value (an OrderedDict keeps its order: it compares by it)
-PROJECTIONS = ((bool, bool), (int, int), (float, float), (complex, complex), (str, str), (bytes, bytes),
-               (tuple, tuple), (list, list), (collections.OrderedDict, collections.OrderedDict), (dict, dict),
-               (frozenset, frozenset), (set, set))
+PROJECTIONS = (
+    (bool, bool),
+    (int, int),
+    (float, float),
+    (complex, complex),
+    (str, str),
+    (bytes, bytes),
+    (tuple, tuple),
+    (list, list),
+    (collections.OrderedDict, collections.OrderedDict),
+    (dict, dict),
+    (frozenset, frozenset),
+    (set, set),
+)
 
 
-PLAIN_BASES = {"bool": bool, "int": int, "float": float, "complex": complex, "str": str, "bytes": bytes,
-               "tuple": tuple, "list": list, "OrderedDict": collections.OrderedDict, "dict": dict,
-               "frozenset": frozenset, "set": set}
+PLAIN_BASES = {
+    "bool": bool,
+    "int": int,
+    "float": float,
+    "complex": complex,
+    "str": str,
+    "bytes": bytes,
+    "tuple": tuple,
+    "list": list,
+    "OrderedDict": collections.OrderedDict,
+    "dict": dict,
+    "frozenset": frozenset,
+    "set": set,
+}
 
 
 def project(obj):
@@ -136,8 +260,11 @@ class Codec:
         if value is None or t in (bool, int, str):
             return value
         if t is float:
-            return value if value == value and value not in (float("inf"), float("-inf")) else {"$": "float",
-                                                                                                 "v": repr(value)}
+            return (
+                value
+                if value == value and value not in (float("inf"), float("-inf"))
+                else {"$": "float", "v": repr(value)}
+            )
         if depth > DEPTH:
             return self.ref(value)
         if t is list:
@@ -145,8 +272,10 @@ class Codec:
         if t in (tuple, set, frozenset):
             return {"$": t.__name__, "v": [self.encode(v, depth + 1) for v in value]}
         if t in (dict, collections.OrderedDict):
-            return {"$": "dict" if t is dict else "odict",
-                    "v": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()]}
+            return {
+                "$": "dict" if t is dict else "odict",
+                "v": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()],
+            }
         if t in (bytes, bytearray):
             return {"$": t.__name__, "v": bytes(value).hex()}
         if t is complex:
@@ -202,14 +331,14 @@ class Channel:
     def send(self, message):
         view = memoryview((json.dumps(message, separators=(",", ":")) + "\n").encode())
         while view:
-            view = view[os.write(self.write_fd, view):]
+            view = view[os.write(self.write_fd, view) :]
 
     def receive(self):
         while True:
             end = self.buffer.find(b"\n")
             if end >= 0:
                 line = bytes(self.buffer[:end])
-                del self.buffer[:end + 1]
+                del self.buffer[: end + 1]
                 break
             if len(self.buffer) > MAX_LINE:
                 raise CodeUnderTestEnded("the code under test sent a message too long to read")
@@ -265,19 +394,57 @@ def _short(value):
 # ============================================================================ the host: the code under test
 
 OPS = {
-    "len": len, "iter": iter, "next": next, "bool": bool, "repr": repr, "str": str, "hash": hash,
-    "getitem": operator.getitem, "setitem": operator.setitem, "delitem": operator.delitem,
-    "contains": operator.contains, "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
-    "gt": operator.gt, "ge": operator.ge, "add": operator.add, "sub": operator.sub, "mul": operator.mul,
-    "truediv": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod, "pow": pow,
-    "matmul": operator.matmul, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
-    "lshift": operator.lshift, "rshift": operator.rshift, "neg": operator.neg, "pos": operator.pos,
-    "abs": abs, "invert": operator.invert, "index": operator.index, "int": int, "float": float,
-    "complex": complex, "round": round, "isinstance": isinstance, "issubclass": issubclass, "dir": dir,
-    "enter": lambda obj: obj.__enter__(), "exit": lambda obj, *a: obj.__exit__(*a),
-    "getattr": getattr, "setattr": setattr, "delattr": delattr,
+    "len": len,
+    "iter": iter,
+    "next": next,
+    "bool": bool,
+    "repr": repr,
+    "str": str,
+    "hash": hash,
+    "getitem": operator.getitem,
+    "setitem": operator.setitem,
+    "delitem": operator.delitem,
+    "contains": operator.contains,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "truediv": operator.truediv,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "pow": pow,
+    "matmul": operator.matmul,
+    "and": operator.and_,
+    "or": operator.or_,
+    "xor": operator.xor,
+    "lshift": operator.lshift,
+    "rshift": operator.rshift,
+    "neg": operator.neg,
+    "pos": operator.pos,
+    "abs": abs,
+    "invert": operator.invert,
+    "index": operator.index,
+    "int": int,
+    "float": float,
+    "complex": complex,
+    "round": round,
+    "isinstance": isinstance,
+    "issubclass": issubclass,
+    "dir": dir,
+    "enter": lambda obj: obj.__enter__(),
+    "exit": lambda obj, *a: obj.__exit__(*a),
+    "getattr": getattr,
+    "setattr": setattr,
+    "delattr": delattr,
     "call": lambda f, args, kwargs: f(*args, **dict(kwargs)),
-    "import": importlib.import_module, "plain": project, "format": format,
+    "import": importlib.import_module,
+    "plain": project,
+    "format": format,
 }
 
 
@@ -331,8 +498,9 @@ def host():
                 return {"a": codec.encode(result)}
             # lists, dicts and sets the tests passed go back as the call left them (sort_in_place(xs))
             positional, keywords = args[1], args[2]
-            out = [[n, codec.encode(a)] for n, a in enumerate(positional) if type(a) in MUTABLE] + \
-                [[k, codec.encode(a)] for k, a in keywords if type(a) in MUTABLE]
+            out = [[n, codec.encode(a)] for n, a in enumerate(positional) if type(a) in MUTABLE] + [
+                [k, codec.encode(a)] for k, a in keywords if type(a) in MUTABLE
+            ]
             return {"a": codec.encode(result), **({"out": out} if out else {})}
         except BaseException as exc:  # everything the code raises goes back as data, SystemExit included
             return {"e": _exception(exc, ref)}
@@ -403,6 +571,7 @@ def _judge_proxy(channel, codec, number, is_callable):
             return ask("str")
 
     if is_callable:
+
         class JudgeCallable(JudgeObject):
             __slots__ = ()
 
@@ -414,6 +583,7 @@ def _judge_proxy(channel, codec, number, is_callable):
 
 
 # ============================================================================ the judge: the creator's tests
+
 
 class Judge:
     """The judge's side of the pipe: stand-ins for the code's objects, and callbacks on the tests' objects."""
@@ -441,8 +611,10 @@ class Judge:
         if isinstance(obj, type) and obj in self.classes.values():
             return {"$": "h", "id": next(k for k, v in self.classes.items() if v is obj)}
         if not self.shareable(obj):
-            raise TypeError(f"{_short(obj)} cannot be handed to the code under test: it runs in another process, "
-                            "which is given data, and functions and objects of the tests' own files")
+            raise TypeError(
+                f"{_short(obj)} cannot be handed to the code under test: it runs in another process, "
+                "which is given data, and functions and objects of the tests' own files"
+            )
         number = self.numbers.get(id(obj))
         if number is None:
             number = self.numbers[id(obj)] = len(self.mine) + 1
@@ -461,14 +633,26 @@ class Judge:
             return self.ours(obj) or obj.__module__ in PURE_MODULES
         if isinstance(obj, types.GeneratorType):  # a generator of the creator's files, iterated by the code
             return os.path.abspath(obj.gi_code.co_filename).startswith(self.root + os.sep)
-        if isinstance(obj, (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
-                            types.MethodWrapperType, types.ClassMethodDescriptorType)):
+        if isinstance(
+            obj,
+            (
+                types.BuiltinFunctionType,
+                types.MethodDescriptorType,
+                types.WrapperDescriptorType,
+                types.MethodWrapperType,
+                types.ClassMethodDescriptorType,
+            ),
+        ):
             owner = getattr(obj, "__self__", None) or getattr(obj, "__objclass__", None)
             if owner is None or isinstance(owner, types.ModuleType):
                 module = getattr(owner, "__name__", None) or getattr(obj, "__module__", None)
                 return (module == "builtins" and obj.__name__ in PURE_BUILTINS) or module in PURE_MODULES
-            return type(owner) in DATA_TYPES or owner in DATA_TYPES or type(owner).__module__ in PURE_MODULES or \
-                (not isinstance(owner, type) and self.shareable(owner))  # a StringIO's write
+            return (
+                type(owner) in DATA_TYPES
+                or owner in DATA_TYPES
+                or type(owner).__module__ in PURE_MODULES
+                or (not isinstance(owner, type) and self.shareable(owner))
+            )  # a StringIO's write
         if isinstance(obj, (operator.itemgetter, operator.attrgetter, operator.methodcaller)):
             return True
         cls = type(obj)
@@ -499,9 +683,12 @@ class Judge:
                 pass
         far = self.far.get(number)
         if far is None:
-            far = self.far[number] = Far(self, number, PLAIN_BASES.get(value.get("plain"))
-                                         if isinstance(value.get("plain"), str) else None,
-                                         str(value.get("type", "object"))[:100])
+            far = self.far[number] = Far(
+                self,
+                number,
+                PLAIN_BASES.get(value.get("plain")) if isinstance(value.get("plain"), str) else None,
+                str(value.get("type", "object"))[:100],
+            )
         return far
 
     def exception_class(self, number, name, base):
@@ -509,8 +696,9 @@ class Judge:
             parent = EXCEPTIONS.get(base, Exception)
             if parent is StopIteration:
                 parent = Exception
-            self.classes[number] = type(name if name.isidentifier() else "Error", (parent,),
-                                        {"__module__": "code_under_test"})
+            self.classes[number] = type(
+                name if name.isidentifier() else "Error", (parent,), {"__module__": "code_under_test"}
+            )
         return self.classes[number]
 
     # --- asking the host
@@ -582,10 +770,16 @@ class Judge:
                 result = getattr(obj, args[0])
             elif op == "setattr":
                 # data on an instance of the creator's classes; never a class, a function or a method swapped in
-                if not isinstance(args[0], str) or args[0].startswith("_") or isinstance(obj, type) or \
-                        not self.ours(type(obj)) or callable(args[1]):
-                    raise AttributeError("the code under test may set only public data attributes of the tests' "
-                                         "own objects")
+                if (
+                    not isinstance(args[0], str)
+                    or args[0].startswith("_")
+                    or isinstance(obj, type)
+                    or not self.ours(type(obj))
+                    or callable(args[1])
+                ):
+                    raise AttributeError(
+                        "the code under test may set only public data attributes of the tests' own objects"
+                    )
                 result = setattr(obj, args[0], args[1])
             elif op == "call":
                 result = obj(*args[0], **dict(args[1]))
@@ -600,17 +794,37 @@ class Judge:
 
 NOTHING = object()
 # methods that change a list, dict or set: called on the code's object itself, not on a copy of its value
-MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
-                      "setdefault", "popitem", "add", "discard", "difference_update", "intersection_update",
-                      "symmetric_difference_update", "move_to_end"})
+MUTATORS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "pop",
+        "remove",
+        "clear",
+        "sort",
+        "reverse",
+        "update",
+        "setdefault",
+        "popitem",
+        "add",
+        "discard",
+        "difference_update",
+        "intersection_update",
+        "symmetric_difference_update",
+        "move_to_end",
+    }
+)
 # dunder attributes of the code's objects the tests may read; any other (a library's protocol probe) is absent
-DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__version__", "__wrapped__",
-                     "__annotations__"})
+DUNDERS = frozenset(
+    {"__name__", "__qualname__", "__doc__", "__module__", "__version__", "__wrapped__", "__annotations__"}
+)
 
 
 def _far_op(op):
     def method(self, *args):
         return object.__getattribute__(self, "_judge").ask(op, self, *args)
+
     return method
 
 
@@ -630,6 +844,7 @@ def _arith(op, python, reflected=False):
     """Arithmetic: on plain values here; between two objects of the code's, asked of the code (counted);
     never an object of the code's with no plain value against data (it would decide the result, and learn
     the tests' operand: `abs(area - 12.566) < 1e-9`)."""
+
     def method(self, other):
         mine = _value(self)
         theirs = _value(other) if isinstance(other, Far) else other
@@ -637,10 +852,13 @@ def _arith(op, python, reflected=False):
             return python(theirs, mine) if reflected else python(mine, theirs)
         judge = object.__getattribute__(self, "_judge")
         if not isinstance(other, Far):
-            raise TypeError(f"an object of the code under test ({object.__getattribute__(self, '_type')}) with no "
-                            "plain value cannot be combined with data")
+            raise TypeError(
+                f"an object of the code under test ({object.__getattribute__(self, '_type')}) with no "
+                "plain value cannot be combined with data"
+            )
         judge.decided_by_code += 1
         return judge.ask(op, *((other, self) if reflected else (self, other)))
+
     return method
 
 
@@ -650,6 +868,7 @@ def _unary(op, python):
         if mine is not NOTHING:
             return python(mine, *args)
         return object.__getattribute__(self, "_judge").ask(op, self, *args)
+
     return method
 
 
@@ -657,6 +876,7 @@ def _plain_op(op, python, missing=False):
     """An operation that reads a value: on the plain value when there is one (the code never sees what the
     tests look for in it), else asked of the code (counted when it decides a truth). `missing`: a key the
     value lacks is asked of the code (a Counter's 0, a defaultdict's default)."""
+
     def method(self, *args):
         plain = _value(self)
         if plain is not NOTHING:
@@ -671,6 +891,7 @@ def _plain_op(op, python, missing=False):
         if op == "contains":
             judge.decided_by_code += 1
         return judge.ask(op, self, *args)
+
     return method
 
 
@@ -690,11 +911,14 @@ def _decided(op):
         elif op in ("eq", "ne"):  # an object with no plain value is not equal to data
             return op == "ne"
         elif args:  # nor ordered against it: the code would learn the tests' bound
-            raise TypeError(f"an object of the code under test ({object.__getattribute__(self, '_type')}) with no "
-                            "plain value cannot be ordered against data")
+            raise TypeError(
+                f"an object of the code under test ({object.__getattribute__(self, '_type')}) with no "
+                "plain value cannot be ordered against data"
+            )
         judge = object.__getattribute__(self, "_judge")
         judge.decided_by_code += 1
         return judge.ask(op, self, *args)
+
     return method
 
 
@@ -771,16 +995,27 @@ class Far:
 
     __eq__, __ne__ = _decided("eq"), _decided("ne")
     __lt__, __le__, __gt__, __ge__ = _decided("lt"), _decided("le"), _decided("gt"), _decided("ge")
-    __contains__, __len__, __iter__ = _plain_op("contains", operator.contains), _plain_op("len", len), \
-        _plain_op("iter", iter)
+    __contains__, __len__, __iter__ = (
+        _plain_op("contains", operator.contains),
+        _plain_op("len", len),
+        _plain_op("iter", iter),
+    )
     __getitem__ = _plain_op("getitem", operator.getitem, missing=True)
     __next__ = _far_op("next")
     __setitem__, __delitem__ = _far_op("setitem"), _far_op("delitem")
-    __neg__, __pos__, __abs__, __invert__ = (_unary("neg", operator.neg), _unary("pos", operator.pos),
-                                             _unary("abs", abs), _unary("invert", operator.invert))
-    __index__, __int__, __float__, __complex__, __round__ = (_unary("index", operator.index), _unary("int", int),
-                                                             _unary("float", float), _unary("complex", complex),
-                                                             _unary("round", round))
+    __neg__, __pos__, __abs__, __invert__ = (
+        _unary("neg", operator.neg),
+        _unary("pos", operator.pos),
+        _unary("abs", abs),
+        _unary("invert", operator.invert),
+    )
+    __index__, __int__, __float__, __complex__, __round__ = (
+        _unary("index", operator.index),
+        _unary("int", int),
+        _unary("float", float),
+        _unary("complex", complex),
+        _unary("round", round),
+    )
 
 
 def _bool(self):
@@ -796,8 +1031,21 @@ def _bool(self):
 
 
 Far.__bool__ = _bool
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
-              "rshift"):
+for _name in (
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "matmul",
+    "and",
+    "or",
+    "xor",
+    "lshift",
+    "rshift",
+):
     _python = pow if _name == "pow" else getattr(operator, _name + "_" if _name in ("and", "or") else _name)
     setattr(Far, f"__{_name}__", _arith(_name, _python))
     setattr(Far, f"__r{_name}__", _arith(_name, _python, reflected=True))
@@ -817,12 +1065,14 @@ class RemoteModule(types.ModuleType):
                 names = judge.ask("dir", self)
             return _star_names(names)
         value = judge.ask("getattr", self, name)
-        if isinstance(value, Far) and name not in judge.served and (name in sys.stdlib_module_names or
-                                                                    name in sys.modules):
+        if (
+            isinstance(value, Far)
+            and name not in judge.served
+            and (name in sys.stdlib_module_names or name in sys.modules)
+        ):
             # a real module comes back as this process's own; an object of the code's posing as `math` never
             raise AttributeError(f"the code under test's {name!r} is not the module of that name")
         return value
-
 
     def __setattr__(self, name, value):
         if name.startswith("__") or "_hb_judge" not in self.__dict__:
@@ -864,9 +1114,15 @@ def _star_names(names):
         path = getattr(module, "__file__", None) or ""
         if root and os.path.abspath(path).startswith(root + os.sep):
             taken |= set(vars(module))
-    return [n for n in (names if isinstance(names, (list, tuple)) else [])
-            if isinstance(n, str) and n.isidentifier() and not n.startswith("_") and n not in taken
-            and not hasattr(builtins, n)]
+    return [
+        n
+        for n in (names if isinstance(names, (list, tuple)) else [])
+        if isinstance(n, str)
+        and n.isidentifier()
+        and not n.startswith("_")
+        and n not in taken
+        and not hasattr(builtins, n)
+    ]
 
 
 class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -881,8 +1137,10 @@ class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if name.split(".")[0] not in self.names:
             return None
         machinery = importlib.machinery
-        if any(finder.find_spec(name, path) is not None for finder in (
-                machinery.BuiltinImporter, machinery.FrozenImporter, machinery.PathFinder)):
+        if any(
+            finder.find_spec(name, path) is not None
+            for finder in (machinery.BuiltinImporter, machinery.FrozenImporter, machinery.PathFinder)
+        ):
             return None
         return importlib.util.spec_from_loader(name, self, is_package=True)
 
@@ -981,8 +1239,7 @@ class Report:
         if outcome not in ("passed",):
             crash = getattr(report.longrepr, "reprcrash", None)
             text = str(report.longrepr or "").strip()
-            entry["message"] = (crash.message if crash is not None else text.splitlines()[-1] if text else
-                                "")[:MESSAGE]
+            entry["message"] = (crash.message if crash is not None else text.splitlines()[-1] if text else "")[:MESSAGE]
             entry["detail"] = (report.longreprtext or "")[-DETAIL:]
         return entry
 
@@ -990,8 +1247,13 @@ class Report:
         counts = {}
         for entry in self.tests.values():
             counts[entry["outcome"]] = counts.get(entry["outcome"], 0) + 1
-        return {"exitstatus": int(exitstatus), "collected": self.collected, "counts": counts, "tests": self.tests,
-                "decided_by_code": self.judge.decided_by_code if self.judge else 0}
+        return {
+            "exitstatus": int(exitstatus),
+            "collected": self.collected,
+            "counts": counts,
+            "tests": self.tests,
+            "decided_by_code": self.judge.decided_by_code if self.judge else 0,
+        }
 
 
 def _script(kind, target, args):
@@ -1022,8 +1284,12 @@ def judge(argv):
     mode, *rest = argv[4:]  # argv[3] is "--"
     report_fd = int(os.environ.pop("HIVEBOARD_REPORT_FD"))
     holder = {}
-    channel = Channel(int(os.environ.pop("HIVEBOARD_CALL_IN")), int(os.environ.pop("HIVEBOARD_CALL_OUT")),
-                      lambda request: holder["judge"].serve(request), deadline=time.monotonic() + budget)
+    channel = Channel(
+        int(os.environ.pop("HIVEBOARD_CALL_IN")),
+        int(os.environ.pop("HIVEBOARD_CALL_OUT")),
+        lambda request: holder["judge"].serve(request),
+        deadline=time.monotonic() + budget,
+    )
     referee = holder["judge"] = Judge(channel, root)
     STAR_ROOT[0] = os.path.abspath(root)
     sys.set_int_max_str_digits(0)  # factorial(2000) is data too
@@ -1038,21 +1304,42 @@ def judge(argv):
 
         report = Report(referee)
         # hidden: no assertion explanations (nobody reads them, and describing a failure would ask the code)
-        code = pytest.main(["-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:anyio", "--rootdir", root,
-                            "--confcutdir", root, "-c", os.devnull, *(["--assert=plain"] if hidden else []), *rest],
-                           plugins=[report])
+        code = pytest.main(
+            [
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:xdist",
+                "-p",
+                "no:anyio",
+                "--rootdir",
+                root,
+                "--confcutdir",
+                root,
+                "-c",
+                os.devnull,
+                *(["--assert=plain"] if hidden else []),
+                *rest,
+            ],
+            plugins=[report],
+        )
         result = report.result(code)
         if rest == ["-q", root]:  # the default run: every test the files define must have been collected
             ran = list(report.tests)
             for test in expected:
                 if not any(node == test or node.startswith(test + "[") for node in ran):
-                    result["tests"][test] = {"outcome": "error", "exception": "Exception",
-                                             "message": "defined in the card's tests but never collected or run"}
+                    result["tests"][test] = {
+                        "outcome": "error",
+                        "exception": "Exception",
+                        "message": "defined in the card's tests but never collected or run",
+                    }
                     result["counts"]["error"] = result["counts"].get("error", 0) + 1
     else:
         outcome, exc, message, detail = _script(mode, rest[0], rest[1:])
-        result = {"script": {"outcome": outcome, "exception": exc, "message": message, "detail": detail},
-                  "decided_by_code": referee.decided_by_code}
+        result = {
+            "script": {"outcome": outcome, "exception": exc, "message": message, "detail": detail},
+            "decided_by_code": referee.decided_by_code,
+        }
     with os.fdopen(report_fd, "w") as out:
         json.dump(result, out)
     os._exit(0)  # the stand-ins' pipe may still be busy: nothing after the report matters
@@ -1086,10 +1373,16 @@ def _read_tests(root):
             for node in tree.body:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
                     expected.append(f"{rel}::{node.name}")
-                elif isinstance(node, ast.ClassDef) and node.name.startswith("Test") and not any(
-                        isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in node.body):
-                    expected += [f"{rel}::{node.name}::{n.name}" for n in node.body
-                                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")]
+                elif (
+                    isinstance(node, ast.ClassDef)
+                    and node.name.startswith("Test")
+                    and not any(isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in node.body)
+                ):
+                    expected += [
+                        f"{rel}::{node.name}::{n.name}"
+                        for n in node.body
+                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+                    ]
     return imported, expected
 
 

@@ -14,18 +14,17 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from hiveboard.board import Critique, ReviewIssue, Resolution
+from hiveboard.board import Critique, Resolution, ReviewIssue
 
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Work, is_test_file, python_sources, verdict_of
 from .config import RUFF_RULES
-from .sandbox import Box, Limits, Session
-
+from .sandbox import Box, SandboxLimits, Session
 
 REPORT_KB = 16 * 1024
 RULE_ID = re.compile(r"^[A-Z]{1,8}[0-9]{1,6}$")  # an analyser's JSON report is kept whole up to this size
 
 
-def _run(box: Box, session: Session, cmd: list[str], timeout: float, limits: Limits) -> str:
+def _run(box: Box, session: Session, cmd: list[str], timeout: float, limits: SandboxLimits) -> str:
     """Run an analyser in the box from the session's empty run directory; its JSON report."""
     try:
         out = box.run(session, cmd, limits=limits.model_copy(update={"output_kb": REPORT_KB}), timeout=timeout)
@@ -67,8 +66,27 @@ CANNOT_RUN = ("E9", "F82", "F63", "F7")
 # codes that are defects wherever they appear: runtime errors pylint finds, broken format strings,
 # repeated dict keys, and the bugbear checks for code that cannot do what it says (x++ , assigning
 # os.environ, return in finally, a comparison or literal that does nothing, raising a literal, …)
-DEFECTS = ("PLE", "F50", "F52", "F601", "F602", "F621", "F622", "B002", "B003", "B012", "B015", "B016", "B021",
-           "B025", "B029", "B030", "B032", "B033", "B035")
+DEFECTS = (
+    "PLE",
+    "F50",
+    "F52",
+    "F601",
+    "F602",
+    "F621",
+    "F622",
+    "B002",
+    "B003",
+    "B012",
+    "B015",
+    "B016",
+    "B021",
+    "B025",
+    "B029",
+    "B030",
+    "B032",
+    "B033",
+    "B035",
+)
 
 
 class StaticCritic(Critic):
@@ -80,8 +98,9 @@ class StaticCritic(Critic):
 
     SUPPRESSION: re.Pattern = re.compile(r"$^")  # the analyser's inline marker, with its optional rule list
 
-    def __init__(self, name: str, lens: str, timeout: float, box: Box, limits: Limits,
-                 honour: list[str] | None = None):
+    def __init__(
+        self, name: str, lens: str, timeout: float, box: Box, limits: SandboxLimits, honour: list[str] | None = None
+    ):
         super().__init__(name, lens)
         self.timeout = timeout
         self.box = box
@@ -104,8 +123,9 @@ class StaticCritic(Critic):
         rules = {w.upper() for w in re.split(r"[,\s]+", found.group(1) or "") if RULE_ID.match(w.upper())}
         return not rules or (rule or "").upper() in rules
 
-    def _judge(self, issues: list[ReviewIssue], files: dict[str, str], waived: set[str]
-               ) -> tuple[list[ReviewIssue], int]:
+    def _judge(
+        self, issues: list[ReviewIssue], files: dict[str, str], waived: set[str]
+    ) -> tuple[list[ReviewIssue], int]:
         """Apply the creator's waivers and judge the author's inline suppressions (see the class doc)."""
         out, suppressed = [], 0
         lines = {path: text.splitlines() for path, text in files.items()}
@@ -116,44 +136,76 @@ class StaticCritic(Critic):
             silenced = self._suppressed(line, issue.rule)
             suppressed += silenced
             if issue.rule in waived:
-                issue = issue.model_copy(update={"severity": "info", "description": (
-                    f"waived by the card's creator ({issue.rule}): {issue.description}")})
+                issue = issue.model_copy(
+                    update={
+                        "severity": "info",
+                        "description": (f"waived by the card's creator ({issue.rule}): {issue.description}"),
+                    }
+                )
             elif silenced and ("*" in self.honour or issue.rule in self.honour):
-                issue = issue.model_copy(update={"severity": "info", "description": (
-                    f"suppressed by the author, allowed by the operator ({issue.rule} at {issue.location}): "
-                    f"{issue.description}")})
+                issue = issue.model_copy(
+                    update={
+                        "severity": "info",
+                        "description": (
+                            f"suppressed by the author, allowed by the operator ({issue.rule} at {issue.location}): "
+                            f"{issue.description}"
+                        ),
+                    }
+                )
             elif silenced:
-                issue = issue.model_copy(update={"description": (
-                    f"suppressed by the author: {issue.rule} at {issue.location} (the suppression is not honoured; "
-                    f"the card's creator can waive the rule): {issue.description}")})
+                issue = issue.model_copy(
+                    update={
+                        "description": (
+                            f"suppressed by the author: {issue.rule} at {issue.location} (the suppression is not honoured; "
+                            f"the card's creator can waive the rule): {issue.description}"
+                        )
+                    }
+                )
             out.append(issue)
         return out, suppressed
 
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
         files = python_sources(work)
         if not files:
-            raise Skipped(f"{self.backend} reviews Python files; this work has none (no *.py artifact or "
-                          "```python block)")
+            raise Skipped(
+                f"{self.backend} reviews Python files; this work has none (no *.py artifact or ```python block)"
+            )
         with self.box.session(files) as session:
-            report = _run(self.box, session, self.command(session, [f"{session.src}/{f}" for f in sorted(files)]),
-                          self.timeout, self.limits)
+            report = _run(
+                self.box,
+                session,
+                self.command(session, [f"{session.src}/{f}" for f in sorted(files)]),
+                self.timeout,
+                self.limits,
+            )
             issues = self.parse(report, session.src)
         issues, suppressed = self._judge(issues, files, set(work.waived))
         verdict, score = verdict_of(issues)
         counts = Counter(i.severity for i in issues)
-        summary = (f"{self.backend} checked {len(files)} Python file(s) for {self.lens}: "
-                   + (", ".join(f"{n} {sev}" for sev, n in counts.most_common()) or "no findings")
-                   + (f"; {suppressed} finding(s) suppressed inline by the author" if suppressed else ""))
-        return Critique(verdict=verdict, score=score, summary=summary, issues=issues,
-                        resolutions=resolutions(earlier, issues))
+        summary = (
+            f"{self.backend} checked {len(files)} Python file(s) for {self.lens}: "
+            + (", ".join(f"{n} {sev}" for sev, n in counts.most_common()) or "no findings")
+            + (f"; {suppressed} finding(s) suppressed inline by the author" if suppressed else "")
+        )
+        return Critique(
+            verdict=verdict, score=score, summary=summary, issues=issues, resolutions=resolutions(earlier, issues)
+        )
 
 
 class RuffCritic(StaticCritic):
     backend = "ruff"
     SUPPRESSION = re.compile(r"#\s*noqa(?::\s*([A-Z0-9][A-Z0-9,\s]*))?", re.IGNORECASE)
 
-    def __init__(self, name: str, lens: str, timeout: float, box: Box, limits: Limits,
-                 rules: list[str] | None = None, honour: list[str] | None = None):
+    def __init__(
+        self,
+        name: str,
+        lens: str,
+        timeout: float,
+        box: Box,
+        limits: SandboxLimits,
+        rules: list[str] | None = None,
+        honour: list[str] | None = None,
+    ):
         super().__init__(name, lens, timeout, box, limits, honour)
         self.rules = rules or RUFF_RULES.get(lens) or RUFF_RULES["correctness"]
 
@@ -161,19 +213,37 @@ class RuffCritic(StaticCritic):
         from ruff.__main__ import find_ruff_bin  # the ruff binary installed with the package
 
         # files named one by one: ruff's default excludes (.git, venv, …) must not hide an artifact
-        return [self.box.expose(session, Path(find_ruff_bin())), "check", "--isolated", "--no-cache", "--exit-zero",
-                "--ignore-noqa",
-                "--output-format", "json", "--line-length", "120", "--select", ",".join(self.rules), "--", *files]
+        return [
+            self.box.expose(session, Path(find_ruff_bin())),
+            "check",
+            "--isolated",
+            "--no-cache",
+            "--exit-zero",
+            "--ignore-noqa",
+            "--output-format",
+            "json",
+            "--line-length",
+            "120",
+            "--select",
+            ",".join(self.rules),
+            "--",
+            *files,
+        ]
 
     def parse(self, report: str, root: str) -> list[ReviewIssue]:
         issues = []
         for f in json.loads(report):
             code, path = f.get("code") or "syntax", _relative(f["filename"], root)
-            issues.append(ReviewIssue(
-                severity=self._severity(code, path), category=f.get("name") or code, rule=code,
-                location=f"{path}:{f['location']['row']}",
-                description=f"{f['message']} ({code})",
-                suggestion=(f.get("fix") or {}).get("message") or f"see {f.get('url') or 'the ruff docs'}"))
+            issues.append(
+                ReviewIssue(
+                    severity=self._severity(code, path),
+                    category=f.get("name") or code,
+                    rule=code,
+                    location=f"{path}:{f['location']['row']}",
+                    description=f"{f['message']} ({code})",
+                    suggestion=(f.get("fix") or {}).get("message") or f"see {f.get('url') or 'the ruff docs'}",
+                )
+            )
         return issues
 
     def _severity(self, code: str, path: str) -> str:
@@ -198,22 +268,42 @@ BANDIT_KNOWN: dict[str, tuple[str, str]] = {
     "B324": ("weak-hash", "use hashlib.sha256 (or a password hash such as hashlib.scrypt for passwords)"),
     "B506": ("unsafe-yaml", "use yaml.safe_load"),
     "B602": ("shell-injection", "pass an argument list to subprocess without shell=True"),
-    "B608": ("sql-injection", "use a parameterised query: placeholders (?) and a parameter list, never string "
-                              "formatting"),
+    "B608": (
+        "sql-injection",
+        "use a parameterised query: placeholders (?) and a parameter list, never string formatting",
+    ),
 }
 
 
 class BanditCritic(StaticCritic):
     backend = "bandit"
     SUPPRESSION = re.compile(r"#\s*nosec\b(?:[:\s]+([A-Z][A-Z0-9,\s]*))?", re.IGNORECASE)
-    SEVERITY = {("HIGH", "HIGH"): "critical", ("HIGH", "MEDIUM"): "critical", ("HIGH", "LOW"): "major",
-                ("MEDIUM", "HIGH"): "major", ("MEDIUM", "MEDIUM"): "major", ("MEDIUM", "LOW"): "minor"}
+    SEVERITY = {
+        ("HIGH", "HIGH"): "critical",
+        ("HIGH", "MEDIUM"): "critical",
+        ("HIGH", "LOW"): "major",
+        ("MEDIUM", "HIGH"): "major",
+        ("MEDIUM", "MEDIUM"): "major",
+        ("MEDIUM", "LOW"): "minor",
+    }
 
     def command(self, session: Session, files: list[str]) -> list[str]:
         # -I: an isolated interpreter, so no submitted `yaml.py` or `bandit/` is importable; -x: bandit's
         # default excludes would skip .git etc.
-        return [sys.executable, "-I", "-m", "bandit", "-q", "--ignore-nosec", "-f", "json", "-x", "/nowhere", "--",
-                *files]
+        return [
+            sys.executable,
+            "-I",
+            "-m",
+            "bandit",
+            "-q",
+            "--ignore-nosec",
+            "-f",
+            "json",
+            "-x",
+            "/nowhere",
+            "--",
+            *files,
+        ]
 
     def parse(self, text: str, root: str) -> list[ReviewIssue]:
         report = json.loads(text)
@@ -226,14 +316,25 @@ class BanditCritic(StaticCritic):
                 severity = "minor"  # test code does not ship: asserts, fixed tokens and /tmp paths are normal there
             cwe = (r.get("issue_cwe") or {}).get("id")
             category, fix = BANDIT_KNOWN.get(r["test_id"], (r["test_name"], f"see {r['more_info']}"))
-            issues.append(ReviewIssue(
-                severity=severity, category=category, rule=r["test_id"],
-                location=f"{_relative(r['filename'], root)}:{r['line_number']}",
-                description=f"{r['issue_text']} ({r['test_id']}" + (f", CWE-{cwe})" if cwe else ")"),
-                suggestion=fix))
+            issues.append(
+                ReviewIssue(
+                    severity=severity,
+                    category=category,
+                    rule=r["test_id"],
+                    location=f"{_relative(r['filename'], root)}:{r['line_number']}",
+                    description=f"{r['issue_text']} ({r['test_id']}" + (f", CWE-{cwe})" if cwe else ")"),
+                    suggestion=fix,
+                )
+            )
         for e in report.get("errors", []):
-            issues.append(ReviewIssue(severity="major", category="unparsable", rule="bandit-error",
-                                      location=_relative(e.get("filename", ""), root),
-                                      description=f"bandit could not analyse the file: {e.get('reason')}",
-                                      suggestion="make the file valid Python so it can be checked"))
+            issues.append(
+                ReviewIssue(
+                    severity="major",
+                    category="unparsable",
+                    rule="bandit-error",
+                    location=_relative(e.get("filename", ""), root),
+                    description=f"bandit could not analyse the file: {e.get('reason')}",
+                    suggestion="make the file valid Python so it can be checked",
+                )
+            )
         return issues

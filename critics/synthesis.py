@@ -49,8 +49,9 @@ def merge(critiques: list[CritiqueRecord]) -> list[MergedIssue]:
         for issue in c.issues:
             for entry, first in merged:
                 same_place = issue.location and issue.location == entry.location
-                if (same_place and (entry.lens == c.lens or _similar(first, issue))) or \
-                        (not issue.location and not entry.location and _similar(first, issue)):
+                if (same_place and (entry.lens == c.lens or _similar(first, issue))) or (
+                    not issue.location and not entry.location and _similar(first, issue)
+                ):
                     if SEVERITY_RANK[issue.severity] > SEVERITY_RANK[entry.severity]:
                         entry.severity = issue.severity
                     if c.critic not in entry.found_by:
@@ -60,12 +61,23 @@ def merge(critiques: list[CritiqueRecord]) -> list[MergedIssue]:
                         entry.suggestion = issue.suggestion
                     break
             else:
-                merged.append((MergedIssue(rank=0, severity=issue.severity, lens=c.lens, category=issue.category,
-                                           location=issue.location, description=issue.description,
-                                           suggestion=issue.suggestion, found_by=[c.critic],
-                                           refs=[issue.ref or ""]), issue))
-    issues = sorted((m for m, _ in merged),
-                    key=lambda m: (-SEVERITY_RANK[m.severity], _rank(m.lens), -len(m.found_by)))
+                merged.append(
+                    (
+                        MergedIssue(
+                            rank=0,
+                            severity=issue.severity,
+                            lens=c.lens,
+                            category=issue.category,
+                            location=issue.location,
+                            description=issue.description,
+                            suggestion=issue.suggestion,
+                            found_by=[c.critic],
+                            refs=[issue.ref or ""],
+                        ),
+                        issue,
+                    )
+                )
+    issues = sorted((m for m, _ in merged), key=lambda m: (-SEVERITY_RANK[m.severity], _rank(m.lens), -len(m.found_by)))
     for n, m in enumerate(issues, 1):
         m.rank = n
     return issues
@@ -78,10 +90,13 @@ def contradictions(critiques: list[CritiqueRecord], issues: list[MergedIssue]) -
     for lens in sorted({c.lens for c in delivered}, key=_rank):
         same = [c for c in delivered if c.lens == lens]
         if len({blocking(c) for c in same}) > 1:
-            out.append(Contradiction(
-                about=f"{lens}: critics disagree on whether the work passes",
-                positions={c.critic: f"{c.verdict} ({c.score}/10): {(c.summary or '')[:200]}" for c in same},
-                decided="FAIL stands: a blocking issue is not overruled by a critic that missed it"))
+            out.append(
+                Contradiction(
+                    about=f"{lens}: critics disagree on whether the work passes",
+                    positions={c.critic: f"{c.verdict} ({c.score}/10): {(c.summary or '')[:200]}" for c in same},
+                    decided="FAIL stands: a blocking issue is not overruled by a critic that missed it",
+                )
+            )
     by_place: dict[str, list[MergedIssue]] = {}
     for m in issues:
         if m.location:
@@ -90,10 +105,13 @@ def contradictions(critiques: list[CritiqueRecord], issues: list[MergedIssue]) -
         lenses = {m.lens for m in found}
         if len(lenses) > 1 and len({m.suggestion for m in found if m.suggestion}) > 1:
             top = min(lenses, key=_rank)
-            out.append(Contradiction(
-                about=f"{place}: {', '.join(sorted(lenses, key=_rank))} ask for different changes",
-                positions={"/".join(m.found_by): f"[{m.lens}] {m.suggestion}" for m in found},
-                decided=f"{top} takes precedence where the changes conflict"))
+            out.append(
+                Contradiction(
+                    about=f"{place}: {', '.join(sorted(lenses, key=_rank))} ask for different changes",
+                    positions={"/".join(m.found_by): f"[{m.lens}] {m.suggestion}" for m in found},
+                    decided=f"{top} takes precedence where the changes conflict",
+                )
+            )
     return out
 
 
@@ -105,8 +123,9 @@ FAIL_CAP = 4.0
 SCORE_NOTE = re.compile(r" caps? the score at [\d.]+/10 \(critics averaged")
 
 
-def score_of(critiques: list[CritiqueRecord], issues: list[MergedIssue], verdict: str,
-             bar: float = 0) -> tuple[float | None, str | None]:
+def score_of(
+    critiques: list[CritiqueRecord], issues: list[MergedIssue], verdict: str, bar: float = 0
+) -> tuple[float | None, str | None]:
     """(score, why) for a round: the mean of the critics' scores, capped for a FAIL (below SCORE_CAPS of its
     worst blocking issue, FAIL_CAP without one, and below the bar when there is one); `why` is one line, set
     when the cap applied."""
@@ -123,8 +142,11 @@ def score_of(critiques: list[CritiqueRecord], issues: list[MergedIssue], verdict
         what, many, cap = f"{len(top)} {worst} {noun}{'s' if len(top) > 1 else ''}", len(top) > 1, SCORE_CAPS[worst]
     else:
         failed = [c.critic for c in critiques if c.status == "ok" and c.verdict == "FAIL"]
-        what, many, cap = (f"the FAIL of {', '.join(failed)}" if failed else "a FAIL without a blocking issue",
-                           False, FAIL_CAP)
+        what, many, cap = (
+            f"the FAIL of {', '.join(failed)}" if failed else "a FAIL without a blocking issue",
+            False,
+            FAIL_CAP,
+        )
     if bar:
         cap = min(cap, max(1.0, bar - 1))
     if mean <= cap:
@@ -132,8 +154,9 @@ def score_of(critiques: list[CritiqueRecord], issues: list[MergedIssue], verdict
     return cap, f"{what} {'cap' if many else 'caps'} the score at {cap:g}/10 (critics averaged {mean:g})"
 
 
-def _rescored(synthesis: Synthesis, critiques: list[CritiqueRecord], issues: list[MergedIssue],
-              verdict: str, bar: float = 0) -> dict:
+def _rescored(
+    synthesis: Synthesis, critiques: list[CritiqueRecord], issues: list[MergedIssue], verdict: str, bar: float = 0
+) -> dict:
     """The score and note of a synthesis whose verdict or issues changed (the meta-review)."""
     score, why = score_of(critiques, issues, verdict, bar)
     notes = [n for n in (synthesis.note or "").split("; ") if n and not SCORE_NOTE.search(n)]
@@ -150,8 +173,9 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[CritiqueRecord],
-          limit: int = BRIEF_CHARS) -> str:
+def brief(
+    verdict: str, issues: list[MergedIssue], round_: int, critiques: list[CritiqueRecord], limit: int = BRIEF_CHARS
+) -> str:
     """The revision brief an agent acts on in one read: the blocking issues, most important first, each
     with where, what (for a failing test: expected against actual and the failing line) and the fix; the
     rest counted, not listed. At most `limit` characters."""
@@ -159,8 +183,11 @@ def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[
     should = [m for m in issues if m.severity not in BLOCKING]
     lines = [f"Round {round_}: FAIL. Fix these first, in order:" if verdict == "FAIL" else f"Round {round_}: PASS."]
     if verdict == "FAIL":
-        lines += [f"- {c.critic} ({c.lens}) failed the work: {_cut(c.summary or '', 200)}" for c in critiques
-                  if c.status == "ok" and c.verdict == "FAIL" and not any(i.severity in BLOCKING for i in c.issues)]
+        lines += [
+            f"- {c.critic} ({c.lens}) failed the work: {_cut(c.summary or '', 200)}"
+            for c in critiques
+            if c.status == "ok" and c.verdict == "FAIL" and not any(i.severity in BLOCKING for i in c.issues)
+        ]
     # one fix shared by every blocking issue (each failing test: "make this test pass") is said once
     common = must[0].suggestion if len(must) > 1 and len({m.suggestion for m in must}) == 1 else None
     closing = [f"Fix each: {_cut(common, 160)}"] if common else []
@@ -168,10 +195,12 @@ def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[
     for m in must:
         text = m.description or ""
         if m.location and text.startswith(m.location):  # a failing test's description starts with its id
-            text = text[len(m.location):]
+            text = text[len(m.location) :]
         what = " | ".join(" ".join(line.split()) for line in text.splitlines()[:3] if line.strip())
-        entries.append(f"{m.rank}. [{m.severity}] {m.location or '(general)'} — {_cut(what, 320)}"
-                       + (f" Fix: {_cut(m.suggestion, 160)}" if m.suggestion and not common else ""))
+        entries.append(
+            f"{m.rank}. [{m.severity}] {m.location or '(general)'} — {_cut(what, 320)}"
+            + (f" Fix: {_cut(m.suggestion, 160)}" if m.suggestion and not common else "")
+        )
     shown = 0
     room = limit - 140 - sum(len(x) + 1 for x in closing)  # room for the shared fix and the closing count
     for entry in entries:
@@ -189,8 +218,9 @@ def brief(verdict: str, issues: list[MergedIssue], round_: int, critiques: list[
     return _cut("\n".join(lines + closing), limit)
 
 
-def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
-               brief_chars: int = BRIEF_CHARS, bar: float = 0) -> Synthesis:
+def synthesise(
+    critiques: list[CritiqueRecord], lenses: list[str], round_: int, brief_chars: int = BRIEF_CHARS, bar: float = 0
+) -> Synthesis:
     """One verdict for a round. No critic is dropped: failures and missed lenses are listed."""
     delivered = [c for c in critiques if c.status == "ok"]
     ran = sorted({c.lens for c in delivered}, key=_rank)
@@ -211,20 +241,34 @@ def synthesise(critiques: list[CritiqueRecord], lenses: list[str], round_: int,
         # the seeds' loop: revise until the score reaches the bar, not only until nothing blocks
         verdict = "FAIL"
         notes.append(f"score {score}/10 is below the bar {bar:g} (review.pass_score)")
-        text = _cut(f"Round {round_}: FAIL. No blocking issue, but the score {score}/10 is below the bar "
-                    f"{bar:g}: improve the work where the critics marked it down.\n"
-                    + "\n".join(text.splitlines()[1:]), brief_chars)
+        text = _cut(
+            f"Round {round_}: FAIL. No blocking issue, but the score {score}/10 is below the bar "
+            f"{bar:g}: improve the work where the critics marked it down.\n" + "\n".join(text.splitlines()[1:]),
+            brief_chars,
+        )
     if why:
         notes.insert(0, why)
     return Synthesis(
-        verdict=verdict, score=score, issues=issues,
-        contradictions=contradictions(critiques, issues), brief=text,
-        lenses_ran=ran, lenses_failed=failed, lenses_uncovered=uncovered, decisive=decisive,
-        note="; ".join(notes) or None)
+        verdict=verdict,
+        score=score,
+        issues=issues,
+        contradictions=contradictions(critiques, issues),
+        brief=text,
+        lenses_ran=ran,
+        lenses_failed=failed,
+        lenses_uncovered=uncovered,
+        decisive=decisive,
+        note="; ".join(notes) or None,
+    )
 
 
-def downgrade(synthesis: Synthesis, critiques: list[CritiqueRecord], round_: int, decisions: dict[int, tuple[str, str]],
-              brief_chars: int = BRIEF_CHARS) -> Synthesis:
+def downgrade(
+    synthesis: Synthesis,
+    critiques: list[CritiqueRecord],
+    round_: int,
+    decisions: dict[int, tuple[str, str]],
+    brief_chars: int = BRIEF_CHARS,
+) -> Synthesis:
     """Apply a meta-review: {rank: (severity, reason)} for blocking issues. A critical finding of the first lens
     (security, integrity: NEVER_LOWERED) is never lowered. The verdict is then decided again on what still blocks."""
     meta, issues = [], []
@@ -240,34 +284,50 @@ def downgrade(synthesis: Synthesis, critiques: list[CritiqueRecord], round_: int
     unexplained = [c.critic for c in critiques if c.status == "ok" and c.verdict == "FAIL" and not c.issues]
     verdict = "FAIL" if still or unexplained else "PASS"
     decisive = sorted({name for m in still for name in m.found_by} | set(unexplained))
-    return synthesis.model_copy(update={
-        "issues": issues, "meta": meta, "verdict": verdict, "decisive": decisive,
-        **_rescored(synthesis, critiques, issues, verdict),
-        "brief": brief(verdict, issues, round_, critiques, brief_chars) if verdict != synthesis.verdict else
-        synthesis.brief})
+    return synthesis.model_copy(
+        update={
+            "issues": issues,
+            "meta": meta,
+            "verdict": verdict,
+            "decisive": decisive,
+            **_rescored(synthesis, critiques, issues, verdict),
+            "brief": brief(verdict, issues, round_, critiques, brief_chars)
+            if verdict != synthesis.verdict
+            else synthesis.brief,
+        }
+    )
 
 
 def convergence_summary(rounds: list[list[CritiqueRecord]], max_rounds: int) -> str:
     """For a human after the last round: per critic, its final verdict, what got resolved, what did not."""
     last = rounds[-1]
-    lines = [f"Review did not converge after {len(rounds)} of {max_rounds} rounds; a human decides.",
-             "Final verdicts: " + ", ".join(f"{c.critic}: {c.verdict or c.status}" for c in last)]
+    lines = [
+        f"Review did not converge after {len(rounds)} of {max_rounds} rounds; a human decides.",
+        "Final verdicts: " + ", ".join(f"{c.critic}: {c.verdict or c.status}" for c in last),
+    ]
     issue_of = {i.ref: i for rnd in rounds for c in rnd for i in c.issues}
     critics = list(dict.fromkeys(c.critic for rnd in rounds for c in rnd))
     for name in critics:
         mine = [(n, c) for n, rnd in enumerate(rounds, 1) for c in rnd if c.critic == name]
-        resolved = [(n, issue_of[r.ref]) for n, c in mine for r in c.resolutions
-                    if r.status == "resolved" and r.ref in issue_of]
+        resolved = [
+            (n, issue_of[r.ref]) for n, c in mine for r in c.resolutions if r.status == "resolved" and r.ref in issue_of
+        ]
         final = next((c for n, c in mine if n == len(rounds)), None)
         open_ = sorted(final.issues if final else [], key=lambda i: -SEVERITY_RANK[i.severity])
         lens = mine[-1][1].lens
-        lines.append(f"{name} ({lens}): {len(resolved)} resolved, {len(open_)} unresolved"
-                     + (f"; {final.status}: {final.error}" if final and final.status != "ok" else ""))
+        lines.append(
+            f"{name} ({lens}): {len(resolved)} resolved, {len(open_)} unresolved"
+            + (f"; {final.status}: {final.error}" if final and final.status != "ok" else "")
+        )
         for n, issue in resolved:
             lines.append(f"  RESOLVED in round {n}: {issue.location} {issue.description}")
         for issue in open_:
-            lines.append(f"  UNRESOLVED [{issue.severity}] {issue.location} {issue.description}"
-                         + (f" — suggests: {issue.suggestion}" if issue.suggestion else ""))
-    lines.append("Decide: fix it yourself, re-scope the card, or move it to todo (update_task status='todo') "
-                 "for another cycle of review.")
+            lines.append(
+                f"  UNRESOLVED [{issue.severity}] {issue.location} {issue.description}"
+                + (f" — suggests: {issue.suggestion}" if issue.suggestion else "")
+            )
+    lines.append(
+        "Decide: fix it yourself, re-scope the card, or move it to todo (update_task status='todo') "
+        "for another cycle of review."
+    )
     return "\n".join(lines)

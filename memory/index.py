@@ -57,14 +57,26 @@ def chroma_client(path: Path | None = None, url: str | None = None):
     settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
     if url:
         parsed = urlparse(url)
-        return chromadb.HttpClient(host=parsed.hostname or "127.0.0.1", port=parsed.port or 8000,
-                                   ssl=parsed.scheme == "https", settings=settings)
+        return chromadb.HttpClient(
+            host=parsed.hostname or "127.0.0.1",
+            port=parsed.port or 8000,
+            ssl=parsed.scheme == "https",
+            settings=settings,
+        )
     return chromadb.PersistentClient(path=str(path), settings=settings)
 
 
 class VectorIndex:
-    def __init__(self, embedder: Embedder, *, path: Path | None = None, url: str | None = None,
-                 base_url: str | None = None, rebuild: bool = False, collection: str = COLLECTION):
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        path: Path | None = None,
+        url: str | None = None,
+        base_url: str | None = None,
+        rebuild: bool = False,
+        collection: str = COLLECTION,
+    ):
         self.embedder = embedder
         self.name = collection
         self.function = HiveboardEmbedding(embedder.name if base_url is None else embedder.model, base_url)
@@ -93,11 +105,15 @@ class VectorIndex:
                     f"the memory index was built with {meta.get('hiveboard_model')} "
                     f"({meta.get('hiveboard_dim')}-d) but this server embeds with {self.embedder.name} "
                     f"({self.embedder.dim}-d); vectors of two models do not compare. Run `hiveboard reindex` "
-                    "to rebuild the index from SQLite with the configured model")
+                    "to rebuild the index from SQLite with the configured model"
+                )
             return self.client.get_collection(self.name, embedding_function=self.function)
         return self.client.create_collection(
-            self.name, embedding_function=self.function, configuration={"hnsw": {"space": "cosine"}},
-            metadata={"hiveboard_model": self.embedder.name, "hiveboard_dim": self.embedder.dim})
+            self.name,
+            embedding_function=self.function,
+            configuration={"hnsw": {"space": "cosine"}},
+            metadata={"hiveboard_model": self.embedder.name, "hiveboard_dim": self.embedder.dim},
+        )
 
     def rebuild(self) -> None:
         """Drop the collection and create it empty for the configured model."""
@@ -107,13 +123,32 @@ class VectorIndex:
     def upsert(self, items: list[MemoryItem], vectors: np.ndarray) -> None:
         if not items:
             return
-        self._call(lambda: self.collection.upsert(
-            ids=[str(i.id) for i in items], embeddings=[v for v in vectors],
-            metadatas=[{"kind": i.kind, "task_type": i.task_type or "", "task_id": i.task_id or 0,
-                        "deprecated": i.deprecated, "created_at": i.created_at} for i in items]))
+        self._call(
+            lambda: self.collection.upsert(
+                ids=[str(i.id) for i in items],
+                embeddings=[v for v in vectors],
+                metadatas=[
+                    {
+                        "kind": i.kind,
+                        "task_type": i.task_type or "",
+                        "task_id": i.task_id or 0,
+                        "deprecated": i.deprecated,
+                        "created_at": i.created_at,
+                    }
+                    for i in items
+                ],
+            )
+        )
 
-    def query(self, vector: np.ndarray, n: int, *, task_type: str | None = None, kinds: list[str] | None = None,
-              include_deprecated: bool = False) -> list[tuple[int, float]]:
+    def query(
+        self,
+        vector: np.ndarray,
+        n: int,
+        *,
+        task_type: str | None = None,
+        kinds: list[str] | None = None,
+        include_deprecated: bool = False,
+    ) -> list[tuple[int, float]]:
         """(item id, cosine similarity), best first, filtered inside Chroma (tags are not here: see upsert)."""
         clauses: list[dict] = []
         if task_type:
@@ -123,8 +158,9 @@ class VectorIndex:
         if not include_deprecated:
             clauses.append({"deprecated": False})
         where = clauses[0] if len(clauses) == 1 else ({"$and": clauses} if clauses else None)
-        result = self._call(lambda: self.collection.query(query_embeddings=[vector], n_results=n, where=where,
-                                                          include=["distances"]))
+        result = self._call(
+            lambda: self.collection.query(query_embeddings=[vector], n_results=n, where=where, include=["distances"])
+        )
         return [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0])]
 
     def _call(self, operation):

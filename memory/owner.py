@@ -143,9 +143,12 @@ class SharedIndex:
 
         try:
             info = json.loads((self.home / "memory-owner.json").read_text())
-            response = httpx.post(f"http://127.0.0.1:{info['port']}/query", timeout=10,
-                                  headers={"x-hiveboard-secret": info["secret"]},
-                                  json={"vector": [float(x) for x in vector], "n": n, **filters})
+            response = httpx.post(
+                f"http://127.0.0.1:{info['port']}/query",
+                timeout=10,
+                headers={"x-hiveboard-secret": info["secret"]},
+                json={"vector": [float(x) for x in vector], "n": n, **filters},
+            )
             if response.status_code == 500:
                 raise IndexUnavailable(f"the owner's index failed: {response.json().get('error')}")
             response.raise_for_status()

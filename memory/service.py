@@ -22,6 +22,7 @@ from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded
 from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches, source_ids
 from hiveboard.board.priority import at_low_priority
+from hiveboard.board.worker import Worker
 
 from .errors import EmbeddingError, IndexUnavailable
 from .owner import SharedIndex
@@ -35,9 +36,9 @@ if TYPE_CHECKING:  # Chroma, the embedding model and numpy load when a memory is
 log = logging.getLogger("hiveboard.memory")
 
 RRF_K = 60  # orders the results of a one-half search (vector or keyword mode, or vector search unavailable)
-# How much a hybrid score rises for an item holding all the query's words (see Memory._fuse); chosen on the
-# labelled sets in bench/ (0.10-0.15 kept hybrid at or above both halves on all four, CoSQA included;
-# 0.20 did not). The bonus grows with the square of the coverage: half the query's weight of words earns a quarter.
+# How much a hybrid score rises for an item holding all the query's words (see Memory._fuse): a weight that
+# keeps hybrid at or above both halves on every labelled set in bench/ (bench/README.md has the comparison).
+# The bonus grows with the square of the coverage: half the query's weight of words earns a quarter.
 KEYWORD_WEIGHT = 0.15
 CANDIDATES = 50
 OVERFETCH = 200  # unfiltered vector candidates, filtered afterwards in SQLite
@@ -46,7 +47,7 @@ SMALL_FETCH = 100  # the first fetch when no filter but `deprecated` narrows the
 TAGGED_SCAN = 5_000  # the newest items with the asked-for tags whose stored vectors a rare-tag search ranks
 DUPLICATE_SIMILARITY = 0.9
 # Below this cosine similarity a vector "match" is noise; kept, it would lend rank-fusion credit to
-# weak keyword hits (measured on tests/memory/retrieval_set.json: hybrid recall@5 0.93 → 0.95).
+# weak keyword hits and push better ones down (tests/memory/test_retrieval.py scores the labelled set).
 MIN_SIMILARITY = 0.2
 # The least relevance (hybrid score: cosine similarity plus the keyword bonus) a lesson or critique needs to be
 # handed to an agent claiming a card: below it an item is about other work, and the claim gets nothing rather
@@ -114,16 +115,30 @@ def _hit(item: MemoryItem, **found) -> Hit:
     if len(text) > SNIPPET_CHARS:
         text = text[:SNIPPET_CHARS] + "…"
         cut = f"{len(item.text)} characters in all: read {memory_uri(item.id)}"
-    return Hit(id=item.id, kind=item.kind, task_type=item.task_type, task_id=item.task_id, title=item.title,
-               snippet=text, cut=cut, tags=item.tags, created_at=item.created_at, merged_count=item.merged_count,
-               deprecated=item.deprecated, superseded_by=item.superseded_by,
-               **{key: value for key, value in source_ids(item.source).items() if key != "task_id"}, **found)
+    return Hit(
+        id=item.id,
+        kind=item.kind,
+        task_type=item.task_type,
+        task_id=item.task_id,
+        title=item.title,
+        snippet=text,
+        cut=cut,
+        tags=item.tags,
+        created_at=item.created_at,
+        merged_count=item.merged_count,
+        deprecated=item.deprecated,
+        superseded_by=item.superseded_by,
+        **{key: value for key, value in source_ids(item.source).items() if key != "task_id"},
+        **found,
+    )
 
 
 def _unindexed_note(count: int, mode: str) -> str:
     if mode == "vector":
-        return (f"{count} memory item(s) are not yet indexed by meaning, and a vector search cannot see them; "
-                "hybrid or keyword mode can, or pass wait_seconds")
+        return (
+            f"{count} memory item(s) are not yet indexed by meaning, and a vector search cannot see them; "
+            "hybrid or keyword mode can, or pass wait_seconds"
+        )
     return f"{count} memory item(s) are not yet indexed by meaning; keyword hits include them (wait_seconds waits)"
 
 
@@ -148,28 +163,39 @@ def _same_catch(a: str, b: str) -> bool:
 
 
 class Memory:
-    def __init__(self, board: Board, embedder: Embedder, index: SharedIndex | VectorIndex,
-                 relevance_floor: float = RELEVANCE_FLOOR):
+    def __init__(
+        self,
+        board: Board,
+        embedder: Embedder,
+        index: SharedIndex | VectorIndex,
+        relevance_floor: float = RELEVANCE_FLOOR,
+    ):
         self.board = board
         self.relevance_floor = relevance_floor
         self.knowledge = board.knowledge
         self.embedder = embedder
         self.index = index
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._worker: threading.Thread | None = None
-        board.store.notifier.subscribe(self._on_commit)
+        self.indexer = Indexer(self)
         if isinstance(index, SharedIndex):
-            index.on_owner = self._wake.set  # taking the index over: index what waited at once
+            index.on_owner = self.indexer.wake  # taking the index over: index what waited at once
 
     # ----------------------------------------------------------------- search
 
     def _vector(self, query_vec: np.ndarray, n: int, **filters) -> list[tuple[int, float]]:
         return self.index.query(query_vec, n, **filters)
 
-    def query(self, query: str, *, task_type: str | None = None, kinds: list[str] | None = None,
-              tags: list[str] | None = None, k: int = 5, include_deprecated: bool = False,
-              mode: Mode = "hybrid", vector: np.ndarray | None = None) -> Results:
+    def query(
+        self,
+        query: str,
+        *,
+        task_type: str | None = None,
+        kinds: list[str] | None = None,
+        tags: list[str] | None = None,
+        k: int = 5,
+        include_deprecated: bool = False,
+        mode: Mode = "hybrid",
+        vector: np.ndarray | None = None,
+    ) -> Results:
         """The k best items for a query, by meaning and keyword, within the filters.
 
         `vector` is the query's embedding when the caller has it already.
@@ -199,15 +225,16 @@ class Memory:
             try:
                 if vector is None:
                     vector = self.embedder.embed([query])[0]
-                # An unfiltered HNSW search is ~1 ms; Chroma's metadata filters cost 15 ms at 10k items
-                # and 100 ms at 100k. So: over-fetch without filters and check them in SQLite, and
+                # An unfiltered HNSW search costs about the same at any size, while Chroma's metadata filters
+                # cost in proportion to the items they match (bench/README.md, bench_memory.py). So: over-fetch
+                # without filters and check them in SQLite, and
                 # ask Chroma to filter only when that leaves too few candidates (a rare type or kind; a rare
                 # tag is ranked in SQLite, since tags are not Chroma metadata).
                 narrowing = task_type or kinds or tags
                 # Without a narrowing filter only deprecated items drop out, and rarely: a smaller first
                 # fetch nearly always holds the CANDIDATES best, and the full over-fetch follows if not.
-                # (Chroma's cost grows with n: 200 neighbours took twice as long as 50 at 10k items.)
-                for fetch in ((OVERFETCH,) if narrowing else (SMALL_FETCH, OVERFETCH)):
+                # (Past SMALL_FETCH neighbours, Chroma's cost grows with how many it is asked for.)
+                for fetch in (OVERFETCH,) if narrowing else (SMALL_FETCH, OVERFETCH):
                     fetched = self._vector(vector, fetch, include_deprecated=True)
                     vector_hits = [(i, sim) for i, sim in fetched if sim >= MIN_SIMILARITY]
                     allowed = self.knowledge.allowed([i for i, _ in vector_hits], **filters)
@@ -219,8 +246,9 @@ class Memory:
                         found = self.knowledge.vectors_where(self.embedder.name, TAGGED_SCAN, **filters)
                         filtered = sorted(((i, float(v @ vector)) for i, v in found), key=lambda p: -p[1])
                     else:
-                        filtered = self._vector(vector, CANDIDATES, task_type=task_type, kinds=kinds,
-                                                include_deprecated=include_deprecated)
+                        filtered = self._vector(
+                            vector, CANDIDATES, task_type=task_type, kinds=kinds, include_deprecated=include_deprecated
+                        )
                     filtered = [(i, sim) for i, sim in filtered if sim >= MIN_SIMILARITY][:CANDIDATES]
                     allowed = self.knowledge.allowed([i for i, _ in filtered], **filters)
                     kept = [(i, sim) for i, sim in filtered if i in allowed]
@@ -231,7 +259,8 @@ class Memory:
             finally:
                 if keyword is not None:
                     ranked, words = keyword.result()
-                    rankings = {"keyword": ranked, **rankings}  # keyword first, as before
+                    # keyword first, as on the in-transaction path: `matched` names the halves in one order
+                    rankings = {"keyword": ranked, **rankings}
         matched: dict[int, list[str]] = {}
         for source, ids in rankings.items():
             for item_id in ids:
@@ -239,12 +268,21 @@ class Memory:
         if len(rankings) == 2:
             scores = self._fuse(rankings, similarity, vector, words, k)
         else:  # one half: its own order
-            scores = {item_id: 1.0 / (RRF_K + rank + 1) for ids in rankings.values()
-                      for rank, item_id in enumerate(ids)}
+            scores = {
+                item_id: 1.0 / (RRF_K + rank + 1) for ids in rankings.values() for rank, item_id in enumerate(ids)
+            }
         best = sorted(scores, key=lambda i: -scores[i])[:k]
         items = self.knowledge.get(best)
-        hits = [_hit(items[i], score=round(scores[i], 5), matched=sorted(matched[i], reverse=True),
-                     similarity=round(similarity[i], 4) if i in similarity else None) for i in best if i in items]
+        hits = [
+            _hit(
+                items[i],
+                score=round(scores[i], 5),
+                matched=sorted(matched[i], reverse=True),
+                similarity=round(similarity[i], 4) if i in similarity else None,
+            )
+            for i in best
+            if i in items
+        ]
         # an item not embedded yet is found by its words only: say so, rather than return a quiet partial answer
         unindexed = self.knowledge.pending() if mode != "keyword" else 0
         if unindexed:
@@ -258,8 +296,14 @@ class Memory:
         ranked = self.knowledge.keyword(query, limit=CANDIDATES, **filters)
         return ranked, self.knowledge.word_matches(query) if mode == "hybrid" else None
 
-    def _fuse(self, rankings: dict[str, list[int]], similarity: dict[int, float], vector: np.ndarray,
-              words: WordMatches, k: int) -> dict[int, float]:
+    def _fuse(
+        self,
+        rankings: dict[str, list[int]],
+        similarity: dict[int, float],
+        vector: np.ndarray,
+        words: WordMatches,
+        k: int,
+    ) -> dict[int, float]:
         """Hybrid score of every candidate of either half: its cosine similarity to the query, plus
         KEYWORD_WEIGHT times the square of its keyword coverage (the IDF-weighted share of the query's words
         it holds).
@@ -268,9 +312,10 @@ class Memory:
         words; squared, a partial match (one rare word of three, often a word the query uses loosely) moves an
         item little and a near-complete one nearly the full bonus. A strong match by meaning is outvoted only by
         an item within KEYWORD_WEIGHT of its similarity that holds the query's rare words, never by one ranked
-        middling in both lists (what reciprocal-rank fusion did; bench/README.md has the measurements). A keyword candidate outside the
-        vector list gets its exact similarity from its stored embedding; one not embedded yet is given the
-        weakest similarity among the vector candidates, so its keywords decide where it lands.
+        middling in both lists, as reciprocal-rank fusion would let it (bench/README.md compares the two). A
+        keyword candidate outside the vector list gets its exact similarity from its stored embedding; one not
+        embedded yet is given the weakest similarity among the vector candidates, so its keywords decide where
+        it lands.
 
         The keyword thread reads which items hold which words beside the vector search (`words`).
         """
@@ -289,9 +334,18 @@ class Memory:
 
     # ----------------------------------------------------------------- lessons
 
-    def record_lesson(self, actor: str, *, problem: str, fix: str, task_type: str, title: str | None = None,
-                      tags: list[str] | None = None, task_id: int | None = None,
-                      supersedes: int | None = None) -> Recorded:
+    def record_lesson(
+        self,
+        actor: str,
+        *,
+        problem: str,
+        fix: str,
+        task_type: str,
+        title: str | None = None,
+        tags: list[str] | None = None,
+        task_id: int | None = None,
+        supersedes: int | None = None,
+    ) -> Recorded:
         """Store what went wrong and how it was fixed; a near-duplicate of a live lesson is merged into it."""
         if not problem.strip() or not fix.strip():
             raise InvalidInput("a lesson needs both problem= (what went wrong) and fix= (how it was fixed)")
@@ -313,14 +367,28 @@ class Memory:
                 if sims[best] >= DUPLICATE_SIMILARITY and _same_catch(text, self.knowledge.item(ids[best]).text):
                     with self.board.store.write() as db:
                         self.knowledge.merge_into(db, ids[best], source, tags or [])
-                    return Recorded(item=self.knowledge.item(ids[best]), merged=True, duplicate_of=ids[best],
-                                    similarity=round(float(sims[best]), 4))
+                    return Recorded(
+                        item=self.knowledge.item(ids[best]),
+                        merged=True,
+                        duplicate_of=ids[best],
+                        similarity=round(float(sims[best]), 4),
+                    )
         with self.board.store.write() as db:
             if task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?", [task_id]).fetchone() is None:
                 raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
-            item_id = self.knowledge.add(db, kind="lesson", text=text, created_by=actor, task_type=task_type,
-                                         task_id=task_id, title=title,
-                                         tags=tags or [], source=source, embedding=vector, model=self.embedder.name)
+            item_id = self.knowledge.add(
+                db,
+                kind="lesson",
+                text=text,
+                created_by=actor,
+                task_type=task_type,
+                task_id=task_id,
+                title=title,
+                tags=tags or [],
+                source=source,
+                embedding=vector,
+                model=self.embedder.name,
+            )
             if supersedes is not None:
                 self.knowledge.supersede(db, supersedes, item_id)
         return Recorded(item=self.knowledge.item(item_id), merged=False)
@@ -344,8 +412,9 @@ class Memory:
                     break
                 seen = {h.id for h in hits}
                 found = self.query(query, task_type=task_type, kinds=kinds, k=k, vector=vector)
-                hits += [h for h in found.hits if h.id not in seen and (
-                    not found._fused or h.score >= self.relevance_floor)][: k - len(hits)]
+                hits += [
+                    h for h in found.hits if h.id not in seen and (not found._fused or h.score >= self.relevance_floor)
+                ][: k - len(hits)]
             self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
             return hits
         except Exception:
@@ -353,10 +422,6 @@ class Memory:
             return []
 
     # ----------------------------------------------------------------- indexing
-
-    def _on_commit(self, events: list[Event]) -> None:
-        if any(isinstance(event, MemoryAdded) for event in events):
-            self._wake.set()
 
     def _local_index(self) -> VectorIndex | None:
         if isinstance(self.index, SharedIndex):
@@ -409,30 +474,17 @@ class Memory:
     def drain(self) -> int:
         """Index everything queued (tests, reindex)."""
         total = 0
-        while (done := self.index_pending(256)):
+        while done := self.index_pending(256):
             total += done
         return total
 
     def start(self, poll_seconds: float = 0.5) -> None:
         """Run the indexing worker in a background thread (the owner process does the work)."""
-        def run() -> None:
-            while not self._stop.is_set():
-                try:
-                    if self.index_pending(background=True) == 0:
-                        self._wake.wait(poll_seconds)  # other processes' items are picked up on the poll
-                        self._wake.clear()
-                except Exception:  # keep indexing alive; leased items come back after their lease
-                    log.exception("memory indexing failed; retrying")
-                    self._stop.wait(2)
-
-        self._worker = threading.Thread(target=run, name="hiveboard-memory-indexer", daemon=True)
-        self._worker.start()
+        self.indexer.poll_seconds = poll_seconds
+        self.indexer.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._worker is not None:
-            self._worker.join(timeout=10)
+        self.indexer.stop()
         if isinstance(self.index, SharedIndex):
             self.index.close()
 
@@ -440,16 +492,48 @@ class Memory:
         """Rebuild the vector index from SQLite with the configured model; returns the items indexed."""
         index = self._local_index()
         if index is None:
-            raise IndexUnavailable("another process owns the memory index; stop the running hiveboard servers "
-                                   "of this data directory, then run reindex again")
+            raise IndexUnavailable(
+                "another process owns the memory index; stop the running hiveboard servers "
+                "of this data directory, then run reindex again"
+            )
         index.rebuild()
         self.knowledge.requeue_all()
         return self.drain()
 
 
-def open_memory(board: Board, embedder: Embedder, home: Path, chroma_url: str | None = None,
-                base_url: str | None = None, rebuild: bool = False, collection: str | None = None,
-                relevance_floor: float = RELEVANCE_FLOOR) -> Memory:
+class Indexer(Worker):
+    """Embeds and indexes the outbox in batches, in the background."""
+
+    def __init__(self, memory: Memory, poll_seconds: float = 0.5):
+        super().__init__(
+            memory.board.store.notifier,
+            name="hiveboard-memory-indexer",
+            poll_seconds=poll_seconds,  # other processes' items are picked up on the poll
+            log=log,
+            failure="memory indexing failed; retrying",
+            # after a failure, a pause that commits do not cut short: a broken model or index must not turn a
+            # burst of new items into a burst of retries (the leased items come back after their lease)
+            error_pause=2,
+        )
+        self.memory = memory
+
+    def heard(self, events: list[Event]) -> bool:
+        return any(isinstance(event, MemoryAdded) for event in events)
+
+    def step(self, n: int) -> bool:
+        return self.memory.index_pending(background=True) > 0
+
+
+def open_memory(
+    board: Board,
+    embedder: Embedder,
+    home: Path,
+    chroma_url: str | None = None,
+    base_url: str | None = None,
+    rebuild: bool = False,
+    collection: str | None = None,
+    relevance_floor: float = RELEVANCE_FLOOR,
+) -> Memory:
     """The memory of a data directory: the embedded Chroma shared through one owner, or a Chroma server.
 
     rebuild=True drops the vector collection first (reindex, e.g. after changing the embedding model).
@@ -460,8 +544,13 @@ def open_memory(board: Board, embedder: Embedder, home: Path, chroma_url: str | 
 
     collection = collection or COLLECTION
     if chroma_url:
-        return Memory(board, embedder, VectorIndex(embedder, url=chroma_url, base_url=base_url, rebuild=rebuild,
-                                                   collection=collection), relevance_floor)
-    shared = SharedIndex(home, lambda: VectorIndex(embedder, path=Path(home) / "chroma", base_url=base_url,
-                                                   rebuild=rebuild))
+        return Memory(
+            board,
+            embedder,
+            VectorIndex(embedder, url=chroma_url, base_url=base_url, rebuild=rebuild, collection=collection),
+            relevance_floor,
+        )
+    shared = SharedIndex(
+        home, lambda: VectorIndex(embedder, path=Path(home) / "chroma", base_url=base_url, rebuild=rebuild)
+    )
     return Memory(board, embedder, shared, relevance_floor)

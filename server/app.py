@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from hiveboard.board import Board, TaskSummary
 
-from . import memory as memory_tools, messages, prompts, resources, review as review_tools, tasks
+from . import memory as memory_tools
+from . import messages, prompts, resources, tasks
+from . import review as review_tools
 from .boundary import Profile, StrictServer, tool_token_costs
 from .deps import Deps
 from .identity import Identity
@@ -53,9 +55,15 @@ wait_seconds waits for them. Results are compact JSON; long fields are cut with 
 rest."""
 
 
-def build_server(board: Board, identity: Identity, *, memory: Memory | None = None,
-                 review: ReviewEngine | None = None, wants_review: Callable[[TaskSummary], bool] | None = None,
-                 profile: Profile = "lean") -> StrictServer:
+def build_server(
+    board: Board,
+    identity: Identity,
+    *,
+    memory: Memory | None = None,
+    review: ReviewEngine | None = None,
+    wants_review: Callable[[TaskSummary], bool] | None = None,
+    profile: Profile = "lean",
+) -> StrictServer:
     """The hiveboard MCP server over one board.
 
     With `review` (the review engine), completed cards go to `review` and a job is queued for the
@@ -80,8 +88,14 @@ def build_server(board: Board, identity: Identity, *, memory: Memory | None = No
             notifier.unsubscribe(inboxes.changed)
             inboxes.serve_on(None)
 
-    mcp = StrictServer("hiveboard", instructions=INSTRUCTIONS, version="0.1.0", lifespan=lifespan,
-                       subscriptions=inboxes.bus, profile=profile)
+    mcp = StrictServer(
+        "hiveboard",
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
+        lifespan=lifespan,
+        subscriptions=inboxes.bus,
+        profile=profile,
+    )
     inboxes.install(mcp, deps)
     tasks.register(mcp, deps)
     review_tools.register(mcp, deps)

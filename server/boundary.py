@@ -23,17 +23,19 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from hiveboard.board import BoardError
-from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from hiveboard.board import BoardError
+from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
+
 from . import lanes
 from .compat import check_headers_only_where_declared, rejected_arguments
+from .config import Profile
 
 # Ids and fencing tokens count up from 1 in SQLite (whose INTEGER stops at 2**63 - 1); JSON clients
 # in JavaScript cannot send an integer above 2**53 - 1 exactly (RFC 7493), so that is the bound.
@@ -45,7 +47,7 @@ Token = Annotated[int, Field(description="fencing token from claim_task", ge=0, 
 # Only hints that differ from the spec's defaults (readOnlyHint false, destructiveHint true,
 # idempotentHint false; the last two mean nothing on a read-only tool): a client reads a missing
 # hint as its default, and every tools/list would carry the rest. openWorldHint (default true) is
-# left at its default too: no client we know acts on it, and false on 17 tools cost ~90 tokens;
+# left at its default too: no client we know acts on it, and false on every tool costs tokens in every list;
 # a client that does reads "may reach outside", the cautious side.
 READ = ToolAnnotations(readOnlyHint=True)
 CREATE = ToolAnnotations(destructiveHint=False)
@@ -61,12 +63,9 @@ MAX_DEPTH = 6
 MAX_ITEMS = 500
 MAX_KEYS = 100
 MAX_KEY_CHARS = 200
-MAX_STRING = 250_000  # above the board's largest field (an output or artifact of 200,000)
+MAX_STRING = 250_000  # above the board's largest field at its default limits (an output or an artifact)
 
 log = logging.getLogger("hiveboard")
-
-
-Profile = Literal["lean", "full"]
 
 
 def as_result(value: BaseModel, structured: bool = False) -> CallToolResult:
@@ -88,8 +87,10 @@ def check_text(value, where: str) -> None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise ToolError(f"{where} contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid "
-                            "Unicode; send valid UTF-8 text") from None
+            raise ToolError(
+                f"{where} contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not valid "
+                "Unicode; send valid UTF-8 text"
+            ) from None
     elif isinstance(value, BaseModel):
         check_text(value.model_dump(), where)
     elif isinstance(value, dict):
@@ -113,6 +114,7 @@ def tool_boundary(fn: Callable) -> Callable:
     registered on turns the pydantic value it returns into the result its profile sends. Works on
     sync and async tools."""
     if inspect.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def async_wrapper(*args, **kwargs):
             _check_arguments(kwargs)
@@ -140,6 +142,7 @@ def _answering(fn: Callable, structured: bool, lane: lanes.Lane) -> Callable:
     """A boundary-wrapped tool whose pydantic value goes out through as_result; a sync one runs on a
     worker thread in its turn on `lane` (server/lanes.py)."""
     if inspect.iscoroutinefunction(fn):
+
         @functools.wraps(fn)
         async def async_answer(*args, **kwargs):
             return as_result(await fn(*args, **kwargs), structured)
@@ -185,12 +188,18 @@ class StrictServer(MCPServer):
         """The tools as advertised: input schemas compacted (the SDK keeps the full pydantic model to
         validate arguments with), computed once."""
         if self._listed is None:
-            self._listed = [tool.model_copy(update={
-                "input_schema": compact_schema(tool.input_schema),
-                "description": " ".join((tool.description or "").split()),
-                "annotations": tool.annotations if tool.annotations and tool.annotations.model_dump(
-                    exclude_none=True) else None,  # all defaults: say nothing
-            }) for tool in await super().list_tools()]
+            self._listed = [
+                tool.model_copy(
+                    update={
+                        "input_schema": compact_schema(tool.input_schema),
+                        "description": " ".join((tool.description or "").split()),
+                        "annotations": tool.annotations
+                        if tool.annotations and tool.annotations.model_dump(exclude_none=True)
+                        else None,  # all defaults: say nothing
+                    }
+                )
+                for tool in await super().list_tools()
+            ]
         return self._listed
 
     async def call_tool(self, name: str, arguments: dict, context=None):
@@ -209,15 +218,17 @@ class StrictServer(MCPServer):
         except UnexpectedToolError as exc:
             # a bug of ours, not the caller's: log it, and still tell the caller something it can act on
             log.error("tool %s failed", name, exc_info=exc.__cause__ or exc)
-            raise ToolError(f"{name} failed inside the server ({type(exc.__cause__ or exc).__name__}; the server log "
-                            "has the details). Check with get_task or get_messages whether it took effect before "
-                            "you retry") from None
+            raise ToolError(
+                f"{name} failed inside the server ({type(exc.__cause__ or exc).__name__}; the server log "
+                "has the details). Check with get_task or get_messages whether it took effect before "
+                "you retry"
+            ) from None
         except ToolError as exc:
             if (invalid := rejected_arguments(exc)) is not None:
                 raise ToolError(_rejected(name, invalid)) from None
             prefix = f"Error executing tool {name}: "
             if str(exc).startswith(prefix):  # the SDK's wrapping of our own sentence: name the tool as we do
-                raise ToolError(f"{name}: {str(exc)[len(prefix):]}") from exc.__cause__
+                raise ToolError(f"{name}: {str(exc)[len(prefix) :]}") from exc.__cause__
             raise
 
 
@@ -237,12 +248,15 @@ def oversized(value, where: str, depth: int = 0, bound: int | None = None) -> st
         return f"argument {where!r} is nested deeper than {MAX_DEPTH} levels"
     if isinstance(value, str):
         if len(value) > MAX_STRING:
-            return f"argument {where!r} is {len(value)} characters; at most {min(MAX_STRING, bound or MAX_STRING)} " \
-                   "are accepted"
+            return (
+                f"argument {where!r} is {len(value)} characters; at most {min(MAX_STRING, bound or MAX_STRING)} "
+                "are accepted"
+            )
     elif isinstance(value, list):
         if len(value) > MAX_ITEMS:
-            return f"argument {where!r} has {len(value)} items; at most {min(MAX_ITEMS, bound or MAX_ITEMS)} are " \
-                   "accepted"
+            return (
+                f"argument {where!r} has {len(value)} items; at most {min(MAX_ITEMS, bound or MAX_ITEMS)} are accepted"
+            )
         for n, item in enumerate(value):
             if (problem := oversized(item, f"{where}[{n}]", depth + 1)) is not None:
                 return problem
@@ -258,9 +272,11 @@ def oversized(value, where: str, depth: int = 0, bound: int | None = None) -> st
 
 
 def _unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:
-    guesses = [f"{key!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(key, known, 1)) else
-               repr(key) for key in unknown[:5]]
-    return (f"{tool} has no argument {', '.join(guesses)}; nothing was done. It takes: {', '.join(known)}")
+    guesses = [
+        f"{key!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(key, known, 1)) else repr(key)
+        for key in unknown[:5]
+    ]
+    return f"{tool} has no argument {', '.join(guesses)}; nothing was done. It takes: {', '.join(known)}"
 
 
 def _rejected(tool: str, error: ValidationError) -> str:
@@ -318,13 +334,17 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
             if len(branches) == 2 and len(real) == 1:
                 del out["anyOf"]
                 out = {**real[0], **out}
-        if "enum" in out and out.get("type") in _JSON_TYPES and all(
-                isinstance(v, _JSON_TYPES[out["type"]]) for v in out["enum"]):
+        if (
+            "enum" in out
+            and out.get("type") in _JSON_TYPES
+            and all(isinstance(v, _JSON_TYPES[out["type"]]) for v in out["enum"])
+        ):
             del out["type"]  # the enum says it
         if out.get("additionalProperties") is True:
             del out["additionalProperties"]  # JSON Schema's default
-        if "default" in out and any(out["default"] == empty and type(out["default"]) is type(empty)
-                                    for empty in _EMPTY_DEFAULTS):
+        if "default" in out and any(
+            out["default"] == empty and type(out["default"]) is type(empty) for empty in _EMPTY_DEFAULTS
+        ):
             del out["default"]
         return out
 
@@ -391,12 +411,22 @@ class UnicodeGuard:
                 request = None
             if request is not None and _lone_surrogate(request):
                 request_id = request.get("id") if isinstance(request, dict) else None
-                answer = json.dumps({"jsonrpc": "2.0", "id": request_id if isinstance(request_id, (int, str)) else None,
-                                     "error": {"code": -32602, "message": (
-                                         "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is "
-                                         "not valid Unicode; nothing was done. Send valid UTF-8 text")}}).encode()
-                await send({"type": "http.response.start", "status": 400,
-                            "headers": [(b"content-type", b"application/json")]})
+                answer = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id if isinstance(request_id, (int, str)) else None,
+                        "error": {
+                            "code": -32602,
+                            "message": (
+                                "the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is "
+                                "not valid Unicode; nothing was done. Send valid UTF-8 text"
+                            ),
+                        },
+                    }
+                ).encode()
+                await send(
+                    {"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]}
+                )
                 await send({"type": "http.response.body", "body": answer})
                 return None
         replayed = False

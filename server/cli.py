@@ -20,6 +20,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from .stores import open_board, open_memory_for
+
 if TYPE_CHECKING:
     from hiveboard.board import Board
     from hiveboard.critics.engine import ReviewEngine, ReviewWorker
@@ -39,13 +41,16 @@ def _token_arg(args: argparse.Namespace) -> str | None:
         try:
             token = open(path, encoding="utf-8").read().strip()
         except OSError as exc:
-            raise SystemExit(f"hiveboard: cannot read --token-file {path}: {exc.strerror}")
+            raise SystemExit(f"hiveboard: cannot read --token-file {path}: {exc.strerror}") from None
         if not token:
             raise SystemExit(f"hiveboard: --token-file {path} is empty")
         return token
     if getattr(args, "token", None):
-        print("hiveboard: warning: --token on the command line is visible to every local user (ps); use "
-              "HIVEBOARD_HTTP_TOKEN or --token-file instead", file=sys.stderr)
+        print(
+            "hiveboard: warning: --token on the command line is visible to every local user (ps); use "
+            "HIVEBOARD_HTTP_TOKEN or --token-file instead",
+            file=sys.stderr,
+        )
     return getattr(args, "token", None)
 
 
@@ -54,46 +59,30 @@ def _settings(args: argparse.Namespace) -> Settings:
 
     from .config import Settings, config_file
 
-    overrides = {k: v for k, v in dict(
-        home=args.home, db=args.db,
-        agent=getattr(args, "agent", None), agent_role=getattr(args, "role", None),
-        lease_seconds=getattr(args, "lease_seconds", None), host=getattr(args, "host", None),
-        port=getattr(args, "port", None), http_token=_token_arg(args),
-        log_level=getattr(args, "log_level", None), web_read_only=getattr(args, "read_only", None) or None,
-    ).items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in dict(
+            home=args.home,
+            db=args.db,
+            agent=getattr(args, "agent", None),
+            agent_role=getattr(args, "role", None),
+            lease_seconds=getattr(args, "lease_seconds", None),
+            host=getattr(args, "host", None),
+            port=getattr(args, "port", None),
+            http_token=_token_arg(args),
+            log_level=getattr(args, "log_level", None),
+            web_read_only=getattr(args, "read_only", None) or None,
+        ).items()
+        if v is not None
+    }
     if args.home is not None and not os.environ.get("HIVEBOARD_CONFIG"):
         os.environ["HIVEBOARD_HOME"] = str(args.home)  # so <home>/config.toml is the file read
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        raise SystemExit(f"hiveboard: configuration is not valid ({config_file()}, HIVEBOARD_* variables):\n{exc}")
-
-
-def private_home(home) -> None:
-    """The data directory, readable by its owner only (created so, or tightened if it is ours)."""
-    from pathlib import Path
-
-    home = Path(home)
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if os.name == "posix" and home.stat().st_uid == os.geteuid() and home.stat().st_mode & 0o077:
-        home.chmod(0o700)
-
-
-def open_board(settings: Settings) -> Board:
-    from hiveboard.board import Board, Limits, Store
-
-    private_home(settings.home)
-    limits = Limits(message_chars=settings.max_message_chars, output=settings.max_output_chars)
-    return Board(Store(settings.db_path), lease_seconds=settings.lease_seconds, limits=limits)
-
-
-def open_memory_for(settings: Settings, board: Board, rebuild: bool = False) -> Memory:
-    from hiveboard.memory.embeddings import get_embedder
-    from hiveboard.memory.service import open_memory
-
-    embedder = get_embedder(settings.embedding_model, settings.embedding_base_url, settings.embedding_api_key)
-    return open_memory(board, embedder, settings.home, chroma_url=settings.chroma_url,
-                       base_url=settings.embedding_base_url, rebuild=rebuild, collection=settings.chroma_collection)
+        raise SystemExit(
+            f"hiveboard: configuration is not valid ({config_file()}, HIVEBOARD_* variables):\n{exc}"
+        ) from None
 
 
 class BearerAuth:
@@ -113,18 +102,29 @@ class BearerAuth:
         token = bearer_token(headers.get("authorization"))
         ok = token is not None and (
             hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
-            or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None)
+            or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None
+        )
         if ok:
             return await self.app(scope, receive, send)
-        body = json.dumps({"error": "unauthorized: send 'Authorization: Bearer <token>' with the server token "
-                           "or an agent token (hiveboard agent add NAME)"}).encode()
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+        body = json.dumps(
+            {
+                "error": "unauthorized: send 'Authorization: Bearer <token>' with the server token "
+                "or an agent token (hiveboard agent add NAME)"
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
-def http_app(settings: Settings, board: Board, memory: Memory | LazyMemory | None = None,
-             review: ReviewEngine | None = None):
+def http_app(
+    settings: Settings, board: Board, memory: Memory | LazyMemory | None = None, review: ReviewEngine | None = None
+):
     """The Starlette app for streamable HTTP, with Host/Origin checks and optional bearer auth; `review`
     defaults to the configured review engine."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -134,12 +134,18 @@ def http_app(settings: Settings, board: Board, memory: Memory | LazyMemory | Non
     from .identity import Identity
 
     identity = Identity(board.agents, "http", server_token=settings.http_token)
-    mcp = build_server(board, identity, memory=memory, review=review or review_engine(settings, board, memory),
-                       profile=settings.tool_profile)
+    mcp = build_server(
+        board,
+        identity,
+        memory=memory,
+        review=review or review_engine(settings, board, memory),
+        profile=settings.tool_profile,
+    )
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*"]
     origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.allowed_origins]
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                         allowed_origins=origins)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
     app = UnicodeGuard(mcp.streamable_http_app(host=settings.host, transport_security=security))
     if settings.http_token:
         app = BearerAuth(app, settings.http_token, board)
@@ -147,8 +153,15 @@ def http_app(settings: Settings, board: Board, memory: Memory | LazyMemory | Non
 
     from .web.app import Site, WebBoard, web_routes
 
-    web = WebBoard(board, settings.home, memory=memory, hosts=hosts, origins=settings.allowed_origins,
-                   read_only=settings.web_read_only, presence=settings.review.critic_presence)
+    web = WebBoard(
+        board,
+        settings.home,
+        memory=memory,
+        hosts=hosts,
+        origins=settings.allowed_origins,
+        read_only=settings.web_read_only,
+        presence=settings.review.critic_presence,
+    )
     return Site(app, Starlette(routes=web_routes(web)), web)
 
 
@@ -196,8 +209,12 @@ def cmd_web(args: argparse.Namespace) -> int:
                 time.sleep(0.1)
         else:
             return
-        print(f"hiveboard: the web board is at {url} — log in with a person's token "
-              "(hiveboard agent add YOUR-NAME --role human)", file=sys.stderr, flush=True)
+        print(
+            f"hiveboard: the web board is at {url} — log in with a person's token "
+            "(hiveboard agent add YOUR-NAME --role human)",
+            file=sys.stderr,
+            flush=True,
+        )
         if not args.no_browser:
             webbrowser.open(url)
 
@@ -316,8 +333,9 @@ def private_paths(settings: Settings) -> list:
     return [settings.home, settings.db_path, config_file()]
 
 
-def start_review_worker(settings: Settings, board: Board, memory: Memory | LazyMemory | None,
-                        engine: ReviewEngine | None = None) -> ReviewWorker | None:
+def start_review_worker(
+    settings: Settings, board: Board, memory: Memory | LazyMemory | None, engine: ReviewEngine | None = None
+) -> ReviewWorker | None:
     """The background review worker of this process (every serving process runs one; jobs are leased)."""
     from hiveboard.critics.engine import ReviewWorker
 
@@ -325,14 +343,19 @@ def start_review_worker(settings: Settings, board: Board, memory: Memory | LazyM
     if engine is None:
         return None
     if settings.review_workers == 0:
-        print("hiveboard: review is on but this process runs no review worker (HIVEBOARD_REVIEW_WORKERS=0): "
-              "completed cards wait in review until a process that has one picks them up", file=sys.stderr)
+        print(
+            "hiveboard: review is on but this process runs no review worker (HIVEBOARD_REVIEW_WORKERS=0): "
+            "completed cards wait in review until a process that has one picks them up",
+            file=sys.stderr,
+        )
         return None
     for line in engine.describe().splitlines():
         print(f"hiveboard: {line}", file=sys.stderr, flush=True)
     if settings.review.execute == "unsafe":
-        log.warning("review.execute = \"unsafe\": submitted tests run on this machine as this user, with no "
-                    "sandbox; use it only for agents you trust as much as yourself")
+        log.warning(
+            'review.execute = "unsafe": submitted tests run on this machine as this user, with no '
+            "sandbox; use it only for agents you trust as much as yourself"
+        )
     return ReviewWorker(engine, threads=settings.review_workers).start()
 
 
@@ -346,9 +369,15 @@ def start_digester(settings: Settings, board: Board, memory: Memory) -> Digester
         from hiveboard.critics.llm import DigestWriter
 
         writer = DigestWriter(endpoint, settings.review.critic_timeout, settings.review.repair_attempts)
-    digester = Digester(board, memory.embedder, min_lessons=settings.digest.min_lessons,
-                        refresh_after=settings.digest.refresh_after, max_rules=settings.digest.max_rules,
-                        writer=writer, writer_name=writer.name if writer else None)
+    digester = Digester(
+        board,
+        memory.embedder,
+        min_lessons=settings.digest.min_lessons,
+        refresh_after=settings.digest.refresh_after,
+        max_rules=settings.digest.max_rules,
+        writer=writer,
+        writer_name=writer.name if writer else None,
+    )
     digester.start()
     return digester
 
@@ -361,16 +390,23 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
         import uvicorn
 
         if settings.host not in ("127.0.0.1", "localhost", "::1") and not settings.http_token:
-            log.warning("serving on %s without --token: anyone who reaches this address can use the board",
-                        settings.host)
+            log.warning(
+                "serving on %s without --token: anyone who reaches this address can use the board", settings.host
+            )
         problem = _port_taken(settings.host, settings.port)
         if problem:
-            print(f"hiveboard: cannot serve on {settings.host}:{settings.port}: {problem}; stop the other server "
-                  "or pass --port", file=sys.stderr)
+            print(
+                f"hiveboard: cannot serve on {settings.host}:{settings.port}: {problem}; stop the other server "
+                "or pass --port",
+                file=sys.stderr,
+            )
             return 2
-        print(f"hiveboard: serving streamable HTTP on http://{settings.host}:{settings.port}/mcp "
-              f"and the web board on http://{settings.host}:{settings.port}/ (data: {settings.db_path})",
-              file=sys.stderr, flush=True)
+        print(
+            f"hiveboard: serving streamable HTTP on http://{settings.host}:{settings.port}/mcp "
+            f"and the web board on http://{settings.host}:{settings.port}/ (data: {settings.db_path})",
+            file=sys.stderr,
+            flush=True,
+        )
         app = http_app(settings, board, background.memory, background.review)
         freeze_heap(collect=False)
         # An HTTP server usually waits for its first client longer than the background takes, and it
@@ -379,14 +415,18 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
         return 0
     identity = Identity(board.agents, "stdio", agent=settings.agent, role=settings.agent_role)
-    print(f"hiveboard: serving stdio (data: {settings.db_path}, agent: {settings.agent or 'set by whoami'})",
-          file=sys.stderr, flush=True)
+    print(
+        f"hiveboard: serving stdio (data: {settings.db_path}, agent: {settings.agent or 'set by whoami'})",
+        file=sys.stderr,
+        flush=True,
+    )
     import anyio
 
     from .compat import run_stdio
 
-    server = build_server(board, identity, memory=background.memory, review=background.review,
-                          profile=settings.tool_profile)
+    server = build_server(
+        board, identity, memory=background.memory, review=background.review, profile=settings.tool_profile
+    )
     server.middleware.append(background.after_initialize())
     freeze_heap(collect=False)
     anyio.run(run_stdio, server)
@@ -423,8 +463,10 @@ def board_text(board: Board, top: int) -> str:
             lines.append(f"  … {column.count - len(column.top)} more (hiveboard board --top N)")
     surfaced, useful = board.knowledge.reuse()
     rate = f", reuse rate {useful / surfaced:.0%}" if surfaced else ""
-    lines.append(f"\nmemory: {board.knowledge.count()} items, {board.knowledge.pending()} waiting for the vector "
-                 f"index; {surfaced} handed to agents at claims, {useful} marked helpful{rate}")
+    lines.append(
+        f"\nmemory: {board.knowledge.count()} items, {board.knowledge.pending()} waiting for the vector "
+        f"index; {surfaced} handed to agents at claims, {useful} marked helpful{rate}"
+    )
     return "\n".join(lines)
 
 
@@ -474,8 +516,10 @@ def cmd_memory(args: argparse.Namespace) -> int:
         else:
             with open(args.file, "w", encoding="utf-8") as out:
                 count = export_file(board, out)
-        print(f"exported {count} memory items{f' to {args.file}' if args.file not in (None, '-') else ''}",
-              file=sys.stderr)
+        print(
+            f"exported {count} memory items{f' to {args.file}' if args.file not in (None, '-') else ''}",
+            file=sys.stderr,
+        )
         return 0
     if args.file in (None, "-"):
         print("hiveboard: memory import needs a FILE (it is read twice: checked, then written)", file=sys.stderr)
@@ -492,8 +536,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
         return 2
     gc.enable()  # a long run, not a start-up
     ids = import_file(path, board, count)
-    print(f"imported {len(ids)} memory items from {path}" + (f" (ids {ids[0]}-{ids[-1]})" if ids else ""),
-          file=sys.stderr)
+    print(
+        f"imported {len(ids)} memory items from {path}" + (f" (ids {ids[0]}-{ids[-1]})" if ids else ""), file=sys.stderr
+    )
     print(f"hiveboard: {index_imported(settings, board)}", file=sys.stderr)
     return 0
 
@@ -502,13 +547,18 @@ def cmd_agent(args: argparse.Namespace) -> int:
     board = open_board(_settings(args))
     if args.action in ("add", "token"):
         if args.action == "token" and board.agents.get(args.name, missing_ok=True) is None:
-            print(f"hiveboard: no agent named {args.name!r}; create it with hiveboard agent add {args.name}",
-                  file=sys.stderr)
+            print(
+                f"hiveboard: no agent named {args.name!r}; create it with hiveboard agent add {args.name}",
+                file=sys.stderr,
+            )
             return 2
         token = board.agents.new_token(args.name, args.role)
         print(token)
-        print(f"token for agent {args.name.lower()!r}: send 'Authorization: Bearer {token}' on HTTP. "
-              "It replaces any earlier token of this agent.", file=sys.stderr)
+        print(
+            f"token for agent {args.name.lower()!r}: send 'Authorization: Bearer {token}' on HTTP. "
+            "It replaces any earlier token of this agent.",
+            file=sys.stderr,
+        )
     else:
         for name in board.agents.names(limit=1000):
             agent = board.agents.get(name)
@@ -532,8 +582,13 @@ def cmd_tools(args: argparse.Namespace) -> int:
         settings = Settings(home=tmp)
         board = open_board(settings)
         memory = LazyMemory(lambda: open_memory_for(settings, board))  # listing the tools never opens it
-        mcp = build_server(board, Identity(board.agents, "memory"), memory=memory,
-                           review=review_engine(settings, board, memory), profile=settings.tool_profile)
+        mcp = build_server(
+            board,
+            Identity(board.agents, "memory"),
+            memory=memory,
+            review=review_engine(settings, board, memory),
+            profile=settings.tool_profile,
+        )
         tools = anyio.run(mcp.list_tools)
         memory.stop()
         board.store.close()
@@ -543,10 +598,14 @@ def cmd_tools(args: argparse.Namespace) -> int:
         print(f"{name:<16} {cost:>8} {output:>8}  {(tool.description or '').splitlines()[0]}")
     tool_total, output_total = sum(c[1] for c in costs), sum(c[2] for c in costs)
     total = tool_total + output_total
-    print(f"{'total':<16} {tool_total:>8} {output_total:>8}  ({len(tools)} tools, profile {settings.tool_profile}; "
-          "~4 characters of compact JSON per token; +output = output schemas)")
-    print(f"tools/list: ~{total} tokens, budget {TOOLS_BUDGET}: {'within' if total <= TOOLS_BUDGET else 'OVER'}; "
-          f"server instructions (sent once at initialize): ~{len(INSTRUCTIONS) // 4} tokens")
+    print(
+        f"{'total':<16} {tool_total:>8} {output_total:>8}  ({len(tools)} tools, profile {settings.tool_profile}; "
+        "~4 characters of compact JSON per token; +output = output schemas)"
+    )
+    print(
+        f"tools/list: ~{total} tokens, budget {TOOLS_BUDGET}: {'within' if total <= TOOLS_BUDGET else 'OVER'}; "
+        f"server instructions (sent once at initialize): ~{len(INSTRUCTIONS) // 4} tokens"
+    )
     return 0
 
 
@@ -574,22 +633,34 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"bubblewrap: {bwrap} ({version})")
     print(f"sandbox: {sandbox.reason}")
     if sandbox.box is not None and sandbox.box.name == "bubblewrap":
-        print("  new pid, network, ipc, uts and mount namespaces; " + (
-            "running as root: each command drops to an unprivileged uid of its own inside" if os.geteuid() == 0 else
-            "a user namespace for this user"))
+        print(
+            "  new pid, network, ipc, uts and mount namespaces; "
+            + (
+                "running as root: each command drops to an unprivileged uid of its own inside"
+                if os.geteuid() == 0
+                else "a user namespace for this user"
+            )
+        )
         limits = review.limits
-        print(f"  limits: {limits.cpu_seconds} s CPU, {limits.memory_mb} MB address space, {limits.processes} "
-              f"processes, {limits.file_mb} MB per file, {limits.open_files} open files, {limits.work_mb} MB work "
-              f"space, {review.execute_timeout:.0f} s wall clock")
+        print(
+            f"  limits: {limits.cpu_seconds} s CPU, {limits.memory_mb} MB address space, {limits.processes} "
+            f"processes, {limits.file_mb} MB per file, {limits.open_files} open files, {limits.work_mb} MB work "
+            f"space, {review.execute_timeout:.0f} s wall clock"
+        )
     pytest_found = importlib.util.find_spec("pytest") is not None
     print(f"pytest for acceptance runs: {'installed' if pytest_found else 'MISSING (pip install pytest)'}")
-    print(f"review: {'on' if review.enabled else 'off (review.enabled = false)'}; review.execute = "
-          f"\"{review.execute}\"; review.unverified = \"{review.unverified}\"")
+    print(
+        f"review: {'on' if review.enabled else 'off (review.enabled = false)'}; review.execute = "
+        f'"{review.execute}"; review.unverified = "{review.unverified}"'
+    )
     print(describe(review, sandbox, build_critics(review, sandbox)))
     box, why = execution(review, sandbox)
     if review.execute == "sandbox" and box is None:
-        print("hiveboard: the acceptance check cannot run here; install bubblewrap (apt-get install bubblewrap) "
-              "or see the README's Sandbox section", file=sys.stderr)
+        print(
+            "hiveboard: the acceptance check cannot run here; install bubblewrap (apt-get install bubblewrap) "
+            "or see the README's Sandbox section",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -618,8 +689,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hiveboard", description="A shared Kanban board, message pool and review "
-                                "desk for AI agents, served over MCP.")
+    p = argparse.ArgumentParser(
+        prog="hiveboard",
+        description="A shared Kanban board, message pool and review desk for AI agents, served over MCP.",
+    )
     p.add_argument("--home", help="data directory (env HIVEBOARD_HOME; default per-user data dir)")
     p.add_argument("--db", help="SQLite file (env HIVEBOARD_DB; default <home>/hiveboard.db)")
     sub = p.add_subparsers(dest="command")
@@ -628,15 +701,21 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     s.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="HTTP port (default 8765)")
-    s.add_argument("--token", help="require this bearer token (or an agent token) on HTTP; visible in ps: prefer "
-                   "HIVEBOARD_HTTP_TOKEN or --token-file")
+    s.add_argument(
+        "--token",
+        help="require this bearer token (or an agent token) on HTTP; visible in ps: prefer "
+        "HIVEBOARD_HTTP_TOKEN or --token-file",
+    )
     s.add_argument("--token-file", help="read the HTTP bearer token from this file")
     s.add_argument("--agent", help="stdio: the agent this connection acts as (env HIVEBOARD_AGENT)")
     s.add_argument("--role", help="stdio: that agent's role")
     s.add_argument("--lease-seconds", type=int, help="claim lease length (default 300)")
     s.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    s.add_argument("--read-only", action="store_true", help="HTTP: the web board as a wall screen (pages without "
-                   "login, no actions)")
+    s.add_argument(
+        "--read-only",
+        action="store_true",
+        help="HTTP: the web board as a wall screen (pages without login, no actions)",
+    )
     s.set_defaults(fn=cmd_serve)
 
     b = sub.add_parser("board", help="print the board in the terminal")
@@ -652,19 +731,27 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     w.set_defaults(fn=cmd_web, http=True, token=None, token_file=None, agent=None, role=None, lease_seconds=None)
 
-    a = sub.add_parser("agent", help="manage agents: 'add NAME' prints a bearer token for HTTP; 'token NAME' "
-                       "replaces a lost token; 'list'")
+    a = sub.add_parser(
+        "agent",
+        help="manage agents: 'add NAME' prints a bearer token for HTTP; 'token NAME' replaces a lost token; 'list'",
+    )
     a.add_argument("action", choices=["add", "token", "list"])
     a.add_argument("name", nargs="?")
     a.add_argument("--role")
     a.set_defaults(fn=cmd_agent)
 
-    r = sub.add_parser("reindex", help="rebuild the memory's vector index from SQLite (after changing the "
-                       "embedding model); stop the servers of this data directory first")
+    r = sub.add_parser(
+        "reindex",
+        help="rebuild the memory's vector index from SQLite (after changing the "
+        "embedding model); stop the servers of this data directory first",
+    )
     r.set_defaults(fn=cmd_reindex)
 
-    m = sub.add_parser("memory", help="'export [FILE]' writes the shared memory as JSON Lines (stdout without "
-                       "FILE); 'import FILE' checks every line, then adds the items and indexes them")
+    m = sub.add_parser(
+        "memory",
+        help="'export [FILE]' writes the shared memory as JSON Lines (stdout without "
+        "FILE); 'import FILE' checks every line, then adds the items and indexes them",
+    )
     m.add_argument("action", choices=["export", "import"])
     m.add_argument("file", nargs="?")
     m.set_defaults(fn=cmd_memory)

@@ -29,10 +29,10 @@ def add_request_handler(server: MCPServer, method: str, params_type: type, handl
 
 def check_headers_only_where_declared(server: MCPServer) -> None:
     """Before every tools/call over streamable HTTP the SDK compares the request's `Mcp-Param-*` headers
-    with the arguments, walking the tool's whole input schema (twice) for `x-mcp-header` annotations:
-    a tenth of a no-op call's server time for a board tool. A schema without any annotation has nothing
-    to compare, so the schema lookup it uses answers "no schema" (no check) for such a tool, decided once
-    per schema; a tool that declares a header is checked as before."""
+    with the arguments, walking the tool's whole input schema (twice) for `x-mcp-header` annotations, on
+    the event loop (bench/README.md has its cost). A schema without any annotation has nothing to compare,
+    so the schema lookup it uses answers "no schema" (no check) for such a tool, decided once per schema;
+    a tool that declares a header is still checked."""
     lowlevel = server._lowlevel_server
     lookup = lowlevel.get_tool_input_schema
     if lookup is None:
@@ -105,19 +105,29 @@ def _unreadable_line_answer(error: ValidationError) -> JSONRPCError:
     try:
         request = json.loads(line)  # Python's parser keeps lone surrogates, so the id can still be read
     except ValueError:
-        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
-            code=PARSE_ERROR, message="the line is not valid JSON; send one JSON-RPC message per line"))
+        return JSONRPCError(
+            jsonrpc="2.0",
+            id=None,
+            error=ErrorData(code=PARSE_ERROR, message="the line is not valid JSON; send one JSON-RPC message per line"),
+        )
     request_id = request.get("id") if isinstance(request, dict) else None
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         request_id = None
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
-        code=INVALID_PARAMS, message="the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not "
-        "valid Unicode; nothing was done. Send valid UTF-8 text"))
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=ErrorData(
+            code=INVALID_PARAMS,
+            message="the request contains a lone UTF-16 surrogate (\\ud800-\\udfff), which is not "
+            "valid Unicode; nothing was done. Send valid UTF-8 text",
+        ),
+    )
 
 
 async def run_stdio(server: MCPServer) -> None:
     """MCPServer.run_stdio_async, answering lines that are not a JSON-RPC message instead of dropping them."""
     lowlevel = server._lowlevel_server
     async with stdio_server() as (read_stream, write_stream):
-        await lowlevel.run(_AnsweringReader(read_stream, write_stream), write_stream,
-                           lowlevel.create_initialization_options())
+        await lowlevel.run(
+            _AnsweringReader(read_stream, write_stream), write_stream, lowlevel.create_initialization_options()
+        )

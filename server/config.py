@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
-from hiveboard.critics.config import Endpoint, ReviewConfig
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from hiveboard.critics.config import Endpoint, ReviewConfig
+
+Profile = Literal["lean", "full"]  # what results and tools/list carry: see `Settings.tool_profile`
 
 
 def default_home() -> Path:
@@ -38,8 +41,10 @@ class DigestConfig(BaseModel):
     min_lessons: int = Field(10, ge=2, le=10_000, description="lessons a task type needs before it gets a digest")
     refresh_after: int = Field(3, ge=1, le=10_000, description="new lessons that make a digest be written again")
     max_rules: int = Field(8, ge=1, le=50, description="rules in a digest, most frequent first")
-    llm: Endpoint | None = Field(None, description="a model that writes the rules; default: review.llm when set, "
-                                 "else the extractive digest (offline)")
+    llm: Endpoint | None = Field(
+        None,
+        description="a model that writes the rules; default: review.llm when set, else the extractive digest (offline)",
+    )
 
 
 class Settings(BaseSettings):
@@ -54,33 +59,49 @@ class Settings(BaseSettings):
     port: int = Field(8765, ge=0, le=65_535)
     http_token: str | None = Field(None, description="if set, HTTP requests need this bearer token or an agent's")
     allowed_origins: list[str] = Field(default_factory=list, description="extra Origins allowed on HTTP")
-    web_read_only: bool = Field(False, description="the web board as a wall screen: every page readable without "
-                                "logging in, no actions")
+    web_read_only: bool = Field(
+        False, description="the web board as a wall screen: every page readable without logging in, no actions"
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     chroma_url: str | None = Field(None, description="a Chroma server (chroma run) instead of the embedded one")
-    chroma_collection: str = Field("hiveboard_memory", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{2,62}$",
-                                   description="collection name, so several boards can share one Chroma server")
-    embedding_model: str = Field("all-MiniLM-L6-v2-onnx-int8", description="the offline model, or a model name "
-                                 "at embedding_base_url")
+    chroma_collection: str = Field(
+        "hiveboard_memory",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{2,62}$",
+        description="collection name, so several boards can share one Chroma server",
+    )
+    embedding_model: str = Field(
+        "all-MiniLM-L6-v2-onnx-int8", description="the offline model, or a model name at embedding_base_url"
+    )
     embedding_base_url: str | None = Field(None, description="an OpenAI-compatible /v1 endpoint for embeddings")
     embedding_api_key: str | None = None
     max_message_chars: int = Field(64_000, ge=100, le=10_000_000, description="largest message content")
     max_output_chars: int = Field(200_000, ge=100, le=50_000_000, description="largest complete_task output")
-    review: ReviewConfig = Field(default_factory=ReviewConfig, description="critics: the [review] table "
-                                 "(HIVEBOARD_REVIEW__EXECUTE=true and so on)")
-    digest: DigestConfig = Field(default_factory=DigestConfig, description="digests per task type: the [digest] "
-                                 "table (HIVEBOARD_DIGEST__MIN_LESSONS=10 and so on)")
+    review: ReviewConfig = Field(
+        default_factory=ReviewConfig,
+        description="critics: the [review] table (HIVEBOARD_REVIEW__EXECUTE=true and so on)",
+    )
+    digest: DigestConfig = Field(
+        default_factory=DigestConfig,
+        description="digests per task type: the [digest] table (HIVEBOARD_DIGEST__MIN_LESSONS=10 and so on)",
+    )
     review_workers: int = Field(2, ge=0, le=32, description="review jobs this process runs at once (0: none)")
-    tool_profile: Literal["lean", "full"] = Field("lean", description="lean: each result's data once, as "
-                                                  "compact JSON text, and no output schemas; full: also structured "
-                                                  "content and output schemas (typed results for clients that use "
-                                                  "them; more tokens in some clients)")
+    tool_profile: Profile = Field(
+        "lean",
+        description="lean: each result's data once, as "
+        "compact JSON text, and no output schemas; full: also structured "
+        "content and output schemas (typed results for clients that use "
+        "them; more tokens in some clients)",
+    )
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource):
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ):
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=config_file()))
 
     @property

@@ -50,8 +50,14 @@ def _session(ctx: Context | None):
 
 
 class Identity:
-    def __init__(self, agents: Agents, transport: Transport, agent: str | None = None, role: str | None = None,
-                 server_token: str | None = None):
+    def __init__(
+        self,
+        agents: Agents,
+        transport: Transport,
+        agent: str | None = None,
+        role: str | None = None,
+        server_token: str | None = None,
+    ):
         self.agents = agents
         self.transport = transport
         self.server_token = server_token
@@ -65,8 +71,10 @@ class Identity:
         if token and not (self.server_token and hmac.compare_digest(token.encode(), self.server_token.encode())):
             agent = self.agents.by_token(token)
             if agent is None:
-                raise ToolError("the bearer token sent with this request belongs to no agent; ask the operator for "
-                                "a token (`hiveboard agent add NAME`) or register with whoami(name=...)")
+                raise ToolError(
+                    "the bearer token sent with this request belongs to no agent; ask the operator for "
+                    "a token (`hiveboard agent add NAME`) or register with whoami(name=...)"
+                )
             return agent.name
         if self.transport == "http":
             session = _session(ctx)
@@ -76,27 +84,39 @@ class Identity:
     def require(self, ctx: Context | None) -> str:
         name = self.current(ctx)
         if name is None:
-            raise ToolError("this connection has no agent identity yet: call whoami(name='your-agent-name') once "
-                            "(or the operator sets HIVEBOARD_AGENT in the client's MCP config)")
+            raise ToolError(
+                "this connection has no agent identity yet: call whoami(name='your-agent-name') once "
+                "(or the operator sets HIVEBOARD_AGENT in the client's MCP config)"
+            )
         self.agents.seen(name)
         return name
 
-    def bind(self, ctx: Context | None, name: str, role: str | None, token: str | None) -> tuple[Agent, str | None, str]:
+    def bind(
+        self, ctx: Context | None, name: str, role: str | None, token: str | None
+    ) -> tuple[Agent, str | None, str]:
         """Register (or re-attach to) an agent for this connection. Returns agent, new token, a note."""
         with self._lock:
             current = self.current(ctx)
             if current is not None and current != name.strip().lower():
-                raise ToolError(f"this connection already acts as {current!r} and cannot switch to {name!r}; "
-                                "open a separate connection for another agent")
+                raise ToolError(
+                    f"this connection already acts as {current!r} and cannot switch to {name!r}; "
+                    "open a separate connection for another agent"
+                )
             if current is not None:
                 return self.agents.get(current), None, "already registered on this connection"
             agent, new_token = self.agents.register(name, role, token)
             if self.transport == "http":
                 session = _session(ctx)
                 if session is None:
-                    return agent, new_token, ("this HTTP connection has no MCP session to bind to: send "
-                                              "'Authorization: Bearer <token>' with every request to act as "
-                                              f"{agent.name}")
+                    return (
+                        agent,
+                        new_token,
+                        (
+                            "this HTTP connection has no MCP session to bind to: send "
+                            "'Authorization: Bearer <token>' with every request to act as "
+                            f"{agent.name}"
+                        ),
+                    )
                 self._sessions[session] = agent.name
                 return agent, new_token, f"this MCP session now acts as {agent.name}"
             self._process_agent = agent.name

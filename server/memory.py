@@ -10,23 +10,23 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Annotated, Literal
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field, field_validator
 
 from hiveboard.board import now
-from hiveboard.board.knowledge import NewItem
-from hiveboard.memory.service import Recorded, Results
+from hiveboard.board.events import Topic
+from hiveboard.board.knowledge import MAX_TAGS, MemoryKind, NewItem, NoteKind
+from hiveboard.memory.service import Mode, Recorded, Results
 
 from . import lanes
 from .boundary import CREATE, MAX_ID, READ, tool_boundary
 from .deps import Deps
 
-MAX_TAGS = 20  # tags of a memory item, or asked for in a search
 MAX_NOTES = 50  # items per remember call
-NOTE_CHARS = 20_000  # one remembered item (the model reads its first ~256 tokens for meaning; keywords see all)
+NOTE_CHARS = 20_000  # one remembered item (the model reads only its start for meaning; keywords see all)
 MAX_WAIT = 60  # seconds a search may wait for the vector index to catch up
 Tag = Annotated[str, Field(min_length=1, max_length=50)]
 
@@ -34,16 +34,20 @@ Tag = Annotated[str, Field(min_length=1, max_length=50)]
 def stored_item(*, text: str, title: str | None, task_type: str | None, tags: list[str], **more) -> NewItem:
     """What is stored for an item sent to `remember` or read from a memory file: with no title, its first line;
     the task type lowercased; each tag once."""
-    return NewItem(text=text, title=text.strip().splitlines()[0][:120] if title is None else title,
-                   task_type=task_type.strip().lower() if task_type else None, tags=list(dict.fromkeys(tags)),
-                   **more)
+    return NewItem(
+        text=text,
+        title=text.strip().splitlines()[0][:120] if title is None else title,
+        task_type=task_type.strip().lower() if task_type else None,
+        tags=list(dict.fromkeys(tags)),
+        **more,
+    )
 
 
 class Note(BaseModel):
     """One item to remember (the edge's bounds; `hiveboard memory import` checks each line with them too)."""
 
     text: str = Field(min_length=1, max_length=NOTE_CHARS)
-    kind: Literal["note", "snippet", "document"] = "note"
+    kind: NoteKind = "note"
     title: str | None = Field(None, max_length=200)
     task_type: str | None = Field(None, max_length=40)
     tags: list[Tag] = Field([], max_length=MAX_TAGS)
@@ -57,8 +61,14 @@ class Note(BaseModel):
         return text
 
     def new_item(self) -> NewItem:
-        return stored_item(text=self.text, title=self.title or None, task_type=self.task_type, tags=self.tags,
-                           kind=self.kind, task_id=self.task_id)
+        return stored_item(
+            text=self.text,
+            title=self.title or None,
+            task_type=self.task_type,
+            tags=self.tags,
+            kind=self.kind,
+            task_id=self.task_id,
+        )
 
 
 class Remembered(BaseModel):
@@ -77,30 +87,39 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     async def query_memory(
         query: Annotated[str, Field(min_length=1, max_length=2000)],
         task_type: Annotated[str | None, Field(max_length=40)] = None,
-        kinds: list[Literal["lesson", "critique", "output", "message", "note", "snippet", "document"]] | None = None,
+        kinds: list[MemoryKind] | None = None,
         tags: Annotated[list[Tag] | None, Field(description="items with all these", max_length=MAX_TAGS)] = None,
         k: Annotated[int, Field(ge=1, le=50)] = 5,
         include_deprecated: Annotated[bool, Field(description="also superseded items")] = False,
-        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+        mode: Mode = "hybrid",
         wait_seconds: Annotated[float, Field(description="for unindexed items", ge=0, le=MAX_WAIT)] = 0,
     ) -> Results:
         """Search team memory by meaning and keyword."""
         if wait_seconds and mode != "keyword":
             await _indexed(now(), time.monotonic() + wait_seconds)
-        return await anyio.to_thread.run_sync(functools.partial(
-            memory.query, query, task_type=task_type, kinds=kinds, tags=tags, k=k,
-            include_deprecated=include_deprecated, mode=mode))
+        return await anyio.to_thread.run_sync(
+            functools.partial(
+                memory.query,
+                query,
+                task_type=task_type,
+                kinds=kinds,
+                tags=tags,
+                k=k,
+                include_deprecated=include_deprecated,
+                mode=mode,
+            )
+        )
 
     async def _indexed(queued_by: float, deadline: float) -> None:
         """Return once the items queued by `queued_by` are indexed (the indexer's commits wake us, also
         from the process that owns the index), or at the deadline."""
         while True:
-            mark = notifier.mark("memory.indexed")  # before the count, so a batch indexed in between wakes us
+            mark = notifier.mark(Topic.MEMORY_INDEXED)  # before the count, so a batch indexed in between wakes us
             waiting = await anyio.to_thread.run_sync(memory.pending, queued_by)  # may open the memory: off the lanes
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0:
                 return
-            await notifier.wait("memory.indexed", mark, remaining)
+            await notifier.wait(Topic.MEMORY_INDEXED, mark, remaining)
 
     @mcp.tool(annotations=CREATE)
     @tool_boundary
@@ -122,13 +141,21 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         title: Annotated[str | None, Field(max_length=200)] = None,
         tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] = [],
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
-        supersedes: Annotated[int | None, Field(description="an older lesson it replaces", ge=1,
-                                                le=MAX_ID)] = None,
+        supersedes: Annotated[int | None, Field(description="an older lesson it replaces", ge=1, le=MAX_ID)] = None,
     ) -> Recorded:
         """Teach the team a lesson for this type of task (duplicates merge)."""
         agent = await lanes.run("write", identity.require, ctx)
         # embeds the lesson to find near-duplicates: off the board's lanes
-        return await anyio.to_thread.run_sync(functools.partial(
-            memory.record_lesson, agent, problem=problem, fix=fix, task_type=task_type, title=title, tags=tags,
-            task_id=task_id, supersedes=supersedes))
-
+        return await anyio.to_thread.run_sync(
+            functools.partial(
+                memory.record_lesson,
+                agent,
+                problem=problem,
+                fix=fix,
+                task_type=task_type,
+                title=title,
+                tags=tags,
+                task_id=task_id,
+                supersedes=supersedes,
+            )
+        )

@@ -66,10 +66,19 @@ class ImportedItem(BaseModel):
         return text
 
     def new_item(self) -> NewItem:  # a title given empty stays empty (export writes what was stored)
-        return stored_item(text=self.text, title=self.title, task_type=self.task_type, tags=self.tags,
-                           kind=self.kind, task_id=self.task_id, source=self.source, created_by=self.created_by,
-                           merged_count=self.merged_count, deprecated=self.deprecated,
-                           created_at=self.created_at.timestamp() if self.created_at else None)
+        return stored_item(
+            text=self.text,
+            title=self.title,
+            task_type=self.task_type,
+            tags=self.tags,
+            kind=self.kind,
+            task_id=self.task_id,
+            source=self.source,
+            created_by=self.created_by,
+            merged_count=self.merged_count,
+            deprecated=self.deprecated,
+            created_at=self.created_at.timestamp() if self.created_at else None,
+        )
 
 
 class Progress:
@@ -207,7 +216,7 @@ def index_imported(settings: Settings, board: Board) -> str:
     """Index what waits, when this process can own the index; a sentence saying what happened."""
     from hiveboard.memory.lazy import OPEN_ERRORS
 
-    from .cli import open_memory_for
+    from .stores import open_memory_for
 
     waiting = board.knowledge.pending()
     if not waiting:
@@ -224,6 +233,8 @@ def index_imported(settings: Settings, board: Board) -> str:
     finally:
         memory.stop()
     if left:
-        return (f"{left} items wait for the vector index: the hiveboard server that owns it indexes them "
-                "(hiveboard board shows how many wait); keyword search sees them now")
+        return (
+            f"{left} items wait for the vector index: the hiveboard server that owns it indexes them "
+            "(hiveboard board shows how many wait); keyword search sees them now"
+        )
     return "all items are indexed by meaning"

@@ -10,7 +10,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
 from hiveboard.board import now
-from hiveboard.board.messages import Message, MessagePage, NewMessage, Subscription
+from hiveboard.board.events import Topic
+from hiveboard.board.messages import Message, MessagePage, MessagePriority, NewMessage, Subscription, SubscriptionKind
 
 from . import lanes
 from .boundary import CREATE, IDEMPOTENT, MAX_ID, Id, tool_boundary
@@ -25,27 +26,37 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     board, identity = deps.board, deps.identity
     notifier = board.store.notifier
 
-
     @mcp.tool(annotations=CREATE)
     @tool_boundary
     def publish_message(
         ctx: Context,
-        intent: Annotated[str, Field(description="e.g. status_update, request_help, "
-                                     "answer", max_length=40)],
+        intent: Annotated[str, Field(description="e.g. status_update, request_help, answer", max_length=40)],
         content: str = "",
         summary: str | None = None,  # defaults to the first line (the server instructions)
-        recipient: Annotated[str | None, Field(description="agent, 'role:<role>' or 'everyone'; "
-                                               "omit: the pool")] = None,
+        recipient: Annotated[
+            str | None, Field(description="agent, 'role:<role>' or 'everyone'; omit: the pool")
+        ] = None,
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         thread: Annotated[str | None, Field(description="channel name")] = None,
         reply_to: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
-        priority: Literal["low", "normal", "high", "urgent"] = "normal",
+        priority: MessagePriority = "normal",
         metadata: Annotated[dict, Field(description="small JSON object")] = {},
     ) -> Message:
         """Send a message to an agent, a role, everyone or the pool."""
-        return board.messages.publish(identity.require(ctx), NewMessage(
-            intent=intent, content=content, summary=summary, recipient=recipient, task_id=task_id,
-            thread=thread, reply_to=reply_to, priority=priority, metadata=metadata))
+        return board.messages.publish(
+            identity.require(ctx),
+            NewMessage(
+                intent=intent,
+                content=content,
+                summary=summary,
+                recipient=recipient,
+                task_id=task_id,
+                thread=thread,
+                reply_to=reply_to,
+                priority=priority,
+                metadata=metadata,
+            ),
+        )
 
     @mcp.tool(annotations=CREATE)  # not read-only: reading the inbox marks messages read
     @tool_boundary
@@ -65,8 +76,16 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ack: Annotated[list[Id], Field(max_length=500)] = [],
     ) -> MessagePage:
         """Read your inbox or the pool, ack handled messages, or wait for one."""
-        filters = dict(task_id=task_id, intent=intent, thread=thread, sender=sender, since=since, full=full,
-                       limit=limit, cursor=cursor)
+        filters = dict(
+            task_id=task_id,
+            intent=intent,
+            thread=thread,
+            sender=sender,
+            since=since,
+            full=full,
+            limit=limit,
+            cursor=cursor,
+        )
 
         def first_read() -> tuple[str | None, int | None, int, MessagePage]:
             # one trip to a worker thread for who is asking, the acks and the first page: each trip waits
@@ -76,7 +95,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             acked = board.messages.ack(agent, ack) if ack else None
             if box == "pool":
                 return agent, acked, 0, board.messages.pool(**filters)
-            mark = notifier.mark(f"inbox:{agent}")  # before the check, so a publish in between still wakes us
+            mark = notifier.mark(Topic.inbox(agent))  # before the check, so a publish in between still wakes us
             return agent, acked, mark, board.messages.inbox(agent, unread_only=unread_only, **filters)
 
         # a read marks what it returns read, unless it browses (or reads the pool)
@@ -94,8 +113,8 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 if not waiting:  # a waiting agent is present (reviews ask present critics only)
                     waiting = True
                     await lanes.run("write", board.agents.seen, agent, now() + remaining)
-                await notifier.wait(f"inbox:{agent}", mark, remaining)
-                mark = notifier.mark(f"inbox:{agent}")
+                await notifier.wait(Topic.inbox(agent), mark, remaining)
+                mark = notifier.mark(Topic.inbox(agent))
                 page = await lanes.run(lane, board.messages.inbox, agent, unread_only=unread_only, **filters)
         finally:
             if waiting:
@@ -106,9 +125,8 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def subscribe(
         ctx: Context,
-        kind: Literal["intent", "task", "channel"],
-        value: Annotated[str, Field(description="intent, task id or channel", min_length=1,
-                                    max_length=80)],
+        kind: SubscriptionKind,
+        value: Annotated[str, Field(description="intent, task id or channel", min_length=1, max_length=80)],
         unsubscribe: bool = False,
     ) -> Subscriptions:
         """Follow (or unfollow) an intent, task or channel into your inbox."""

@@ -111,32 +111,49 @@ class InboxSubscriptions:
                 asyncio.run_coroutine_threadsafe(self.bus.publish(ResourceUpdated(uri=uri)), loop)
             for connection in list(self._connections.get(uri, ())):
                 asyncio.run_coroutine_threadsafe(
-                    connection.notify("notifications/resources/updated", {"uri": uri}), loop)
+                    connection.notify("notifications/resources/updated", {"uri": uri}), loop
+                )
 
 
 def register(mcp: MCPServer, deps: Deps) -> None:
     board, identity = deps.board, deps.identity
 
-    @mcp.resource("hiveboard://board", name="board", description="The board: columns, counts and top cards",
-                  mime_type="application/json")
+    @mcp.resource(
+        "hiveboard://board",
+        name="board",
+        description="The board: columns, counts and top cards",
+        mime_type="application/json",
+    )
     def board_resource() -> str:
         return board.board(top=10).model_dump_json()
 
-    @mcp.resource("hiveboard://stats", name="stats", description="Review and memory metrics (board_stats)",
-                  mime_type="application/json")
+    @mcp.resource(
+        "hiveboard://stats",
+        name="stats",
+        description="Review and memory metrics (board_stats)",
+        mime_type="application/json",
+    )
     def stats_resource() -> str:
         return board.reviews.stats().model_dump_json()
 
-    @mcp.resource("hiveboard://tasks/{task_id}", name="task", description="One card in full, with its history",
-                  mime_type="application/json")
+    @mcp.resource(
+        "hiveboard://tasks/{task_id}",
+        name="task",
+        description="One card in full, with its history",
+        mime_type="application/json",
+    )
     def task_resource(task_id: int) -> str:
         try:
             return board.get(int(task_id)).model_dump_json()
         except BoardError as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 
-    @mcp.resource("hiveboard://memory/{item_id}", name="memory", mime_type="application/json",
-                  description="One memory item in full: its whole text, source, tags (query_memory shows a snippet)")
+    @mcp.resource(
+        "hiveboard://memory/{item_id}",
+        name="memory",
+        mime_type="application/json",
+        description="One memory item in full: its whole text, source, tags (query_memory shows a snippet)",
+    )
     def memory_resource(item_id: str) -> str:
         if not item_id.isdigit():
             raise ResourceNotFoundError(f"memory item {item_id!r} is not an id; use a hit's id from query_memory")
@@ -145,25 +162,49 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         except BoardError as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 
-    @mcp.resource("hiveboard://digests", name="digests", mime_type="application/json",
-                  description="The task types that have a digest: title, rules and lessons of each")
+    @mcp.resource(
+        "hiveboard://digests",
+        name="digests",
+        mime_type="application/json",
+        description="The task types that have a digest: title, rules and lessons of each",
+    )
     def digests_resource() -> str:
-        return json.dumps([{"task_type": d.task_type, "title": d.title, "rules": len(d.rules), "lessons": d.lessons,
-                            "uri": digest_uri(d.task_type)} for d in board.digests.all()])
+        return json.dumps(
+            [
+                {
+                    "task_type": d.task_type,
+                    "title": d.title,
+                    "rules": len(d.rules),
+                    "lessons": d.lessons,
+                    "uri": digest_uri(d.task_type),
+                }
+                for d in board.digests.all()
+            ]
+        )
 
-    @mcp.resource("hiveboard://digest/{task_type}", name="digest", mime_type="application/json",
-                  description="A task type's digest: its lessons grouped by meaning into rules with counts")
+    @mcp.resource(
+        "hiveboard://digest/{task_type}",
+        name="digest",
+        mime_type="application/json",
+        description="A task type's digest: its lessons grouped by meaning into rules with counts",
+    )
     def digest_resource(task_type: str) -> str:
         task_type = task_type.strip().lower()
         digest = board.digests.get(task_type)
         if digest is None:
             had = board.digests.accrued().get(task_type, 0)
-            raise ResourceNotFoundError(f"task type {task_type!r} has no digest yet ({had} lessons): one is written "
-                                        "once it has enough lessons; hiveboard://digests lists those that have one")
+            raise ResourceNotFoundError(
+                f"task type {task_type!r} has no digest yet ({had} lessons): one is written "
+                "once it has enough lessons; hiveboard://digests lists those that have one"
+            )
         return digest.model_dump_json()
 
-    @mcp.resource("hiveboard://inbox/{agent}", name="inbox", mime_type="application/json",
-                  description="An agent's unread messages (summaries); subscribe to be told when it changes")
+    @mcp.resource(
+        "hiveboard://inbox/{agent}",
+        name="inbox",
+        mime_type="application/json",
+        description="An agent's unread messages (summaries); subscribe to be told when it changes",
+    )
     def inbox_resource(agent: str, ctx: Context) -> str:
         me = identity.current(ctx)
         if me != agent.lower():

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Literal
+from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from hiveboard.board.reviews import BoardStats, Critique, CritiqueRecord, Finding, ReviewIssue, Resolution, ReviewTrail
+from hiveboard.board.events import Topic
+from hiveboard.board.reviews import (
+    BoardStats,
+    Critique,
+    CritiqueRecord,
+    Finding,
+    Resolution,
+    ReviewIssue,
+    ReviewTrail,
+    Verdict,
+)
 
 from . import lanes
 from .boundary import CREATE, MAX_ID, READ, tool_boundary
@@ -25,8 +35,9 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     async def get_review(
         ctx: Context,
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
-        review_id: Annotated[int | None, Field(description="or a review id (from review.request)", ge=1,
-                                               le=MAX_ID)] = None,
+        review_id: Annotated[
+            int | None, Field(description="or a review id (from review.request)", ge=1, le=MAX_ID)
+        ] = None,
         wait_seconds: Annotated[float, Field(description="wait for the round to finish", ge=0, le=600)] = 0,
         full: bool = False,
     ) -> ReviewTrail:
@@ -35,7 +46,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:
             task_id = await lanes.run("read", board.reviews.review_of, review_id)
-        topic = f"review:{task_id}"
+        topic = Topic.review(task_id)
         deadline = time.monotonic() + wait_seconds
         reported = None
         while True:
@@ -48,8 +59,11 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             done = sum(c.status not in ("running", "pending") for c in latest.critiques)
             if (done, len(latest.critiques)) != reported:
                 reported = (done, len(latest.critiques))
-                await ctx.report_progress(done, len(latest.critiques) or None,
-                                          f"round {latest.round}: {done} of {len(latest.critiques)} critics done")
+                await ctx.report_progress(
+                    done,
+                    len(latest.critiques) or None,
+                    f"round {latest.round}: {done} of {len(latest.critiques)} critics done",
+                )
             await notifier.wait(topic, mark, remaining)
 
     @mcp.tool(annotations=CREATE)
@@ -58,15 +72,20 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ctx: Context,
         review_id: Annotated[int, Field(ge=1, le=MAX_ID)],
         lens: Annotated[str, Field(description="an open lens of that review", max_length=40)],
-        verdict: Literal["PASS", "CONDITIONAL", "FAIL"],
+        verdict: Verdict,
         score: Annotated[int, Field(ge=1, le=10)],  # the scale is in the server instructions
         summary: Annotated[str, Field(min_length=1, max_length=4000)],
         issues: Annotated[list[Finding], Field(max_length=50)] = [],
         resolutions: Annotated[list[Resolution], Field(max_length=50)] = [],  # round 2+: see the instructions
     ) -> CritiqueRecord:
         """As a critic, judge one lens of others' work."""
-        critique = Critique(verdict=verdict, score=score, summary=summary, resolutions=resolutions,
-                            issues=[ReviewIssue(**issue.model_dump()) for issue in issues])
+        critique = Critique(
+            verdict=verdict,
+            score=score,
+            summary=summary,
+            resolutions=resolutions,
+            issues=[ReviewIssue(**issue.model_dump()) for issue in issues],
+        )
         return board.reviews.submit(identity.require(ctx), review_id, lens.strip().lower(), critique)
 
     @mcp.tool(annotations=READ)

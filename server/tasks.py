@@ -10,8 +10,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from hiveboard.board.digests import Digest
 from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
+from hiveboard.board.digest_store import Digest
+from hiveboard.board.models import Priority, Status
 from hiveboard.memory.service import Hit
 
 from . import lanes
@@ -25,16 +26,25 @@ log = logging.getLogger("hiveboard")
 class WhoAmI(BaseModel):
     agent: str | None = Field(description="the agent this connection acts as; null until registered")
     role: str | None = None
-    token: str | None = Field(None, description="bearer token for this agent, shown only when it was just "
-                              "created; keep it to reconnect as this agent (whoami token=, or HTTP header)")
+    token: str | None = Field(
+        None,
+        description="bearer token for this agent, shown only when it was just "
+        "created; keep it to reconnect as this agent (whoami token=, or HTTP header)",
+    )
     message: str
 
 
 class ClaimAnswer(Claim):
-    digest: Digest | None = Field(None, description="the common rules of this task type, grouped from its lessons "
-                                  "with counts (hiveboard://digest/{task_type}); read it first")
-    lessons: list[Hit] = Field([], description="lessons and past critiques for this kind of work: read them "
-                               "first; pass the ids that helped to complete_task as helpful_lessons")
+    digest: Digest | None = Field(
+        None,
+        description="the common rules of this task type, grouped from its lessons "
+        "with counts (hiveboard://digest/{task_type}); read it first",
+    )
+    lessons: list[Hit] = Field(
+        [],
+        description="lessons and past critiques for this kind of work: read them "
+        "first; pass the ids that helped to complete_task as helpful_lessons",
+    )
 
 
 class ListPage(Page):
@@ -49,15 +59,23 @@ def _trim(task: Task, full: bool) -> Task:
     def cut(text: str | None) -> str | None:
         if text is None or len(text) <= PREVIEW_CHARS:
             return text
-        return (text[:PREVIEW_CHARS] + f"\n… {len(text) - PREVIEW_CHARS} more characters; call get_task with "
-                f"task_id={task.id} full=true for all of it")
+        return (
+            text[:PREVIEW_CHARS] + f"\n… {len(text) - PREVIEW_CHARS} more characters; call get_task with "
+            f"task_id={task.id} full=true for all of it"
+        )
 
-    return task.model_copy(update=dict(
-        output=cut(task.output),
-        artifacts=[a.model_copy(update=dict(content=cut(a.content))) for a in task.artifacts],
-        acceptance_tests=task.acceptance_tests and task.acceptance_tests.model_copy(update=dict(
-            files=[f.model_copy(update=dict(content=cut(f.content))) for f in task.acceptance_tests.files])),
-    ))
+    return task.model_copy(
+        update=dict(
+            output=cut(task.output),
+            artifacts=[a.model_copy(update=dict(content=cut(a.content))) for a in task.artifacts],
+            acceptance_tests=task.acceptance_tests
+            and task.acceptance_tests.model_copy(
+                update=dict(
+                    files=[f.model_copy(update=dict(content=cut(f.content))) for f in task.acceptance_tests.files]
+                )
+            ),
+        )
+    )
 
 
 def register(mcp: MCPServer, deps: Deps) -> None:
@@ -69,8 +87,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ctx: Context,
         name: Annotated[str | None, Field(max_length=64)] = None,  # the description says: once
         role: Annotated[str | None, Field(description="e.g. coder, reviewer, lead", max_length=40)] = None,
-        token: Annotated[str | None, Field(description="re-attach to an existing agent",
-                                           max_length=200)] = None,
+        token: Annotated[str | None, Field(description="re-attach to an existing agent", max_length=200)] = None,
     ) -> WhoAmI:
         """Who this connection acts as; name= sets it once."""
         if name is None:
@@ -89,7 +106,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         title: Annotated[str, Field(description="short, imperative", min_length=1, max_length=200)],
         description: str = "",  # what and why
         task_type: Annotated[str, Field(description="e.g. code, docs, bug", max_length=40)] = "code",
-        priority: Literal["critical", "high", "medium", "low"] = "medium",
+        priority: Priority = "medium",
         labels: list[str] = [],
         depends_on: Annotated[list[Id], Field(description="ids done first")] = [],
         acceptance_criteria: list[str] = [],  # checkable; '$ command' lines run in review
@@ -102,13 +119,27 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         """Add a card to todo."""
         actor = identity.require(ctx)
         if attempts > 1 and wants_review is None:
-            raise ToolError("competing attempts are compared through their reviews, and review is off on this "
-                            "server; create one card (attempts=1)")
-        return board.create(actor, NewTask(
-            title=title, description=description, task_type=task_type, priority=priority, labels=labels,
-            depends_on=depends_on, acceptance_criteria=acceptance_criteria, assignee=assignee, waive=waive,
-            attempts=attempts, needs_approval=needs_approval,
-            acceptance_tests=acceptance_tests))
+            raise ToolError(
+                "competing attempts are compared through their reviews, and review is off on this "
+                "server; create one card (attempts=1)"
+            )
+        return board.create(
+            actor,
+            NewTask(
+                title=title,
+                description=description,
+                task_type=task_type,
+                priority=priority,
+                labels=labels,
+                depends_on=depends_on,
+                acceptance_criteria=acceptance_criteria,
+                assignee=assignee,
+                waive=waive,
+                attempts=attempts,
+                needs_approval=needs_approval,
+                acceptance_tests=acceptance_tests,
+            ),
+        )
 
     @mcp.tool(annotations=READ)
     @tool_boundary
@@ -124,7 +155,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @mcp.tool(annotations=READ)
     @tool_boundary
     def list_tasks(
-        status: Literal["todo", "in_progress", "review", "done", "blocked", "needs_human"] | None = None,
+        status: Status | None = None,
         task_type: Annotated[str | None, Field(max_length=40)] = None,
         assignee: Annotated[str | None, Field(max_length=64)] = None,
         label: Annotated[str | None, Field(max_length=50)] = None,
@@ -133,12 +164,15 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         cursor: str | None = None,  # a page's hint says which
     ) -> ListPage:
         """Cards by filter, highest priority first, paged."""
-        page = board.list(status=status, task_type=task_type, assignee=assignee, label=label, ready=ready,
-                          limit=limit, cursor=cursor)
+        page = board.list(
+            status=status, task_type=task_type, assignee=assignee, label=label, ready=ready, limit=limit, cursor=cursor
+        )
         hint = None
         if page.next_cursor:
-            hint = (f"{page.total - len(page.tasks)} more may follow; call list_tasks with the same filters "
-                    f"and cursor={page.next_cursor!r}")
+            hint = (
+                f"{page.total - len(page.tasks)} more may follow; call list_tasks with the same filters "
+                f"and cursor={page.next_cursor!r}"
+            )
         return ListPage(**page.model_dump(), hint=hint)
 
     @mcp.tool(annotations=READ)
@@ -155,6 +189,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         task_type: Annotated[str | None, Field(description="with no task_id: only this type", max_length=40)] = None,
     ) -> ClaimAnswer:
         """Take a card atomically: a lease, a fencing token, lessons from past work."""
+
         def take() -> tuple[str, Claim, Digest | None]:
             agent = identity.require(ctx)
             claim = board.claim(agent, task_id=task_id, task_type=task_type)
@@ -167,14 +202,17 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 lessons = await anyio.to_thread.run_sync(memory.context_for, agent, claim.task)
             except Exception:  # the claim has committed: its holder must still learn its token
                 log.exception("lessons for task %s could not be read", claim.task.id)
-                claim = claim.model_copy(update={"message": claim.message + "; past lessons could not be read "
-                                                 "just now (query_memory later)"})
+                claim = claim.model_copy(
+                    update={"message": claim.message + "; past lessons could not be read just now (query_memory later)"}
+                )
         return ClaimAnswer(**dict(claim), digest=digest, lessons=lessons)
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary
     def release_task(
-        ctx: Context, task_id: TaskId, token: Token,
+        ctx: Context,
+        task_id: TaskId,
+        token: Token,
         reason: str | None = None,
     ) -> TaskSummary:
         """Give a card you hold back to todo."""
@@ -192,18 +230,33 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         reason: str | None = None,
         title: Annotated[str | None, Field(max_length=200)] = None,
         description: str | None = None,
-        priority: Literal["critical", "high", "medium", "low"] | None = None,
+        priority: Priority | None = None,
         labels: list[str] | None = None,
         acceptance_criteria: list[str] | None = None,
         needs_approval: bool | None = None,  # false clears it (README: who may change what)
-        expected_version: Annotated[int | None, Field(description="refuse if past this version",
-                                                      ge=1, le=MAX_ID)] = None,
+        expected_version: Annotated[
+            int | None, Field(description="refuse if past this version", ge=1, le=MAX_ID)
+        ] = None,
     ) -> TaskSummary:
         """Note progress or renew your lease (token alone); change status; edit a card you made."""
-        edit = TaskEdit(title=title, description=description, priority=priority, labels=labels,
-                        acceptance_criteria=acceptance_criteria, needs_approval=needs_approval)
-        return board.update(identity.require(ctx), task_id, token=token, note=note, status=status,
-                            reason=reason, edit=edit, expected_version=expected_version)
+        edit = TaskEdit(
+            title=title,
+            description=description,
+            priority=priority,
+            labels=labels,
+            acceptance_criteria=acceptance_criteria,
+            needs_approval=needs_approval,
+        )
+        return board.update(
+            identity.require(ctx),
+            task_id,
+            token=token,
+            note=note,
+            status=status,
+            reason=reason,
+            edit=edit,
+            expected_version=expected_version,
+        )
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary
@@ -214,15 +267,16 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         output: str,
         summary: Annotated[str | None, Field(description="a line or two for the board", max_length=2000)] = None,
         artifacts: list[Artifact] = [],
-        helpful_lessons: Annotated[list[Id], Field(max_length=50, description="ids of claim_task's lessons "
-                                                   "that helped")] = [],
+        helpful_lessons: Annotated[
+            list[Id], Field(max_length=50, description="ids of claim_task's lessons that helped")
+        ] = [],
     ) -> TaskSummary:
         """Hand in a card you hold: to review (see get_review) or done."""
         actor = identity.require(ctx)
+
         def to_status(card: TaskSummary) -> str:  # without a review, a card that needs a person waits for one
             if wants_review is not None and wants_review(card):
                 return "review"
             return "needs_human" if card.needs_approval else "done"
 
-        return board.complete(actor, task_id, token, output, summary, artifacts, to_status,
-                              helpful=helpful_lessons)
+        return board.complete(actor, task_id, token, output, summary, artifacts, to_status, helpful=helpful_lessons)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,10 +22,11 @@ import anyio
 import httpx
 import httpx2
 import pytest
+from fake_llm import FakeLLM
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from fake_llm import FakeLLM
 from hiveboard.board import Board, Store
 from hiveboard.critics.config import ReviewConfig
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker
@@ -59,10 +62,23 @@ def connect(board: Board):
     """connect("alice") -> an in-process MCP client whose connection acts as alice (None: unregistered)."""
 
     @asynccontextmanager
-    async def _connect(agent: str | None = None, *, mode: str = "auto", wants_review=None, memory=None, review=None,
-                       role: str | None = None, **client_options):
-        server = build_server(board, Identity(board.agents, "memory", agent=agent, role=role),
-                              wants_review=wants_review, memory=memory, review=review)
+    async def _connect(
+        agent: str | None = None,
+        *,
+        mode: str = "auto",
+        wants_review=None,
+        memory=None,
+        review=None,
+        role: str | None = None,
+        **client_options,
+    ):
+        server = build_server(
+            board,
+            Identity(board.agents, "memory", agent=agent, role=role),
+            wants_review=wants_review,
+            memory=memory,
+            review=review,
+        )
         async with Client(server, mode=mode, **client_options) as client:
             yield client
 
@@ -77,9 +93,20 @@ def chroma_server(tmp_path_factory):
         pytest.skip("the chroma CLI is not installed next to this Python")
     for _ in range(3):  # the free port may be taken by another process before chroma binds it
         port = free_port()
-        proc = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path_factory.mktemp("chroma-server")),
-                                 "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                str(chroma),
+                "run",
+                "--path",
+                str(tmp_path_factory.mktemp("chroma-server")),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         url = f"http://127.0.0.1:{port}"
         if wait_until(functools.partial(_answers, f"{url}/api/v2/heartbeat"), proc):
             break
@@ -98,12 +125,18 @@ def _answers(url: str) -> bool:
         return False
 
 
-async def until(predicate, timeout: float = START_TIMEOUT, what: str = "condition") -> None:
-    """Poll predicate() on the event loop until it holds; fail the test naming `what` at the deadline."""
+async def until(check, timeout: float = START_TIMEOUT, what: str = "condition", interval: float = 0.01):
+    """Poll check() on the event loop until it returns something truthy, and return that; check may be a
+    coroutine function (a question to a server). Fail the test naming `what` at the deadline."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await anyio.sleep(0.01)
+        await anyio.sleep(interval)
 
 
 def wait_until(ready, proc: subprocess.Popen, timeout: float = START_TIMEOUT) -> bool:
@@ -126,10 +159,19 @@ def memory(request, board: Board, tmp_path: Path):
         mem = open_memory(board, get_embedder(), tmp_path)
     else:
         url = request.getfixturevalue("chroma_server")
-        mem = open_memory(board, get_embedder(), tmp_path, chroma_url=url,
-                          collection=f"t{uuid.uuid4().hex[:16]}")  # each test its own collection
+        mem = open_memory(
+            board, get_embedder(), tmp_path, chroma_url=url, collection=f"t{uuid.uuid4().hex[:16]}"
+        )  # each test its own collection
     yield mem
     mem.stop()
+
+
+@pytest.fixture
+def with_memory(board: Board, tmp_path: Path):
+    """The board's shared memory on the embedded Chroma only, for tests that are about something else."""
+    memory = open_memory(board, get_embedder(), tmp_path)
+    yield memory
+    memory.stop()
 
 
 class ToolFailed(AssertionError):
@@ -176,6 +218,35 @@ def hiveboard_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "hiveboard.server", *args]
 
 
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """`hiveboard ARGS` as an operator runs it; its exit code, stdout and stderr (as text)."""
+    return subprocess.run(hiveboard_cmd(*args), capture_output=True, text=True, timeout=START_TIMEOUT)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without any HIVEBOARD_* setting of the outer shell, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
+    env.update(extra)
+    return env
+
+
+def stdio_server(home: Path, agent: str | None = None, env: dict | None = None, offline: bool = False) -> Client:
+    """A client of `hiveboard serve` on stdio in its own process, as agent (HIVEBOARD_AGENT), or with `env`.
+
+    offline: in a network namespace with only loopback, where `unshare -n` works here; even native code
+    cannot reach out."""
+    args = ["-m", "hiveboard.server", "--home", str(home), "serve"]
+    env = env or clean_env(**({"HIVEBOARD_AGENT": agent} if agent else {}))
+    if (
+        offline
+        and shutil.which("unshare")
+        and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+    ):
+        script = f"ip link set lo up 2>/dev/null; exec {sys.executable} " + " ".join(args)
+        return Client(StdioServerParameters(command="unshare", args=["-n", "sh", "-c", script], env=env))
+    return Client(StdioServerParameters(command=sys.executable, args=args, env=env))
+
+
 def stop_process(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -198,8 +269,13 @@ def serve_http(home: Path, *extra: str, env: dict | None = None) -> tuple[subpro
     server's whole life, so its log can never fill the pipe and block it.
     """
     args = hiveboard_cmd("--home", str(home), "serve", "--http", "--port", "0", "--log-level", "INFO", *extra)
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env if env is not None else dict(os.environ))
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env if env is not None else dict(os.environ),
+    )
     tail: deque[str] = deque(maxlen=100)
     found: dict[str, str] = {}
     ready = threading.Event()
@@ -215,8 +291,9 @@ def serve_http(home: Path, *extra: str, env: dict | None = None) -> tuple[subpro
     threading.Thread(target=drain, daemon=True).start()
     if not ready.wait(START_TIMEOUT):
         stop_process(proc)
-        raise TimeoutError(f"hiveboard serve --http said nothing like ready within {START_TIMEOUT} s:\n"
-                           + "".join(tail))
+        raise TimeoutError(
+            f"hiveboard serve --http said nothing like ready within {START_TIMEOUT} s:\n" + "".join(tail)
+        )
     if "url" not in found:
         proc.wait()
         raise RuntimeError(f"hiveboard serve --http exited with {proc.returncode}:\n" + "".join(tail))
@@ -241,14 +318,18 @@ def http_server(tmp_path: Path):
 
 def http_client(url: str, token: str | None = None, mode: str = "auto") -> Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60)),
-                  mode=mode)
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60)), mode=mode)
 
 
 def agent_token(home: Path, name: str) -> str:
     """Issue a bearer token the way an operator would: `hiveboard agent add NAME`."""
-    out = subprocess.run(hiveboard_cmd("--home", str(home), "agent", "add", name), capture_output=True,
-                         text=True, check=True, timeout=START_TIMEOUT)
+    out = subprocess.run(
+        hiveboard_cmd("--home", str(home), "agent", "add", name),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=START_TIMEOUT,
+    )
     return out.stdout.strip()
 
 
@@ -270,6 +351,7 @@ async def fence(client: Client) -> None:
 
 # ---------------------------------------------------------------- review (tests/critics)
 
+
 @pytest.fixture
 def fake_llm():
     """A fake OpenAI-compatible chat server on 127.0.0.1 (tests/fake_llm.py)."""
@@ -287,8 +369,12 @@ def reviewer(board):
 
     def start(config: ReviewConfig | None = None, memory=None) -> ReviewEngine:
         config = config or ReviewConfig()
-        config = config.model_copy(update={"poll_seconds": 0.1, "agent_deadline": config.agent_deadline
-                                           if "agent_deadline" in config.model_fields_set else 0})
+        config = config.model_copy(
+            update={
+                "poll_seconds": 0.1,
+                "agent_deadline": config.agent_deadline if "agent_deadline" in config.model_fields_set else 0,
+            }
+        )
         engine = ReviewEngine(board, config, memory)
         workers.append(ReviewWorker(engine).start())
         return engine
@@ -299,6 +385,7 @@ def reviewer(board):
 
 
 # ---------------------------------------------------------------- the review sandbox
+
 
 def _sandbox():
     from hiveboard.critics.sandbox import detect

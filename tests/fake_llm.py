@@ -18,16 +18,36 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LENS = re.compile(r"You are the (\S+) critic")
 
 
-def critique(verdict: str = "PASS", score: int = 9, summary: str = "looks fine", issues: list | None = None,
-             resolutions: list | None = None) -> dict:
-    return {"verdict": verdict, "score": score, "summary": summary, "issues": issues or [],
-            "resolutions": resolutions or []}
+def critique(
+    verdict: str = "PASS",
+    score: int = 9,
+    summary: str = "looks fine",
+    issues: list | None = None,
+    resolutions: list | None = None,
+) -> dict:
+    return {
+        "verdict": verdict,
+        "score": score,
+        "summary": summary,
+        "issues": issues or [],
+        "resolutions": resolutions or [],
+    }
 
 
-def issue(severity: str = "major", category: str = "bug", location: str = "app.py:1", description: str = "wrong",
-          suggestion: str = "fix it") -> dict:
-    return {"severity": severity, "category": category, "location": location, "description": description,
-            "suggestion": suggestion}
+def issue(
+    severity: str = "major",
+    category: str = "bug",
+    location: str = "app.py:1",
+    description: str = "wrong",
+    suggestion: str = "fix it",
+) -> dict:
+    return {
+        "severity": severity,
+        "category": category,
+        "location": location,
+        "description": description,
+        "suggestion": suggestion,
+    }
 
 
 class FakeLLM:
@@ -47,21 +67,36 @@ class FakeLLM:
                     return
                 system = next((m["content"] for m in body["messages"] if m["role"] == "system"), "")
                 found = LENS.search(system)
-                lens = found.group(1) if found else ("synthesis" if "consolidate" in system else
-                                                     "digest" if "digest of lessons" in system else "?")
+                lens = (
+                    found.group(1)
+                    if found
+                    else (
+                        "synthesis" if "consolidate" in system else "digest" if "digest of lessons" in system else "?"
+                    )
+                )
                 with fake.lock:
                     fake.requests.append({"lens": lens, "model": body["model"], "body": body, "at": time.time()})
-                    entry = fake.scripts[lens].popleft() if fake.scripts[lens] else \
-                        fake.default.get(lens, fake.default.get("*", critique()))
+                    entry = (
+                        fake.scripts[lens].popleft()
+                        if fake.scripts[lens]
+                        else fake.default.get(lens, fake.default.get("*", critique()))
+                    )
                 time.sleep(fake.delay.get(lens, fake.delay.get("*", 0)))
                 if callable(entry):
                     entry = entry(body)
                 content = entry if isinstance(entry, str) else json.dumps(entry)
-                payload = json.dumps({
-                    "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-                    "model": body["model"], "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}]}).encode()
+                payload = json.dumps(
+                    {
+                        "id": "chatcmpl-fake",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body["model"],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                        ],
+                    }
+                ).encode()
                 try:
                     self.send_response(200)
                     self.send_header("content-type", "application/json")

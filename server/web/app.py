@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 from urllib.parse import parse_qs, quote, urlencode
 
 import anyio
@@ -17,7 +17,9 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from hiveboard.board import Board, BoardError, Conflict, Forbidden, IllegalTransition, NewTask, NotFound
+from hiveboard.board.knowledge import MAX_TAGS
 from hiveboard.board.messages import NewMessage
+from hiveboard.memory.service import Mode
 
 from ..boundary import TOOL_ERRORS
 from . import pages
@@ -44,8 +46,17 @@ class Refused(Exception):
 class WebBoard:
     """The state the web routes share: the board, memory, sessions, the live hub and the access rules."""
 
-    def __init__(self, board: Board, home: Path, *, memory: Memory | None = None, hosts: list[str],
-                 origins: list[str], read_only: bool = False, presence: float = 120.0):
+    def __init__(
+        self,
+        board: Board,
+        home: Path,
+        *,
+        memory: Memory | None = None,
+        hosts: list[str],
+        origins: list[str],
+        read_only: bool = False,
+        presence: float = 120.0,
+    ):
         self.board, self.memory = board, memory
         self.sessions = Sessions(board, load_secret(home))
         self.hub = LiveHub(board)
@@ -105,7 +116,7 @@ def _fragment(request: Request, html: str) -> Response:
     """A page, or (live reloads ask with X-Fragment) only its main part."""
     if request.headers.get("x-fragment") == "main":
         start = html.index('<main id="main">') + len('<main id="main">')
-        html = html[start:html.rindex("</main>")]
+        html = html[start : html.rindex("</main>")]
     return HTMLResponse(html, headers={"cache-control": "no-store"})
 
 
@@ -118,6 +129,7 @@ def web_routes(web: WebBoard) -> list[Route]:
 
     def page(render: Callable[[Request, Viewer], str]):
         """A GET page: the viewer (or the login page), the rendering off the event loop."""
+
         async def endpoint(request: Request) -> Response:
             viewer = await anyio.to_thread.run_sync(web.viewer, request)
             if viewer is None:
@@ -125,54 +137,75 @@ def web_routes(web: WebBoard) -> list[Route]:
             try:
                 html = await anyio.to_thread.run_sync(render, request, viewer)
             except BoardError as exc:
-                return HTMLResponse(pages.message_page("Not possible", str(exc)),
-                                    status_code=STATUS_OF.get(type(exc), 400))
+                return HTMLResponse(
+                    pages.message_page("Not possible", str(exc)), status_code=STATUS_OF.get(type(exc), 400)
+                )
             return _fragment(request, html)
+
         return endpoint
 
     def action(run: Callable[[Viewer, dict[str, str], Request], Response]):
         """A POST action: refused with one sentence and nothing written, or done and redirected."""
+
         async def endpoint(request: Request) -> Response:
             try:
                 viewer, form = await web.acting(request)
                 return await anyio.to_thread.run_sync(run, viewer, form, request)
             except Refused as exc:
-                return HTMLResponse(pages.message_page("Refused", exc.text, request.headers.get("referer") or "/board"),
-                                    status_code=exc.status)
+                return HTMLResponse(
+                    pages.message_page("Refused", exc.text, request.headers.get("referer") or "/board"),
+                    status_code=exc.status,
+                )
             except BoardError as exc:
-                return HTMLResponse(pages.message_page("Not done", str(exc), request.headers.get("referer") or "/board"),
-                                    status_code=STATUS_OF.get(type(exc), 400))
+                return HTMLResponse(
+                    pages.message_page("Not done", str(exc), request.headers.get("referer") or "/board"),
+                    status_code=STATUS_OF.get(type(exc), 400),
+                )
+
         return endpoint
 
     # ------------------------------------------------------------------ pages
 
     def board_view(request: Request, viewer: Viewer) -> str:
         f = _filters(request)
-        columns = [board.views.column(s, task_type=f["type"], agent=f["agent"], label=f["label"])
-                   for s in pages.COLUMNS]
+        columns = [
+            board.views.column(s, task_type=f["type"], agent=f["agent"], label=f["label"]) for s in pages.COLUMNS
+        ]
         return pages.board_page(columns, f, board.views.choices(), viewer, request.query_params.get("said"))
 
     def column_view(request: Request, viewer: Viewer) -> str:
         f = _filters(request)
         status = request.path_params["status"]
-        col = board.views.column(status, task_type=f["type"], agent=f["agent"], label=f["label"],
-                                 after=request.query_params.get("after"))
+        col = board.views.column(
+            status, task_type=f["type"], agent=f["agent"], label=f["label"], after=request.query_params.get("after")
+        )
         return pages.column(col, f)
 
     def task_view(request: Request, viewer: Viewer) -> str:
         task_id = request.path_params["task_id"]
         task = board.get(task_id, history=50, viewer=viewer.name)
         thread = board.messages.pool(task_id=task_id, full=True, limit=100).messages
-        return pages.task_page(task, board.reviews.trail(task_id), thread, board.views.lessons(task_id),
-                               board.agents.names(500), viewer, request.query_params.get("said"))
+        return pages.task_page(
+            task,
+            board.reviews.trail(task_id),
+            thread,
+            board.views.lessons(task_id),
+            board.agents.names(500),
+            viewer,
+            request.query_params.get("said"),
+        )
 
     def messages_view(request: Request, viewer: Viewer) -> str:
         q = request.query_params
         task = q.get("task", "").strip()
         before = q.get("before", "").strip()
         filters = {"task": task or None, "intent": (q.get("intent") or "").strip()[:40] or None}
-        found = board.messages.latest(task_id=int(task) if task.isdigit() else None, intent=filters["intent"],
-                                      before=int(before) if before.isdigit() else None, limit=50)
+        found = board.messages.latest(
+            task_id=int(task) if task.isdigit() else None,
+            intent=filters["intent"],
+            before=int(before) if before.isdigit() else None,
+            limit=50,
+        )
         older = found[-1].id if len(found) == 50 else None
         return pages.messages_page(found, filters, older, viewer)
 
@@ -186,12 +219,16 @@ def web_routes(web: WebBoard) -> list[Route]:
             if web.memory is None:
                 note = "memory is off on this server"
             else:
-                tags = [t.strip() for t in q["tags"].split(",") if t.strip()][:20] or None
+                tags = [t.strip() for t in q["tags"].split(",") if t.strip()][:MAX_TAGS] or None
                 try:
-                    results = web.memory.query(q["q"][:2000], task_type=q["task_type"] or None,
-                                               kinds=[q["kind"]] if q["kind"] else None, tags=tags, k=20,
-                                               mode=q["mode"] if q["mode"] in ("hybrid", "vector", "keyword")
-                                               else "hybrid")
+                    results = web.memory.query(
+                        q["q"][:2000],
+                        task_type=q["task_type"] or None,
+                        kinds=[q["kind"]] if q["kind"] else None,
+                        tags=tags,
+                        k=20,
+                        mode=q["mode"] if q["mode"] in get_args(Mode) else "hybrid",
+                    )
                     note = results.note
                 except TOOL_ERRORS as exc:  # the same failures a tool reports, as a note on the page
                     note = str(exc)
@@ -209,9 +246,15 @@ def web_routes(web: WebBoard) -> list[Route]:
         labels = [x.strip() for x in form.get("labels", "").split(",") if x.strip()]
         criteria = [x.strip() for x in form.get("criteria", "").splitlines() if x.strip()]
         try:
-            new = NewTask(title=form.get("title", "").strip()[:200] or " ", description=form.get("description", ""),
-                          task_type=form.get("task_type", "code"), priority=form.get("priority", "medium"),
-                          labels=labels, acceptance_criteria=criteria, assignee=form.get("assignee") or None)
+            new = NewTask(
+                title=form.get("title", "").strip()[:200] or " ",
+                description=form.get("description", ""),
+                task_type=form.get("task_type", "code"),
+                priority=form.get("priority", "medium"),
+                labels=labels,
+                acceptance_criteria=criteria,
+                assignee=form.get("assignee") or None,
+            )
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(x) for x in first["loc"])
@@ -222,7 +265,9 @@ def web_routes(web: WebBoard) -> list[Route]:
     def decide(viewer: Viewer, form: dict[str, str], request: Request) -> Response:
         task_id = request.path_params["task_id"]
         decision = form.get("decision", "")
-        done = board.decide(viewer.name, task_id, decision, form.get("note", ""), form.get("assign_to") or None)
+        done = board.decisions.decide(
+            viewer.name, task_id, decision, form.get("note", ""), form.get("assign_to") or None
+        )
         return _back(f"/task/{task_id}", f"task {task_id} is now {done.status.replace('_', ' ')}")
 
     def post(viewer: Viewer, form: dict[str, str], request: Request) -> Response:
@@ -252,8 +297,15 @@ def web_routes(web: WebBoard) -> list[Route]:
         if person is None:
             return HTMLResponse(pages.login_page(value), status_code=401)
         response = RedirectResponse(_safe_next(form.get("next")), status_code=303)
-        response.set_cookie(COOKIE, value, max_age=web.sessions.seconds, httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https", path="/")
+        response.set_cookie(
+            COOKIE,
+            value,
+            max_age=web.sessions.seconds,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
         return response
 
     async def logout(request: Request) -> Response:
@@ -263,8 +315,12 @@ def web_routes(web: WebBoard) -> list[Route]:
             return HTMLResponse(pages.message_page("Refused", exc.text), status_code=exc.status)
         cookie = request.cookies.get(COOKIE)
         if cookie and not web.sessions.csrf_ok(cookie, form.get("csrf") or request.headers.get("x-csrf-token")):
-            return HTMLResponse(pages.message_page("Refused", "the form's CSRF token is missing or stale: reload the "
-                                                   "page and log out from it"), status_code=403)
+            return HTMLResponse(
+                pages.message_page(
+                    "Refused", "the form's CSRF token is missing or stale: reload the page and log out from it"
+                ),
+                status_code=403,
+            )
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response
@@ -274,16 +330,20 @@ def web_routes(web: WebBoard) -> list[Route]:
         if viewer is None:
             return JSONResponse({"error": "log in first"}, status_code=401)
         f = _filters(request)
-        return StreamingResponse(web.hub.stream((f["type"], f["agent"], f["label"])), media_type="text/event-stream",
-                                 headers={"cache-control": "no-store", "x-accel-buffering": "no"})
+        return StreamingResponse(
+            web.hub.stream((f["type"], f["agent"], f["label"])),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
 
     async def counts(request: Request) -> Response:
         viewer = await anyio.to_thread.run_sync(web.viewer, request)
         if viewer is None:
             return JSONResponse({"error": "log in first"}, status_code=401)
         f = _filters(request)
-        found = await anyio.to_thread.run_sync(lambda: board.views.counts(task_type=f["type"], agent=f["agent"],
-                                                                          label=f["label"]))
+        found = await anyio.to_thread.run_sync(
+            lambda: board.views.counts(task_type=f["type"], agent=f["agent"], label=f["label"])
+        )
         return JSONResponse(found)
 
     async def static(request: Request) -> Response:
@@ -301,13 +361,21 @@ def web_routes(web: WebBoard) -> list[Route]:
         return RedirectResponse("/board", status_code=303)
 
     return [
-        Route("/", root), Route("/health", health), Route("/login", login_form, methods=["GET"]),
-        Route("/login", login, methods=["POST"]), Route("/logout", logout, methods=["POST"]),
-        Route("/board", page(board_view)), Route("/board/column/{status}", page(column_view)),
-        Route("/board/counts", counts), Route("/task/{task_id:int}", page(task_view)),
-        Route("/messages", page(messages_view)), Route("/agents", page(agents_view)),
-        Route("/memory", page(memory_view)), Route("/memory/{item_id:int}", page(memory_item_view)),
-        Route("/metrics", page(metrics_view)), Route("/events", events),
+        Route("/", root),
+        Route("/health", health),
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/board", page(board_view)),
+        Route("/board/column/{status}", page(column_view)),
+        Route("/board/counts", counts),
+        Route("/task/{task_id:int}", page(task_view)),
+        Route("/messages", page(messages_view)),
+        Route("/agents", page(agents_view)),
+        Route("/memory", page(memory_view)),
+        Route("/memory/{item_id:int}", page(memory_item_view)),
+        Route("/metrics", page(metrics_view)),
+        Route("/events", events),
         Route("/tasks", action(create), methods=["POST"]),
         Route("/task/{task_id:int}/decide", action(decide), methods=["POST"]),
         Route("/task/{task_id:int}/message", action(post), methods=["POST"]),
@@ -338,10 +406,12 @@ class Site:
         if scope["type"] == "http":
             host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), None)
             if not host_allowed(host, self.web.hosts):
-                body = json.dumps({"error": f"Host {host!r} is not allowed; open the board at "
-                                   "http://127.0.0.1:<port>/"}).encode()
-                await send({"type": "http.response.start", "status": 421,
-                            "headers": [(b"content-type", b"application/json")]})
+                body = json.dumps(
+                    {"error": f"Host {host!r} is not allowed; open the board at http://127.0.0.1:<port>/"}
+                ).encode()
+                await send(
+                    {"type": "http.response.start", "status": 421, "headers": [(b"content-type", b"application/json")]}
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         return await self.web_app(scope, receive, send)

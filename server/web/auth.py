@@ -56,10 +56,15 @@ class Sessions:
         """(the person, the cookie value) for a token, or (None, why not)."""
         agent = self.board.agents.by_token(token.strip()) if token.strip() else None
         if agent is None:
-            return None, "that token belongs to no agent: paste the token `hiveboard agent add NAME --role human` printed"
+            return (
+                None,
+                "that token belongs to no agent: paste the token `hiveboard agent add NAME --role human` printed",
+            )
         if agent.role not in OPERATOR_ROLES:
-            return None, (f"{agent.name} is an agent with the role {agent.role or 'none'}; the web board is for people: "
-                          f"ask the operator for `hiveboard agent add YOUR-NAME --role human`")
+            return None, (
+                f"{agent.name} is an agent with the role {agent.role or 'none'}; the web board is for people: "
+                f"ask the operator for `hiveboard agent add YOUR-NAME --role human`"
+            )
         issued = str(int(time.time()))
         body = f"{agent.name}.{issued}.{self.board.agents.fingerprint(agent.name)}"
         value = base64.urlsafe_b64encode(body.encode()).decode().rstrip("=") + "." + self._sign(body)
@@ -99,7 +104,7 @@ def host_allowed(host: str | None, hosts: list[str]) -> bool:
         return False
     for pattern in hosts:
         if pattern.endswith(":*"):
-            if host == pattern[:-2] or (host.startswith(pattern[:-1]) and host[len(pattern) - 1:].isdigit()):
+            if host == pattern[:-2] or (host.startswith(pattern[:-1]) and host[len(pattern) - 1 :].isdigit()):
                 return True
         elif host == pattern:
             return True

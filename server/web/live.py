@@ -113,8 +113,9 @@ class LiveHub:
                     queue.get_nowait()
                 queue.put_nowait(None)
 
-    def _render(self, tasks: set[int], reviews: set[int], messages: set[int], filters: set[Filter]
-                ) -> tuple[bytes, dict[Filter, bytes]]:
+    def _render(
+        self, tasks: set[int], reviews: set[int], messages: set[int], filters: set[Filter]
+    ) -> tuple[bytes, dict[Filter, bytes]]:
         """One SSE payload for every page, rendered once whoever is watching; and for each filter some board
         page watches, a `counts` event with its column counts."""
         out, counted = [], {}
@@ -122,15 +123,23 @@ class LiveHub:
         if changed:
             cards = self.board.views.cards(changed)
             found = {c.id for c in cards}
-            data = {"cards": [{"id": c.id, "status": c.status, "html": pages.card(c)} for c in cards],
-                    "gone": sorted(changed - found), "counts": self.board.views.counts()}
+            data = {
+                "cards": [{"id": c.id, "status": c.status, "html": pages.card(c)} for c in cards],
+                "gone": sorted(changed - found),
+                "counts": self.board.views.counts(),
+            }
             out.append(f"event: cards\ndata: {json.dumps(data)}\n\n")
             for f in filters:
                 counts = self.board.views.counts(task_type=f[0], agent=f[1], label=f[2])
                 counted[f] = f"event: counts\ndata: {json.dumps(counts)}\n\n".encode()
         pool, threads = self.board.views.pool_tasks(messages) if messages else (False, set())
-        out.append("event: change\ndata: " + json.dumps({"tasks": sorted(changed), "reviews": sorted(reviews),
-                                                          "pool": pool, "threads": sorted(threads)}) + "\n\n")
+        out.append(
+            "event: change\ndata: "
+            + json.dumps(
+                {"tasks": sorted(changed), "reviews": sorted(reviews), "pool": pool, "threads": sorted(threads)}
+            )
+            + "\n\n"
+        )
         return "".join(out).encode(), counted
 
     async def stream(self, watched: Filter = (None, None, None)) -> AsyncIterator[bytes]:

@@ -43,8 +43,9 @@ def test_work_handed_to_low_priority_runs_there_with_what_it_starts_and_the_call
     before = nice(threading.get_native_id())
     lowered = min(19, before + BACKGROUND_NICE)
     assert at_low_priority(lambda: nice(threading.get_native_id())) == lowered
-    child = at_low_priority(subprocess.Popen, [sys.executable, "-c", "import os; print(os.nice(0))"],
-                            stdout=subprocess.PIPE, text=True)
+    child = at_low_priority(
+        subprocess.Popen, [sys.executable, "-c", "import os; print(os.nice(0))"], stdout=subprocess.PIPE, text=True
+    )
     assert int(child.communicate()[0]) == lowered  # read here, at the caller's own priority
     assert nice(threading.get_native_id()) == before
 

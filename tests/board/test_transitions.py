@@ -1,15 +1,15 @@
 """The card state machine: every move any path makes (tools, the lease sweep, review verdicts) is a
-row of board/transitions.py, and each one bumps the version and writes exactly one history row."""
+row of board/machine.py, and each one bumps the version and writes exactly one history row."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
+from conftest import call, call_error
 from mcp import Client
 
-from conftest import call, call_error
 from hiveboard.board import Board, Forbidden, IllegalTransition, InvalidInput, NewTask, Store, Synthesis
-from hiveboard.board.transitions import TRANSITIONS
+from hiveboard.board.machine import TRANSITIONS
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
 
@@ -58,24 +58,36 @@ async def test_every_move_is_a_row_of_the_table_with_one_version_and_one_history
         rules = {(t.source, t.target, t.action) for t in TRANSITIONS}
         db = board.store.db
         for task_id, version in db.execute("SELECT id, version FROM tasks").fetchall():
-            history = db.execute("SELECT action, from_status, to_status FROM task_history WHERE task_id = ? "
-                                 "ORDER BY id", [task_id]).fetchall()
+            history = db.execute(
+                "SELECT action, from_status, to_status FROM task_history WHERE task_id = ? ORDER BY id", [task_id]
+            ).fetchall()
             assert len(history) == version, (task_id, history)
-            for action, source, target in history[1:]:
+            for action, source, target in history:
                 if action.startswith("reviewed round"):
                     action = "reviewed"
-                assert (source, target, action) in rules or (action in ("edited", "progress") and source == target), \
-                    (task_id, action, source, target)
+                assert (source, target, action) in rules or (action in ("edited", "progress") and source == target), (
+                    task_id,
+                    action,
+                    source,
+                    target,
+                )
         moves = {(s, t) for s, t in db.execute("SELECT from_status, to_status FROM task_history").fetchall()}
-        assert {("review", "in_progress"), ("review", "needs_human"), ("review", "done"), ("needs_human", "todo"),
-                ("in_progress", "todo"), ("blocked", "todo"), ("todo", "blocked")} <= moves
+        assert {
+            ("review", "in_progress"),
+            ("review", "needs_human"),
+            ("review", "done"),
+            ("needs_human", "todo"),
+            ("in_progress", "todo"),
+            ("blocked", "todo"),
+            ("todo", "blocked"),
+        } <= moves
     finally:
         board.store.close()
 
 
 def test_the_table_has_no_move_only_a_person_or_the_system_should_make_open_to_anyone():
     anyone = {(t.source, t.target) for t in TRANSITIONS if t.who == "anyone"}
-    assert anyone == {("todo", "in_progress")}
+    assert anyone == {(None, "todo"), ("todo", "in_progress")}  # creating a card, and claiming one
     for t in TRANSITIONS:
         if t.source == "review":  # leaving review any other way skips the critics
             assert t.who in ("review", "person"), t
@@ -96,13 +108,17 @@ def test_only_a_person_decides_a_needs_human_card(tmp_path):
         claim = board.claim("bob", card.id)
         board.update("bob", card.id, token=claim.token, status="needs_human", reason="which way?")
         with pytest.raises(Forbidden, match="only a person"):
-            board.decide("bob", card.id, "pass")  # its own holder and creator, but not a person
+            board.decisions.decide("bob", card.id, "pass")  # its own holder and creator, but not a person
         with pytest.raises(InvalidInput, match="needs a note"):
-            board.decide("lee", card.id, "send_back")
-        assert board.decide("lee", card.id, "pass", "fine").status == "done"
+            board.decisions.decide("lee", card.id, "send_back")
+        assert board.decisions.decide("lee", card.id, "pass", "fine").status == "done"
         last = board.get(card.id).history[-1]
-        assert (last.actor, last.action, last.from_status, last.to_status) == ("lee", "passed by a person",
-                                                                              "needs_human", "done")
+        assert (last.actor, last.action, last.from_status, last.to_status) == (
+            "lee",
+            "passed by a person",
+            "needs_human",
+            "done",
+        )
     finally:
         board.store.close()
 
@@ -115,14 +131,28 @@ def test_the_referee_cannot_crown_an_attempt_that_did_not_pass_its_review(tmp_pa
         for agent, task_id in zip(("bob", "carol"), attempts):  # each escalates without handing anything in
             claim = board.claim(agent, task_id)
             board.update(agent, task_id, token=claim.token, status="needs_human", reason="unsure")
-        assert [board.review_state(t) for t in attempts] == ["not passed", "not passed"]
+        assert [board.reviews.review_state(t) for t in attempts] == ["not passed", "not passed"]
         versions = [board.summary(t).version for t in attempts]
         with pytest.raises(IllegalTransition, match=f"task {first.id} did not pass its review"):
-            board.decide_contest(first.id, first.id, "picked anyway")
+            board.contests.decide(first.id, first.id, "picked anyway")
         assert [board.summary(t).version for t in attempts] == versions  # nothing written
-        assert board.decide_contest(first.id, None, "no attempt passed review") is True
+        assert board.contests.decide(first.id, None, "no attempt passed review") is True
         for task_id in attempts:
             card = board.summary(task_id)
             assert card.status == "needs_human" and card.contest_result == "no winner: no attempt passed review"
+    finally:
+        board.store.close()
+
+
+def test_an_edit_cannot_move_a_card_only_the_machine_can(tmp_path):
+    board = Board(Store(tmp_path / "hiveboard.db"))
+    try:
+        card = board.create("bob", NewTask(title="a"))
+        with board.store.write() as db:
+            row = db.execute("SELECT * FROM tasks WHERE id = ?", [card.id]).fetchone()
+            row = dict(zip([d[0] for d in db.execute("SELECT * FROM tasks").description], row, strict=True))
+            with pytest.raises(ValueError, match="only by a move"):
+                board.machine.edit(db, row, "bob", "edited", {"status": "done"}, None, 0.0)
+        assert board.get(card.id).status == "todo"
     finally:
         board.store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from conftest import START_TIMEOUT, call
 from fake_llm import FakeLLM
+
 from hiveboard.critics.config import CriticConfig
 
 OFF = CriticConfig(lens="none", backend="ruff", enabled=False)
@@ -14,16 +15,32 @@ def llm_critic(fake: FakeLLM, lens: str, model: str = "fake-model", **extra) -> 
     return CriticConfig(lens=lens, backend="llm", model=model, base_url=fake.url, api_key_env=None, **extra)
 
 
-async def hand_in(client, task_id: int | None = None, *, artifacts: list[dict] | None = None, output: str = "done",
-                  task_type: str = "code", title: str = "do the thing", criteria: list[str] | None = None) -> dict:
+async def hand_in(
+    client,
+    task_id: int | None = None,
+    *,
+    artifacts: list[dict] | None = None,
+    output: str = "done",
+    task_type: str = "code",
+    title: str = "do the thing",
+    criteria: list[str] | None = None,
+) -> dict:
     """Create (unless task_id is given) and claim a card, complete it; returns the completed card."""
     if task_id is None:
-        task_id = (await call(client, "create_task", title=title, task_type=task_type,
-                              acceptance_criteria=criteria or []))["id"]
+        task_id = (
+            await call(client, "create_task", title=title, task_type=task_type, acceptance_criteria=criteria or [])
+        )["id"]
     claim = await call(client, "claim_task", task_id=task_id)
     assert claim["claimed"], claim
-    return await call(client, "complete_task", task_id=task_id, token=claim["token"], output=output,
-                      summary=output[:100], artifacts=artifacts or [])
+    return await call(
+        client,
+        "complete_task",
+        task_id=task_id,
+        token=claim["token"],
+        output=output,
+        summary=output[:100],
+        artifacts=artifacts or [],
+    )
 
 
 async def verdict(client, task_id: int, timeout: float = START_TIMEOUT) -> dict:

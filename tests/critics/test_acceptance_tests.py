@@ -6,7 +6,6 @@ import os
 import sys
 
 import pytest
-
 from conftest import call, call_error, needs_sandbox
 from reviewing import critic, verdict
 
@@ -14,15 +13,19 @@ from hiveboard.board.priority import BACKGROUND_NICE
 
 pytestmark = pytest.mark.anyio
 
-SPEC = ("from slug import slugify\n\n\ndef test_lowercases_and_joins_words():\n    assert slugify('Hello World') == "
-        "'hello-world'\n\n\ndef test_drops_punctuation():\n    assert slugify('Ready, set: go!') == 'ready-set-go'\n")
+SPEC = (
+    "from slug import slugify\n\n\ndef test_lowercases_and_joins_words():\n    assert slugify('Hello World') == "
+    "'hello-world'\n\n\ndef test_drops_punctuation():\n    assert slugify('Ready, set: go!') == 'ready-set-go'\n"
+)
 WRONG = "def slugify(text):\n    return text.lower().replace(' ', '-')\n"
-RIGHT = ("import re\n\n\ndef slugify(text):\n    return '-'.join(re.findall(r'[a-z0-9]+', text.lower()))\n")
+RIGHT = "import re\n\n\ndef slugify(text):\n    return '-'.join(re.findall(r'[a-z0-9]+', text.lower()))\n"
 # the claimer's attempts to get around the creator's tests
 OWN_TEST = "from slug import slugify\n\n\ndef test_it():\n    assert slugify('a b') == 'a-b'\n"
-SABOTAGE = ("import pytest\n\n\ndef pytest_collection_modifyitems(items):\n    items.clear()\n\n\n"
-            "@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    outcome = yield\n"
-            "    outcome.get_result().outcome = 'passed'\n")
+SABOTAGE = (
+    "import pytest\n\n\ndef pytest_collection_modifyitems(items):\n    items.clear()\n\n\n"
+    "@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    outcome = yield\n"
+    "    outcome.get_result().outcome = 'passed'\n"
+)
 FAKE_SPEC = "def test_lowercases_and_joins_words():\n    pass\n"
 
 
@@ -39,17 +42,33 @@ async def complete(client, task_id: int, artifacts: list[dict]) -> None:
 async def test_hidden_creator_tests_judge_the_work_and_cannot_be_dodged(connect, reviewer):
     engine = reviewer()
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await call(carol, "create_task", title="slugify titles", acceptance_tests={
-            "files": [{"name": "test_spec.py", "content": SPEC}], "hidden": True})
+        card = await call(
+            carol,
+            "create_task",
+            title="slugify titles",
+            acceptance_tests={"files": [{"name": "test_spec.py", "content": SPEC}], "hidden": True},
+        )
         # the claimer sees that tests exist, not what they check; the creator sees them
         seen = (await call(alice, "claim_task", task_id=card["id"]))["task"]
         assert seen.get("acceptance_tests") is None and seen["hidden_tests"] == 1
         assert (await call(carol, "get_task", task_id=card["id"]))["acceptance_tests"]["files"][0]["content"] == SPEC
-        await call(alice, "release_task", task_id=card["id"], token=(await call(alice, "claim_task",
-                                                                                  task_id=card["id"]))["token"])
+        await call(
+            alice,
+            "release_task",
+            task_id=card["id"],
+            token=(await call(alice, "claim_task", task_id=card["id"]))["token"],
+        )
 
-        await complete(alice, card["id"], [art("slug.py", WRONG), art("test_slug.py", OWN_TEST, "test"),
-                                           art("conftest.py", SABOTAGE), art("test_spec.py", FAKE_SPEC, "test")])
+        await complete(
+            alice,
+            card["id"],
+            [
+                art("slug.py", WRONG),
+                art("test_slug.py", OWN_TEST, "test"),
+                art("conftest.py", SABOTAGE),
+                art("test_spec.py", FAKE_SPEC, "test"),
+            ],
+        )
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
         acceptance = critic(round1, "acceptance")
         assert round1["verdict"] == "FAIL" and acceptance["verdict"] == "FAIL"
@@ -70,8 +89,12 @@ async def test_a_creator_command_runs_from_the_creator_files(connect, reviewer):
     engine = reviewer()
     check = "from slug import slugify\nassert slugify('A b') == 'a-b', slugify('A b')\nprint('checked')\n"
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await call(carol, "create_task", title="slugify", acceptance_tests={
-            "files": [{"name": "check.py", "content": check}], "commands": ["$ python check.py"]})
+        card = await call(
+            carol,
+            "create_task",
+            title="slugify",
+            acceptance_tests={"files": [{"name": "check.py", "content": check}], "commands": ["$ python check.py"]},
+        )
         await complete(alice, card["id"], [art("slug.py", RIGHT)])
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
         assert round1["verdict"] == "PASS", round1["synthesis"]["brief"]
@@ -95,8 +118,12 @@ async def test_reviews_run_below_the_priority_of_requests(connect, reviewer):
     check = f"import os, sys\nprint('nice', os.nice(0))\nsys.exit(0 if os.nice(0) >= {wanted} else 1)\n"
     engine = reviewer()
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await call(carol, "create_task", title="slugify", acceptance_tests={
-            "files": [{"name": "check.py", "content": check}], "commands": ["$ python check.py"]})
+        card = await call(
+            carol,
+            "create_task",
+            title="slugify",
+            acceptance_tests={"files": [{"name": "check.py", "content": check}], "commands": ["$ python check.py"]},
+        )
         await complete(alice, card["id"], [art("slug.py", RIGHT)])
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
         assert round1["verdict"] == "PASS", critic(round1, "acceptance")

@@ -9,19 +9,21 @@ import re
 
 import anyio
 import pytest
-
 from conftest import call, call_error
 from fake_llm import critique, issue
-from hiveboard.critics.config import Endpoint, HumanApproval, ReviewConfig
 from reviewing import NO_BUILTINS, llm_critic, verdict
+
+from hiveboard.critics.config import Endpoint, HumanApproval, ReviewConfig
 
 pytestmark = pytest.mark.anyio
 
 
 def contest_config(fake, referee: bool = False) -> ReviewConfig:
-    return ReviewConfig(critics={**NO_BUILTINS, "llm-correctness": llm_critic(fake, "correctness")},
-                        task_types={"code": ["correctness"]},
-                        referee=Endpoint(model="referee", base_url=fake.url, api_key_env=None) if referee else None)
+    return ReviewConfig(
+        critics={**NO_BUILTINS, "llm-correctness": llm_critic(fake, "correctness")},
+        task_types={"code": ["correctness"]},
+        referee=Endpoint(model="referee", base_url=fake.url, api_key_env=None) if referee else None,
+    )
 
 
 async def attempt(client, task_id: int, output: str) -> dict:
@@ -32,8 +34,11 @@ async def attempt(client, task_id: int, output: str) -> dict:
 
 
 async def run_contest(connect, engine) -> tuple[int, int, dict, dict]:
-    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
-            connect("carol", review=engine) as carol:
+    async with (
+        connect("alice", review=engine) as alice,
+        connect("bob", review=engine) as bob,
+        connect("carol", review=engine) as carol,
+    ):
         first = await call(alice, "create_task", title="parse ISO dates", attempts=2)
         a, b = first["id"], first["id"] + 1
         assert first["contest"] == a and first["title"] == "parse ISO dates (attempt 1 of 2)"
@@ -70,23 +75,31 @@ async def test_a_referee_model_that_agrees_with_itself_when_swapped_decides(conn
     assert cards[b]["contest_result"].startswith("won: decided by the referee model, the same with the order swapped")
     assert cards[a]["contest_result"].startswith(f"lost to task {b}")
     asked = [r["body"]["messages"][-1]["content"] for r in fake_llm.calls("referee")]
-    assert len(asked) == 2 and asked[0].index("bob's version") < asked[0].index("carol's version") and \
-        asked[1].index("carol's version") < asked[1].index("bob's version")  # the same two, order swapped
+    assert (
+        len(asked) == 2
+        and asked[0].index("bob's version") < asked[0].index("carol's version")
+        and asked[1].index("carol's version") < asked[1].index("bob's version")
+    )  # the same two, order swapped
 
 
 async def test_a_referee_model_that_contradicts_itself_is_overruled_by_the_results(connect, reviewer, fake_llm):
     fake_llm.script("correctness", critique("PASS", 9, "solid"), critique("PASS", 7, "works"))
     fake_llm.script("referee", {"winner": "A", "reason": "first is best"}, {"winner": "A", "reason": "first is best"})
     a, b, cards, _ = await run_contest(connect, reviewer(contest_config(fake_llm, referee=True)))
-    assert cards[a]["contest_result"].startswith("won: decided by the review results: the referee model's two "
-                                                 "answers disagreed")
+    assert cards[a]["contest_result"].startswith(
+        "won: decided by the review results: the referee model's two answers disagreed"
+    )
 
 
 async def test_an_attempt_sent_to_a_human_by_hand_still_lets_the_contest_end(connect, reviewer, fake_llm):
     fake_llm.script("correctness", critique("PASS", 8, "fine"))
     engine = reviewer(contest_config(fake_llm))
-    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
-            connect("carol", review=engine) as carol, connect("lee", role="lead", review=engine) as lee:
+    async with (
+        connect("alice", review=engine) as alice,
+        connect("bob", review=engine) as bob,
+        connect("carol", review=engine) as carol,
+        connect("lee", role="lead", review=engine) as lee,
+    ):
         first = await call(alice, "create_task", title="parse ISO dates", attempts=2)
         a, b = first["id"], first["id"] + 1
         await attempt(bob, a, "bob's version")
@@ -103,14 +116,18 @@ async def test_an_attempt_sent_to_a_human_by_hand_still_lets_the_contest_end(con
 
 async def test_attempts_escalated_without_any_work_have_no_winner_and_stay_with_a_person(connect, reviewer, fake_llm):
     engine = reviewer(contest_config(fake_llm))
-    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
-            connect("carol", review=engine) as carol:
+    async with (
+        connect("alice", review=engine) as alice,
+        connect("bob", review=engine) as bob,
+        connect("carol", review=engine) as carol,
+    ):
         first = await call(alice, "create_task", title="parse ISO dates", attempts=2)
         a, b = first["id"], first["id"] + 1
         for client, task_id in ((bob, a), (carol, b)):  # nothing handed in, nothing reviewed
             claim = await call(client, "claim_task", task_id=task_id)
-            await call(client, "update_task", task_id=task_id, token=claim["token"], status="needs_human",
-                       reason="unsure")
+            await call(
+                client, "update_task", task_id=task_id, token=claim["token"], status="needs_human", reason="unsure"
+            )
         told = await call(alice, "get_messages", intent="contest.decided", wait_seconds=60)
         assert told["messages"], "the contest was not decided"
         cards = {t: await call(alice, "get_task", task_id=t) for t in (a, b)}
@@ -121,11 +138,17 @@ async def test_attempts_escalated_without_any_work_have_no_winner_and_stay_with_
 
 
 async def test_the_one_attempt_that_passed_wins_and_the_other_stays_with_a_person(connect, reviewer, fake_llm):
-    fake_llm.script("correctness", critique("PASS", 8, "fine"),
-                    critique("FAIL", 3, "wrong", issues=[issue("major", "bug", "dates.py:3", "off by one")]))
+    fake_llm.script(
+        "correctness",
+        critique("PASS", 8, "fine"),
+        critique("FAIL", 3, "wrong", issues=[issue("major", "bug", "dates.py:3", "off by one")]),
+    )
     engine = reviewer(contest_config(fake_llm))
-    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
-            connect("carol", review=engine) as carol:
+    async with (
+        connect("alice", review=engine) as alice,
+        connect("bob", review=engine) as bob,
+        connect("carol", review=engine) as carol,
+    ):
         first = await call(alice, "create_task", title="parse ISO dates", attempts=2)
         a, b = first["id"], first["id"] + 1
         assert (await attempt(bob, a, "bob's version"))["rounds"][-1]["outcome"] == "done"
@@ -140,12 +163,16 @@ async def test_the_one_attempt_that_passed_wins_and_the_other_stays_with_a_perso
     assert cards[b]["status"] == "needs_human" and cards[b]["contest_result"].startswith(f"lost to task {a}")
 
 
-async def test_an_attempt_awaiting_a_persons_approval_holds_the_contest_until_they_decide(connect, reviewer, fake_llm,
-                                                                                           board):
+async def test_an_attempt_awaiting_a_persons_approval_holds_the_contest_until_they_decide(
+    connect, reviewer, fake_llm, board
+):
     config = contest_config(fake_llm).model_copy(update={"human_approval": HumanApproval(labels=["release"])})
     engine = reviewer(config)
-    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
-            connect("carol", review=engine) as carol:
+    async with (
+        connect("alice", review=engine) as alice,
+        connect("bob", review=engine) as bob,
+        connect("carol", review=engine) as carol,
+    ):
         first = await call(alice, "create_task", title="ship 1.0", attempts=2, labels=["release"])
         a, b = first["id"], first["id"] + 1
         assert (await attempt(bob, a, "bob's version"))["rounds"][-1]["outcome"] == "needs_human"  # approval
@@ -155,7 +182,7 @@ async def test_an_attempt_awaiting_a_persons_approval_holds_the_contest_until_th
         assert await anyio.to_thread.run_sync(engine.decide_contest, a) is False
         assert not (await call(alice, "get_task", task_id=a)).get("contest_result")
         board.agents.ensure("lee", "human")
-        await anyio.to_thread.run_sync(lambda: board.decide("lee", a, "pass", "approved"))
+        await anyio.to_thread.run_sync(lambda: board.decisions.decide("lee", a, "pass", "approved"))
         told = await call(alice, "get_messages", intent="contest.decided", wait_seconds=60)
         assert told["messages"], "the contest was not decided"
         cards = {t: await call(alice, "get_task", task_id=t) for t in (a, b)}

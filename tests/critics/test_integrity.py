@@ -7,29 +7,34 @@ import json
 import re
 
 import pytest
-
 from conftest import SANDBOX, call, needs_sandbox
 from reviewing import critic, hand_in, verdict
 
-from hiveboard.board.tasks import RULE_RE
+from hiveboard.board.limits import RULE_RE
 from hiveboard.critics.config import PRECEDENCE, IntegrityConfig, ReviewConfig
 from hiveboard.critics.integrity import IntegrityCritic
 from hiveboard.critics.integrity_scan import RULES
-from hiveboard.critics.sandbox import Bare, Limits
+from hiveboard.critics.sandbox import Bare, SandboxLimits
 
 pytestmark = pytest.mark.anyio
 
 WRONG = "def add(a, b):\n    return a - b\n"
-RIGHT = "def add(a, b):\n    \"\"\"The sum.\"\"\"\n    return a + b\n"
+RIGHT = 'def add(a, b):\n    """The sum."""\n    return a + b\n'
 PATCHES_PYTEST = "import _pytest.python\n\n_pytest.python.Function.runtest = lambda self: None\n\n\n" + WRONG
-ALWAYS_EQUAL = ("class Anything:\n    def __eq__(self, other):\n        return True\n\n"
-                "    __hash__ = object.__hash__\n\n\ndef add(a, b):\n    return Anything()\n")
+ALWAYS_EQUAL = (
+    "class Anything:\n    def __eq__(self, other):\n        return True\n\n"
+    "    __hash__ = object.__hash__\n\n\ndef add(a, b):\n    return Anything()\n"
+)
 EXITS = "import os\n\nos._exit(0)\n\n\n" + WRONG
-SORT_SPEC = ("from numbers_sort import sort_numbers\n\n\ndef test_sort():\n    assert sort_numbers([5, 3, 9, 1]) == "
-             "[1, 3, 5, 9]\n    assert sort_numbers([42, 17, 8]) == [8, 17, 42]\n")
-SORT_TABLE = ("def sort_numbers(xs):\n    answers = {(5, 3, 9, 1): [1, 3, 5, 9], (42, 17, 8): [8, 17, 42]}\n"
-              "    return answers[tuple(xs)]\n")
-SORT_RIGHT = "def sort_numbers(xs):\n    \"\"\"The numbers, smallest first.\"\"\"\n    return sorted(xs)\n"
+SORT_SPEC = (
+    "from numbers_sort import sort_numbers\n\n\ndef test_sort():\n    assert sort_numbers([5, 3, 9, 1]) == "
+    "[1, 3, 5, 9]\n    assert sort_numbers([42, 17, 8]) == [8, 17, 42]\n"
+)
+SORT_TABLE = (
+    "def sort_numbers(xs):\n    answers = {(5, 3, 9, 1): [1, 3, 5, 9], (42, 17, 8): [8, 17, 42]}\n"
+    "    return answers[tuple(xs)]\n"
+)
+SORT_RIGHT = 'def sort_numbers(xs):\n    """The numbers, smallest first."""\n    return sorted(xs)\n'
 
 
 def py(name: str, content: str, kind: str = "code") -> dict:
@@ -43,10 +48,13 @@ def integrity_issues(round_: dict) -> list[dict]:
 # ---------------------------------------------------------------- through MCP, the default review
 
 
-@pytest.mark.parametrize("source, rule, category", [
-    (PATCHES_PYTEST, "INT001", "integrity-test-machinery"),
-    (ALWAYS_EQUAL, "INT008", "integrity-always-equal"),
-])
+@pytest.mark.parametrize(
+    "source, rule, category",
+    [
+        (PATCHES_PYTEST, "INT001", "integrity-test-machinery"),
+        (ALWAYS_EQUAL, "INT008", "integrity-always-equal"),
+    ],
+)
 async def test_code_that_games_the_tests_fails_with_an_integrity_finding(connect, reviewer, source, rule, category):
     engine = reviewer()
     async with connect("alice", review=engine) as c:
@@ -83,12 +91,26 @@ async def test_an_early_exit_fails_and_its_removal_resolves_the_finding(connect,
 async def test_a_correct_program_passes_against_the_creators_tests(connect, reviewer):
     engine = reviewer()
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await call(carol, "create_task", title="sort numbers", acceptance_tests={
-            "files": [{"name": "test_spec.py", "content": SORT_SPEC}]})
-        await hand_in(alice, card["id"], artifacts=[py("numbers_sort.py", SORT_RIGHT), py(
-            "test_numbers_sort.py", "import pytest\nfrom numbers_sort import sort_numbers\n\n\n"
-            "@pytest.mark.parametrize('xs', [[2, 1], []])\ndef test_sorted(xs):\n    assert sort_numbers(xs) == "
-            "sorted(xs)\n", "test")])
+        card = await call(
+            carol,
+            "create_task",
+            title="sort numbers",
+            acceptance_tests={"files": [{"name": "test_spec.py", "content": SORT_SPEC}]},
+        )
+        await hand_in(
+            alice,
+            card["id"],
+            artifacts=[
+                py("numbers_sort.py", SORT_RIGHT),
+                py(
+                    "test_numbers_sort.py",
+                    "import pytest\nfrom numbers_sort import sort_numbers\n\n\n"
+                    "@pytest.mark.parametrize('xs', [[2, 1], []])\ndef test_sorted(xs):\n    assert sort_numbers(xs) == "
+                    "sorted(xs)\n",
+                    "test",
+                ),
+            ],
+        )
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
     assert round1["verdict"] == "PASS" and round1["outcome"] == "done", round1["synthesis"]["brief"]
     integrity = critic(round1, "integrity")
@@ -101,8 +123,12 @@ async def test_a_correct_program_passes_against_the_creators_tests(connect, revi
 async def test_answers_copied_from_hidden_tests_are_flagged_without_quoting_them(connect, reviewer):
     engine = reviewer()
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await call(carol, "create_task", title="sort numbers", acceptance_tests={
-            "files": [{"name": "test_spec.py", "content": SORT_SPEC}], "hidden": True})
+        card = await call(
+            carol,
+            "create_task",
+            title="sort numbers",
+            acceptance_tests={"files": [{"name": "test_spec.py", "content": SORT_SPEC}], "hidden": True},
+        )
         await hand_in(alice, card["id"], artifacts=[py("numbers_sort.py", SORT_TABLE)])
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
         # the table answers the hidden tests, so they pass; the integrity lens alone fails the work
@@ -120,8 +146,12 @@ async def test_answers_copied_from_hidden_tests_are_flagged_without_quoting_them
 async def test_answers_copied_from_visible_tests_are_quoted(connect, reviewer):
     engine = reviewer()
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await call(carol, "create_task", title="sort numbers", acceptance_tests={
-            "files": [{"name": "test_spec.py", "content": SORT_SPEC}]})
+        card = await call(
+            carol,
+            "create_task",
+            title="sort numbers",
+            acceptance_tests={"files": [{"name": "test_spec.py", "content": SORT_SPEC}]},
+        )
         await hand_in(alice, card["id"], artifacts=[py("numbers_sort.py", SORT_TABLE)])
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
     copied = [i["description"] for i in integrity_issues(round1) if i["rule"] == "INT009"]
@@ -130,8 +160,10 @@ async def test_answers_copied_from_visible_tests_are_quoted(connect, reviewer):
 
 async def test_a_rule_the_creator_waived_does_not_block(connect, reviewer):
     engine = reviewer()
-    cli = ("import sys\n\n\ndef check(path):\n    \"\"\"Exit 1 when the file is empty.\"\"\"\n"
-           "    with open(path) as f:\n        if not f.read():\n            sys.exit(1)\n")
+    cli = (
+        'import sys\n\n\ndef check(path):\n    """Exit 1 when the file is empty."""\n'
+        "    with open(path) as f:\n        if not f.read():\n            sys.exit(1)\n"
+    )
     async with connect("alice", review=engine) as c:
         card = await call(c, "create_task", title="a pre-commit hook that rejects empty files", waive=["int006"])
         await hand_in(c, card["id"], artifacts=[py("hook.py", cli)])
@@ -142,8 +174,10 @@ async def test_a_rule_the_creator_waived_does_not_block(connect, reviewer):
 
 
 async def test_the_operator_can_ignore_or_demote_a_rule(connect, reviewer):
-    frames = ("import sys\n\n\ndef caller_name():\n    \"\"\"Who called.\"\"\"\n"
-              "    return sys._getframe(1).f_code.co_name\n\n\ndef stop():\n    \"\"\"Stop.\"\"\"\n    sys.exit(0)\n")
+    frames = (
+        'import sys\n\n\ndef caller_name():\n    """Who called."""\n'
+        '    return sys._getframe(1).f_code.co_name\n\n\ndef stop():\n    """Stop."""\n    sys.exit(0)\n'
+    )
     engine = reviewer(ReviewConfig(integrity=IntegrityConfig(ignore=["frame-inspection"], demote=["INT006"])))
     async with connect("alice", review=engine) as c:
         card = await hand_in(c, artifacts=[py("who.py", frames)])
@@ -176,18 +210,19 @@ def test_rules_are_named_by_id_or_name_and_unknown_ones_are_refused():
 # ---------------------------------------------------------------- the scanner, in the box
 
 
-BOXES = [pytest.param(Bare(), id="bare"),
-         pytest.param(SANDBOX.box, id="sandbox", marks=needs_sandbox)]
+BOXES = [pytest.param(Bare(), id="bare"), pytest.param(SANDBOX.box, id="sandbox", marks=needs_sandbox)]
 
 
-def scan(box, files: dict[str, str], tests: tuple[str, ...] = (), spec: dict[str, str] | None = None,
-         hidden: bool = False) -> list[tuple[str, str, str]]:
+def scan(
+    box, files: dict[str, str], tests: tuple[str, ...] = (), spec: dict[str, str] | None = None, hidden: bool = False
+) -> list[tuple[str, str, str]]:
     """(rule, file:line, what) the scanner reports, run in `box` as the critic runs it."""
-    scanner = IntegrityCritic("integrity", "integrity", 60, box, Limits())
+    scanner = IntegrityCritic("integrity", "integrity", 60, box, SandboxLimits())
     with box.session(files, spec or {}) as session:
-        cmd = scanner.command(session, [f"{session.src}/{f}" for f in files], [f"{session.src}/{f}" for f in tests],
-                              hidden)
-        out = box.run(session, cmd, limits=Limits(), timeout=60)
+        cmd = scanner.command(
+            session, [f"{session.src}/{f}" for f in files], [f"{session.src}/{f}" for f in tests], hidden
+        )
+        out = box.run(session, cmd, limits=SandboxLimits(), timeout=60)
         assert out.returncode == 0, out.stderr
         report = json.loads(out.stdout)
     return [(f["rule"], f"{f['path'].rsplit('/', 1)[1]}:{f['line']}", f["what"]) for f in report["findings"]]
@@ -236,14 +271,20 @@ def test_the_scanner_flags_each_kind_of_gaming_and_leaves_honest_code_alone(box)
 
 @pytest.mark.parametrize("box", BOXES)
 def test_the_authors_tests_may_use_pytest_but_not_rewrite_its_results(box):
-    own_test = ("import sys\nimport pytest\n\n\ndef test_it(monkeypatch):\n    sys.modules['fake'] = object()\n"
-                "    pytest.skip('later')\n")
-    conftest = ("import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-                "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")
+    own_test = (
+        "import sys\nimport pytest\n\n\ndef test_it(monkeypatch):\n    sys.modules['fake'] = object()\n"
+        "    pytest.skip('later')\n"
+    )
+    conftest = (
+        "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+    )
     found = scan(box, {"test_mine.py": own_test, "conftest.py": conftest}, tests=("test_mine.py", "conftest.py"))
     # the hook and the line that rewrites the outcome; nothing in the test file
-    assert {(rule, where) for rule, where, _ in found} == {("test-machinery", "conftest.py:5"),
-                                                          ("test-machinery", "conftest.py:7")}
+    assert {(rule, where) for rule, where, _ in found} == {
+        ("test-machinery", "conftest.py:5"),
+        ("test-machinery", "conftest.py:7"),
+    }
 
 
 @pytest.mark.parametrize("box", BOXES)
@@ -261,8 +302,10 @@ def test_the_scanner_compares_literals_with_the_creators_tests(box):
 
 @pytest.mark.parametrize("box", BOXES)
 def test_a_file_that_does_not_parse_is_an_error_not_a_finding(box):
-    scanner = IntegrityCritic("integrity", "integrity", 60, box, Limits())
+    scanner = IntegrityCritic("integrity", "integrity", 60, box, SandboxLimits())
     with box.session({"broken.py": "def (:\n"}) as session:
-        out = box.run(session, scanner.command(session, [f"{session.src}/broken.py"]), limits=Limits(), timeout=60)
+        out = box.run(
+            session, scanner.command(session, [f"{session.src}/broken.py"]), limits=SandboxLimits(), timeout=60
+        )
     report = json.loads(out.stdout)
     assert report["findings"] == [] and "SyntaxError" in report["errors"][0]["error"]

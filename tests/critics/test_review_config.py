@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import START_TIMEOUT, hiveboard_cmd
+
 from hiveboard.critics.engine import ReviewEngine
 from hiveboard.server.config import Settings
 
@@ -17,7 +17,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 def readme_toml_blocks() -> list[str]:
     text = README.read_text()
-    review = text[text.index("### Configuring critics"):text.index("### The critique schema")]
+    review = text[text.index("### Configuring critics") : text.index("### The critique schema")]
     return re.findall(r"```toml\n(.*?)```", review, re.S)
 
 
@@ -51,15 +51,34 @@ def test_environment_variables_reach_the_review_table(tmp_path, monkeypatch):
     assert review.execute and review.max_rounds == 5 and review.all_critics()["llm-tests"].model == "llama3.1"
 
 
-@pytest.mark.parametrize("toml, says", [
-    ('[review.critics.x]\nlens = "security"\nbackend = "llm"\n', "an llm critic needs model="),
-    ('[review]\nmax_rounds = 0\n', "max_rounds"),
-    ('[review.critics.x]\nlens = "security"\nbackend = "gpt"\n',
-     "'llm', 'ruff', 'bandit', 'acceptance' or 'integrity'"),
-])
+@pytest.mark.parametrize(
+    "toml, says",
+    [
+        ('[review.critics.x]\nlens = "security"\nbackend = "llm"\n', "an llm critic needs model="),
+        ("[review]\nmax_rounds = 0\n", "max_rounds"),
+        (
+            '[review.critics.x]\nlens = "security"\nbackend = "gpt"\n',
+            "'llm', 'ruff', 'bandit', 'acceptance' or 'integrity'",
+        ),
+    ],
+)
 def test_a_bad_configuration_stops_the_server_with_the_reason(tmp_path, toml, says):
     (tmp_path / "config.toml").write_text(toml)
-    done = subprocess.run(hiveboard_cmd("--home", str(tmp_path), "serve"), capture_output=True, text=True,
-                          timeout=START_TIMEOUT, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        hiveboard_cmd("--home", str(tmp_path), "serve"),
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode != 0
     assert "configuration is not valid" in done.stderr and says in done.stderr
+
+
+def test_every_backend_a_config_may_name_has_a_builder():
+    from typing import get_args
+
+    from hiveboard.critics.config import Backend
+    from hiveboard.critics.engine import BACKENDS
+
+    assert set(get_args(Backend)) == set(BACKENDS)

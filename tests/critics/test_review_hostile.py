@@ -9,17 +9,25 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from conftest import call, http_client, needs_sandbox, self_registered_token
-from hiveboard.critics.config import ReviewConfig
 from reviewing import critic, hand_in, verdict
+
+from hiveboard.critics.config import ReviewConfig
 
 pytestmark = pytest.mark.anyio
 
 # Names an analyser (bandit, its plugins, the interpreter's site machinery, pytest) would import if the
 # artifact directory were on its import path.
-SHADOWING = ["yaml.py", "argparse.py", "bandit.py", "stevedore.py", "bandit/__init__.py", "sitecustomize.py",
-             "usercustomize.py", "conftest.py"]
+SHADOWING = [
+    "yaml.py",
+    "argparse.py",
+    "bandit.py",
+    "stevedore.py",
+    "bandit/__init__.py",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "conftest.py",
+]
 
 
 def py_file(name: str, content: str) -> dict:
@@ -38,8 +46,13 @@ async def test_no_analyser_imports_a_submitted_file(connect, reviewer, tmp_path,
         content = content.replace("\n", "; ", 1)
     engine = reviewer()
     async with connect("mallory", review=engine) as c:
-        card = await hand_in(c, artifacts=[{"name": name, "kind": "code", "content": content},
-                                           {"name": "app.py", "kind": "code", "content": "X = 1\n"}])
+        card = await hand_in(
+            c,
+            artifacts=[
+                {"name": name, "kind": "code", "content": content},
+                {"name": "app.py", "kind": "code", "content": "X = 1\n"},
+            ],
+        )
         round1 = (await verdict(c, card["id"]))["rounds"][0]
     assert not marker.exists(), f"{name} was imported while the work was reviewed"
     for name_ in ("bandit", "ruff"):
@@ -48,9 +61,10 @@ async def test_no_analyser_imports_a_submitted_file(connect, reviewer, tmp_path,
 
 # ---------------------------------------------------------------- hostile tests, run in the sandbox
 
+
 def attacks(secret_env: str, server_pid: int, private: list[Path], ports: list[int], outside: Path) -> str:
     """A test file whose every test tries one escape and fails with BLOCKED (and why) or LEAKED (and what)."""
-    return f'''
+    return f"""
 import os, socket
 
 import pytest
@@ -109,7 +123,7 @@ def test_fork_is_bounded():
 
 def test_allocate_4_gb():
     report(lambda: len(bytearray(4 * 1024 ** 3)) and "allocated")
-'''
+"""
 
 
 def results(acceptance: dict) -> dict[str, str]:
@@ -126,8 +140,13 @@ async def test_hostile_tests_are_contained_on_a_default_install(connect, reviewe
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.2)
     outside = tmp_path / "escaped.txt"
-    source = attacks("HIVEBOARD_TEST_SECRET", os.getpid(), [Path(board.store.path), config, Path.home() / ".bashrc"],
-                     [listener.getsockname()[1]], outside)
+    source = attacks(
+        "HIVEBOARD_TEST_SECRET",
+        os.getpid(),
+        [Path(board.store.path), config, Path.home() / ".bashrc"],
+        [listener.getsockname()[1]],
+        outside,
+    )
     engine = reviewer()
     async with connect("mallory", review=engine) as c:
         card = await hand_in(c, artifacts=[{"name": "test_escape.py", "kind": "test", "content": source}])
@@ -178,8 +197,11 @@ async def test_floods_and_fork_bombs_are_bounded(connect, reviewer):
     flood = "import sys\nchunk = 'x' * 1_000_000\nfor _ in range(100):\n    sys.stdout.write(chunk)\n"
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     async with connect("mallory", review=engine) as c:
-        card = await hand_in(c, artifacts=[py_file("flood.py", flood), py_file("bomb.py", bomb)],
-                             criteria=["$ python flood.py", "$ python bomb.py"])
+        card = await hand_in(
+            c,
+            artifacts=[py_file("flood.py", flood), py_file("bomb.py", bomb)],
+            criteria=["$ python flood.py", "$ python bomb.py"],
+        )
         trail = await verdict(c, card["id"])
     acceptance = critic(trail["rounds"][0], "acceptance")
     text = " ".join(i["description"] for i in acceptance["issues"])
@@ -204,8 +226,13 @@ async def test_a_served_default_install_keeps_its_secrets(tmp_path, http_server,
     token = await self_registered_token(url, "mallory")
     server = http_server.procs[-1]
     port = int(url.split(":")[2].split("/")[0])
-    source = attacks("HIVEBOARD_TEST_SECRET", server.pid, [home / "hiveboard.db", home / "config.toml"], [port],
-                     tmp_path / "escaped.txt")
+    source = attacks(
+        "HIVEBOARD_TEST_SECRET",
+        server.pid,
+        [home / "hiveboard.db", home / "config.toml"],
+        [port],
+        tmp_path / "escaped.txt",
+    )
     async with http_client(url, token) as c:
         card = await hand_in(c, artifacts=[{"name": "test_escape.py", "kind": "test", "content": source}])
         trail = await verdict(c, card["id"])

@@ -8,9 +8,9 @@ import signal
 
 import anyio
 import pytest
-
 from conftest import START_TIMEOUT, agent_token, call, http_client, serve_http
 from reviewing import NO_BUILTINS, hand_in, llm_critic
+
 from hiveboard.critics.config import ReviewConfig
 
 pytestmark = pytest.mark.anyio
@@ -31,8 +31,11 @@ async def test_a_card_taken_out_of_review_by_hand_cancels_its_job_and_starts_aga
 
 async def test_a_running_review_never_acts_on_a_card_that_moved_on(connect, reviewer, fake_llm, board):
     fake_llm.delay["*"] = 3
-    engine = reviewer(ReviewConfig(critics={**NO_BUILTINS, "slow": llm_critic(fake_llm, "correctness")},
-                                   task_types={"code": ["correctness"]}))
+    engine = reviewer(
+        ReviewConfig(
+            critics={**NO_BUILTINS, "slow": llm_critic(fake_llm, "correctness")}, task_types={"code": ["correctness"]}
+        )
+    )
     async with connect("alice", review=engine) as alice, connect("lee", role="lead", review=engine) as lee:
         card = await hand_in(alice)
         with anyio.fail_after(30):  # readiness by signal: the critic has asked the model
@@ -57,12 +60,29 @@ async def test_a_critic_still_running_does_not_keep_the_server_alive(tmp_path, f
     fake_llm.delay["*"] = 3600
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text("\n".join([
-        "[review]", "critic_timeout = 3600", "agent_deadline = 0", "[review.task_types]", 'code = ["correctness"]',
-        *[line for b in ("bandit", "ruff", "ruff-style", "acceptance") for line in (f"[review.critics.{b}]",
-                                                                                     "enabled = false")],
-        "[review.critics.slow]", 'lens = "correctness"', 'backend = "llm"', 'model = "m"',
-        f'base_url = "{fake_llm.url}"', 'api_key_env = "HIVEBOARD_TEST_UNSET_KEY"']) + "\n")
+    (home / "config.toml").write_text(
+        "\n".join(
+            [
+                "[review]",
+                "critic_timeout = 3600",
+                "agent_deadline = 0",
+                "[review.task_types]",
+                'code = ["correctness"]',
+                *[
+                    line
+                    for b in ("bandit", "ruff", "ruff-style", "acceptance")
+                    for line in (f"[review.critics.{b}]", "enabled = false")
+                ],
+                "[review.critics.slow]",
+                'lens = "correctness"',
+                'backend = "llm"',
+                'model = "m"',
+                f'base_url = "{fake_llm.url}"',
+                'api_key_env = "HIVEBOARD_TEST_UNSET_KEY"',
+            ]
+        )
+        + "\n"
+    )
     token = agent_token(home, "alice")
     proc, url = serve_http(home)
     try:

@@ -7,13 +7,13 @@ import re
 import threading
 
 import pytest
-
 from conftest import call, data
 from fake_llm import critique, issue
+from reviewing import NO_BUILTINS, critic, hand_in, llm_critic, verdict
+
 from hiveboard.critics.config import Endpoint, ReviewConfig, SynthesisConfig
 from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import open_memory
-from reviewing import NO_BUILTINS, critic, hand_in, llm_critic, verdict
 
 pytestmark = pytest.mark.anyio
 
@@ -28,8 +28,9 @@ def resolve_all(request: dict) -> dict:
     """A round-2 critic that finds its earlier issues fixed (refs read from the prompt it was sent)."""
     prompt = request["messages"][-1]["content"]
     refs = re.findall(r"- ref (\S+):", prompt)
-    return critique("PASS", 9, "all fixed", resolutions=[{"ref": r, "status": "resolved", "note": "fixed"}
-                                                         for r in refs])
+    return critique(
+        "PASS", 9, "all fixed", resolutions=[{"ref": r, "status": "resolved", "note": "fixed"} for r in refs]
+    )
 
 
 async def test_pass_path_uses_each_critics_own_model_and_a_json_schema(connect, reviewer, fake_llm):
@@ -39,10 +40,14 @@ async def test_pass_path_uses_each_critics_own_model_and_a_json_schema(connect, 
         round1 = (await verdict(c, card["id"]))["rounds"][0]
         assert round1["verdict"] == "PASS" and round1["outcome"] == "done"
         assert {x["critic"]: x["model"] for x in round1["critiques"]} == {
-            "llm-correctness": "model-correctness", "llm-clarity": "model-clarity"}
+            "llm-correctness": "model-correctness",
+            "llm-clarity": "model-clarity",
+        }
     calls = fake_llm.calls()
-    assert sorted((r["lens"], r["model"]) for r in calls) == [("clarity", "model-clarity"),
-                                                              ("correctness", "model-correctness")]
+    assert sorted((r["lens"], r["model"]) for r in calls) == [
+        ("clarity", "model-clarity"),
+        ("correctness", "model-correctness"),
+    ]
     body = calls[0]["body"]
     assert body["response_format"]["type"] == "json_schema"
     assert set(body["response_format"]["json_schema"]["schema"]["required"]) >= {"verdict", "score", "issues"}
@@ -53,14 +58,30 @@ async def test_pass_path_uses_each_critics_own_model_and_a_json_schema(connect, 
     assert f"You are the {calls[0]['lens']} critic" in system and f"You are the {other}" not in system
 
 
-async def test_fail_then_revise_then_pass_records_a_lesson_the_next_agent_gets(connect, reviewer, fake_llm, board,
-                                                                             tmp_path):
+async def test_fail_then_revise_then_pass_records_a_lesson_the_next_agent_gets(
+    connect, reviewer, fake_llm, board, tmp_path
+):
     memory = open_memory(board, get_embedder(), tmp_path)
     memory.start()
     try:
-        fake_llm.script("security", critique("FAIL", 3, "SQL injection", issues=[issue(
-            "critical", "sql-injection", "db.py:4", "the query is built by string formatting from user input",
-            "use a parameterised query with placeholders")]), resolve_all)
+        fake_llm.script(
+            "security",
+            critique(
+                "FAIL",
+                3,
+                "SQL injection",
+                issues=[
+                    issue(
+                        "critical",
+                        "sql-injection",
+                        "db.py:4",
+                        "the query is built by string formatting from user input",
+                        "use a parameterised query with placeholders",
+                    )
+                ],
+            ),
+            resolve_all,
+        )
         fake_llm.script("correctness", critique("PASS", 8), resolve_all)
         engine = reviewer(config(fake_llm, "security", "correctness"), memory=memory)
         async with connect("alice", review=engine, memory=memory) as c:
@@ -82,15 +103,21 @@ async def test_fail_then_revise_then_pass_records_a_lesson_the_next_agent_gets(c
             assert "r1:llm-security#1" in prompt and "llm-correctness" not in prompt
 
             memory.drain()
-            lessons = await call(c, "query_memory", query="SQL query built with string formatting",
-                                 kinds=["lesson"], task_type="code")
+            lessons = await call(
+                c, "query_memory", query="SQL query built with string formatting", kinds=["lesson"], task_type="code"
+            )
             assert lessons["hits"] and "parameterised" in lessons["hits"][0]["snippet"]
             lesson = lessons["hits"][0]["snippet"]  # one sentence of problem, one of fix, what caught it
             assert "sql-injection: the query is built by string formatting from user input" in lesson
             assert "caught by" in lesson and "db.py" not in lesson and "Traceback" not in lesson
             # the next agent on a code card like it is handed the lesson at claim time
-            nxt = await call(c, "create_task", title="search users by email", task_type="code",
-                             description="query the users table by email address")
+            nxt = await call(
+                c,
+                "create_task",
+                title="search users by email",
+                task_type="code",
+                description="query the users table by email address",
+            )
         async with connect("bob", review=engine, memory=memory) as bob:
             claim = await call(bob, "claim_task", task_id=nxt["id"])
             assert claim["lessons"][0]["kind"] == "lesson"  # lessons first; critiques only where none fits
@@ -120,8 +147,12 @@ async def test_fail_then_revise_then_pass_records_a_lesson_the_next_agent_gets(c
 
 
 async def test_max_rounds_sends_the_card_to_a_human_with_a_summary(connect, reviewer, fake_llm):
-    stubborn = critique("FAIL", 4, "still slow", issues=[issue("major", "n-plus-one", "api.py:10",
-                                                                "one query per row", "batch the query")])
+    stubborn = critique(
+        "FAIL",
+        4,
+        "still slow",
+        issues=[issue("major", "n-plus-one", "api.py:10", "one query per row", "batch the query")],
+    )
     fake_llm.default["performance"] = stubborn
     engine = reviewer(config(fake_llm, "performance", max_rounds=2))
     async with connect("alice", review=engine) as c:
@@ -159,17 +190,22 @@ async def test_malformed_output_is_repaired_retried_or_recorded(connect, reviewe
     style = critic(round1, "llm-style")
     assert style["status"] == "error" and "malformed output 2 time(s)" in style["error"]
     assert len(fake_llm.calls("style")) == 2
-    assert round1["synthesis"]["lenses_failed"] == ["style"] and "llm-style (style) error" in round1["synthesis"]["note"]
+    assert (
+        round1["synthesis"]["lenses_failed"] == ["style"] and "llm-style (style) error" in round1["synthesis"]["note"]
+    )
 
 
-async def test_a_slow_critic_times_out_and_an_unreachable_one_errors_the_rest_decide(connect, reviewer, fake_llm,
-                                                                                   unreachable_url):
+async def test_a_slow_critic_times_out_and_an_unreachable_one_errors_the_rest_decide(
+    connect, reviewer, fake_llm, unreachable_url
+):
     fake_llm.delay["performance"] = 5
     fake_llm.script("correctness", critique("FAIL", 3, "off by one", issues=[issue()]))
-    critics = {**NO_BUILTINS,
-               "slow": llm_critic(fake_llm, "performance", timeout=0.5),
-               "gone": llm_critic(fake_llm, "security").model_copy(update={"base_url": unreachable_url}),
-               "llm-correctness": llm_critic(fake_llm, "correctness")}
+    critics = {
+        **NO_BUILTINS,
+        "slow": llm_critic(fake_llm, "performance", timeout=0.5),
+        "gone": llm_critic(fake_llm, "security").model_copy(update={"base_url": unreachable_url}),
+        "llm-correctness": llm_critic(fake_llm, "correctness"),
+    }
     engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["security", "correctness", "performance"]}))
     async with connect("alice", review=engine) as c:
         card = await hand_in(c)
@@ -183,8 +219,10 @@ async def test_a_slow_critic_times_out_and_an_unreachable_one_errors_the_rest_de
 
 async def test_every_critic_failing_sends_the_card_to_a_human(connect, reviewer, unreachable_url):
     dead = unreachable_url
-    critics = {**NO_BUILTINS, "gone": {"lens": "correctness", "backend": "llm", "model": "m", "base_url": dead,
-                                       "api_key_env": None}}
+    critics = {
+        **NO_BUILTINS,
+        "gone": {"lens": "correctness", "backend": "llm", "model": "m", "base_url": dead, "api_key_env": None},
+    }
     engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["correctness"]}))
     async with connect("alice", review=engine) as c:
         card = await hand_in(c)
@@ -217,16 +255,43 @@ async def test_three_critics_run_in_parallel(connect, reviewer, fake_llm):
 
 
 async def test_duplicates_are_merged_across_critics_and_contradictions_surfaced(connect, reviewer, fake_llm):
-    fake_llm.script("security", critique("FAIL", 2, "eval of input", issues=[issue(
-        "critical", "code-injection", "app.py:2", "eval() runs whatever the user types", "parse the input")]))
-    fake_llm.script("style", critique("PASS", 9, "tidy", issues=[issue(
-        "minor", "naming", "app.py:2", "rename value to parsed", "call it parsed")]))
-    critics = {"llm-security": llm_critic(fake_llm, "security"), "llm-style": llm_critic(fake_llm, "style"),
-               "ruff": NO_BUILTINS["ruff"], "acceptance": NO_BUILTINS["acceptance"]}
+    fake_llm.script(
+        "security",
+        critique(
+            "FAIL",
+            2,
+            "eval of input",
+            issues=[
+                issue(
+                    "critical", "code-injection", "app.py:2", "eval() runs whatever the user types", "parse the input"
+                )
+            ],
+        ),
+    )
+    fake_llm.script(
+        "style",
+        critique(
+            "PASS", 9, "tidy", issues=[issue("minor", "naming", "app.py:2", "rename value to parsed", "call it parsed")]
+        ),
+    )
+    critics = {
+        "llm-security": llm_critic(fake_llm, "security"),
+        "llm-style": llm_critic(fake_llm, "style"),
+        "ruff": NO_BUILTINS["ruff"],
+        "acceptance": NO_BUILTINS["acceptance"],
+    }
     engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["security", "style"]}))
     async with connect("alice", review=engine) as c:
-        card = await hand_in(c, artifacts=[{"name": "app.py", "kind": "code",
-                                            "content": "def main():\n    value = eval(input())\n    return value\n"}])
+        card = await hand_in(
+            c,
+            artifacts=[
+                {
+                    "name": "app.py",
+                    "kind": "code",
+                    "content": "def main():\n    value = eval(input())\n    return value\n",
+                }
+            ],
+        )
         synthesis = (await verdict(c, card["id"]))["rounds"][0]["synthesis"]
     top = synthesis["issues"][0]
     assert top["lens"] == "security" and top["severity"] == "critical"
@@ -236,13 +301,16 @@ async def test_duplicates_are_merged_across_critics_and_contradictions_surfaced(
     assert clash and "security takes precedence" in clash[0]["decided"]
 
 
-async def test_an_llm_synthesiser_writes_the_brief_but_cannot_pass_a_critical_security_issue(connect, reviewer,
-                                                                                             fake_llm):
-    fake_llm.script("security", critique("FAIL", 2, "bad", issues=[issue("critical", "secret", "cfg.py:1",
-                                                                           "hard-coded password")]))
+async def test_an_llm_synthesiser_writes_the_brief_but_cannot_pass_a_critical_security_issue(
+    connect, reviewer, fake_llm
+):
+    fake_llm.script(
+        "security", critique("FAIL", 2, "bad", issues=[issue("critical", "secret", "cfg.py:1", "hard-coded password")])
+    )
     fake_llm.script("synthesis", {"verdict": "PASS", "brief": "Ship it.", "contradictions": ["none really"]})
-    synthesis_config = SynthesisConfig(backend="llm", endpoint=Endpoint(model="judge", base_url=fake_llm.url,
-                                                                        api_key_env=None))
+    synthesis_config = SynthesisConfig(
+        backend="llm", endpoint=Endpoint(model="judge", base_url=fake_llm.url, api_key_env=None)
+    )
     engine = reviewer(config(fake_llm, "security", synthesis=synthesis_config))
     async with connect("alice", review=engine) as c:
         card = await hand_in(c)
@@ -262,20 +330,26 @@ async def test_get_review_reports_progress_while_it_waits(connect, reviewer, fak
 
     async with connect("alice", review=engine) as c:
         card = await hand_in(c)
-        result = await c.call_tool("get_review", {"task_id": card["id"], "wait_seconds": 30},
-                                   progress_callback=on_progress)
+        result = await c.call_tool(
+            "get_review", {"task_id": card["id"], "wait_seconds": 30}, progress_callback=on_progress
+        )
         assert data(result)["rounds"][0]["status"] == "finished"
     assert updates and updates[-1][1] == 2 and any(p == 1 for p, _, _ in updates)
     assert "of 2 critics done" in updates[-1][2]
 
 
 @pytest.mark.parametrize("policy, outcome", [("needs_human", "needs_human"), ("pass", "done")])
-async def test_a_lens_whose_critics_failed_does_not_pass_silently(connect, reviewer, fake_llm, policy, outcome,
-                                                                 unreachable_url):
-    critics = {**NO_BUILTINS, "llm-style": llm_critic(fake_llm, "style"),
-               "gone": llm_critic(fake_llm, "security").model_copy(update={"base_url": unreachable_url})}
-    engine = reviewer(ReviewConfig(critics=critics, task_types={"code": ["security", "style"]},
-                                   on_critic_failure=policy))
+async def test_a_lens_whose_critics_failed_does_not_pass_silently(
+    connect, reviewer, fake_llm, policy, outcome, unreachable_url
+):
+    critics = {
+        **NO_BUILTINS,
+        "llm-style": llm_critic(fake_llm, "style"),
+        "gone": llm_critic(fake_llm, "security").model_copy(update={"base_url": unreachable_url}),
+    }
+    engine = reviewer(
+        ReviewConfig(critics=critics, task_types={"code": ["security", "style"]}, on_critic_failure=policy)
+    )
     async with connect("alice", review=engine) as c:
         card = await hand_in(c)
         round1 = (await verdict(c, card["id"]))["rounds"][0]
@@ -287,8 +361,11 @@ async def test_a_lens_whose_critics_failed_does_not_pass_silently(connect, revie
 
 async def test_work_under_the_score_bar_is_revised_until_it_reaches_it(connect, reviewer, fake_llm):
     """The seeds' loop: no blocking issue is not enough while the score is under review.pass_score."""
-    fake_llm.script("correctness", critique("PASS", 6, "works, but thin: no edge cases"),
-                    critique("PASS", 9, "handles the edge cases"))
+    fake_llm.script(
+        "correctness",
+        critique("PASS", 6, "works, but thin: no edge cases"),
+        critique("PASS", 9, "handles the edge cases"),
+    )
     engine = reviewer(config(fake_llm, "correctness", pass_scores={"code": 8}))
     async with connect("alice", review=engine) as c:
         card = await hand_in(c, output="first try")
@@ -311,25 +388,57 @@ def meta_config(fake, *lenses: str) -> ReviewConfig:
 
 
 async def test_the_critic_of_the_critics_downgrades_a_blocking_issue_with_a_reason(connect, reviewer, fake_llm):
-    fake_llm.script("correctness", critique("FAIL", 4, "weak hash", issues=[issue(
-        "major", "weak-hash", "cache.py:4", "MD5 is broken for security", "use sha256")]))
-    fake_llm.script("meta", {"judgements": [{"rank": 1, "keep": False, "severity": "info",
-                                              "reason": "the card asks for an MD5 cache key; no security use"}]})
+    fake_llm.script(
+        "correctness",
+        critique(
+            "FAIL",
+            4,
+            "weak hash",
+            issues=[issue("major", "weak-hash", "cache.py:4", "MD5 is broken for security", "use sha256")],
+        ),
+    )
+    fake_llm.script(
+        "meta",
+        {
+            "judgements": [
+                {
+                    "rank": 1,
+                    "keep": False,
+                    "severity": "info",
+                    "reason": "the card asks for an MD5 cache key; no security use",
+                }
+            ]
+        },
+    )
     engine = reviewer(meta_config(fake_llm, "correctness"))
     async with connect("alice", review=engine) as c:
         card = await hand_in(c, title="MD5 hex digest for the legacy cache key")
         round1 = (await verdict(c, card["id"]))["rounds"][0]
     synthesis = round1["synthesis"]
     assert round1["verdict"] == "PASS" and round1["outcome"] == "done"
-    assert synthesis["meta"] == [{"rank": 1, "location": "cache.py:4", "severity": "major", "decided": "info",
-                                  "reason": "the card asks for an MD5 cache key; no security use"}]
+    assert synthesis["meta"] == [
+        {
+            "rank": 1,
+            "location": "cache.py:4",
+            "severity": "major",
+            "decided": "info",
+            "reason": "the card asks for an MD5 cache key; no security use",
+        }
+    ]
     prompt = fake_llm.calls("meta")[0]["body"]["messages"][-1]["content"]
     assert "MD5 hex digest for the legacy cache key" in prompt and "MD5 is broken" in prompt
 
 
 async def test_the_critic_of_the_critics_never_clears_a_critical_security_finding(connect, reviewer, fake_llm):
-    fake_llm.script("security", critique("FAIL", 2, "injection", issues=[issue(
-        "critical", "sql-injection", "db.py:2", "user input formatted into SQL", "use placeholders")]))
+    fake_llm.script(
+        "security",
+        critique(
+            "FAIL",
+            2,
+            "injection",
+            issues=[issue("critical", "sql-injection", "db.py:2", "user input formatted into SQL", "use placeholders")],
+        ),
+    )
     fake_llm.script("meta", {"judgements": [{"rank": 1, "keep": False, "severity": "minor", "reason": "looks fine"}]})
     engine = reviewer(meta_config(fake_llm, "security"))
     async with connect("alice", review=engine) as c:

@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import call, call_error, needs_sandbox
-from hiveboard.critics.config import ReviewConfig
 from reviewing import critic, hand_in, verdict
+
+from hiveboard.critics.config import ReviewConfig
 
 pytestmark = pytest.mark.anyio
 
 EVAL = "def main():\n    value = eval(input())\n    print(value)\n"
-SQL = ("def find(db, name):\n    return db.execute(\"SELECT * FROM users WHERE name = '%s'\" % name).fetchall()\n")
-CLEAN = ("def find(db, name):\n    \"\"\"Rows of the user with this name.\"\"\"\n"
-         "    return db.execute(\"SELECT * FROM users WHERE name = ?\", [name]).fetchall()\n")
+SQL = "def find(db, name):\n    return db.execute(\"SELECT * FROM users WHERE name = '%s'\" % name).fetchall()\n"
+CLEAN = (
+    'def find(db, name):\n    """Rows of the user with this name."""\n'
+    '    return db.execute("SELECT * FROM users WHERE name = ?", [name]).fetchall()\n'
+)
 
 
 def py(name: str, content: str) -> dict:
@@ -92,8 +94,10 @@ TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 
 def spying(marker) -> str:
     """TEST, writing a marker file on the server's disk first (the path hex-encoded: bandit flags /tmp)."""
-    return (f"import pathlib\n\npathlib.Path(bytes.fromhex({str(marker).encode().hex()!r}).decode()).write_text('ran')"
-            f"\n{TEST}")
+    return (
+        f"import pathlib\n\npathlib.Path(bytes.fromhex({str(marker).encode().hex()!r}).decode()).write_text('ran')"
+        f"\n{TEST}"
+    )
 
 
 async def test_tests_that_cannot_run_send_the_card_to_a_human(connect, reviewer, tmp_path):
@@ -101,8 +105,9 @@ async def test_tests_that_cannot_run_send_the_card_to_a_human(connect, reviewer,
     spy = spying(marker)
     engine = reviewer(ReviewConfig(execute="off"))
     async with connect("alice", review=engine) as c:
-        card = await hand_in(c, artifacts=[py("calc.py", CALC_FIXED), {"name": "test_calc.py", "kind": "test",
-                                                                       "content": spy}])
+        card = await hand_in(
+            c, artifacts=[py("calc.py", CALC_FIXED), {"name": "test_calc.py", "kind": "test", "content": spy}]
+        )
         round1 = (await verdict(c, card["id"]))["rounds"][0]
         acceptance = critic(round1, "acceptance")
         assert acceptance["status"] == "unverified" and 'review.execute = "off"' in acceptance["error"]
@@ -116,8 +121,9 @@ async def test_tests_that_cannot_run_send_the_card_to_a_human(connect, reviewer,
 async def test_untested_work_can_pass_marked_unverified(connect, reviewer):
     engine = reviewer(ReviewConfig(execute="off", unverified="pass"))
     async with connect("alice", review=engine) as c:
-        card = await hand_in(c, artifacts=[py("calc.py", CALC), {"name": "test_calc.py", "kind": "test",
-                                                                 "content": TEST}])
+        card = await hand_in(
+            c, artifacts=[py("calc.py", CALC), {"name": "test_calc.py", "kind": "test", "content": TEST}]
+        )
         round1 = (await verdict(c, card["id"]))["rounds"][0]
         assert round1["outcome"] == "done" and "could not run" in round1["synthesis"]["unverified"]
         task = await call(c, "get_task", task_id=card["id"])
@@ -137,8 +143,9 @@ async def test_the_default_runs_tests_in_the_sandbox(connect, reviewer, tmp_path
     spy = spying(marker)
     engine = reviewer()
     async with connect("alice", review=engine) as c:
-        card = await hand_in(c, artifacts=[py("calc.py", CALC_FIXED), {"name": "test_calc.py", "kind": "test",
-                                                                       "content": spy}])
+        card = await hand_in(
+            c, artifacts=[py("calc.py", CALC_FIXED), {"name": "test_calc.py", "kind": "test", "content": spy}]
+        )
         round1 = (await verdict(c, card["id"]))["rounds"][0]
         acceptance = critic(round1, "acceptance")
         # the test ran, and its write to the server's disk did not get out of the sandbox
@@ -177,8 +184,9 @@ async def test_failing_acceptance_tests_fail_the_review_then_pass_once_fixed(con
 async def test_an_acceptance_command_from_the_card_is_run(connect, reviewer):
     engine = reviewer()
     async with connect("alice", review=engine) as c:
-        card = await hand_in(c, artifacts=[py("tool.py", "import sys\nsys.exit(3)\n")],
-                             criteria=["exits cleanly", "$ python tool.py"])
+        card = await hand_in(
+            c, artifacts=[py("tool.py", "import sys\nsys.exit(3)\n")], criteria=["exits cleanly", "$ python tool.py"]
+        )
         acceptance = critic((await verdict(c, card["id"]))["rounds"][0], "acceptance")
         assert acceptance["verdict"] == "FAIL" and "exited with 3" in acceptance["issues"][0]["description"]
 
@@ -208,9 +216,15 @@ async def test_no_artifact_hides_behind_another_name(connect, reviewer):
 async def test_clashing_artifact_paths_still_get_their_tests_run(connect, reviewer):
     engine = reviewer()
     async with connect("alice", review=engine) as c:
-        card = await hand_in(c, artifacts=[py("calc.py", CALC), {"name": "test_calc.py", "kind": "test", "content": TEST},
-                                           {"name": "notes", "kind": "text", "content": "a"},
-                                           {"name": "notes/more.txt", "kind": "text", "content": "b"}])
+        card = await hand_in(
+            c,
+            artifacts=[
+                py("calc.py", CALC),
+                {"name": "test_calc.py", "kind": "test", "content": TEST},
+                {"name": "notes", "kind": "text", "content": "a"},
+                {"name": "notes/more.txt", "kind": "text", "content": "b"},
+            ],
+        )
         acceptance = critic((await verdict(c, card["id"]))["rounds"][0], "acceptance")
         assert acceptance["status"] == "ok" and acceptance["verdict"] == "FAIL"
 
@@ -219,14 +233,17 @@ async def test_a_stuck_review_can_be_handed_to_a_human(connect, board):
     async with connect("alice", wants_review=lambda task: True) as c, connect("lee", role="lead") as lee:
         card = await hand_in(c, artifacts=[py("users.py", CLEAN)])  # review on, but no worker runs
         assert "wait for its review" in await call_error(c, "update_task", task_id=card["id"], note="hello?")
-        assert "only a person" in await call_error(c, "update_task", task_id=card["id"], status="needs_human",
-                                                   reason="no review worker")  # its author would skip the review
+        assert "only a person" in await call_error(
+            c, "update_task", task_id=card["id"], status="needs_human", reason="no review worker"
+        )  # its author would skip the review
         moved = await call(lee, "update_task", task_id=card["id"], status="needs_human", reason="no review worker")
         assert moved["status"] == "needs_human"
 
 
-LINTY = ("import os\n\n\ndef total(items=[]):\n    n = 0\n    for i in range(3):\n        n += 1\n"
-         "    return n + len(items)\n")
+LINTY = (
+    "import os\n\n\ndef total(items=[]):\n    n = 0\n    for i in range(3):\n        n += 1\n"
+    "    return n + len(items)\n"
+)
 LINTY_TEST = "from totals import total\n\n\ndef test_total():\n    scratch = '/tmp/totals'\n    assert total() == 3\n"
 
 
@@ -234,8 +251,9 @@ LINTY_TEST = "from totals import total\n\n\ndef test_total():\n    scratch = '/t
 async def test_lint_common_in_working_code_does_not_fail_it(connect, reviewer):
     engine = reviewer()
     async with connect("alice", review=engine) as c:
-        card = await hand_in(c, artifacts=[py("totals.py", LINTY), {"name": "test_totals.py", "kind": "test",
-                                                                   "content": LINTY_TEST}])
+        card = await hand_in(
+            c, artifacts=[py("totals.py", LINTY), {"name": "test_totals.py", "kind": "test", "content": LINTY_TEST}]
+        )
         round1 = (await verdict(c, card["id"]))["rounds"][0]
     # an unused import, a mutable default, an unused loop variable, asserts and /tmp in a test: minor
     rules = {i["rule"] for c in round1["critiques"] for i in c["issues"]}
@@ -302,26 +320,35 @@ async def test_work_joins_the_shared_memory_once_it_passes_its_review(connect, r
         assert (await verdict(c, card["id"]))["rounds"][0]["verdict"] == "FAIL"
         assert outputs() == {}  # an output sent back is nothing to learn from
 
-        await hand_in(c, card["id"], artifacts=[py("users.py", CLEAN)], output="find users by name, with a "
-                      "bound parameter")
+        await hand_in(
+            c, card["id"], artifacts=[py("users.py", CLEAN)], output="find users by name, with a bound parameter"
+        )
         assert (await verdict(c, card["id"]))["rounds"][-1]["verdict"] == "PASS"
         [item] = outputs().values()
         assert item.task_id == card["id"] and item.created_by == "alice" and item.task_type == "code"
         assert "bound parameter" in item.text and "[name]" in item.text and "'%s'" not in item.text
 
 
-TOTALS = ("import os\n\n\ndef total(items):\n    s = 0\n    for i in range(1, len(items)):\n        s += items[i]\n"
-          "    return s\n\n\ndef mean(items):\n    return total(items) / (len(items) + 1)\n")
-TOTALS_SPEC = ("from calc import total, mean\n\n\ndef test_total_sums_all_items():\n    assert total([1, 2, 3]) == 6\n\n\n"
-               "def test_mean_of_two():\n    assert mean([2, 4]) == 3\n")
+TOTALS = (
+    "import os\n\n\ndef total(items):\n    s = 0\n    for i in range(1, len(items)):\n        s += items[i]\n"
+    "    return s\n\n\ndef mean(items):\n    return total(items) / (len(items) + 1)\n"
+)
+TOTALS_SPEC = (
+    "from calc import total, mean\n\n\ndef test_total_sums_all_items():\n    assert total([1, 2, 3]) == 6\n\n\n"
+    "def test_mean_of_two():\n    assert mean([2, 4]) == 3\n"
+)
 
 
 @needs_sandbox
 async def test_a_failing_round_scores_below_the_bar_and_get_review_writes_each_finding_once(connect, reviewer):
     engine = reviewer()
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await call(carol, "create_task", title="totals", acceptance_tests={
-            "files": [{"name": "test_spec.py", "content": TOTALS_SPEC}]})
+        card = await call(
+            carol,
+            "create_task",
+            title="totals",
+            acceptance_tests={"files": [{"name": "test_spec.py", "content": TOTALS_SPEC}]},
+        )
         await hand_in(alice, card["id"], artifacts=[py("calc.py", TOTALS)])  # two failing tests, an unused import
         full = (await verdict(alice, card["id"]))["rounds"][0]
         compact = await alice.call_tool("get_review", {"task_id": card["id"]})

@@ -8,7 +8,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import START_TIMEOUT, call, http_client, self_registered_token, serve_http, stop_process, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -17,13 +16,25 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 def write_config(home: Path, fake_url: str, critics: dict[str, str]) -> None:
     """config.toml with one LLM critic per lens on the fake server and the built-in critics off."""
     home.mkdir(parents=True, exist_ok=True)
-    lines = ["[review]", "worker_lease = 2", "poll_seconds = 0.2", "agent_deadline = 0",
-             "[review.task_types]", f"code = {list(critics.values())!r}".replace("'", '"')]
+    lines = [
+        "[review]",
+        "worker_lease = 2",
+        "poll_seconds = 0.2",
+        "agent_deadline = 0",
+        "[review.task_types]",
+        f"code = {list(critics.values())!r}".replace("'", '"'),
+    ]
     for builtin in ("bandit", "ruff", "ruff-style", "acceptance"):
         lines += [f"[review.critics.{builtin}]", "enabled = false"]
     for name, lens in critics.items():
-        lines += [f"[review.critics.{name}]", f'lens = "{lens}"', 'backend = "llm"', f'model = "{name}"',
-                  f'base_url = "{fake_url}"', 'api_key_env = "HIVEBOARD_TEST_UNSET_KEY"']
+        lines += [
+            f"[review.critics.{name}]",
+            f'lens = "{lens}"',
+            'backend = "llm"',
+            f'model = "{name}"',
+            f'base_url = "{fake_url}"',
+            'api_key_env = "HIVEBOARD_TEST_UNSET_KEY"',
+        ]
     (home / "config.toml").write_text("\n".join(lines) + "\n")
 
 
@@ -39,8 +50,15 @@ async def test_a_server_killed_mid_review_resumes_the_job_on_restart(tmp_path, f
             claim = await call(c, "claim_task", task_id=card["id"])
             await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="added an LRU cache")
             await until(lambda: fake_llm.calls("performance"), what="the slow critic to be asked")
-            quick_done = lambda: sqlite3.connect(home / "hiveboard.db").execute(  # noqa: E731
-                "SELECT status FROM critiques WHERE critic = 'quick'").fetchone() == ("ok",)
+
+            def quick_done() -> bool:
+                row = (
+                    sqlite3.connect(home / "hiveboard.db")
+                    .execute("SELECT status FROM critiques WHERE critic = 'quick'")
+                    .fetchone()
+                )
+                return row == ("ok",)
+
             await until(quick_done, what="the quick critic's critique")
             trail = await call(c, "get_review", task_id=card["id"], full=True)
         first.send_signal(signal.SIGKILL)

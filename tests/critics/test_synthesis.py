@@ -4,27 +4,42 @@ written once in what get_review returns."""
 from __future__ import annotations
 
 from hiveboard.board import CritiqueRecord, ReviewIssue
-from hiveboard.board.reviews import ReviewRound, ReviewTrail, Reviews
+from hiveboard.board.reviews import ReviewRound, Reviews, ReviewTrail
 from hiveboard.critics.synthesis import downgrade, rescore, synthesise
 
 LENSES = ["security", "correctness", "tests", "style"]
 
 
 def record(critic: str, lens: str, verdict: str, score: int, issues: list[ReviewIssue] = ()) -> CritiqueRecord:
-    return CritiqueRecord(critic=critic, lens=lens, backend="test", status="ok", verdict=verdict, score=score,
-                          summary=f"{critic}: {verdict}", issues=[i.model_copy(update={"ref": f"r1:{critic}#{n}"})
-                                                                  for n, i in enumerate(issues, 1)])
+    return CritiqueRecord(
+        critic=critic,
+        lens=lens,
+        backend="test",
+        status="ok",
+        verdict=verdict,
+        score=score,
+        summary=f"{critic}: {verdict}",
+        issues=[i.model_copy(update={"ref": f"r1:{critic}#{n}"}) for n, i in enumerate(issues, 1)],
+    )
 
 
 def failing(test: str, got: str) -> ReviewIssue:
-    return ReviewIssue(severity="critical", category="test-failed", rule="the card's acceptance tests",
-                       location=f"test_spec.py::{test}", description=f"test_spec.py::{test} failed: expected 6, got "
-                       f"{got}\n>       assert total([1, 2, 3]) == 6\nE       assert {got} == 6",
-                       suggestion="make this test pass")
+    return ReviewIssue(
+        severity="critical",
+        category="test-failed",
+        rule="the card's acceptance tests",
+        location=f"test_spec.py::{test}",
+        description=f"test_spec.py::{test} failed: expected 6, got "
+        f"{got}\n>       assert total([1, 2, 3]) == 6\nE       assert {got} == 6",
+        suggestion="make this test pass",
+    )
 
 
-CLEAN = [record("bandit", "security", "PASS", 10), record("ruff", "correctness", "PASS", 10),
-         record("ruff-style", "style", "CONDITIONAL", 9)]
+CLEAN = [
+    record("bandit", "security", "PASS", 10),
+    record("ruff", "correctness", "PASS", 10),
+    record("ruff-style", "style", "CONDITIONAL", 9),
+]
 
 
 def test_critical_test_failures_cap_a_fail_below_the_critics_mean():
@@ -35,8 +50,13 @@ def test_critical_test_failures_cap_a_fail_below_the_critics_mean():
 
 
 def test_a_major_issue_caps_higher_than_a_critical_one_and_a_pass_keeps_the_mean():
-    major = ReviewIssue(severity="major", category="useless-expression", location="check.py:2",
-                        description="B015: pointless comparison", rule="B015")
+    major = ReviewIssue(
+        severity="major",
+        category="useless-expression",
+        location="check.py:2",
+        description="B015: pointless comparison",
+        rule="B015",
+    )
     synthesis = synthesise([*CLEAN, record("ruff-b", "correctness", "FAIL", 4, [major])], LENSES, 1)
     assert synthesis.score == 4 and synthesis.note.startswith("1 major issue caps the score at 4/10")
     passed = synthesise(CLEAN, LENSES, 1)
@@ -48,8 +68,15 @@ def test_a_fail_without_an_issue_and_a_fail_by_the_bar():
     assert blunt.score == 4 and "the FAIL of llm-tests caps the score at 4/10" in blunt.note
     under_bar = synthesise([record("llm", "correctness", "PASS", 6)], LENSES, 1, bar=8)
     assert under_bar.verdict == "FAIL" and under_bar.score == 6  # already below the bar: the mean stands
-    low_bar = synthesise([*CLEAN, record("ruff-b", "correctness", "FAIL", 9, [ReviewIssue(
-        severity="major", category="x", description="x")])], LENSES, 1, bar=3.5)
+    low_bar = synthesise(
+        [
+            *CLEAN,
+            record("ruff-b", "correctness", "FAIL", 9, [ReviewIssue(severity="major", category="x", description="x")]),
+        ],
+        LENSES,
+        1,
+        bar=3.5,
+    )
     assert low_bar.score == 2.5  # below a bar that is under the major cap too
 
 
@@ -71,9 +98,25 @@ def test_the_brief_says_a_shared_fix_once_and_a_test_id_once():
 def test_get_review_names_the_critiques_issues_instead_of_repeating_them():
     critiques = [*CLEAN, record("acceptance", "tests", "FAIL", 2, [failing("test_a", "5"), failing("test_b", "4")])]
     synthesis = synthesise(critiques, LENSES, 1)
-    trail = ReviewTrail(task_id=1, title="t", task_type="code", status="in_progress", agent="alice", rounds=[
-        ReviewRound(review_id=1, round=1, status="finished", verdict="FAIL", queued_at="", attempts=1,
-                    critiques=critiques, synthesis=synthesis)])
+    trail = ReviewTrail(
+        task_id=1,
+        title="t",
+        task_type="code",
+        status="in_progress",
+        agent="alice",
+        rounds=[
+            ReviewRound(
+                review_id=1,
+                round=1,
+                status="finished",
+                verdict="FAIL",
+                queued_at="",
+                attempts=1,
+                critiques=critiques,
+                synthesis=synthesis,
+            )
+        ],
+    )
     for view in (Reviews.compact(trail), Reviews.referenced(trail)):
         text = view.model_dump_json(exclude_none=True)
         assert text.count("expected 6, got 5") == 2  # the critique's issue and the brief, not the merged issue
@@ -84,9 +127,14 @@ def test_get_review_names_the_critiques_issues_instead_of_repeating_them():
 
 
 def test_a_model_never_lowers_a_critical_integrity_finding():
-    integrity = ReviewIssue(severity="critical", category="integrity-process-exit", rule="INT006",
-                            location="calc.py:2", description="exits the process from library code",
-                            suggestion="raise instead")
+    integrity = ReviewIssue(
+        severity="critical",
+        category="integrity-process-exit",
+        rule="INT006",
+        location="calc.py:2",
+        description="exits the process from library code",
+        suggestion="raise instead",
+    )
     round_ = [record("integrity", "integrity", "FAIL", 2, [integrity])]
     first = synthesise(round_, ["integrity"], 1)
     lowered = downgrade(first, round_, 1, {first.issues[0].rank: ("minor", "looks harmless")})

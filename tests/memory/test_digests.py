@@ -19,24 +19,38 @@ pytestmark = pytest.mark.anyio
 # Ten web-scraping lessons: three ways of saying "back off when rate limited", two of "render JavaScript in a
 # headless browser", two of "select by stable attributes", and three lessons of their own.
 RATE_LIMIT = [
-    ("the site answered 429 Too Many Requests after a burst of requests",
-     "throttle requests and back off exponentially when the server answers 429"),
-    ("we got rate limited by the website when crawling fast",
-     "slow down the crawler and retry with exponential backoff on HTTP 429"),
-    ("scraper was blocked for sending too many requests per second",
-     "limit the request rate and wait longer between retries when rate limited"),
+    (
+        "the site answered 429 Too Many Requests after a burst of requests",
+        "throttle requests and back off exponentially when the server answers 429",
+    ),
+    (
+        "we got rate limited by the website when crawling fast",
+        "slow down the crawler and retry with exponential backoff on HTTP 429",
+    ),
+    (
+        "scraper was blocked for sending too many requests per second",
+        "limit the request rate and wait longer between retries when rate limited",
+    ),
 ]
 JAVASCRIPT = [
-    ("prices were missing because the page renders them with JavaScript",
-     "use a headless browser to render JavaScript before parsing the page"),
-    ("content loaded by JS was not in the downloaded HTML",
-     "render the page in a headless browser such as Playwright before extracting content"),
+    (
+        "prices were missing because the page renders them with JavaScript",
+        "use a headless browser to render JavaScript before parsing the page",
+    ),
+    (
+        "content loaded by JS was not in the downloaded HTML",
+        "render the page in a headless browser such as Playwright before extracting content",
+    ),
 ]
 SELECTORS = [
-    ("the CSS selector broke when the site changed its layout",
-     "select elements by stable attributes like data-testid instead of layout classes"),
-    ("extraction failed after a redesign changed class names",
-     "prefer stable attributes such as ids or data attributes over generated class names in selectors"),
+    (
+        "the CSS selector broke when the site changed its layout",
+        "select elements by stable attributes like data-testid instead of layout classes",
+    ),
+    (
+        "extraction failed after a redesign changed class names",
+        "prefer stable attributes such as ids or data attributes over generated class names in selectors",
+    ),
 ]
 SINGLES = [
     ("the crawler fetched pages disallowed by the site", "read robots.txt and skip disallowed paths before crawling"),
@@ -54,8 +68,9 @@ def memory(board, tmp_path):
 
 
 async def record(client, lessons, task_type="web_scraping") -> list[int]:
-    return [(await call(client, "record_lesson", problem=p, fix=f, task_type=task_type))["item"]["id"]
-            for p, f in lessons]
+    return [
+        (await call(client, "record_lesson", problem=p, fix=f, task_type=task_type))["item"]["id"] for p, f in lessons
+    ]
 
 
 async def read_digest(client, task_type="web_scraping") -> dict:
@@ -81,8 +96,15 @@ async def test_a_digest_appears_after_enough_lessons_grouping_paraphrases_with_c
     for rule in digest["rules"]:
         fixes = [LESSONS[ids.index(i)][1] for i in rule["lessons"]]
         assert rule["rule"].lower() in [f.lower() for f in fixes]
-    assert listed == [{"task_type": "web_scraping", "title": "Common Web Scraping Techniques", "rules": 6,
-                       "lessons": 10, "uri": "hiveboard://digest/web_scraping"}]
+    assert listed == [
+        {
+            "task_type": "web_scraping",
+            "title": "Common Web Scraping Techniques",
+            "rules": 6,
+            "lessons": 10,
+            "uri": "hiveboard://digest/web_scraping",
+        }
+    ]
 
 
 async def test_claim_hands_the_digest_before_single_lessons(connect, memory, board):
@@ -91,8 +113,13 @@ async def test_claim_hands_the_digest_before_single_lessons(connect, memory, boa
         await record(lead, LESSONS)
         digester.refresh()
         memory.drain()
-        await call(lead, "create_task", title="Scrape the prices of the shop", task_type="web_scraping",
-                   description="The shop renders its prices with JavaScript and rate-limits crawlers.")
+        await call(
+            lead,
+            "create_task",
+            title="Scrape the prices of the shop",
+            task_type="web_scraping",
+            description="The shop renders its prices with JavaScript and rate-limits crawlers.",
+        )
         await call(lead, "create_task", title="Write the changelog", task_type="docs")
         result = await dev.call_tool("claim_task", {"task_type": "web_scraping"})
         text = result.content[0].text
@@ -112,8 +139,10 @@ async def test_a_digest_is_refreshed_as_lessons_accrue_not_on_reads(connect, mem
         first = await read_digest(c)
         for _ in range(3):
             assert await read_digest(c) == first  # reading never rewrites it
-        more = [("a proxy pool rotated too slowly and one IP got banned", "rotate proxies per request from a pool"),
-                ("the sitemap listed pages we never crawled", "seed the crawl from the sitemap.xml")]
+        more = [
+            ("a proxy pool rotated too slowly and one IP got banned", "rotate proxies per request from a pool"),
+            ("the sitemap listed pages we never crawled", "seed the crawl from the sitemap.xml"),
+        ]
         await record(c, more)
         assert digester.refresh() == [] and (await read_digest(c))["version"] == first["version"]  # 2 < refresh_after
         await record(c, [("one banned IP stopped the whole crawl", "rotate proxies from a pool for every request")])
@@ -124,9 +153,9 @@ async def test_a_digest_is_refreshed_as_lessons_accrue_not_on_reads(connect, mem
     assert proxies["count"] == 2  # the two proxy lessons, said differently, are one rule
 
 
-def signalling_digester(board, memory) -> tuple[Digester, threading.Event]:
+def signalling_digester(board, memory, **options) -> tuple[Digester, threading.Event]:
     """A digester (4 lessons make a digest) and an event set each time it saves one."""
-    digester = Digester(board, memory.embedder, min_lessons=4)
+    digester = Digester(board, memory.embedder, min_lessons=4, **options)
     written = threading.Event()
     original = digester.digests.save
 
@@ -140,8 +169,8 @@ def signalling_digester(board, memory) -> tuple[Digester, threading.Event]:
 
 
 async def test_the_server_writes_digests_in_the_background(connect, memory, board):
-    digester, written = signalling_digester(board, memory)
-    digester.start(settle_seconds=0.05)
+    digester, written = signalling_digester(board, memory, settle_seconds=0.05)
+    digester.start()
     try:
         async with connect("alice", memory=memory) as c:
             await record(c, RATE_LIMIT + JAVASCRIPT[:1])
@@ -155,14 +184,15 @@ async def test_the_server_writes_digests_in_the_background(connect, memory, boar
 async def test_a_merged_near_duplicate_wakes_the_digest_writer(connect, memory, board):
     """A lesson merged into an existing one adds no item but counts: when it makes a digest due, the digest
     is written at once, not at the next poll (an hour away here)."""
-    digester, written = signalling_digester(board, memory)
-    digester.start(poll_seconds=3600, settle_seconds=0.05)
+    digester, written = signalling_digester(board, memory, poll_seconds=3600, settle_seconds=0.05)
+    digester.start()
     try:
         async with connect("alice", memory=memory) as c:
             await record(c, RATE_LIMIT)
             assert not written.wait(1), "three lessons are not enough for a digest"
-            again = await call(c, "record_lesson", problem=RATE_LIMIT[0][0], fix=RATE_LIMIT[0][1],
-                               task_type="web_scraping")
+            again = await call(
+                c, "record_lesson", problem=RATE_LIMIT[0][0], fix=RATE_LIMIT[0][1], task_type="web_scraping"
+            )
             assert again["merged"]
             assert written.wait(START_TIMEOUT), "the merged fourth lesson did not wake the digest writer"
             digest = await read_digest(c)
@@ -174,21 +204,27 @@ async def test_a_merged_near_duplicate_wakes_the_digest_writer(connect, memory, 
 async def test_the_configured_model_writes_the_rules_and_the_counts_stay(connect, memory, board, fake_llm):
     def reply(body):
         groups = json.loads(body["messages"][-1]["content"].split("groups:\n", 1)[1])
-        return {"title": "Web Scraping: What Works",
-                "rules": [f"Rule {g['group']} from {g['lessons']} lessons" for g in groups]}
+        return {
+            "title": "Web Scraping: What Works",
+            "rules": [f"Rule {g['group']} from {g['lessons']} lessons" for g in groups],
+        }
 
     fake_llm.script("digest", reply, "not json at all", "still not json", "nor this")
     writer = DigestWriter(Endpoint(model="digest-model", base_url=fake_llm.url), timeout=30, repair_attempts=2)
-    digester = Digester(board, memory.embedder, min_lessons=10, refresh_after=1, writer=writer,
-                        writer_name=writer.name)
+    digester = Digester(board, memory.embedder, min_lessons=10, refresh_after=1, writer=writer, writer_name=writer.name)
     async with connect("alice", memory=memory) as c:
         await record(c, LESSONS)
         digester.refresh()
         digest = await read_digest(c)
         assert digest["title"] == "Web Scraping: What Works" and digest["written_by"] == "llm:digest-model"
         assert [(r["rule"], r["count"]) for r in digest["rules"]] == [
-            ("Rule 1 from 3 lessons", 3), ("Rule 2 from 2 lessons", 2), ("Rule 3 from 2 lessons", 2),
-            ("Rule 4 from 1 lessons", 1), ("Rule 5 from 1 lessons", 1), ("Rule 6 from 1 lessons", 1)]
+            ("Rule 1 from 3 lessons", 3),
+            ("Rule 2 from 2 lessons", 2),
+            ("Rule 3 from 2 lessons", 2),
+            ("Rule 4 from 1 lessons", 1),
+            ("Rule 5 from 1 lessons", 1),
+            ("Rule 6 from 1 lessons", 1),
+        ]
         sent = fake_llm.calls("digest")[0]["body"]
         assert sent["model"] == "digest-model" and "throttle requests" in sent["messages"][-1]["content"]
         # a model that keeps answering nonsense leaves the offline digest, never a broken one
@@ -206,12 +242,22 @@ def test_the_server_writes_digests_with_the_configured_model_else_offline(board,
 
     chosen = {}
     for name, settings in (
-            ("offline", Settings(home=tmp_path)),
-            ("review.llm", Settings(home=tmp_path, review=ReviewConfig(llm=Endpoint(model="critic-model")))),
-            ("digest.llm", Settings(home=tmp_path, review=ReviewConfig(llm=Endpoint(model="critic-model")),
-                                    digest=DigestConfig(min_lessons=4, llm=Endpoint(model="digest-model"))))):
+        ("offline", Settings(home=tmp_path)),
+        ("review.llm", Settings(home=tmp_path, review=ReviewConfig(llm=Endpoint(model="critic-model")))),
+        (
+            "digest.llm",
+            Settings(
+                home=tmp_path,
+                review=ReviewConfig(llm=Endpoint(model="critic-model")),
+                digest=DigestConfig(min_lessons=4, llm=Endpoint(model="digest-model")),
+            ),
+        ),
+    ):
         digester = start_digester(settings, board, memory)
         digester.stop()
         chosen[name] = (digester.writer_name if digester.writer else None, digester.min_lessons)
-    assert chosen == {"offline": (None, 10), "review.llm": ("llm:critic-model", 10),
-                      "digest.llm": ("llm:digest-model", 4)}
+    assert chosen == {
+        "offline": (None, 10),
+        "review.llm": ("llm:critic-model", 10),
+        "digest.llm": ("llm:digest-model", 4),
+    }

@@ -30,15 +30,20 @@ worst = [f"{n} {longest}" for n in range(16)] + [f"{n} {half}" for n in range(16
 embedder = get_embedder()
 embedder.embed(["warm up"])
 """
-EMBED = PRELUDE + """
+EMBED = (
+    PRELUDE
+    + """
 start, start_peak = rss_mb(), peak_mb()
 for _ in range(3):
     vectors = embedder.embed(worst)
 assert vectors.shape == (len(worst), embedder.dim)
 print(json.dumps(dict(start=start, start_peak=start_peak, end=rss_mb(), peak=peak_mb())))
 """
+)
 # The same texts through the indexing worker as the server runs it: SQLite, the outbox, the embedder, Chroma.
-INDEX = PRELUDE + """
+INDEX = (
+    PRELUDE
+    + """
 import sys, tempfile
 from pathlib import Path
 from hiveboard.board import Board, Store
@@ -57,6 +62,7 @@ with tempfile.TemporaryDirectory() as tmp:
     print(json.dumps(dict(start=start, start_peak=start_peak, end=rss_mb(), peak=peak_mb())))
     memory.stop()
 """
+)
 
 
 def measure(script: str) -> dict:

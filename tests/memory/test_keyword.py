@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from hiveboard.board import knowledge as knowledge_mod
 from hiveboard.board.knowledge import fts_query
 
@@ -18,20 +19,31 @@ def fill(board, n: int = 240, seed: int = 7) -> None:
     with board.store.write() as db:
         for i in range(n):
             words = rng.choices(WORDS, k=rng.randint(3, 12))
-            board.knowledge.add(db, kind=rng.choice(["lesson", "critique", "output", "message"]),
-                                text=" ".join(words) + f" item{i}", title=" ".join(words[:2]),
-                                task_type=rng.choice(TYPES), tags=rng.sample(["slow", "flaky", "prod"], k=rng.randint(0, 2)),
-                                created_by="tester")
+            board.knowledge.add(
+                db,
+                kind=rng.choice(["lesson", "critique", "output", "message"]),
+                text=" ".join(words) + f" item{i}",
+                title=" ".join(words[:2]),
+                task_type=rng.choice(TYPES),
+                tags=rng.sample(["slow", "flaky", "prod"], k=rng.randint(0, 2)),
+                created_by="tester",
+            )
         db.execute("UPDATE memory_items SET deprecated = 1 WHERE id % 7 = 0")
 
 
 def reference(board, query: str, limit: int = 50, **filters) -> list[tuple[int, float]]:
     """The plain way: join every match to memory_items, filter, then sort by BM25 (what keyword() replaced)."""
-    where, params = board.knowledge._filters(filters.get("task_type"), filters.get("kinds"), filters.get("tags"),
-                                             filters.get("include_deprecated", False))
-    return [tuple(r) for r in board.store.db.execute(
-        f"SELECT m.id, bm25(memory_fts, 2.0, 1.0) FROM memory_fts f JOIN memory_items m ON m.id = f.rowid "
-        f"WHERE memory_fts MATCH ?{where} ORDER BY 2 LIMIT ?", [fts_query(query), *params, limit])]
+    where, params = board.knowledge._filters(
+        filters.get("task_type"), filters.get("kinds"), filters.get("tags"), filters.get("include_deprecated", False)
+    )
+    return [
+        tuple(r)
+        for r in board.store.db.execute(
+            f"SELECT m.id, bm25(memory_fts, 2.0, 1.0) FROM memory_fts f JOIN memory_items m ON m.id = f.rowid "
+            f"WHERE memory_fts MATCH ?{where} ORDER BY 2 LIMIT ?",
+            [fts_query(query), *params, limit],
+        )
+    ]
 
 
 FILTERS = [
@@ -111,10 +123,17 @@ def test_a_smaller_first_vector_fetch_gives_the_same_answers(board, memory, monk
 
 CODE_LESSONS = [
     dict(problem="Printing a number in base two", fix="def intToBin(n):\n    return format(n, 'b')", task_type="code"),
-    dict(problem="Reading a count typed by the user", fix="def str2int(s):\n    return int(s.strip())", task_type="code"),
-    dict(problem="Looking keys up by value", fix="def invertDictMapping(d):\n    return {v: k for k, v in d.items()}",
-         task_type="code"),
-    dict(problem="Parsing a query string", fix="from urllib.parse import parse_qsl\nparse_qsl(query)", task_type="code"),
+    dict(
+        problem="Reading a count typed by the user", fix="def str2int(s):\n    return int(s.strip())", task_type="code"
+    ),
+    dict(
+        problem="Looking keys up by value",
+        fix="def invertDictMapping(d):\n    return {v: k for k, v in d.items()}",
+        task_type="code",
+    ),
+    dict(
+        problem="Parsing a query string", fix="from urllib.parse import parse_qsl\nparse_qsl(query)", task_type="code"
+    ),
 ]
 
 
@@ -124,24 +143,32 @@ async def test_keyword_search_sees_inside_identifiers(connect, memory):
 
     async with connect("alice", memory=memory) as c:
         ids = [(await call(c, "record_lesson", **lesson))["item"]["id"] for lesson in CODE_LESSONS]
-        for query, expected in [("python int to bin", ids[0]), ("make a str an int", ids[1]),
-                                ("invert dict", ids[2]), ("intToBin", ids[0]), ("parse qsl", ids[3])]:
+        for query, expected in [
+            ("python int to bin", ids[0]),
+            ("make a str an int", ids[1]),
+            ("invert dict", ids[2]),
+            ("intToBin", ids[0]),
+            ("parse qsl", ids[3]),
+        ]:
             hits = (await call(c, "query_memory", query=query, mode="keyword"))["hits"]
             assert hits and hits[0]["id"] == expected, (query, [h["title"] for h in hits])
 
 
 def test_a_store_made_before_code_words_is_migrated_and_keeps_working(tmp_path):
+    from sqlite_utils import Database
+
     from hiveboard.board import Board, Store
     from hiveboard.board.migrations import MIGRATIONS
-    from sqlite_utils import Database
 
     old = Database(tmp_path / "hiveboard.db")
     old.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    for migration in MIGRATIONS[:MIGRATIONS.index(next(m for m in MIGRATIONS if m.__name__ == "m013_code_words"))]:
+    for migration in MIGRATIONS[: MIGRATIONS.index(next(m for m in MIGRATIONS if m.__name__ == "m013_code_words"))]:
         migration(old)
         old.execute("INSERT INTO migrations VALUES (?, datetime('now'))", [migration.__name__])
-    old.execute("INSERT INTO memory_items (kind, title, text, created_by, created_at) VALUES "
-                "('lesson', 'base two', 'def intToBin(n): return format(n, ''b'')', 'alice', 0)")
+    old.execute(
+        "INSERT INTO memory_items (kind, title, text, created_by, created_at) VALUES "
+        "('lesson', 'base two', 'def intToBin(n): return format(n, ''b'')', 'alice', 0)"
+    )
     old.conn.commit()
     old.close()
 

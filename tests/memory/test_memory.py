@@ -17,15 +17,25 @@ from hiveboard.memory.service import RELEVANCE_FLOOR
 
 pytestmark = pytest.mark.anyio
 
-SQL_LESSON = dict(problem="The search endpoint built its SQL with an f-string from the request, so a quote in the "
-                  "name broke out of the query (SQL injection).",
-                  fix="Pass user values as parameters: cursor.execute('... WHERE name = ?', (name,)).",
-                  task_type="code", tags=["sql", "security"])
-DOCS_LESSON = dict(problem="The README showed a CLI flag that had been renamed, so the quick start failed.",
-                   fix="Generate the option list from --help in CI and compare.", task_type="docs", tags=["cli"])
-CACHE_LESSON = dict(problem="An lru_cache on a method kept every instance alive (memory leak).",
-                    fix="Cache at module level keyed by the id, or use cached_property.", task_type="code",
-                    tags=["performance"])
+SQL_LESSON = dict(
+    problem="The search endpoint built its SQL with an f-string from the request, so a quote in the "
+    "name broke out of the query (SQL injection).",
+    fix="Pass user values as parameters: cursor.execute('... WHERE name = ?', (name,)).",
+    task_type="code",
+    tags=["sql", "security"],
+)
+DOCS_LESSON = dict(
+    problem="The README showed a CLI flag that had been renamed, so the quick start failed.",
+    fix="Generate the option list from --help in CI and compare.",
+    task_type="docs",
+    tags=["cli"],
+)
+CACHE_LESSON = dict(
+    problem="An lru_cache on a method kept every instance alive (memory leak).",
+    fix="Cache at module level keyed by the id, or use cached_property.",
+    task_type="code",
+    tags=["performance"],
+)
 
 
 async def test_lessons_are_found_by_meaning_and_by_keyword(connect, memory):
@@ -35,13 +45,15 @@ async def test_lessons_are_found_by_meaning_and_by_keyword(connect, memory):
         await call(c, "record_lesson", **CACHE_LESSON)
         memory.drain()
         # no word in common with the lesson: only meaning can find it
-        by_meaning = await call(c, "query_memory", query="concatenating untrusted strings into a database query",
-                                mode="vector", k=1)
+        by_meaning = await call(
+            c, "query_memory", query="concatenating untrusted strings into a database query", mode="vector", k=1
+        )
         assert by_meaning["hits"][0]["id"] == sql["item"]["id"]
         assert by_meaning["hits"][0]["similarity"] > 0.2
         by_keyword = await call(c, "query_memory", query="lru_cache", mode="keyword")
         assert [h["title"] for h in by_keyword["hits"]] == [
-            "An lru_cache on a method kept every instance alive (memory leak)."]
+            "An lru_cache on a method kept every instance alive (memory leak)."
+        ]
         hybrid = await call(c, "query_memory", query="SQL injection in an endpoint", k=3)
         top = hybrid["hits"][0]
         assert top["id"] == sql["item"]["id"] and top["matched"] == ["vector", "keyword"]
@@ -81,24 +93,39 @@ async def test_near_duplicate_lessons_are_merged_and_counted(connect, memory):
 async def test_alike_lessons_caught_by_different_rules_are_kept_apart(connect, memory):
     async with connect("alice", memory=memory) as c:
         args = dict(fix="Parse the input instead of evaluating it.", task_type="code")
-        first = await call(c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B307)",
-                           **args)
-        other = await call(c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B102)",
-                           **args)
-        same = await call(c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B307) ",
-                          **args)
+        first = await call(
+            c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B307)", **args
+        )
+        other = await call(
+            c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B102)", **args
+        )
+        same = await call(
+            c, "record_lesson", problem="Evaluating user input runs arbitrary code (caught by B307) ", **args
+        )
     assert other["merged"] is False and same["merged"] is True and same["duplicate_of"] == first["item"]["id"]
 
 
 async def test_a_lesson_caught_by_one_of_a_near_duplicates_tests_is_merged_into_it(connect, memory):
     args = dict(fix="changed `range(1, n)` to `range(1, n + 1)` in sum_to", task_type="code")
     async with connect("alice", memory=memory) as c:
-        both = await call(c, "record_lesson", problem="test_sums_up_to_n failed: expected 15, got 10 (caught by the "
-                          "tests test_sums_up_to_n, test_one)", **args)
-        one = await call(c, "record_lesson", problem="test_sums_up_to_n failed: expected 15, got 10 (caught by the "
-                         "test test_one)", **args)
-        other = await call(c, "record_lesson", problem="test_sums_up_to_n failed: expected 15, got 10 (caught by the "
-                           "test test_sums_to_ten)", **args)
+        both = await call(
+            c,
+            "record_lesson",
+            problem="test_sums_up_to_n failed: expected 15, got 10 (caught by the tests test_sums_up_to_n, test_one)",
+            **args,
+        )
+        one = await call(
+            c,
+            "record_lesson",
+            problem="test_sums_up_to_n failed: expected 15, got 10 (caught by the test test_one)",
+            **args,
+        )
+        other = await call(
+            c,
+            "record_lesson",
+            problem="test_sums_up_to_n failed: expected 15, got 10 (caught by the test test_sums_to_ten)",
+            **args,
+        )
     assert one["merged"] is True and one["duplicate_of"] == both["item"]["id"]
     assert other["merged"] is False  # alike, but no test caught both
 
@@ -108,9 +135,16 @@ async def test_a_claim_gets_no_lesson_about_unrelated_work(connect, memory):
         for lesson in (SQL_LESSON, CACHE_LESSON):
             await call(lead, "record_lesson", **lesson)
         memory.drain()
-        cards = [await call(lead, "create_task", title=f"Add a search box to the {page} page", task_type="code",
-                            description=f"Filter the {page} articles by title as the user types.")
-                 for page in ("help", "FAQ")]
+        cards = [
+            await call(
+                lead,
+                "create_task",
+                title=f"Add a search box to the {page} page",
+                task_type="code",
+                description=f"Filter the {page} articles by title as the user types.",
+            )
+            for page in ("help", "FAQ")
+        ]
         # the SQL lesson shares a word with the card ("search"), nothing more: nothing rather than noise
         assert (await call(dev, "claim_task", task_id=cards[0]["id"]))["lessons"] == []
         memory.relevance_floor = float("-inf")  # without the floor: the best of what is there, however unrelated
@@ -121,19 +155,30 @@ async def test_a_claim_gets_no_lesson_about_unrelated_work(connect, memory):
 
 async def test_a_superseding_lesson_hides_the_old_one(connect, memory):
     async with connect("alice", memory=memory) as c:
-        old = await call(c, "record_lesson", problem="Tests hit the real payment API and were flaky.",
-                         fix="Skip payment tests in CI.", task_type="test")
-        new = await call(c, "record_lesson", problem="Tests hit the real payment API and were flaky.",
-                         fix="Run a local fake of the payment API on 127.0.0.1 and point the client at it.",
-                         task_type="test", supersedes=old["item"]["id"])
+        old = await call(
+            c,
+            "record_lesson",
+            problem="Tests hit the real payment API and were flaky.",
+            fix="Skip payment tests in CI.",
+            task_type="test",
+        )
+        new = await call(
+            c,
+            "record_lesson",
+            problem="Tests hit the real payment API and were flaky.",
+            fix="Run a local fake of the payment API on 127.0.0.1 and point the client at it.",
+            task_type="test",
+            supersedes=old["item"]["id"],
+        )
         memory.drain()
         found = await call(c, "query_memory", query="flaky payment tests")
         assert [h["id"] for h in found["hits"]] == [new["item"]["id"]]
         everything = await call(c, "query_memory", query="flaky payment tests", include_deprecated=True)
         hidden = next(h for h in everything["hits"] if h["id"] == old["item"]["id"])
         assert hidden["deprecated"] is True and hidden["superseded_by"] == new["item"]["id"]
-        assert "does not exist" in await call_error(c, "record_lesson", problem="p", fix="f", task_type="test",
-                                                    supersedes=999)
+        assert "does not exist" in await call_error(
+            c, "record_lesson", problem="p", fix="f", task_type="test", supersedes=999
+        )
 
 
 async def test_reindex_from_sqlite_gives_the_same_answers(connect, memory):
@@ -153,16 +198,28 @@ async def test_claim_hands_relevant_lessons_and_records_reuse(connect, memory, b
         sql = await call(lead, "record_lesson", **SQL_LESSON)
         await call(lead, "record_lesson", **DOCS_LESSON)
         memory.drain()
-        card = await call(lead, "create_task", title="Add a /users/search endpoint",
-                          description="Look users up by name in the users table.", task_type="code")
+        card = await call(
+            lead,
+            "create_task",
+            title="Add a /users/search endpoint",
+            description="Look users up by name in the users table.",
+            task_type="code",
+        )
         claim = await call(dev, "claim_task")
         lessons = claim["lessons"]
         assert lessons and lessons[0]["id"] == sql["item"]["id"]
-        wrong = await call_error(dev, "complete_task", task_id=card["id"], token=claim["token"], output="done",
-                                 helpful_lessons=[12345])
+        wrong = await call_error(
+            dev, "complete_task", task_id=card["id"], token=claim["token"], output="done", helpful_lessons=[12345]
+        )
         assert "were not handed to you" in wrong
-        await call(dev, "complete_task", task_id=card["id"], token=claim["token"], output="endpoint with "
-                   "parameterised SQL", helpful_lessons=[sql["item"]["id"]])
+        await call(
+            dev,
+            "complete_task",
+            task_id=card["id"],
+            token=claim["token"],
+            output="endpoint with parameterised SQL",
+            helpful_lessons=[sql["item"]["id"]],
+        )
     surfaced, useful = memory.knowledge.reuse()
     assert surfaced == len(lessons) and useful == 1
 
@@ -172,11 +229,21 @@ async def test_outputs_and_shared_messages_are_remembered_but_direct_messages_ar
         await call(bob, "whoami")
         card = await call(alice, "create_task", title="Rate limiter", task_type="code")
         claim = await call(alice, "claim_task")
-        await call(alice, "complete_task", task_id=card["id"], token=claim["token"],
-                   output="Token bucket per API key, refilled every second.",
-                   artifacts=[{"name": "limiter.py", "kind": "code", "content": "class TokenBucket: ..."}])
-        await call(alice, "publish_message", intent="proposal", recipient="everyone",
-                   content="Let us standardise on exponential backoff with jitter for retries.")
+        await call(
+            alice,
+            "complete_task",
+            task_id=card["id"],
+            token=claim["token"],
+            output="Token bucket per API key, refilled every second.",
+            artifacts=[{"name": "limiter.py", "kind": "code", "content": "class TokenBucket: ..."}],
+        )
+        await call(
+            alice,
+            "publish_message",
+            intent="proposal",
+            recipient="everyone",
+            content="Let us standardise on exponential backoff with jitter for retries.",
+        )
         await call(alice, "publish_message", intent="info", recipient="bob", content="my salary is confidential")
         memory.drain()
         output = await call(bob, "query_memory", query="TokenBucket", kinds=["output"])
@@ -232,8 +299,9 @@ async def test_bad_memory_input_is_refused(connect, memory):
         assert "kinds" in await call_error(c, "query_memory", query="x", kinds=["gossip"])
         assert "k" in await call_error(c, "query_memory", query="x", k=0)
         assert "fix" in await call_error(c, "record_lesson", problem="p", task_type="code")
-        assert "task 999 does not exist" in await call_error(c, "record_lesson", problem="p", fix="f",
-                                                             task_type="code", task_id=999)
+        assert "task 999 does not exist" in await call_error(
+            c, "record_lesson", problem="p", fix="f", task_type="code", task_id=999
+        )
     assert memory.knowledge.count() == 0
 
 

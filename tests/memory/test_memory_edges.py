@@ -22,8 +22,13 @@ class BrokenEmbedder:
 
 async def test_a_claim_stands_and_search_falls_back_when_the_model_fails(connect, memory):
     async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
-        await call(lead, "record_lesson", problem="The users search endpoint built SQL from strings.",
-                   fix="Use parameters.", task_type="code")
+        await call(
+            lead,
+            "record_lesson",
+            problem="The users search endpoint built SQL from strings.",
+            fix="Use parameters.",
+            task_type="code",
+        )
         memory.drain()
         card = await call(lead, "create_task", title="Users search endpoint", task_type="code")
         memory.embedder = BrokenEmbedder()
@@ -51,8 +56,7 @@ def test_indexing_goes_on_after_the_owner_leaves(board, tmp_path):
     assert first.index.owner and not second.index.owner
     first.stop()
     board.agents.ensure("alice")
-    lesson = second.record_lesson("alice", problem="Cron ran twice on DST change.", fix="Use UTC.",
-                                  task_type="ops")
+    lesson = second.record_lesson("alice", problem="Cron ran twice on DST change.", fix="Use UTC.", task_type="ops")
     assert second.index_pending() == 1  # took the index over by itself
     assert second.query("daylight saving time", mode="vector").hits[0].id == lesson.item.id
     second.stop()
@@ -63,10 +67,21 @@ def sixty_close_untagged_and_one_tagged(board, memory) -> int:
     board.agents.ensure("alice")
     with board.store.write() as db:
         for i in range(60):
-            board.knowledge.add(db, kind="note", text=f"SQL injection risk number {i} in a query builder",
-                                created_by="alice", task_type="code")
-        tagged = board.knowledge.add(db, kind="note", text="Escaping user input in database queries",
-                                     created_by="alice", task_type="code", tags=["security"])
+            board.knowledge.add(
+                db,
+                kind="note",
+                text=f"SQL injection risk number {i} in a query builder",
+                created_by="alice",
+                task_type="code",
+            )
+        tagged = board.knowledge.add(
+            db,
+            kind="note",
+            text="Escaping user input in database queries",
+            created_by="alice",
+            task_type="code",
+            tags=["security"],
+        )
     memory.drain()
     return tagged
 
@@ -84,24 +99,32 @@ async def test_supersede_only_replaces_a_live_lesson_of_the_same_type(connect, m
         await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="an output item")
         output_id = memory.knowledge.keyword("output item")[0]
         assert "can supersede only a lesson" in await call_error(
-            c, "record_lesson", problem="p", fix="f", task_type="code", supersedes=output_id)
+            c, "record_lesson", problem="p", fix="f", task_type="code", supersedes=output_id
+        )
         old = await call(c, "record_lesson", problem="Old way.", fix="Old fix.", task_type="docs")
-        assert "own task type" in await call_error(c, "record_lesson", problem="p", fix="f", task_type="code",
-                                                    supersedes=old["item"]["id"])
-        await call(c, "record_lesson", problem="New way.", fix="New fix.", task_type="docs",
-                   supersedes=old["item"]["id"])
-        assert "already superseded" in await call_error(c, "record_lesson", problem="p2", fix="f2",
-                                                        task_type="docs", supersedes=old["item"]["id"])
+        assert "own task type" in await call_error(
+            c, "record_lesson", problem="p", fix="f", task_type="code", supersedes=old["item"]["id"]
+        )
+        await call(
+            c, "record_lesson", problem="New way.", fix="New fix.", task_type="docs", supersedes=old["item"]["id"]
+        )
+        assert "already superseded" in await call_error(
+            c, "record_lesson", problem="p2", fix="f2", task_type="docs", supersedes=old["item"]["id"]
+        )
 
 
 async def test_a_follow_up_to_a_direct_message_stays_private(connect, memory):
-    async with connect("alice", memory=memory) as alice, connect("bob", memory=memory) as bob, \
-            connect("carol", memory=memory) as carol:
+    async with (
+        connect("alice", memory=memory) as alice,
+        connect("bob", memory=memory) as bob,
+        connect("carol", memory=memory) as carol,
+    ):
         await call(bob, "whoami")
         await call(carol, "whoami")
         first = await call(alice, "publish_message", intent="info", recipient="bob", content="the plan")
-        follow = await call(alice, "publish_message", intent="info", reply_to=first["id"],
-                            content="and the key is sk-live-1234")
+        follow = await call(
+            alice, "publish_message", intent="info", reply_to=first["id"], content="and the key is sk-live-1234"
+        )
         assert follow["recipient"] == "bob"
         assert len((await call(bob, "get_messages"))["messages"]) == 2
         memory.drain()
@@ -115,8 +138,7 @@ def test_an_item_queued_again_while_indexed_stays_queued(board, memory):
         item = board.knowledge.add(db, kind="lesson", text="Problem: x\nFix: y", created_by="alice", task_type="code")
     lease, items = board.knowledge.lease()
     with board.store.write() as db:  # superseded (so re-queued) while the worker holds it
-        newer = board.knowledge.add(db, kind="lesson", text="Problem: x\nFix: z", created_by="alice",
-                                    task_type="code")
+        newer = board.knowledge.add(db, kind="lesson", text="Problem: x\nFix: z", created_by="alice", task_type="code")
         board.knowledge.supersede(db, item, newer)
     board.knowledge.indexed({item: get_embedder().embed(["x"])[0]}, get_embedder().name, lease)
     assert board.knowledge.pending() == 2  # the re-queued one and the newer one
@@ -138,11 +160,29 @@ async def test_tag_lists_are_bounded_with_one_sentence(connect, memory):
         assert (await call(c, "query_memory", query="p", mode="keyword"))["hits"] == []
 
 
-SQL_LESSON = dict(problem="The search endpoint built its SQL with an f-string from the request (SQL injection).",
-                  fix="Pass user values as parameters: cursor.execute('... WHERE name = ?', (name,)).",
-                  task_type="code", tags=["sql", "security"])
-HOSTILE_TAGS = ["$and", "$or", "tag:security", "kind", "deprecated", "{\"$ne\": 1}", "' OR 1=1 --", "\u00e9t\u00e9",
-                "\U0001f525" * 12, "%", "_", "*", "NULL", "x" * 50, *(f"t{n:02d}" + "z" * 46 for n in range(6))]
+SQL_LESSON = dict(
+    problem="The search endpoint built its SQL with an f-string from the request (SQL injection).",
+    fix="Pass user values as parameters: cursor.execute('... WHERE name = ?', (name,)).",
+    task_type="code",
+    tags=["sql", "security"],
+)
+HOSTILE_TAGS = [
+    "$and",
+    "$or",
+    "tag:security",
+    "kind",
+    "deprecated",
+    '{"$ne": 1}',
+    "' OR 1=1 --",
+    "\u00e9t\u00e9",
+    "\U0001f525" * 12,
+    "%",
+    "_",
+    "*",
+    "NULL",
+    "x" * 50,
+    *(f"t{n:02d}" + "z" * 46 for n in range(6)),
+]
 
 
 async def test_a_hostile_item_does_not_break_search_for_others(connect, memory):

@@ -10,18 +10,32 @@ import time
 import pytest
 from conftest import START_TIMEOUT, call, call_error
 
+from hiveboard.board.events import Topic
 from hiveboard.critics.config import ReviewConfig
 
 pytestmark = pytest.mark.anyio
 
 NOTES = [
-    {"text": "The staging database is reset every Sunday at 02:00 UTC; never keep fixtures there.",
-     "task_type": "ops", "tags": ["staging", "database"]},
-    {"kind": "snippet", "title": "retry with backoff",
-     "text": "for attempt in range(5):\n    try:\n        return call()\n    except TimeoutError:\n"
-             "        time.sleep(2 ** attempt)", "task_type": "code", "tags": ["retry"]},
-    {"kind": "document", "title": "Release checklist", "text": "Release checklist. " + "Bump the version, "
-     "tag the commit, build the wheel, upload it, announce it in the channel. " * 40, "task_type": "ops"},
+    {
+        "text": "The staging database is reset every Sunday at 02:00 UTC; never keep fixtures there.",
+        "task_type": "ops",
+        "tags": ["staging", "database"],
+    },
+    {
+        "kind": "snippet",
+        "title": "retry with backoff",
+        "text": "for attempt in range(5):\n    try:\n        return call()\n    except TimeoutError:\n"
+        "        time.sleep(2 ** attempt)",
+        "task_type": "code",
+        "tags": ["retry"],
+    },
+    {
+        "kind": "document",
+        "title": "Release checklist",
+        "text": "Release checklist. " + "Bump the version, "
+        "tag the commit, build the wheel, upload it, announce it in the channel. " * 40,
+        "task_type": "ops",
+    },
 ]
 
 
@@ -36,7 +50,11 @@ async def test_remember_stores_many_items_in_one_call(connect, memory):
         items = memory.knowledge.get(stored["ids"])
         snippet = items[stored["ids"][1]]
         assert (snippet.kind, snippet.title, snippet.task_type, snippet.tags) == (
-            "snippet", "retry with backoff", "code", ["retry"])
+            "snippet",
+            "retry with backoff",
+            "code",
+            ["retry"],
+        )
         assert items[stored["ids"][0]].title.startswith("The staging database is reset")  # first line as title
         assert {i.created_by for i in items.values()} == {"alice"}
         memory.drain()
@@ -55,8 +73,9 @@ async def test_one_bad_item_refuses_the_whole_call_naming_it(connect, memory, bo
         assert "nothing was done" in error
         error = await call_error(c, "remember", items=[NOTES[0], NOTES[1], {"text": "   "}])
         assert "items.2.text" in error and "blank" in error
-        error = await call_error(c, "remember", items=[{**NOTES[0], "task_id": task["id"]},
-                                                       {"text": "about a card", "task_id": 999}])
+        error = await call_error(
+            c, "remember", items=[{**NOTES[0], "task_id": task["id"]}, {"text": "about a card", "task_id": 999}]
+        )
         assert error.startswith("remember: items[1].task_id: task 999 does not exist; nothing was stored")
         error = await call_error(c, "remember", items=[NOTES[0], {"text": "x", "kind": "lesson"}])
         assert "items.1.kind" in error
@@ -92,8 +111,11 @@ async def test_a_hostile_item_is_refused_without_writing(connect, memory):
 
 
 async def test_a_note_is_never_merged_and_never_swallows_a_lesson(connect, memory):
-    lesson = dict(problem="An lru_cache on a method kept every instance alive (memory leak).",
-                  fix="Cache at module level keyed by the id, or use cached_property.", task_type="code")
+    lesson = dict(
+        problem="An lru_cache on a method kept every instance alive (memory leak).",
+        fix="Cache at module level keyed by the id, or use cached_property.",
+        task_type="code",
+    )
     text = f"Problem: {lesson['problem']}\nFix: {lesson['fix']}"
     async with connect("alice", memory=memory) as c:
         note = await call(c, "remember", items=[{"text": text, "task_type": "code"}])
@@ -116,8 +138,9 @@ async def test_a_cut_hit_says_so_and_the_resource_reads_it_all(connect, memory):
         uri = f"hiveboard://memory/{document['id']}"
         assert uri in document["cut"] and str(len(NOTES[2]["text"])) in document["cut"]
         assert len(document["snippet"]) <= 301
-        short = next(h for h in (await call(c, "query_memory", query="staging database"))["hits"]
-                     if h["id"] == stored["ids"][0])
+        short = next(
+            h for h in (await call(c, "query_memory", query="staging database"))["hits"] if h["id"] == stored["ids"][0]
+        )
         assert "cut" not in short
         read = await c.read_resource(uri)
         item = json.loads(read.contents[0].text)
@@ -134,20 +157,42 @@ async def test_hits_say_where_they_came_from(connect, memory, reviewer):
     async with connect("alice", memory=memory, review=engine) as c:
         card = await call(c, "create_task", title="Parse the config", task_type="code")
         claim = await call(c, "claim_task", task_id=card["id"])
-        await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="reads the config",
-                   artifacts=[{"name": "app.py", "kind": "code", "content": "def main():\n    eval(input())\n"}])
+        await call(
+            c,
+            "complete_task",
+            task_id=card["id"],
+            token=claim["token"],
+            output="reads the config",
+            artifacts=[{"name": "app.py", "kind": "code", "content": "def main():\n    eval(input())\n"}],
+        )
         trail = await call(c, "get_review", task_id=card["id"], wait_seconds=START_TIMEOUT)
         assert trail["rounds"][-1]["status"] == "finished", trail
         review_id = trail["rounds"][-1]["review_id"]
         # the fix passes, and the card's output joins the memory (the one sent back did not)
         claim = await call(c, "claim_task", task_id=card["id"])
-        await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="reads the config",
-                   artifacts=[{"name": "app.py", "kind": "code", "content": "import json\n\n\ndef main():\n"
-                               "    return json.loads(input())\n"}])
+        await call(
+            c,
+            "complete_task",
+            task_id=card["id"],
+            token=claim["token"],
+            output="reads the config",
+            artifacts=[
+                {
+                    "name": "app.py",
+                    "kind": "code",
+                    "content": "import json\n\n\ndef main():\n    return json.loads(input())\n",
+                }
+            ],
+        )
         trail = await call(c, "get_review", task_id=card["id"], wait_seconds=START_TIMEOUT)
         assert trail["rounds"][-1]["status"] == "finished" and trail["rounds"][-1]["verdict"] == "PASS", trail
-        sent = await call(c, "publish_message", intent="info", task_id=card["id"],
-                          content="Config parsing must not evaluate input; use json.loads.")
+        sent = await call(
+            c,
+            "publish_message",
+            intent="info",
+            task_id=card["id"],
+            content="Config parsing must not evaluate input; use json.loads.",
+        )
         memory.drain()
         critique = (await call(c, "query_memory", query="eval of input", kinds=["critique"]))["hits"][0]
         assert critique["review_id"] == review_id and critique["task_id"] == card["id"]
@@ -159,10 +204,12 @@ async def test_hits_say_where_they_came_from(connect, memory, reviewer):
 
 async def test_k_goes_up_to_50(connect, memory):
     async with connect("alice", memory=memory) as c:
-        await call(c, "remember", items=[{"text": f"Runbook step {n}: rotate the zebra credentials"}
-                                         for n in range(50)])
-        await call(c, "remember", items=[{"text": f"Runbook step {n}: rotate the zebra credentials"}
-                                         for n in range(50, 60)])
+        await call(
+            c, "remember", items=[{"text": f"Runbook step {n}: rotate the zebra credentials"} for n in range(50)]
+        )
+        await call(
+            c, "remember", items=[{"text": f"Runbook step {n}: rotate the zebra credentials"} for n in range(50, 60)]
+        )
         memory.drain()
         found = await call(c, "query_memory", query="zebra credentials", k=50)
         assert len(found["hits"]) == 50
@@ -171,9 +218,10 @@ async def test_k_goes_up_to_50(connect, memory):
 
 def drain_once_waited(memory, board) -> threading.Thread:
     """Index the queued items once a search waits for them: a wait that works is woken by the indexing."""
+
     def run() -> None:
         deadline = time.monotonic() + START_TIMEOUT
-        while "memory.indexed" not in board.store.notifier.waiting() and time.monotonic() < deadline:
+        while Topic.MEMORY_INDEXED not in board.store.notifier.waiting() and time.monotonic() < deadline:
             time.sleep(0.01)
         memory.drain()
 
@@ -196,8 +244,9 @@ async def test_items_waiting_for_the_index_are_counted_said_and_waited_for(conne
         keyword = await call(c, "query_memory", query="staging database reset", mode="keyword")
         assert "note" not in keyword and "unindexed" not in keyword  # keyword search sees everything
         drainer = drain_once_waited(memory, board)
-        waited = await call(c, "query_memory", query="when is the staging database wiped", mode="vector",
-                            wait_seconds=60)
+        waited = await call(
+            c, "query_memory", query="when is the staging database wiped", mode="vector", wait_seconds=60
+        )
         drainer.join()
         assert "note" not in waited and waited["hits"][0]["id"] == stored["ids"][0]
         assert (await call(c, "board_stats"))["memory_pending"] == 0

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 import textwrap
-import time
-from pathlib import Path
 
-import anyio
 import pytest
-from conftest import START_TIMEOUT, call
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
+from conftest import call, clean_env, stdio_server, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-LESSON = dict(problem="Retries hammered the API in lockstep after an outage.",
-              fix="Back off exponentially with random jitter between attempts.", task_type="code")
+LESSON = dict(
+    problem="Retries hammered the API in lockstep after an outage.",
+    fix="Back off exponentially with random jitter between attempts.",
+    task_type="code",
+)
 
 GUARD = textwrap.dedent('''
     """Test guard: refuse and record every connection or name lookup that leaves this machine."""
@@ -63,33 +57,6 @@ GUARD = textwrap.dedent('''
 ''')
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
-    env.update(extra)
-    return env
-
-
-def stdio_server(home: Path, agent: str, env: dict | None = None, offline: bool = False) -> Client:
-    args = ["-m", "hiveboard.server", "--home", str(home), "serve"]
-    env = env or _clean_env(HIVEBOARD_AGENT=agent)
-    if offline and shutil.which("unshare") and subprocess.run(
-            ["unshare", "-n", "true"], capture_output=True).returncode == 0:
-        # a network namespace with only loopback: even native code cannot reach out
-        script = f"ip link set lo up 2>/dev/null; exec {sys.executable} " + " ".join(args)
-        return Client(StdioServerParameters(command="unshare", args=["-n", "sh", "-c", script], env=env))
-    return Client(StdioServerParameters(command=sys.executable, args=args, env=env))
-
-
-async def until(check, seconds: float = START_TIMEOUT, what: str = "condition"):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        result = await check()
-        if result:
-            return result
-        await anyio.sleep(0.1)
-    pytest.fail(f"{what} did not happen within {seconds} s")
-
-
 async def vector_ids(client, query: str) -> list[int]:
     return [h["id"] for h in (await call(client, "query_memory", query=query, mode="vector"))["hits"]]
 
@@ -99,17 +66,28 @@ async def test_nothing_is_downloaded_the_model_runs_offline(tmp_path):
     guard_dir.mkdir()
     (guard_dir / "sitecustomize.py").write_text(GUARD)
     log = tmp_path / "net.log"
-    env = _clean_env(HIVEBOARD_AGENT="offline-agent", HB_NET_LOG=str(log),
-                     PYTHONPATH=os.pathsep.join([str(guard_dir), os.environ.get("PYTHONPATH", "")]))
+    env = clean_env(
+        HIVEBOARD_AGENT="offline-agent",
+        HB_NET_LOG=str(log),
+        PYTHONPATH=os.pathsep.join([str(guard_dir), os.environ.get("PYTHONPATH", "")]),
+    )
     async with stdio_server(tmp_path / "home", "offline-agent", env=env, offline=True) as c:
         lesson = await call(c, "record_lesson", **LESSON)
-        found = await until(lambda: vector_ids(c, "thundering herd of clients reconnecting"), what="indexing")
+        found = await until(
+            lambda: vector_ids(c, "thundering herd of clients reconnecting"), what="indexing", interval=0.1
+        )
         assert found[0] == lesson["item"]["id"]
         card = await call(c, "create_task", title="Add retries to the HTTP client", task_type="code")
         claim = await call(c, "claim_task")
         assert [h["id"] for h in claim["lessons"]] == [lesson["item"]["id"]]
-        await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="retries with jitter",
-                   helpful_lessons=[lesson["item"]["id"]])
+        await call(
+            c,
+            "complete_task",
+            task_id=card["id"],
+            token=claim["token"],
+            output="retries with jitter",
+            helpful_lessons=[lesson["item"]["id"]],
+        )
     assert not log.exists() or log.read_text() == "", f"network use attempted:\n{log.read_text()}"
 
 
@@ -120,18 +98,37 @@ async def test_two_windows_share_fresh_memory_and_the_owner_can_leave(tmp_path):
             await call(a, "whoami")
             from_a = await call(a, "record_lesson", **LESSON)
             # b asks by meaning; whichever process owns the index answers, and sees a's fresh lesson
-            await until(lambda: _contains(vector_ids(b, "clients retrying all at the same moment"),
-                                          from_a["item"]["id"]), what="b seeing a's lesson")
-            from_b = await call(b, "record_lesson", problem="Docs said the default port was 8000.",
-                                fix="Read defaults from the settings class when building docs.", task_type="docs")
-            await until(lambda: _contains(vector_ids(a, "documentation stating the wrong default"),
-                                          from_b["item"]["id"]), what="a seeing b's lesson")
+            await until(
+                lambda: _contains(vector_ids(b, "clients retrying all at the same moment"), from_a["item"]["id"]),
+                what="b seeing a's lesson",
+                interval=0.1,
+            )
+            from_b = await call(
+                b,
+                "record_lesson",
+                problem="Docs said the default port was 8000.",
+                fix="Read defaults from the settings class when building docs.",
+                task_type="docs",
+            )
+            await until(
+                lambda: _contains(vector_ids(a, "documentation stating the wrong default"), from_b["item"]["id"]),
+                what="a seeing b's lesson",
+                interval=0.1,
+            )
         # a has exited; b still finds both by meaning (taking the index over if a owned it)
         assert await _contains(vector_ids(b, "clients retrying all at the same moment"), from_a["item"]["id"])
-        later = await call(b, "record_lesson", problem="A cron job ran twice after a DST change.",
-                           fix="Schedule in UTC.", task_type="ops")
-        await until(lambda: _contains(vector_ids(b, "timezone change caused a job to run twice"),
-                                      later["item"]["id"]), what="indexing after the owner left")
+        later = await call(
+            b,
+            "record_lesson",
+            problem="A cron job ran twice after a DST change.",
+            fix="Schedule in UTC.",
+            task_type="ops",
+        )
+        await until(
+            lambda: _contains(vector_ids(b, "timezone change caused a job to run twice"), later["item"]["id"]),
+            what="indexing after the owner left",
+            interval=0.1,
+        )
 
 
 async def _contains(ids_coroutine, item_id: int) -> bool:
@@ -139,10 +136,14 @@ async def _contains(ids_coroutine, item_id: int) -> bool:
 
 
 async def test_a_server_started_on_a_chroma_server_uses_it(tmp_path, chroma_server):
-    env = _clean_env(HIVEBOARD_AGENT="team-a", HIVEBOARD_CHROMA_URL=chroma_server,
-                     HIVEBOARD_CHROMA_COLLECTION="team_a_memory")
+    env = clean_env(
+        HIVEBOARD_AGENT="team-a", HIVEBOARD_CHROMA_URL=chroma_server, HIVEBOARD_CHROMA_COLLECTION="team_a_memory"
+    )
     async with stdio_server(tmp_path / "home", "team-a", env=env) as c:
         lesson = await call(c, "record_lesson", **LESSON)
-        await until(lambda: _contains(vector_ids(c, "clients retrying all at the same moment"),
-                                      lesson["item"]["id"]), what="indexing on the Chroma server")
+        await until(
+            lambda: _contains(vector_ids(c, "clients retrying all at the same moment"), lesson["item"]["id"]),
+            what="indexing on the Chroma server",
+            interval=0.1,
+        )
     assert not (tmp_path / "home" / "chroma").exists()  # nothing embedded was opened

@@ -38,10 +38,16 @@ def embeddings_server():
                 self.send_error(404, "no such model")
                 return
             inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-            payload = json.dumps({"object": "list", "model": body["model"], "usage": {"prompt_tokens": 1,
-                                                                                    "total_tokens": 1},
-                                  "data": [{"object": "embedding", "index": i, "embedding": bag_of_words(t)}
-                                           for i, t in enumerate(inputs)]}).encode()
+            payload = json.dumps(
+                {
+                    "object": "list",
+                    "model": body["model"],
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": bag_of_words(t)} for i, t in enumerate(inputs)
+                    ],
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(payload)))
@@ -65,8 +71,12 @@ def test_memory_on_an_openai_compatible_embeddings_endpoint(board, tmp_path, emb
     memory = open_memory(board, embedder, tmp_path, base_url=base_url)
     try:
         board.agents.ensure("alice")
-        lesson = memory.record_lesson("alice", problem="flaky payment tests hit the real API",
-                                      fix="fake the payment API locally", task_type="test")
+        lesson = memory.record_lesson(
+            "alice",
+            problem="flaky payment tests hit the real API",
+            fix="fake the payment API locally",
+            task_type="test",
+        )
         memory.record_lesson("alice", problem="README flag renamed", fix="generate docs", task_type="docs")
         memory.drain()
         assert memory.query("payment tests flaky", mode="vector").hits[0].id == lesson.item.id

@@ -34,11 +34,14 @@ def test_the_quantized_model_stays_close_to_the_export():
 
 
 def test_two_processes_quantize_into_one_cached_file(tmp_path):
-    script = ("from hiveboard.memory.embeddings import minilm_files, quantized_minilm; "
-              "import hashlib, sys; sys.stdout.write(hashlib.sha256(quantized_minilm(minilm_files()[0])).hexdigest())")
+    script = (
+        "from hiveboard.memory.embeddings import minilm_files, quantized_minilm; "
+        "import hashlib, sys; sys.stdout.write(hashlib.sha256(quantized_minilm(minilm_files()[0])).hexdigest())"
+    )
     env = {"HIVEBOARD_MODEL_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
-    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     digests = [p.communicate(timeout=START_TIMEOUT)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs)
     files = sorted(p.name for p in (tmp_path / "cache").iterdir())

@@ -34,8 +34,14 @@ def load(board, memory) -> dict[int, str]:
     keys: dict[int, str] = {}
     with board.store.write() as db:
         for item in SET["items"]:
-            item_id = board.knowledge.add(db, kind=item["kind"], text=item["text"], title=item["title"],
-                                          task_type=item["task_type"], created_by="curator")
+            item_id = board.knowledge.add(
+                db,
+                kind=item["kind"],
+                text=item["text"],
+                title=item["title"],
+                task_type=item["task_type"],
+                created_by="curator",
+            )
             keys[item_id] = item["key"]
     assert memory.drain() == len(keys)
     return keys
@@ -53,8 +59,9 @@ def test_recall_at_5_by_search_mode(board, memory, capsys):
     top: dict[str, list[list[str]]] = {}
     for mode in MODES:
         top[mode] = [search(memory, keys, q, mode) for q in queries]
-        per_query[mode] = [len(set(q["relevant"]) & set(found)) / len(q["relevant"])
-                           for q, found in zip(queries, top[mode])]
+        per_query[mode] = [
+            len(set(q["relevant"]) & set(found)) / len(q["relevant"]) for q, found in zip(queries, top[mode])
+        ]
     recall = {mode: sum(r) / len(r) for mode, r in per_query.items()}
 
     styles = sorted({q.get("style", "-") for q in queries})
@@ -62,11 +69,15 @@ def test_recall_at_5_by_search_mode(board, memory, capsys):
     for mode in MODES:
         for q, r in zip(queries, per_query[mode]):
             by_style[mode][q.get("style", "-")].append(r)
-    lines = [f"recall@{K} on {len(SET['items'])} items, {len(queries)} queries",
-             f"{'mode':<8} {'all':>6}" + "".join(f" {s + f' ({len(by_style[MODES[0]][s])})':>16}" for s in styles)]
+    lines = [
+        f"recall@{K} on {len(SET['items'])} items, {len(queries)} queries",
+        f"{'mode':<8} {'all':>6}" + "".join(f" {s + f' ({len(by_style[MODES[0]][s])})':>16}" for s in styles),
+    ]
     for mode in MODES:
-        lines.append(f"{mode:<8} {recall[mode]:>6.3f}" + "".join(
-            f" {sum(by_style[mode][s]) / len(by_style[mode][s]):>16.3f}" for s in styles))
+        lines.append(
+            f"{mode:<8} {recall[mode]:>6.3f}"
+            + "".join(f" {sum(by_style[mode][s]) / len(by_style[mode][s]):>16.3f}" for s in styles)
+        )
     misses = [(i, q) for i, q in enumerate(queries) if min(per_query[m][i] for m in MODES) < 1]
     if misses:
         lines.append("queries not fully found (recall per mode h/v/k; hybrid's top 5):")

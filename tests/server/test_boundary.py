@@ -8,12 +8,11 @@ import json
 import jsonschema
 import pytest
 from conftest import call
-from hiveboard.memory.embeddings import get_embedder
-from hiveboard.memory.service import open_memory
+from mcp import Client
+
 from hiveboard.server.app import build_server
 from hiveboard.server.boundary import MAX_ID, TOOLS_BUDGET, tool_token_costs
 from hiveboard.server.identity import Identity
-from mcp import Client
 
 pytestmark = pytest.mark.anyio
 
@@ -41,8 +40,17 @@ BAD = [
     ("publish_message", {"intent": "x" * 41}),
     ("subscribe", {"kind": "agent", "value": "bob"}),
     ("submit_critique", {"review_id": 1, "lens": "security", "verdict": "PASS", "score": 11, "summary": "ok"}),
-    ("submit_critique", {"review_id": 1, "lens": "security", "verdict": "PASS", "score": 9, "summary": "ok",
-                         "issues": [{"severity": "blocker", "category": "c", "description": "d"}]}),
+    (
+        "submit_critique",
+        {
+            "review_id": 1,
+            "lens": "security",
+            "verdict": "PASS",
+            "score": 9,
+            "summary": "ok",
+            "issues": [{"severity": "blocker", "category": "c", "description": "d"}],
+        },
+    ),
     ("query_memory", {"query": "q", "k": 51}),
     ("query_memory", {"query": "q", "wait_seconds": 61}),
     ("remember", {"items": []}),
@@ -53,13 +61,6 @@ BAD = [
     ("query_memory", {"query": "q", "tags": ["t"] * 21}),
     ("record_lesson", {"problem": "p", "fix": "f", "task_type": "code", "supersedes": 0}),
 ]
-
-
-@pytest.fixture
-def with_memory(board, tmp_path):
-    memory = open_memory(board, get_embedder(), tmp_path)
-    yield memory
-    memory.stop()
 
 
 async def test_tools_list_fits_the_budget_and_carries_no_output_schemas(connect, with_memory):
@@ -92,8 +93,14 @@ async def test_advertised_schemas_refuse_what_the_server_refuses(connect, with_m
             result = await c.call_tool(tool, args)
             assert result.is_error, f"{tool}({args}) was accepted"
         # and what it advertises as valid, it takes
-        card = await call(c, "create_task", title="t", priority="high", depends_on=[], acceptance_tests={
-            "files": [{"name": "test_a.py", "content": "def test_a(): pass"}], "hidden": True})
+        card = await call(
+            c,
+            "create_task",
+            title="t",
+            priority="high",
+            depends_on=[],
+            acceptance_tests={"files": [{"name": "test_a.py", "content": "def test_a(): pass"}], "hidden": True},
+        )
         assert jsonschema.Draft202012Validator(tools["get_task"].input_schema).is_valid({"task_id": card["id"]})
         assert (await call(c, "get_task", task_id=card["id"]))["id"] == card["id"]
 

@@ -15,8 +15,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import EmptyResult, SubscribeRequestParams
 from pydantic import Field, ValidationError
 
-from hiveboard.server.compat import (add_request_handler, check_headers_only_where_declared, connection_of,
-                                     rejected_arguments)
+from hiveboard.server.compat import (
+    add_request_handler,
+    check_headers_only_where_declared,
+    connection_of,
+    rejected_arguments,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -96,8 +100,9 @@ async def test_a_declared_mcp_param_header_is_still_checked_and_others_cost_no_s
 
     app = server.streamable_http_app()
     async with app.router.lifespan_context(app):
-        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000",
-                                  event_hooks={"request": [forge]})
+        http = httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8000", event_hooks={"request": [forge]}
+        )
         async with Client(streamable_http_client("http://127.0.0.1:8000/mcp", http_client=http)) as client:
             assert (await client.call_tool("plain", {"region": "eu"})).content[0].text == "eu"
             with pytest.raises(Exception, match="Mcp-Param-Region header does not match"):

@@ -6,9 +6,18 @@ from __future__ import annotations
 
 import anyio
 import pytest
-
 from conftest import call
+
 from hiveboard.board import Board, NewTask, Store, Synthesis
+from hiveboard.board.events import (
+    InboxChanged,
+    MemoryAdded,
+    MemoryIndexed,
+    Notifier,
+    ReviewChanged,
+    TaskChanged,
+    Topic,
+)
 from hiveboard.board.messages import NewMessage
 
 pytestmark = pytest.mark.anyio
@@ -19,6 +28,41 @@ async def until_waiting(board: Board, topic: str) -> None:
     with anyio.fail_after(30):
         while topic not in board.store.notifier.waiting():
             await anyio.sleep(0.005)
+
+
+# each event with the topics whose waiters it must wake; ids differ, so a topic keyed by the wrong id shows
+PUBLISHED = [
+    (TaskChanged(task_id=7, status="open"), [Topic.task(7), Topic.BOARD]),
+    (
+        InboxChanged(message_id=3, agents=frozenset({"alice", "bob"})),
+        [Topic.inbox("alice"), Topic.inbox("bob"), Topic.MESSAGES],
+    ),
+    (ReviewChanged(review_id=5, task_id=7), [Topic.review(7), Topic.REVIEWS]),
+    (MemoryAdded(item_id=9), [Topic.MEMORY]),
+    (MemoryIndexed(count=2), [Topic.MEMORY_INDEXED]),
+]
+EVERY_TOPIC = {topic for _, topics in PUBLISHED for topic in topics}
+
+
+@pytest.mark.parametrize(("event", "topics"), PUBLISHED, ids=[type(event).__name__ for event, _ in PUBLISHED])
+async def test_a_waiter_on_a_topic_wakes_when_its_event_is_published(tmp_path, event, topics):
+    notifier = Notifier(str(tmp_path / "board.db"))  # publishing in this process: the file is never opened
+    others = EVERY_TOPIC - set(topics) | {Topic.task(5), Topic.inbox("carol"), Topic.review(5)}
+    marks = {topic: notifier.mark(topic) for topic in [*topics, *others]}
+    woke: dict[str, bool] = {}
+
+    async def wait(topic: str) -> None:
+        woke[topic] = await notifier.wait(topic, marks[topic], 10)
+
+    async with anyio.create_task_group() as tg:
+        for topic in topics:
+            tg.start_soon(wait, topic)
+        with anyio.fail_after(10):
+            while not set(topics) <= notifier.waiting():
+                await anyio.sleep(0.005)
+        notifier.publish([(1, event)])
+    assert woke == dict.fromkeys(topics, True)
+    assert [t for t in others if notifier.mark(t) != marks[t]] == [], "it woke the waiters of other topics"
 
 
 async def in_review(client) -> int:
@@ -56,7 +100,7 @@ async def test_a_verdict_written_through_another_store_wakes_a_waiting_get_revie
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait_for_verdict)
-                await until_waiting(board, f"review:{task_id}")
+                await until_waiting(board, Topic.review(task_id))
 
                 def review_elsewhere():
                     job = other.reviews.claim_job("other-worker", 30)
@@ -86,10 +130,13 @@ async def test_a_message_published_through_another_store_wakes_a_waiting_inbox(c
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(wait_for_mail)
-                await until_waiting(board, "inbox:alice")
+                await until_waiting(board, Topic.inbox("alice"))
                 with anyio.fail_after(20):
-                    await anyio.to_thread.run_sync(lambda: other.messages.publish(
-                        "bob", NewMessage(intent="ping", content="hello", recipient="alice")))
+                    await anyio.to_thread.run_sync(
+                        lambda: other.messages.publish(
+                            "bob", NewMessage(intent="ping", content="hello", recipient="alice")
+                        )
+                    )
                     while not answers:
                         await anyio.sleep(0.01)
         assert [m["sender"] for m in answers[0]["messages"]] == ["bob"]
@@ -111,8 +158,6 @@ async def test_a_server_starting_as_the_last_one_stops_still_hears_other_stores(
     """One server leaves watching() while another enters it (in-process servers do, one per connection): the
     newcomer must get a watcher of its own, not join the one being cancelled, and hear another store's commit."""
     import asyncio
-
-    from hiveboard.board.events import TaskChanged
 
     notifier = board.store.notifier
     heard: list = []

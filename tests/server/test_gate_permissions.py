@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import START_TIMEOUT, call, call_error
+
 from hiveboard.critics.config import CriticConfig, HumanApproval, ReviewConfig
 
 pytestmark = pytest.mark.anyio
@@ -19,9 +19,11 @@ def approval_config(fake) -> ReviewConfig:
     """One LLM critic (the fake passes everything) and a person's approval for cards labelled release."""
     off = CriticConfig(lens="none", backend="ruff", enabled=False)
     critic = CriticConfig(lens="correctness", backend="llm", model="fake-model", base_url=fake.url, api_key_env=None)
-    return ReviewConfig(critics={"bandit": off, "ruff": off, "ruff-style": off, "acceptance": off,
-                                 "llm-correctness": critic},
-                        task_types={"code": ["correctness"]}, human_approval=HumanApproval(labels=["release"]))
+    return ReviewConfig(
+        critics={"bandit": off, "ruff": off, "ruff-style": off, "acceptance": off, "llm-correctness": critic},
+        task_types={"code": ["correctness"]},
+        human_approval=HumanApproval(labels=["release"]),
+    )
 
 
 async def hand_in(client, task_id: int | None = None, *, output: str = "done", title: str = "do it") -> dict:
@@ -42,9 +44,10 @@ async def verdict(client, task_id: int) -> dict:
 def written(board) -> tuple[int, ...]:
     """Rows in every table a refused update could touch, and the sum of the cards' versions."""
     db = board.store.db
-    return tuple(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                 for t in ("tasks", "task_history", "messages", "inbox", "reviews")) + (
-        db.execute("SELECT coalesce(sum(version), 0) FROM tasks").fetchone()[0],)
+    return tuple(
+        db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("tasks", "task_history", "messages", "inbox", "reviews")
+    ) + (db.execute("SELECT coalesce(sum(version), 0) FROM tasks").fetchone()[0],)
 
 
 async def refused(board, client, reader, task_id: int, **args) -> str:
@@ -74,8 +77,9 @@ async def test_the_holder_cannot_drop_the_label_that_asks_for_a_person(connect, 
     assert task["status"] == "needs_human" and "label release" in task["blocked_reason"]
 
 
-async def test_a_creator_on_its_own_card_cannot_clear_what_the_configuration_asked_for(connect, reviewer, fake_llm,
-                                                                                        board):
+async def test_a_creator_on_its_own_card_cannot_clear_what_the_configuration_asked_for(
+    connect, reviewer, fake_llm, board
+):
     engine = reviewer(approval_config(fake_llm))
     async with connect("alice", review=engine) as alice, connect("lee", role="lead", review=engine) as lee:
         card = await call(alice, "create_task", title="ship 1.0", labels=["release"])
@@ -94,16 +98,21 @@ async def test_a_creator_on_its_own_card_cannot_clear_what_the_configuration_ask
 
 
 async def test_needs_approval_asked_at_creation_is_kept_and_changed_only_by_its_creator_or_an_operator(
-        connect, reviewer, fake_llm, board):
+    connect, reviewer, fake_llm, board
+):
     engine = reviewer(approval_config(fake_llm))
-    async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob, \
-            connect("lee", role="lead", review=engine) as lee:
+    async with (
+        connect("alice", review=engine) as alice,
+        connect("bob", review=engine) as bob,
+        connect("lee", role="lead", review=engine) as lee,
+    ):
         card = await call(alice, "create_task", title="migrate the schema", needs_approval=True)
         assert (await call(bob, "get_task", task_id=card["id"]))["needs_approval"] == "asked by its creator"
         error = await refused(board, bob, alice, card["id"], needs_approval=False)
         assert "only task" in error and "needs_approval" in error
-        assert (await call(alice, "update_task", task_id=card["id"], needs_approval=False)).get("needs_approval") \
-            is None  # its creator asked for it, so its creator may take it back
+        assert (await call(alice, "update_task", task_id=card["id"], needs_approval=False)).get(
+            "needs_approval"
+        ) is None  # its creator asked for it, so its creator may take it back
         asked = await call(lee, "update_task", task_id=card["id"], needs_approval=True)
         assert asked["needs_approval"] == "asked by lee"
         error = await refused(board, alice, bob, card["id"], needs_approval=False)
@@ -117,15 +126,32 @@ async def test_needs_approval_asked_at_creation_is_kept_and_changed_only_by_its_
 
 async def test_a_bystander_cannot_edit_an_unheld_card_its_creator_can(connect, board):
     async with connect("alice") as alice, connect("bob") as bob:
-        card = await call(alice, "create_task", title="add search", description="full text", labels=["api"],
-                          acceptance_criteria=["$ python -m pytest -q"])
-        for change in (dict(title="add nothing"), dict(description="skip it"), dict(labels=[]),
-                       dict(acceptance_criteria=["$ python leak.py"]), dict(needs_approval=False)):
+        card = await call(
+            alice,
+            "create_task",
+            title="add search",
+            description="full text",
+            labels=["api"],
+            acceptance_criteria=["$ python -m pytest -q"],
+        )
+        for change in (
+            dict(title="add nothing"),
+            dict(description="skip it"),
+            dict(labels=[]),
+            dict(acceptance_criteria=["$ python leak.py"]),
+            dict(needs_approval=False),
+        ):
             error = await refused(board, bob, alice, card["id"], **change)
             assert "only task" in error and "creator (alice)" in error, change
-        edited = await call(alice, "update_task", task_id=card["id"], title="add fuzzy search",
-                            description="full text, fuzzy", labels=["api", "search"],
-                            acceptance_criteria=["$ python -m pytest -q tests/test_search.py"])
+        edited = await call(
+            alice,
+            "update_task",
+            task_id=card["id"],
+            title="add fuzzy search",
+            description="full text, fuzzy",
+            labels=["api", "search"],
+            acceptance_criteria=["$ python -m pytest -q tests/test_search.py"],
+        )
         task = await call(bob, "get_task", task_id=card["id"])
     assert edited["title"] == "add fuzzy search" and edited["labels"] == ["api", "search"]
     assert task["description"] == "full text, fuzzy"
@@ -147,14 +173,17 @@ async def test_acceptance_criteria_are_frozen_once_the_card_has_been_claimed(con
         # a card its creator works on itself is frozen just the same
         own = await call(bob, "create_task", title="format dates", acceptance_criteria=["$ python -m pytest -q"])
         own_claim = await call(bob, "claim_task", task_id=own["id"])
-        assert "frozen" in await refused(board, bob, alice, own["id"], token=own_claim["token"],
-                                         acceptance_criteria=leak)
+        assert "frozen" in await refused(
+            board, bob, alice, own["id"], token=own_claim["token"], acceptance_criteria=leak
+        )
     assert renamed["title"] == "parse ISO dates"
 
 
 async def test_the_author_cannot_push_its_own_review_to_a_human(connect, board):
-    async with connect("alice", wants_review=lambda task: True) as alice, \
-            connect("bob", wants_review=lambda task: True) as bob:  # review on, no worker: the job waits
+    async with (
+        connect("alice", wants_review=lambda task: True) as alice,
+        connect("bob", wants_review=lambda task: True) as bob,
+    ):  # review on, no worker: the job waits
         card = await call(alice, "create_task", title="add two numbers")
         await hand_in(bob, card["id"], output="def add(a, b): return a - b")
         error = await refused(board, bob, alice, card["id"], status="needs_human", reason="the review is stuck")
@@ -164,9 +193,11 @@ async def test_the_author_cannot_push_its_own_review_to_a_human(connect, board):
 
 
 async def test_a_bystander_cannot_cancel_another_agents_review_a_person_can(connect, board):
-    async with connect("alice", wants_review=lambda task: True) as alice, \
-            connect("carol", wants_review=lambda task: True) as carol, \
-            connect("lee", role="human", wants_review=lambda task: True) as lee:
+    async with (
+        connect("alice", wants_review=lambda task: True) as alice,
+        connect("carol", wants_review=lambda task: True) as carol,
+        connect("lee", role="human", wants_review=lambda task: True) as lee,
+    ):
         card = await hand_in(alice, title="add two numbers")
         error = await refused(board, carol, alice, card["id"], status="needs_human", reason="looks stuck")
         assert "only a person" in error
@@ -180,9 +211,12 @@ async def test_without_a_review_a_card_that_needs_a_person_waits_for_one(connect
         card = await call(carol, "create_task", title="ship it", needs_approval=True)
         claim = await call(alice, "claim_task", task_id=card["id"])
         done = await call(alice, "complete_task", task_id=card["id"], token=claim["token"], output="shipped")
-        assert done["status"] == "needs_human" and "approval" in (await call(carol, "get_task", task_id=card["id"]))[
-            "blocked_reason"]
+        assert (
+            done["status"] == "needs_human"
+            and "approval" in (await call(carol, "get_task", task_id=card["id"]))["blocked_reason"]
+        )
         plain = await call(carol, "create_task", title="tidy up")
         claim = await call(alice, "claim_task", task_id=plain["id"])
         assert (await call(alice, "complete_task", task_id=plain["id"], token=claim["token"], output="tidied"))[
-            "status"] == "done"
+            "status"
+        ] == "done"

@@ -10,7 +10,6 @@ import sqlite3
 
 import httpx
 import pytest
-
 from conftest import agent_token
 
 pytestmark = pytest.mark.slow
@@ -31,37 +30,113 @@ HOSTILE_TEXT = {
 # A valid call of each tool; each argument in turn is replaced by each hostile value.
 BASE = {
     "whoami": {"name": "alice", "role": "coder", "token": "t"},
-    "create_task": {"title": "t", "description": "d", "task_type": "code", "priority": "low", "labels": ["a"],
-                    "depends_on": [1], "acceptance_criteria": ["c"], "assignee": "alice",
-                    "acceptance_tests": {"files": [{"name": "test_a.py", "content": "def test(): pass"}]}},
+    "create_task": {
+        "title": "t",
+        "description": "d",
+        "task_type": "code",
+        "priority": "low",
+        "labels": ["a"],
+        "depends_on": [1],
+        "acceptance_criteria": ["c"],
+        "assignee": "alice",
+        "acceptance_tests": {"files": [{"name": "test_a.py", "content": "def test(): pass"}]},
+    },
     "get_task": {"task_id": 1, "full": True, "history": 5},
-    "list_tasks": {"status": "todo", "task_type": "code", "assignee": "alice", "label": "a", "ready": True,
-                   "limit": 5, "cursor": "MToy"},
+    "list_tasks": {
+        "status": "todo",
+        "task_type": "code",
+        "assignee": "alice",
+        "label": "a",
+        "ready": True,
+        "limit": 5,
+        "cursor": "MToy",
+    },
     "get_board": {"top": 3},
     "claim_task": {"task_id": 1, "task_type": "code"},
     "release_task": {"task_id": 1, "token": 1, "reason": "r"},
-    "update_task": {"task_id": 1, "token": 1, "note": "n", "status": "blocked", "reason": "r", "title": "t",
-                    "description": "d", "priority": "low", "labels": ["a"], "acceptance_criteria": ["c"],
-                    "expected_version": 1},
-    "complete_task": {"task_id": 1, "token": 1, "output": "o", "summary": "s",
-                      "artifacts": [{"name": "a.py", "kind": "code", "content": "x = 1"}], "helpful_lessons": [1]},
+    "update_task": {
+        "task_id": 1,
+        "token": 1,
+        "note": "n",
+        "status": "blocked",
+        "reason": "r",
+        "title": "t",
+        "description": "d",
+        "priority": "low",
+        "labels": ["a"],
+        "acceptance_criteria": ["c"],
+        "expected_version": 1,
+    },
+    "complete_task": {
+        "task_id": 1,
+        "token": 1,
+        "output": "o",
+        "summary": "s",
+        "artifacts": [{"name": "a.py", "kind": "code", "content": "x = 1"}],
+        "helpful_lessons": [1],
+    },
     "get_review": {"task_id": 1, "wait_seconds": 0},
-    "submit_critique": {"review_id": 1, "lens": "security", "verdict": "PASS", "score": 5, "summary": "s",
-                        "issues": [], "resolutions": []},
+    "submit_critique": {
+        "review_id": 1,
+        "lens": "security",
+        "verdict": "PASS",
+        "score": 5,
+        "summary": "s",
+        "issues": [],
+        "resolutions": [],
+    },
     "board_stats": {},
-    "publish_message": {"intent": "info", "content": "c", "summary": "s", "recipient": "bob", "task_id": 1,
-                        "thread": "t", "reply_to": 1, "priority": "low", "metadata": {"k": "v"}},
-    "get_messages": {"box": "inbox", "unread_only": True, "task_id": 1, "intent": "info", "thread": "t",
-                     "sender": "bob", "since": "2026-01-01T00:00:00Z", "full": False, "limit": 5, "ack": [1]},
+    "publish_message": {
+        "intent": "info",
+        "content": "c",
+        "summary": "s",
+        "recipient": "bob",
+        "task_id": 1,
+        "thread": "t",
+        "reply_to": 1,
+        "priority": "low",
+        "metadata": {"k": "v"},
+    },
+    "get_messages": {
+        "box": "inbox",
+        "unread_only": True,
+        "task_id": 1,
+        "intent": "info",
+        "thread": "t",
+        "sender": "bob",
+        "since": "2026-01-01T00:00:00Z",
+        "full": False,
+        "limit": 5,
+        "ack": [1],
+    },
     "subscribe": {"kind": "task", "value": "1", "unsubscribe": False},
-    "query_memory": {"query": "q", "task_type": "code", "kinds": ["lesson"], "tags": ["a"], "k": 3,
-                     "include_deprecated": False, "mode": "keyword", "wait_seconds": 0},
-    "remember": {"items": [{"text": "t", "kind": "note", "title": "t", "task_type": "code", "tags": ["a"],
-                            "task_id": 1}]},
+    "query_memory": {
+        "query": "q",
+        "task_type": "code",
+        "kinds": ["lesson"],
+        "tags": ["a"],
+        "k": 3,
+        "include_deprecated": False,
+        "mode": "keyword",
+        "wait_seconds": 0,
+    },
+    "remember": {
+        "items": [{"text": "t", "kind": "note", "title": "t", "task_type": "code", "tags": ["a"], "task_id": 1}]
+    },
     "record_lesson": {"problem": "p", "fix": "f", "task_type": "code", "title": "t", "tags": ["a"], "task_id": 1},
 }
-TABLES = ("tasks", "task_history", "artifacts", "agents", "messages", "inbox", "subscriptions", "memory_items",
-          "reviews", "critiques")
+TABLES = (
+    "tasks",
+    "task_history",
+    "artifacts",
+    "agents",
+    "messages",
+    "inbox",
+    "subscriptions",
+    "memory_items",
+    "reviews",
+    "critiques",
+)
 
 
 class Raw:
@@ -69,12 +144,29 @@ class Raw:
 
     def __init__(self, url: str, token: str):
         self.url = url
-        self.http = httpx.Client(timeout=120, headers={
-            "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json"})
+        self.http = httpx.Client(
+            timeout=120,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+            },
+        )
         self.next_id = 0
-        answer = self.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
+        answer = self.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "1"},
+                    },
+                }
+            )
+        )
         assert "result" in answer, answer
         self.http.post(url, content='{"jsonrpc":"2.0","method":"notifications/initialized"}')
 
@@ -90,8 +182,10 @@ class Raw:
 
     def call(self, tool: str, arguments_json: str) -> dict:
         self.next_id += 1
-        return self.send('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}'
-                         % (self.next_id, tool, arguments_json))
+        return self.send(
+            '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}'
+            % (self.next_id, tool, arguments_json)
+        )
 
 
 def arguments_with(base: dict, name: str, hostile: str) -> str:
@@ -117,7 +211,8 @@ def test_hostile_arguments_to_every_tool_are_refused_cleanly_and_write_nothing(t
 
     def rows() -> tuple[int, ...]:
         return tuple(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES) + (
-            db.execute("SELECT coalesce(sum(version), 0) FROM tasks").fetchone()[0],)
+            db.execute("SELECT coalesce(sum(version), 0) FROM tasks").fetchone()[0],
+        )
 
     unclean, written, broken, refused, calls = [], [], [], [], 0
     for tool, base in BASE.items():
@@ -130,19 +225,33 @@ def test_hostile_arguments_to_every_tool_are_refused_cleanly_and_write_nothing(t
                 if error is None:
                     continue
                 refused.append((tool, label, error))
-                if (error.rstrip(": ") == f"Error executing tool {tool}" or "Traceback" in error
-                        or "internal error" in error.lower() or "failed inside the server" in error):
+                if (
+                    error.rstrip(": ") == f"Error executing tool {tool}"
+                    or "Traceback" in error
+                    or "internal error" in error.lower()
+                    or "failed inside the server" in error
+                ):
                     unclean.append((tool, name, label, error[:200]))
                 if rows() != before:
                     written.append((tool, name, label, error[:200]))
-        for read, args in (("list_tasks", "{}"), ("get_task", '{"task_id": 1}'), ("get_board", "{}"),
-                           ("get_messages", '{"box": "pool"}'), ("get_messages", "{}")):
+        for read, args in (
+            ("list_tasks", "{}"),
+            ("get_task", '{"task_id": 1}'),
+            ("get_board", "{}"),
+            ("get_messages", '{"box": "pool"}'),
+            ("get_messages", "{}"),
+        ):
             if (error := error_text(bob.call(read, args))) is not None:
                 broken.append((tool, read, error[:200]))
     assert calls > 500 and len(refused) > calls / 2
     assert not [r for r in refused if "Unknown tool" in r[2] or "not found" in r[2].lower()[:40]], "a tool is missing"
-    said = {"lone surrogate": "lone UTF-16 surrogate", "NUL": "NUL character", "oversized string": "at most",
-            "many items": "at most", "deep object": "nested deeper"}
+    said = {
+        "lone surrogate": "lone UTF-16 surrogate",
+        "NUL": "NUL character",
+        "oversized string": "at most",
+        "many items": "at most",
+        "deep object": "nested deeper",
+    }
     for label, words in said.items():  # each refusal says what was wrong
         vague = [r for r in refused if r[1] == label and words not in r[2] and "Input should" not in r[2]]
         assert not vague, vague[:3]

@@ -27,8 +27,9 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
         done: dict[str, dict] = {}
 
         async def complete() -> None:
-            done["complete"] = await call(alice, "complete_task", task_id=card["id"], token=claim["token"],
-                                          output="parser written")
+            done["complete"] = await call(
+                alice, "complete_task", task_id=card["id"], token=claim["token"], output="parser written"
+            )
 
         async def publish() -> None:
             done["publish"] = await call(bob, "publish_message", intent="status_update", content="tests next")

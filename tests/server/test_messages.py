@@ -28,37 +28,56 @@ async def register(connect, *agents):
 
 async def test_workflow_a_assignment_claim_status_help_answer_output(connect, board):
     await register(connect, ("pm", "pm"), ("eng1", "engineer"), ("eng2", "engineer"), ("research", "research"))
-    async with connect("pm") as pm, connect("eng1") as eng1, connect("eng2") as eng2, \
-            connect("research") as research:
+    async with connect("pm") as pm, connect("eng1") as eng1, connect("eng2") as eng2, connect("research") as research:
         card = await call(pm, "create_task", title="Implement feature X", description="requirements A, B, C")
         tid = card["id"]
-        await call(pm, "publish_message", intent="task_assignment", recipient="role:engineer", task_id=tid,
-                   content="Feature X needs to be implemented with requirements A, B, C")
+        await call(
+            pm,
+            "publish_message",
+            intent="task_assignment",
+            recipient="role:engineer",
+            task_id=tid,
+            content="Feature X needs to be implemented with requirements A, B, C",
+        )
         for eng in (eng1, eng2):
             got = await inbox(eng)
             assert intents(got) == [("task_assignment", "pm")] and got[0]["task_id"] == tid
         claim = await call(eng1, "claim_task", task_id=tid)  # the board posts task_claim itself
         assert intents(await inbox(pm)) == [("task_claim", "eng1")]
         await call(eng1, "publish_message", intent="status_update", task_id=tid, content="50% done, stuck on API")
-        ask = await call(eng1, "publish_message", intent="request_help", recipient="role:research", task_id=tid,
-                         content="Looking for the best way to optimize algorithm Y")
+        ask = await call(
+            eng1,
+            "publish_message",
+            intent="request_help",
+            recipient="role:research",
+            task_id=tid,
+            content="Looking for the best way to optimize algorithm Y",
+        )
         assert intents(await inbox(pm)) == [("status_update", "eng1")]  # the task's creator follows it
         help_req = await inbox(research)
         assert intents(help_req) == [("request_help", "eng1")]
-        answer = await call(research, "publish_message", intent="answer", reply_to=help_req[0]["id"],
-                            content="Use a heap; O(n log k)")
+        answer = await call(
+            research, "publish_message", intent="answer", reply_to=help_req[0]["id"], content="Use a heap; O(n log k)"
+        )
         # the reply reaches the question's audience (role:research) and its asker, in the task's thread
         assert answer["recipient"] == "role:research" and answer["thread"] == ask["thread"] == f"task-{tid}"
         got = await inbox(eng1)
         assert intents(got) == [("answer", "research")] and got[0]["reply_to"] == ask["id"]
-        await call(eng1, "complete_task", task_id=tid, token=claim["token"], output="def x(): ...",
-                   summary="feature X done")
+        await call(
+            eng1, "complete_task", task_id=tid, token=claim["token"], output="def x(): ...", summary="feature X done"
+        )
         done = await inbox(pm)
         assert intents(done) == [("output.complete", "eng1")] and "feature X done" in done[0]["summary"]
         assert await inbox(eng2) == [] and await inbox(research) == []  # nothing leaked to bystanders
         log = await call(eng2, "get_messages", box="pool", task_id=tid, limit=100)
         assert [m["intent"] for m in log["messages"]] == [  # a task's log is whole, replies included
-            "task_assignment", "task_claim", "status_update", "request_help", "answer", "output.complete"]
+            "task_assignment",
+            "task_claim",
+            "status_update",
+            "request_help",
+            "answer",
+            "output.complete",
+        ]
 
 
 async def test_workflow_b_test_results_update_approval(connect):
@@ -70,17 +89,34 @@ async def test_workflow_b_test_results_update_approval(connect):
         await call(eng1, "complete_task", task_id=card["id"], token=claim["token"], output="code")
         seen = await inbox(qa)
         assert intents(seen) == [("output.complete", "eng1")]
-        results = await call(qa, "publish_message", intent="test_results", recipient="eng1", task_id=card["id"],
-                             content="Test failed on edge case Z.", priority="high")
+        results = await call(
+            qa,
+            "publish_message",
+            intent="test_results",
+            recipient="eng1",
+            task_id=card["id"],
+            content="Test failed on edge case Z.",
+            priority="high",
+        )
         got = await inbox(eng1)
         assert intents(got) == [("test_results", "qa")] and got[0]["priority"] == "high"
         assert (await call(eng1, "get_messages", ack=[got[0]["id"]]))["acked"] == 1
-        await call(eng1, "publish_message", intent="output.updated", reply_to=results["id"],
-                   content="Fixed edge case Z, please re-test.")
+        await call(
+            eng1,
+            "publish_message",
+            intent="output.updated",
+            reply_to=results["id"],
+            content="Fixed edge case Z, please re-test.",
+        )
         update = await inbox(qa)
         assert intents(update) == [("output.updated", "eng1")]
-        await call(qa, "publish_message", intent="approval", reply_to=update[0]["id"],
-                   content="All tests passed. Feature X completed.")
+        await call(
+            qa,
+            "publish_message",
+            intent="approval",
+            reply_to=update[0]["id"],
+            content="All tests passed. Feature X completed.",
+        )
         approval = await inbox(eng1)
         assert intents(approval) == [("approval", "qa")]
         everything = await call(eng1, "get_messages", unread_only=False, limit=10)
@@ -111,8 +147,9 @@ async def test_sender_is_the_connection_and_direct_messages_stay_private(connect
     async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
         tools = {t.name: t for t in (await alice.list_tools()).tools}
         assert "sender" not in tools["publish_message"].input_schema["properties"]
-        forged = await alice.call_tool("publish_message", {"intent": "info", "recipient": "bob", "content": "hi",
-                                                           "sender": "carol"})
+        forged = await alice.call_tool(
+            "publish_message", {"intent": "info", "recipient": "bob", "content": "hi", "sender": "carol"}
+        )
         assert forged.is_error or data(forged)["sender"] == "alice"
         sent = await call(alice, "publish_message", intent="info", recipient="bob", content="secret plan")
         assert sent["sender"] == "alice"
@@ -138,8 +175,9 @@ async def test_subscriptions_by_task_and_channel(connect):
         await call(watcher, "subscribe", kind="channel", value="api-design", unsubscribe=True)
         await call(eng, "publish_message", intent="proposal.feedback", thread="api-design", content="ok")
         assert await inbox(watcher) == []
-        assert "not subscribed" in await call_error(watcher, "subscribe", kind="channel", value="api-design",
-                                                    unsubscribe=True)
+        assert "not subscribed" in await call_error(
+            watcher, "subscribe", kind="channel", value="api-design", unsubscribe=True
+        )
 
 
 async def test_filters_previews_and_cursor(connect):
@@ -147,8 +185,14 @@ async def test_filters_previews_and_cursor(connect):
     async with connect("a") as a, connect("b") as b:
         card = await call(a, "create_task", title="t")
         for i in range(45):
-            await call(a, "publish_message", intent="status_update" if i % 3 else "question", recipient="b",
-                       task_id=card["id"] if i % 2 else None, content=f"message {i} " + "x" * 400)
+            await call(
+                a,
+                "publish_message",
+                intent="status_update" if i % 3 else "question",
+                recipient="b",
+                task_id=card["id"] if i % 2 else None,
+                content=f"message {i} " + "x" * 400,
+            )
         page = await call(b, "get_messages", unread_only=False, limit=20)
         assert page["unread"] == 45 and len(page["messages"]) == 20
         assert page["messages"][0]["content"].endswith("full=true for all)")
@@ -168,8 +212,14 @@ async def test_filters_previews_and_cursor(connect):
         assert len(about_task["messages"]) == 22 - 7
         future = await call(b, "get_messages", unread_only=False, since="2999-01-01T00:00:00Z")
         assert future["messages"] == []
-        await call(a, "publish_message", intent="handoff", recipient="b", summary="parser done",
-                   content="The parser handles nested lists now.")
+        await call(
+            a,
+            "publish_message",
+            intent="handoff",
+            recipient="b",
+            summary="parser done",
+            content="The parser handles nested lists now.",
+        )
         [told] = (await call(b, "get_messages", intent="handoff"))["messages"]
         assert told["summary"] == "parser done" and told["content"] == "The parser handles nested lists now."
 
@@ -177,8 +227,9 @@ async def test_filters_previews_and_cursor(connect):
 async def test_bad_messages_are_refused_and_nothing_is_written(connect, board):
     await register(connect, ("a", "coder"), ("b", None))
     async with connect("a") as a:
-        before = board.store.db.execute("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM inbox)"
-                                        ).fetchone()
+        before = board.store.db.execute(
+            "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM inbox)"
+        ).fetchone()
         cases = [
             (dict(intent="info", recipient="nobody", content="x"), "not a registered agent"),
             (dict(intent="info", recipient="role:astronaut", content="x"), "no agent has role 'astronaut'"),
@@ -193,12 +244,16 @@ async def test_bad_messages_are_refused_and_nothing_is_written(connect, board):
         ]
         for args, expected in cases:
             assert expected in await call_error(a, "publish_message", **args)
-        for args, expected in [(dict(since="yesterday"), "ISO 8601"), (dict(cursor="@@"), "cursor"),
-                               (dict(limit=0), "limit")]:
+        for args, expected in [
+            (dict(since="yesterday"), "ISO 8601"),
+            (dict(cursor="@@"), "cursor"),
+            (dict(limit=0), "limit"),
+        ]:
             assert expected in await call_error(a, "get_messages", **args)
         assert "task" in await call_error(a, "subscribe", kind="task", value="abc")
-        after = board.store.db.execute("SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM inbox)"
-                                       ).fetchone()
+        after = board.store.db.execute(
+            "SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM inbox)"
+        ).fetchone()
         assert after == before
 
 
@@ -299,8 +354,7 @@ async def test_session_protocol_clients_subscribe_to_their_inbox(connect):
         if isinstance(message, mcp_types.ResourceUpdatedNotification):
             updates.append(str(message.params.uri))
 
-    async with connect("reader", mode="legacy", message_handler=on_message) as reader, \
-            connect("other") as other:
+    async with connect("reader", mode="legacy", message_handler=on_message) as reader, connect("other") as other:
         await reader.subscribe_resource("hiveboard://inbox/reader")
         with pytest.raises(Exception, match="only to your own inbox"):
             await reader.subscribe_resource("hiveboard://inbox/other")
@@ -347,22 +401,37 @@ async def test_direct_messages_never_show_in_the_pool_even_a_tasks_log(connect):
 async def test_a_reply_reaches_the_threads_audience_unless_it_names_a_recipient(connect):
     """alice asks on the task's thread; bob follows the task; carol answers; dave's DM stays private."""
     await register(connect, ("alice", None), ("bob", None), ("carol", None), ("dave", None))
-    async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol, \
-            connect("dave") as dave:
+    async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol, connect("dave") as dave:
         card = await call(alice, "create_task", title="pick a queue")
         await call(bob, "subscribe", kind="task", value=str(card["id"]))
         await call(carol, "subscribe", kind="task", value=str(card["id"]))
-        question = await call(alice, "publish_message", intent="question", task_id=card["id"],
-                              content="Redis or Postgres for the job queue?")
+        question = await call(
+            alice,
+            "publish_message",
+            intent="question",
+            task_id=card["id"],
+            content="Redis or Postgres for the job queue?",
+        )
         assert [m["id"] for m in await inbox(bob)] == [question["id"]]
         await inbox(carol)
-        answer = await call(carol, "publish_message", intent="answer", reply_to=question["id"],
-                            content="Postgres: SKIP LOCKED, one less service")
+        answer = await call(
+            carol,
+            "publish_message",
+            intent="answer",
+            reply_to=question["id"],
+            content="Postgres: SKIP LOCKED, one less service",
+        )
         assert answer.get("recipient") is None and answer["thread"] == question["thread"]
         assert [m["id"] for m in await inbox(alice)] == [answer["id"]]
         assert [m["id"] for m in await inbox(bob)] == [answer["id"]]  # the task's follower keeps up
-        aside = await call(bob, "publish_message", intent="info", reply_to=answer["id"], recipient="carol",
-                           content="agreed, off the record")
+        aside = await call(
+            bob,
+            "publish_message",
+            intent="info",
+            reply_to=answer["id"],
+            recipient="carol",
+            content="agreed, off the record",
+        )
         assert aside["recipient"] == "carol" and await inbox(alice) == []
         assert [m["id"] for m in await inbox(carol)] == [aside["id"]]
         dm = await call(dave, "publish_message", intent="info", recipient="alice", content="lunch?")
@@ -379,7 +448,8 @@ async def test_operator_roles_are_granted_not_taken(connect, board):
     async with connect("alice") as alice, connect("bob") as bob, connect("olive") as olive:
         card = await call(alice, "create_task", title="t")
         claim = await call(bob, "claim_task", task_id=card["id"])
-        await call(bob, "update_task", task_id=card["id"], token=claim["token"], status="needs_human",
-                   reason="which schema?")
+        await call(
+            bob, "update_task", task_id=card["id"], token=claim["token"], status="needs_human", reason="which schema?"
+        )
         moved = await call(olive, "update_task", task_id=card["id"], status="todo", reason="use v2")
         assert moved["status"] == "todo"

@@ -33,8 +33,11 @@ def stdio_window(home: Path, agent: str) -> Client:
     """One IDE window: its own `hiveboard serve` stdio process, acting as `agent` (HIVEBOARD_AGENT)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
     env["HIVEBOARD_AGENT"] = agent
-    return Client(StdioServerParameters(command=sys.executable,
-                                        args=["-m", "hiveboard.server", "--home", str(home), "serve"], env=env))
+    return Client(
+        StdioServerParameters(
+            command=sys.executable, args=["-m", "hiveboard.server", "--home", str(home), "serve"], env=env
+        )
+    )
 
 
 async def claim_next(client: Client) -> dict | None:
@@ -91,8 +94,9 @@ async def test_sixteen_http_clients_claim_each_card_exactly_once(tmp_path, http_
     tokens = {"lead": lead_token, **await register_all(url, names)}
 
     async with http_client(url, tokens["lead"]) as lead:
-        seeded = [(await call(lead, "create_task", title=f"card {i}", priority=PRIORITIES[i % 4]))["id"]
-                  for i in range(300)]
+        seeded = [
+            (await call(lead, "create_task", title=f"card {i}", priority=PRIORITIES[i % 4]))["id"] for i in range(300)
+        ]
     assert len(set(seeded)) == 300
 
     claims: list[tuple[int, int, str]] = []  # (task id, fencing token, agent that got it)
@@ -134,16 +138,22 @@ async def test_sixteen_http_clients_claim_each_card_exactly_once(tmp_path, http_
         async with http_client(url, tokens[name]) as client:
             # Someone else's card, even with its token, is refused (checked before anyone completes).
             other = foreign[name]
-            refusal = await client.call_tool("complete_task", {"task_id": other, "token": token_of[other],
-                                                               "output": "not mine"})
+            refusal = await client.call_tool(
+                "complete_task", {"task_id": other, "token": token_of[other], "output": "not mine"}
+            )
             assert refusal.is_error and f"claimed by {holder[other]}" in refusal.content[0].text
             refused.append(name)
             if len(refused) == len(names):
                 all_refused.set()
             await all_refused.wait()
             for task_id in mine:
-                done = await call(client, "complete_task", task_id=task_id, token=token_of[task_id],
-                                  output=f"{name} finished {task_id}")
+                done = await call(
+                    client,
+                    "complete_task",
+                    task_id=task_id,
+                    token=token_of[task_id],
+                    output=f"{name} finished {task_id}",
+                )
                 assert (done["status"], done["assignee"]) == ("review", name)  # the server's critics take over
             for task_id in mine:
                 history = (await call(client, "get_task", task_id=task_id, history=100))["history"]
@@ -158,8 +168,9 @@ async def test_sixteen_http_clients_claim_each_card_exactly_once(tmp_path, http_
     async with http_client(url, tokens["lead"]) as lead:
         deadline = anyio.current_time() + START_TIMEOUT
         # the review worker passes each card on (no critic applies to plain text)
-        while (counts := column_counts(await call(lead, "get_board", top=0)))["done"] < 300 \
-                and anyio.current_time() < deadline:
+        while (counts := column_counts(await call(lead, "get_board", top=0)))[
+            "done"
+        ] < 300 and anyio.current_time() < deadline:
             await anyio.sleep(0.2)
         assert counts["done"] == 300 and sum(counts.values()) == 300
         done = await all_tasks(lead, status="done")
@@ -179,8 +190,11 @@ async def test_two_stdio_server_processes_share_one_board(tmp_path):
 
         async def seed(name: str) -> None:
             for i in range(75):
-                seeded.append((await call(clients[name], "create_task", title=f"{name} seed {i}",
-                                          priority=PRIORITIES[i % 4]))["id"])
+                seeded.append(
+                    (await call(clients[name], "create_task", title=f"{name} seed {i}", priority=PRIORITIES[i % 4]))[
+                        "id"
+                    ]
+                )
 
         async with anyio.create_task_group() as tg:
             for name in windows:
@@ -214,8 +228,9 @@ async def test_two_stdio_server_processes_share_one_board(tmp_path):
         async def note_held(name: str) -> None:
             for task_id, token, who in claims:
                 if who == name:
-                    await call(clients[name], "update_task", task_id=task_id, token=token,
-                               note=f"{name} progress on {task_id}")
+                    await call(
+                        clients[name], "update_task", task_id=task_id, token=token, note=f"{name} progress on {task_id}"
+                    )
 
         async def create_new(name: str) -> None:
             for i in range(50):
@@ -246,9 +261,10 @@ async def test_two_stdio_server_processes_share_one_board(tmp_path):
         assert len(new_ids) == 100 and len(set(new_ids)) == 100
         assert not set(new_ids) & (set(seeded) | {shared})
         todo = {t["id"]: t["title"] for t in await all_tasks(a, status="todo")}
-        assert todo == {shared: "shared notes",
-                        **{task_id: f"{name} new {i}" for name in windows
-                           for i, task_id in enumerate(created[name])}}
+        assert todo == {
+            shared: "shared notes",
+            **{task_id: f"{name} new {i}" for name in windows for i, task_id in enumerate(created[name])},
+        }
         assert column_counts(await call(b, "get_board", top=0))["todo"] == 101
 
 
@@ -276,8 +292,10 @@ async def test_optimistic_edit_refuses_lost_update(tmp_path, http_server):
             results = {}
 
             async def edit(name: str) -> None:
-                results[name] = await editors[name].call_tool("update_task", {
-                    "task_id": card["id"], "expected_version": version, "title": f"{name}'s title {round_}"})
+                results[name] = await editors[name].call_tool(
+                    "update_task",
+                    {"task_id": card["id"], "expected_version": version, "title": f"{name}'s title {round_}"},
+                )
 
             async with anyio.create_task_group() as tg:
                 for name in editors:
@@ -298,7 +316,12 @@ async def test_optimistic_edit_refuses_lost_update(tmp_path, http_server):
 
             # The loser does what the refusal says: re-read, re-apply, retry — and now it lands.
             fresh = await call(editors[loser], "get_task", task_id=card["id"])
-            await call(editors[loser], "update_task", task_id=card["id"], expected_version=fresh["version"],
-                       title=f"{loser}'s title {round_}")
+            await call(
+                editors[loser],
+                "update_task",
+                task_id=card["id"],
+                expected_version=fresh["version"],
+                title=f"{loser}'s title {round_}",
+            )
             final = await call(editors[winner], "get_task", task_id=card["id"])
             assert (final["title"], final["version"]) == (f"{loser}'s title {round_}", version + 2)

@@ -16,8 +16,18 @@ from pathlib import Path
 import pytest
 
 # what a terminal command must not load (each costs a noticeable part of a second to import)
-HEAVY = {"chromadb", "onnxruntime", "tokenizers", "openai", "numpy", "mcp", "mcp_types", "uvicorn", "starlette",
-         "httpx"}
+HEAVY = {
+    "chromadb",
+    "onnxruntime",
+    "tokenizers",
+    "openai",
+    "numpy",
+    "mcp",
+    "mcp_types",
+    "uvicorn",
+    "starlette",
+    "httpx",
+}
 # what `serve` must not load before it has answered `initialize` (it needs the MCP SDK, of course)
 MEMORY_AND_CRITICS = {"chromadb", "onnxruntime", "tokenizers", "openai"}
 
@@ -77,8 +87,15 @@ print("SEEN " + json.dumps({"code": code, **seen}), file=sys.stderr)
 def run_python(script: str, watched: set[str], *args: str, home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
     env["HIVEBOARD_HOME"] = str(home)
-    out = subprocess.run([sys.executable, "-c", script, ",".join(sorted(watched)), *args], check=False,
-                         capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-c", script, ",".join(sorted(watched)), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     report = [line for line in out.stderr.splitlines() if line.startswith(("LOADED ", "SEEN "))]
     assert report, out.stderr
     return json.loads(report[-1].split(" ", 1)[1])
@@ -92,8 +109,7 @@ def test_terminal_commands_import_no_sdk_and_no_models(tmp_path, args):
 
 
 def test_serve_answers_initialize_before_loading_the_memory_and_loads_it_after(tmp_path):
-    seen = run_python(SERVE, MEMORY_AND_CRITICS, "--home", str(tmp_path), "serve", "--agent", "alice",
-                      home=tmp_path)
+    seen = run_python(SERVE, MEMORY_AND_CRITICS, "--home", str(tmp_path), "serve", "--agent", "alice", home=tmp_path)
     assert seen["code"] == 0
     assert seen["initialize"] == {"loaded": [], "ok": True}
     assert seen["query_memory"]["ok"]

@@ -2,24 +2,50 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from conftest import call, call_error
 
-import hiveboard.board.tasks as tasks_module
+import hiveboard.board.db as db_module
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"whoami", "create_task", "get_task", "list_tasks", "get_board", "claim_task", "release_task", "update_task",
-         "complete_task", "get_review", "submit_critique", "board_stats", "publish_message", "get_messages",
-         "subscribe"}
+
+def freeze_clock(monkeypatch, clock: list[float]) -> None:
+    """The board's clock reads clock[0], in every board module that reads the time."""
+    real = db_module.now
+    for name, module in list(sys.modules.items()):
+        if name.startswith("hiveboard.board.") and getattr(module, "now", None) is real:
+            monkeypatch.setattr(module, "now", lambda: clock[0])
+
+
+TOOLS = {
+    "whoami",
+    "create_task",
+    "get_task",
+    "list_tasks",
+    "get_board",
+    "claim_task",
+    "release_task",
+    "update_task",
+    "complete_task",
+    "get_review",
+    "submit_critique",
+    "board_stats",
+    "publish_message",
+    "get_messages",
+    "subscribe",
+}
 
 
 def counts(board) -> tuple[int, int, int, int]:
     """Rows in every table a tool can write: nothing may change when a call is refused."""
     db = board.store.db
-    return tuple(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                 for t in ("tasks", "task_history", "artifacts", "agents", "messages", "inbox")) + (
-        db.execute("SELECT coalesce(sum(version), 0) FROM tasks").fetchone()[0],)
+    return tuple(
+        db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("tasks", "task_history", "artifacts", "agents", "messages", "inbox")
+    ) + (db.execute("SELECT coalesce(sum(version), 0) FROM tasks").fetchone()[0],)
 
 
 async def test_tools_are_described_annotated_and_few(connect):
@@ -40,8 +66,15 @@ async def test_tools_are_described_annotated_and_few(connect):
 
 async def test_card_lifecycle_and_history(connect):
     async with connect("alice") as alice, connect("bob") as bob:
-        card = await call(alice, "create_task", title="Add login endpoint", task_type="code", priority="high",
-                          labels=["auth"], acceptance_criteria=["POST /login returns a JWT"])
+        card = await call(
+            alice,
+            "create_task",
+            title="Add login endpoint",
+            task_type="code",
+            priority="high",
+            labels=["auth"],
+            acceptance_criteria=["POST /login returns a JWT"],
+        )
         assert card["status"] == "todo" and card["labels"] == ["auth"]
         claim = await call(bob, "claim_task")
         assert claim["claimed"] and claim["task"]["id"] == card["id"]
@@ -50,17 +83,27 @@ async def test_card_lifecycle_and_history(connect):
         await call(bob, "update_task", task_id=card["id"], token=token, note="handler written, tests next")
         lease = await call(bob, "update_task", task_id=card["id"], token=token)  # the token alone renews
         assert lease["status"] == "in_progress" and lease["lease_expires_at"] >= claim["lease_expires_at"]
-        done = await call(bob, "complete_task", task_id=card["id"], token=token, output="login works",
-                          summary="JWT login", artifacts=[{"name": "auth.py", "kind": "code", "content": "x = 1"}])
+        done = await call(
+            bob,
+            "complete_task",
+            task_id=card["id"],
+            token=token,
+            output="login works",
+            summary="JWT login",
+            artifacts=[{"name": "auth.py", "kind": "code", "content": "x = 1"}],
+        )
         assert done["status"] == "done" and done["assignee"] == "bob"
         full = await call(alice, "get_task", task_id=card["id"])
     assert full["output"] == "login works" and full["summary"] == "JWT login"
     assert full["artifacts"] == [{"name": "auth.py", "kind": "code", "content": "x = 1"}]
     steps = [(h["actor"], h["action"], h.get("from_status"), h["to_status"]) for h in full["history"]]
-    assert steps == [("alice", "created", None, "todo"), ("bob", "claimed", "todo", "in_progress"),
-                     ("bob", "progress", "in_progress", "in_progress"), ("bob", "renewed", "in_progress",
-                                                                         "in_progress"),
-                     ("bob", "completed", "in_progress", "done")]
+    assert steps == [
+        ("alice", "created", None, "todo"),
+        ("bob", "claimed", "todo", "in_progress"),
+        ("bob", "progress", "in_progress", "in_progress"),
+        ("bob", "renewed", "in_progress", "in_progress"),
+        ("bob", "completed", "in_progress", "done"),
+    ]
     assert full["history"][2]["note"] == "handler written, tests next"
 
 
@@ -119,8 +162,12 @@ async def test_bad_input_is_refused_with_guidance_and_writes_nothing(connect, bo
             (alice, "complete_task", dict(task_id=todo["id"], token=0, output="x"), "claim it first"),
             (alice, "complete_task", dict(task_id=card["id"], token=claim["token"] + 7, output="x"), "stale"),
             (alice, "complete_task", dict(task_id=card["id"], token=claim["token"], output=""), "needs output"),
-            (alice, "complete_task", dict(task_id=card["id"], token=claim["token"], output="x" * 200_001),
-             "limit is 200000"),
+            (
+                alice,
+                "complete_task",
+                dict(task_id=card["id"], token=claim["token"], output="x" * 200_001),
+                "limit is 200000",
+            ),
             (bob, "complete_task", dict(task_id=card["id"], token=claim["token"], output="x"), "claimed by alice"),
             (bob, "update_task", dict(task_id=card["id"], token=claim["token"], note="mine now"), "claimed by alice"),
             (bob, "release_task", dict(task_id=card["id"], token=claim["token"]), "claimed by alice"),
@@ -144,13 +191,14 @@ async def test_done_and_review_are_not_reopened_by_update(connect):
         await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="ok")
         assert "done" in await call_error(c, "update_task", task_id=card["id"], note="more")
         assert "only todo cards can be claimed" in await call_error(c, "claim_task", task_id=card["id"])
-        assert "it is done" in await call_error(c, "complete_task", task_id=card["id"], token=claim["token"],
-                                                output="again")
+        assert "it is done" in await call_error(
+            c, "complete_task", task_id=card["id"], token=claim["token"], output="again"
+        )
 
 
 async def test_lease_expiry_returns_card_and_refuses_the_late_holder(connect, monkeypatch):
     clock = [1_000_000.0]
-    monkeypatch.setattr(tasks_module, "now", lambda: clock[0])
+    freeze_clock(monkeypatch, clock)
     async with connect("alice") as alice, connect("bob") as bob:
         card = await call(alice, "create_task", title="slow work")
         first = await call(alice, "claim_task")
@@ -173,7 +221,7 @@ async def test_lease_expiry_returns_card_and_refuses_the_late_holder(connect, mo
 
 async def test_activity_renews_the_lease(connect, monkeypatch):
     clock = [2_000_000.0]
-    monkeypatch.setattr(tasks_module, "now", lambda: clock[0])
+    freeze_clock(monkeypatch, clock)
     async with connect("alice") as c:
         card = await call(c, "create_task", title="long job")
         claim = await call(c, "claim_task")
@@ -199,8 +247,14 @@ async def test_release_block_unblock_and_escalate(connect):
     async with connect("alice") as alice, connect("bob") as bob:
         card = await call(alice, "create_task", title="integrate payments")
         claim = await call(alice, "claim_task")
-        blocked = await call(alice, "update_task", task_id=card["id"], token=claim["token"], status="blocked",
-                             reason="waiting for API keys")
+        blocked = await call(
+            alice,
+            "update_task",
+            task_id=card["id"],
+            token=claim["token"],
+            status="blocked",
+            reason="waiting for API keys",
+        )
         assert blocked["status"] == "blocked" and blocked["assignee"] == "alice"
         assert "claimed by alice" in await call_error(bob, "update_task", task_id=card["id"], note="hi")
         resumed = await call(alice, "update_task", task_id=card["id"], token=claim["token"], status="in_progress")
@@ -209,8 +263,14 @@ async def test_release_block_unblock_and_escalate(connect):
         assert released["status"] == "todo" and released.get("assignee") is None
         assert "ended" in await call_error(alice, "update_task", task_id=card["id"], token=claim["token"], note="x")
         c2 = await call(bob, "claim_task")
-        await call(bob, "update_task", task_id=card["id"], token=c2["token"], status="needs_human",
-                   reason="needs a product decision")
+        await call(
+            bob,
+            "update_task",
+            task_id=card["id"],
+            token=c2["token"],
+            status="needs_human",
+            reason="needs a product decision",
+        )
         reopened = await call(alice, "update_task", task_id=card["id"], status="todo", reason="decided: use Stripe")
         assert reopened["status"] == "todo"
         full = await call(alice, "get_task", task_id=card["id"])
@@ -256,8 +316,13 @@ async def call_error_in(connect, tool, **args):
 async def test_list_tasks_pages_are_bounded_and_complete(connect):
     async with connect("alice") as c:
         for i in range(120):
-            await call(c, "create_task", title=f"card {i}", priority=["low", "medium", "high"][i % 3],
-                       labels=["even"] if i % 2 == 0 else [])
+            await call(
+                c,
+                "create_task",
+                title=f"card {i}",
+                priority=["low", "medium", "high"][i % 3],
+                labels=["even"] if i % 2 == 0 else [],
+            )
         seen, cursor, pages = [], None, 0
         while True:
             page = await call(c, "list_tasks", limit=50, **({"cursor": cursor} if cursor else {}))
@@ -341,13 +406,14 @@ async def test_legacy_protocol_clients_work_too(connect):
 
 async def test_a_stale_token_is_refused_even_for_moves_anyone_may_make(connect, monkeypatch):
     clock = [3_000_000.0]
-    monkeypatch.setattr(tasks_module, "now", lambda: clock[0])
+    freeze_clock(monkeypatch, clock)
     async with connect("bob") as bob:
         card = await call(bob, "create_task", title="t")
         claim = await call(bob, "claim_task")
         clock[0] += 301
-        err = await call_error(bob, "update_task", task_id=card["id"], token=claim["token"], status="blocked",
-                               reason="late")
+        err = await call_error(
+            bob, "update_task", task_id=card["id"], token=claim["token"], status="blocked", reason="late"
+        )
         assert "back in todo" in err
         assert (await call(bob, "get_task", task_id=card["id"]))["status"] == "todo"
 
@@ -357,11 +423,11 @@ async def test_a_reservation_outlives_release_and_cannot_skip_the_claim(connect)
         await call(bob, "whoami")
         card = await call(lead, "create_task", title="reserved", assignee="bob")
         assert card["reserved_for"] == "bob" and card.get("assignee") is None
-        assert "only its holder" in await call_error(carol, "update_task", task_id=card["id"], status="blocked",
-                                                     reason="waiting")
+        assert "only its holder" in await call_error(
+            carol, "update_task", task_id=card["id"], status="blocked", reason="waiting"
+        )
         await call(lead, "update_task", task_id=card["id"], status="blocked", reason="waiting")
-        assert "not claimed" in await call_error(bob, "update_task", task_id=card["id"], token=0,
-                                                 status="in_progress")
+        assert "not claimed" in await call_error(bob, "update_task", task_id=card["id"], token=0, status="in_progress")
         await call(lead, "update_task", task_id=card["id"], status="todo", reason="ready again")
         claim = await call(bob, "claim_task")
         await call(bob, "release_task", task_id=card["id"], token=claim["token"])
@@ -396,8 +462,11 @@ async def test_text_that_cannot_be_stored_is_refused_and_nothing_is_written(conn
             ("create_task", dict(title="x", labels=["fine", bad]), "labels[1]"),
             ("publish_message", dict(intent="info", content="hi", metadata={"note": bad}), "metadata.note"),
             ("update_task", dict(task_id=card["id"], labels=[bad]), "labels[0]"),
-            ("create_task", dict(title="x", acceptance_tests={"files": [{"name": "t.py", "content": bad}]}),
-             "acceptance_tests.files[0].content"),
+            (
+                "create_task",
+                dict(title="x", acceptance_tests={"files": [{"name": "t.py", "content": bad}]}),
+                "acceptance_tests.files[0].content",
+            ),
         ]
         for tool, args, where in attempts:
             error = await call_error(alice, tool, **args)
@@ -426,8 +495,9 @@ async def test_unknown_and_invalid_arguments_get_one_sentence_and_nothing_is_wri
         typo = await call_error(alice, "create_task", titel="Fix login")
         assert "no argument 'titel' (did you mean 'title'?)" in typo and "It takes: title," in typo
         bad = await call_error(alice, "create_task", title="x", priority="urgent")
-        assert bad.endswith("create_task: argument 'priority': Input should be 'critical', 'high', 'medium' or "
-                            "'low'; nothing was done")
+        assert bad.endswith(
+            "create_task: argument 'priority': Input should be 'critical', 'high', 'medium' or 'low'; nothing was done"
+        )
         assert "pydantic" not in bad and "\n" not in bad
         assert "argument 'limit'" in await call_error(alice, "list_tasks", limit=500)
         assert (await call(alice, "list_tasks"))["total"] == 0

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import anyio
 import httpx
 import pytest
-from conftest import START_TIMEOUT, agent_token, call, call_error, fence, http_client
+from conftest import START_TIMEOUT, agent_token, call, call_error, clean_env, fence, http_client, stdio_server
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test starts server processes
-
-
-def stdio_server(home, agent: str | None = None) -> Client:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
-    if agent:
-        env["HIVEBOARD_AGENT"] = agent
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "hiveboard.server", "--home", str(home),
-                                                                      "serve"], env=env))
 
 
 async def test_stdio_server_runs_a_whole_card(tmp_path):
@@ -32,9 +22,13 @@ async def test_stdio_server_runs_a_whole_card(tmp_path):
         await call(c, "update_task", task_id=card["id"], token=claim["token"], note="outline done")
         done = await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="README written")
         assert done["status"] == "review"
-        review = await call(c, "get_review", task_id=card["id"], wait_seconds=START_TIMEOUT)  # the stdio server's worker
+        review = await call(
+            c, "get_review", task_id=card["id"], wait_seconds=START_TIMEOUT
+        )  # the stdio server's worker
         assert review["status"] == "done" and review["rounds"][0]["synthesis"]["lenses_uncovered"] == [
-            "accuracy", "clarity"]
+            "accuracy",
+            "clarity",
+        ]
         assert "it is done" in await call_error(c, "update_task", task_id=card["id"], token=claim["token"])
     assert (tmp_path / "hiveboard.db").exists()
 
@@ -58,8 +52,9 @@ async def test_http_agents_act_by_bearer_token_only(tmp_path, http_server):
         assert (await call(a, "whoami"))["agent"] == "alice"
         card = await call(a, "create_task", title="shared card")
         claim = await call(a, "claim_task")
-        assert "claimed by alice" in await call_error(b, "complete_task", task_id=card["id"], token=claim["token"],
-                                                      output="not mine")
+        assert "claimed by alice" in await call_error(
+            b, "complete_task", task_id=card["id"], token=claim["token"], output="not mine"
+        )
         await call(a, "complete_task", task_id=card["id"], token=claim["token"], output="mine")
         full = await call(b, "get_task", task_id=card["id"])
         # the server's review worker may already have moved the card on after alice's three entries
@@ -135,20 +130,26 @@ async def test_a_forged_session_header_does_not_borrow_an_identity(tmp_path, htt
     async def keep_session_id(response):
         seen["sid"] = response.headers.get("mcp-session-id") or seen.get("sid")
 
-    victim_http = httpx2.AsyncClient(headers={"Authorization": "Bearer team-secret"}, timeout=60,
-                                     event_hooks={"response": [keep_session_id]})
+    victim_http = httpx2.AsyncClient(
+        headers={"Authorization": "Bearer team-secret"}, timeout=60, event_hooks={"response": [keep_session_id]}
+    )
     async with Client(streamable_http_client(url, http_client=victim_http), mode="legacy") as victim:
         await call(victim, "whoami", name="vscode")
-        forged_http = httpx2.AsyncClient(headers={"Authorization": "Bearer team-secret",
-                                                  "Mcp-Session-Id": seen["sid"]}, timeout=60)
+        forged_http = httpx2.AsyncClient(
+            headers={"Authorization": "Bearer team-secret", "Mcp-Session-Id": seen["sid"]}, timeout=60
+        )
         async with Client(streamable_http_client(url, http_client=forged_http)) as forger:
             assert (await call(forger, "whoami")).get("agent") is None
-            assert "whoami" in await call_error(forger, "publish_message", intent="info", recipient="everyone",
-                                                content="forged")
+            assert "whoami" in await call_error(
+                forger, "publish_message", intent="info", recipient="everyone", content="forged"
+            )
     async with httpx.AsyncClient() as raw:  # a header that is not ASCII is refused, not a crash
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        response = await raw.post(url, json=body, headers={"Accept": "application/json, text/event-stream",
-                                                           "Authorization": "Bearer t\u00e9st".encode()})
+        response = await raw.post(
+            url,
+            json=body,
+            headers={"Accept": "application/json, text/event-stream", "Authorization": "Bearer t\u00e9st".encode()},
+        )
         assert response.status_code == 401
 
 
@@ -158,10 +159,14 @@ def test_stdio_answers_lines_that_are_not_a_json_rpc_message(tmp_path):
     import json
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
-    env["HIVEBOARD_AGENT"] = "alice"
-    proc = subprocess.Popen([sys.executable, "-m", "hiveboard.server", "--home", str(tmp_path), "serve"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    env = clean_env(HIVEBOARD_AGENT="alice")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hiveboard.server", "--home", str(tmp_path), "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
 
     def send(line: str) -> None:
         proc.stdin.write(line.encode() + b"\n")
@@ -171,12 +176,26 @@ def test_stdio_answers_lines_that_are_not_a_json_rpc_message(tmp_path):
         return json.loads(proc.stdout.readline())  # the test's own timeout guards a server that never answers
 
     def create(request_id: int, title: str) -> str:
-        return ('{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_task","arguments":'
-                '{"title":"%s"}}}' % (request_id, title))
+        return (
+            '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_task","arguments":'
+            '{"title":"%s"}}}' % (request_id, title)
+        )
 
     try:
-        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
+        send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "1"},
+                    },
+                }
+            )
+        )
         assert answer()["id"] == 1
         send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
         send(create(2, "bad \\ud800 title"))

@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import threading
 from pathlib import Path
 
 import httpx
 import pytest
-
-import subprocess
-
 from conftest import agent_token, call, call_error, hiveboard_cmd, http_client, serve_http, stop_process
 
 pytestmark = pytest.mark.anyio
@@ -41,8 +39,12 @@ def site(tmp_path: Path):
     home.mkdir()
     (home / "config.toml").write_text('[review.human_approval]\ntask_types = ["docs"]\n')
     people = {name: agent_token(home, name) for name in ("ann", "coder", "coder2")}
-    out = subprocess.run(hiveboard_cmd("--home", str(home), "agent", "add", "ann", "--role", "human"),
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        hiveboard_cmd("--home", str(home), "agent", "add", "ann", "--role", "human"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     people["ann"] = out.stdout.strip()
     proc, url = serve_http(home)
     yield home, url, people
@@ -75,8 +77,9 @@ async def test_pages_and_actions_need_a_person(site):
     # no CSRF token, a wrong one, a foreign Origin: refused, nothing written
     assert web.post("/tasks", data={"title": "no csrf", "task_type": "code"}).status_code == 403
     assert web.post("/tasks", data={"title": "bad csrf", "task_type": "code", "csrf": "x" * 40}).status_code == 403
-    r = web.post("/tasks", data={"title": "foreign", "task_type": "code", "csrf": csrf},
-                 headers={"origin": "http://127.0.0.1:1"})
+    r = web.post(
+        "/tasks", data={"title": "foreign", "task_type": "code", "csrf": csrf}, headers={"origin": "http://127.0.0.1:1"}
+    )
     assert r.status_code == 403 and "another site" in r.text
     r = web.post("/tasks", data={"title": "nul\x00title", "task_type": "code", "csrf": csrf})
     assert r.status_code == 400 and "NUL" in r.text
@@ -88,10 +91,19 @@ async def test_pages_and_actions_need_a_person(site):
     async with http_client(url, people["coder"]) as agent:
         assert (await call(agent, "list_tasks"))["total"] == 0  # nothing refused above was written
 
-        r = web.post("/tasks", data={"title": "Write the changelog", "task_type": "code", "priority": "high",
-                                     "labels": "release, docs", "criteria": "lists every fix\nhas a date",
-                                     "csrf": csrf, "description": "<script>alert(1)</script>"},
-                     headers={"origin": base})
+        r = web.post(
+            "/tasks",
+            data={
+                "title": "Write the changelog",
+                "task_type": "code",
+                "priority": "high",
+                "labels": "release, docs",
+                "criteria": "lists every fix\nhas a date",
+                "csrf": csrf,
+                "description": "<script>alert(1)</script>",
+            },
+            headers={"origin": base},
+        )
         assert r.status_code == 303 and r.headers["location"].startswith("/task/")
         listed = await call(agent, "list_tasks")
         assert listed["total"] == 1
@@ -116,19 +128,21 @@ async def test_a_person_resolves_needs_human_and_the_author_hears(site):
     async with http_client(url, people["coder"]) as coder, http_client(url, people["coder2"]) as coder2:
         made = await call(coder, "create_task", title="Pick the API version", task_type="code")
         claim = await call(coder, "claim_task", task_id=made["id"])
-        await call(coder, "update_task", task_id=made["id"], token=claim["token"], status="needs_human",
-                   reason="v1 or v2?")
+        await call(
+            coder, "update_task", task_id=made["id"], token=claim["token"], status="needs_human", reason="v1 or v2?"
+        )
         await call(coder, "get_messages")  # read what came before
 
         # an agent cannot decide for a person; a reason is needed to send back
         r = web.post(f"/task/{made['id']}/decide", data={"decision": "send_back", "note": "", "csrf": csrf})
         assert r.status_code == 400 and "needs a note" in r.text
-        r = web.post(f"/task/{made['id']}/decide",
-                     data={"decision": "send_back", "note": "Use v2: v1 is deprecated.", "csrf": csrf})
+        r = web.post(
+            f"/task/{made['id']}/decide",
+            data={"decision": "send_back", "note": "Use v2: v1 is deprecated.", "csrf": csrf},
+        )
         assert r.status_code == 303
         inbox = await call(coder, "get_messages")
-        said = [m for m in inbox["messages"] if m["task_id"] == made["id"] and "v1 is deprecated" in
-                m["content"]]
+        said = [m for m in inbox["messages"] if m["task_id"] == made["id"] and "v1 is deprecated" in m["content"]]
         assert said and said[0]["sender"] == "ann", inbox
         card = await call(coder, "get_task", task_id=made["id"])
         assert card["status"] == "todo" and card["reserved_for"] == "coder"
@@ -138,22 +152,28 @@ async def test_a_person_resolves_needs_human_and_the_author_hears(site):
 
         # back to needs_human, then reassigned to coder2, who is told
         claim = await call(coder, "claim_task", task_id=made["id"])
-        await call(coder, "update_task", task_id=made["id"], token=claim["token"], status="needs_human",
-                   reason="still unsure")
-        r = web.post(f"/task/{made['id']}/decide", data={"decision": "reassign", "assign_to": "coder2",
-                                                         "note": "coder2 knows v2", "csrf": csrf})
+        await call(
+            coder, "update_task", task_id=made["id"], token=claim["token"], status="needs_human", reason="still unsure"
+        )
+        r = web.post(
+            f"/task/{made['id']}/decide",
+            data={"decision": "reassign", "assign_to": "coder2", "note": "coder2 knows v2", "csrf": csrf},
+        )
         assert r.status_code == 303
         told = await call(coder2, "get_messages")
         assert any(m["intent"] == "task_assignment" and m["task_id"] == made["id"] for m in told["messages"])
         assert (await call(coder2, "claim_task", task_id=made["id"]))["claimed"] is True
 
         # a person posts to the card's thread: its holder hears it, as from the person
-        r = web.post(f"/task/{made['id']}/message", data={"content": "Ping me when v2 is wired.", "intent": "ask",
-                                                          "csrf": csrf})
+        r = web.post(
+            f"/task/{made['id']}/message", data={"content": "Ping me when v2 is wired.", "intent": "ask", "csrf": csrf}
+        )
         assert r.status_code == 303
         heard = await call(coder2, "get_messages")
-        assert any(m["sender"] == "ann" and m["intent"] == "ask" and "v2 is wired" in m["content"]
-                   and "summary" not in m for m in heard["messages"]), heard  # a headline that repeats: left out
+        assert any(
+            m["sender"] == "ann" and m["intent"] == "ask" and "v2 is wired" in m["content"] and "summary" not in m
+            for m in heard["messages"]
+        ), heard  # a headline that repeats: left out
         assert web.post(f"/task/{made['id']}/message", data={"content": "  ", "csrf": csrf}).status_code == 400
 
         # deciding a card that is not waiting on a human is refused, nothing changes
@@ -256,11 +276,13 @@ async def test_a_filtered_board_is_pushed_its_own_column_counts(site):
 
     def all_counted(seen):  # the whole board's counts, and the rest of that update (a `counts` would follow)
         at = next((n for n, (e, d) in enumerate(seen) if e == "cards" and d["counts"]["todo"] >= 3), None)
-        return at is not None and any(e == "change" for e, _ in seen[at + 1:])
+        return at is not None and any(e == "change" for e, _ in seen[at + 1 :])
 
     with web.stream("GET", "/events?type=docs", timeout=120) as rf, web.stream("GET", "/events", timeout=120) as rp:
-        readers = [threading.Thread(target=_events_until, args=(rf, docs_counted, filtered, ready_f), daemon=True),
-                   threading.Thread(target=_events_until, args=(rp, all_counted, plain, ready_p), daemon=True)]
+        readers = [
+            threading.Thread(target=_events_until, args=(rf, docs_counted, filtered, ready_f), daemon=True),
+            threading.Thread(target=_events_until, args=(rp, all_counted, plain, ready_p), daemon=True),
+        ]
         for r in readers:
             r.start()
         assert ready_f.wait(60) and ready_p.wait(60)
@@ -326,8 +348,9 @@ async def test_a_replaced_token_ends_its_sessions(site):
     base = _base(url)
     web, _ = login(base, people["ann"])
     assert web.get("/board").status_code == 200
-    subprocess.run(hiveboard_cmd("--home", str(home), "agent", "token", "ann"),
-                   capture_output=True, text=True, check=True)
+    subprocess.run(
+        hiveboard_cmd("--home", str(home), "agent", "token", "ann"), capture_output=True, text=True, check=True
+    )
     assert web.get("/board", follow_redirects=False).status_code == 303
 
 
@@ -335,14 +358,23 @@ async def test_memory_search_and_full_read(site):
     home, url, people = site
     web, _ = login(_base(url), people["ann"])
     async with http_client(url, people["coder"]) as coder:
-        made = await call(coder, "record_lesson", problem="Retries hammered the flaky payment API " + "x" * 400,
-                          fix="Back off exponentially with jitter, capped at 30 s", task_type="code",
-                          tags=["payments"])
+        made = await call(
+            coder,
+            "record_lesson",
+            problem="Retries hammered the flaky payment API " + "x" * 400,
+            fix="Back off exponentially with jitter, capped at 30 s",
+            task_type="code",
+            tags=["payments"],
+        )
     item = made["item"]["id"]
     page = web.get("/memory", params={"q": "payment retries backoff", "mode": "keyword", "tags": "payments"}).text
     assert f'href="/memory/{item}"' in page and "Retries hammered" in page  # the hit, cut; the item is whole
-    assert web.get("/memory", params={"q": "payment retries", "mode": "keyword", "tags": "other"}).text.count(
-        'href="/memory/') == 0
+    assert (
+        web.get("/memory", params={"q": "payment retries", "mode": "keyword", "tags": "other"}).text.count(
+            'href="/memory/'
+        )
+        == 0
+    )
     full = web.get(f"/memory/{item}").text
     assert "x" * 400 in full and "capped at 30 s" in full and "payments" in full
     assert web.get("/memory/999999").status_code == 404

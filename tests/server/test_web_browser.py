@@ -18,11 +18,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-
 from conftest import agent_token, call, hiveboard_cmd, http_client, serve_http, stop_process
 
-CHROMIUM = next((p for p in (os.environ.get("HIVEBOARD_CHROMIUM"), shutil.which("chromium"),
-                             shutil.which("chromium-browser")) if p), None)
+CHROMIUM = next(
+    (
+        p
+        for p in (os.environ.get("HIVEBOARD_CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser"))
+        if p
+    ),
+    None,
+)
 if CHROMIUM is None:
     if os.environ.get("HIVEBOARD_REQUIRE_BROWSER") == "1":
         raise RuntimeError("HIVEBOARD_REQUIRE_BROWSER=1 but no chromium: apt-get install chromium")
@@ -44,8 +49,12 @@ def served(tmp_path: Path):
     home.mkdir()
     (home / "config.toml").write_text('[review.human_approval]\nlabels = ["needs-sign-off"]\n')
     tokens = {name: agent_token(home, name) for name in ("coder", "tester")}
-    tokens["lee"] = subprocess.run(hiveboard_cmd("--home", str(home), "agent", "add", "lee", "--role", "human"),
-                                   capture_output=True, text=True, check=True).stdout.strip()
+    tokens["lee"] = subprocess.run(
+        hiveboard_cmd("--home", str(home), "agent", "add", "lee", "--role", "human"),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     proc, url = serve_http(home)
     yield url, url.rsplit("/mcp", 1)[0], tokens
     stop_process(proc)
@@ -108,8 +117,11 @@ def test_cards_move_across_an_open_board_without_reload(served, browser):
     assert page.inner_text("#count-done") == "1" and page.inner_text("#count-in_progress") == "0"
     # the filtered page moved the card too, and its counts came pushed for its filter
     notes.wait_for_selector(f"#col-done #card-{card['id']}", timeout=WAIT)
-    notes.wait_for_function("document.getElementById('count-done').textContent === '1' && "
-                            "document.getElementById('count-in_progress').textContent === '0'", timeout=WAIT)
+    notes.wait_for_function(
+        "document.getElementById('count-done').textContent === '1' && "
+        "document.getElementById('count-in_progress').textContent === '0'",
+        timeout=WAIT,
+    )
 
     async def other():
         async with http_client(url, tokens["tester"]) as tester:
@@ -137,8 +149,14 @@ def test_a_person_resolves_needs_human_and_the_author_is_told(served, browser):
         async with http_client(url, tokens["coder"]) as coder:
             made = await call(coder, "create_task", title="Choose a date format", task_type="code")
             claim = await call(coder, "claim_task", task_id=made["id"])
-            await call(coder, "update_task", task_id=made["id"], token=claim["token"], status="needs_human",
-                       reason="ISO 8601 or RFC 2822?")
+            await call(
+                coder,
+                "update_task",
+                task_id=made["id"],
+                token=claim["token"],
+                status="needs_human",
+                reason="ISO 8601 or RFC 2822?",
+            )
             await call(coder, "get_messages")
             return made
 
@@ -162,8 +180,10 @@ def test_a_person_resolves_needs_human_and_the_author_is_told(served, browser):
 
 def test_actions_from_another_site_or_logged_out_are_refused(served, browser):
     url, base, tokens = served
-    evil_page = (f'<form id="f" method="post" action="{base}/tasks"><input name="title" value="planted">'
-                 '<input name="task_type" value="code"></form><script>document.getElementById("f").submit()</script>')
+    evil_page = (
+        f'<form id="f" method="post" action="{base}/tasks"><input name="title" value="planted">'
+        '<input name="task_type" value="code"></form><script>document.getElementById("f").submit()</script>'
+    )
 
     class Evil(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -189,12 +209,16 @@ def test_actions_from_another_site_or_logged_out_are_refused(served, browser):
         # a logged-out browser posting to an action
         anon = browser.new_page()
         anon.goto(f"{base}/login")
-        status = anon.evaluate(f"fetch('{base}/tasks', {{method: 'POST', body: 'title=x&task_type=code', headers: "
-                               "{'content-type': 'application/x-www-form-urlencoded'}}).then(r => r.status)")
+        status = anon.evaluate(
+            f"fetch('{base}/tasks', {{method: 'POST', body: 'title=x&task_type=code', headers: "
+            "{'content-type': 'application/x-www-form-urlencoded'}}).then(r => r.status)"
+        )
         assert status == 401
         # logged in, same origin, but no CSRF token
-        status = page.evaluate(f"fetch('{base}/tasks', {{method: 'POST', body: 'title=x&task_type=code', headers: "
-                               "{'content-type': 'application/x-www-form-urlencoded'}}).then(r => r.status)")
+        status = page.evaluate(
+            f"fetch('{base}/tasks', {{method: 'POST', body: 'title=x&task_type=code', headers: "
+            "{'content-type': 'application/x-www-form-urlencoded'}}).then(r => r.status)"
+        )
         assert status == 403
     finally:
         evil.shutdown()
@@ -213,40 +237,87 @@ def test_seeded_board_pages_render(served, browser):
     url, base, tokens = served
     buggy = "def add(a, b):\n    return a - b\n"
     fixed = "def add(a, b):\n    return a + b\n"
-    tests = {"files": [{"name": "test_calc.py", "content": "from calc import add\n\n\ndef test_add():\n"
-                        "    assert add(2, 3) == 5\n"}], "commands": []}
+    tests = {
+        "files": [
+            {
+                "name": "test_calc.py",
+                "content": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+            }
+        ],
+        "commands": [],
+    }
 
     async def seed():
         async with http_client(url, tokens["coder"]) as coder, http_client(url, tokens["tester"]) as tester:
-            for n, (title, kind, prio) in enumerate([("Add rate limiting to the API", "code", "high"),
-                                                      ("Write the onboarding guide", "docs", "medium"),
-                                                      ("Fuzz the message parser", "test", "critical"),
-                                                      ("Profile the cold start", "perf", "low"),
-                                                      ("Split the settings page", "design", "medium")]):
-                await call(coder, "create_task", title=title, task_type=kind, priority=prio,
-                           labels=["api"] if n % 2 == 0 else [])
-            calc = await call(coder, "create_task", title="Implement calc.add", task_type="code",
-                              acceptance_tests=tests, labels=["calc"])
+            for n, (title, kind, prio) in enumerate(
+                [
+                    ("Add rate limiting to the API", "code", "high"),
+                    ("Write the onboarding guide", "docs", "medium"),
+                    ("Fuzz the message parser", "test", "critical"),
+                    ("Profile the cold start", "perf", "low"),
+                    ("Split the settings page", "design", "medium"),
+                ]
+            ):
+                await call(
+                    coder,
+                    "create_task",
+                    title=title,
+                    task_type=kind,
+                    priority=prio,
+                    labels=["api"] if n % 2 == 0 else [],
+                )
+            calc = await call(
+                coder,
+                "create_task",
+                title="Implement calc.add",
+                task_type="code",
+                acceptance_tests=tests,
+                labels=["calc"],
+            )
             claim = await call(tester, "claim_task", task_id=calc["id"])
-            await call(tester, "complete_task", task_id=calc["id"], token=claim["token"], output="add implemented",
-                       artifacts=[{"name": "calc.py", "kind": "code", "content": buggy}])
+            await call(
+                tester,
+                "complete_task",
+                task_id=calc["id"],
+                token=claim["token"],
+                output="add implemented",
+                artifacts=[{"name": "calc.py", "kind": "code", "content": buggy}],
+            )
             first = await call(tester, "get_review", task_id=calc["id"], wait_seconds=240)
             assert first["status"] == "in_progress", first
-            await call(tester, "complete_task", task_id=calc["id"], token=claim["token"], output="fixed the sign",
-                       artifacts=[{"name": "calc.py", "kind": "code", "content": fixed}])
+            await call(
+                tester,
+                "complete_task",
+                task_id=calc["id"],
+                token=claim["token"],
+                output="fixed the sign",
+                artifacts=[{"name": "calc.py", "kind": "code", "content": fixed}],
+            )
             second = await call(tester, "get_review", task_id=calc["id"], wait_seconds=240)
             assert second["status"] == "done", second
-            sign = await call(coder, "create_task", title="Release notes for 1.2", task_type="notes",
-                              labels=["needs-sign-off"])
+            sign = await call(
+                coder, "create_task", title="Release notes for 1.2", task_type="notes", labels=["needs-sign-off"]
+            )
             claim = await call(coder, "claim_task", task_id=sign["id"])
             await call(coder, "complete_task", task_id=sign["id"], token=claim["token"], output="1.2: faster search")
             await call(coder, "get_review", task_id=sign["id"], wait_seconds=240)
             busy = await call(coder, "claim_task")
             blocked = await call(tester, "claim_task")
-            await call(tester, "update_task", task_id=blocked["task"]["id"], token=blocked["token"], status="blocked",
-                       reason="waits on the staging database")
-            await call(coder, "publish_message", intent="plan", task_id=busy["task"]["id"],
-                       content="Starting with the token bucket; ping me if you touch the middleware.")
+            await call(
+                tester,
+                "update_task",
+                task_id=blocked["task"]["id"],
+                token=blocked["token"],
+                status="blocked",
+                reason="waits on the staging database",
+            )
+            await call(
+                coder,
+                "publish_message",
+                intent="plan",
+                task_id=busy["task"]["id"],
+                content="Starting with the token bucket; ping me if you touch the middleware.",
+            )
             return calc, sign
 
     calc, sign = mcp(seed)

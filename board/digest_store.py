@@ -50,59 +50,89 @@ class Digests:
         """The digest of a task type, or None when none has been written yet."""
         row = self.store.db.execute(
             "SELECT task_type, title, rules, lessons, written_by, version, updated_at FROM memory_digests "
-            "WHERE task_type = ? AND version > 0", [task_type]).fetchone()
+            "WHERE task_type = ? AND version > 0",
+            [task_type],
+        ).fetchone()
         return None if row is None else _digest(row)
 
     def all(self) -> list[Digest]:
-        return [_digest(r) for r in self.store.db.execute(
-            "SELECT task_type, title, rules, lessons, written_by, version, updated_at FROM memory_digests "
-            "WHERE version > 0 ORDER BY task_type")]
+        return [
+            _digest(r)
+            for r in self.store.db.execute(
+                "SELECT task_type, title, rules, lessons, written_by, version, updated_at FROM memory_digests "
+                "WHERE version > 0 ORDER BY task_type"
+            )
+        ]
 
     def accrued(self) -> dict[str, int]:
         """Lessons recorded per task type, near-duplicates merged into one counted, superseded ones too:
         a number that only grows, so a digest knows how many came in since it was written."""
-        return {r[0]: r[1] for r in self.store.db.execute(
-            "SELECT task_type, sum(merged_count) FROM memory_items WHERE kind = 'lesson' AND task_type IS NOT NULL "
-            "GROUP BY task_type")}
+        return {
+            r[0]: r[1]
+            for r in self.store.db.execute(
+                "SELECT task_type, sum(merged_count) FROM memory_items WHERE kind = 'lesson' AND task_type IS NOT NULL "
+                "GROUP BY task_type"
+            )
+        }
 
     def built(self) -> dict[str, int]:
         """`accrued` of each task type when its digest was last written."""
-        return {r[0]: r[1] for r in self.store.db.execute(
-            "SELECT task_type, accrued FROM memory_digests WHERE version > 0")}
+        return {
+            r[0]: r[1] for r in self.store.db.execute("SELECT task_type, accrued FROM memory_digests WHERE version > 0")
+        }
 
     def lessons(self, task_type: str, limit: int) -> list[Lesson]:
         """The newest `limit` live lessons of a task type."""
-        return [Lesson(id=r[0], title=r[1], text=r[2], count=r[3]) for r in self.store.db.execute(
-            "SELECT id, title, text, merged_count FROM memory_items WHERE kind = 'lesson' AND task_type = ? "
-            "AND deprecated = 0 ORDER BY id DESC LIMIT ?", [task_type, limit])]
+        return [
+            Lesson(id=r[0], title=r[1], text=r[2], count=r[3])
+            for r in self.store.db.execute(
+                "SELECT id, title, text, merged_count FROM memory_items WHERE kind = 'lesson' AND task_type = ? "
+                "AND deprecated = 0 ORDER BY id DESC LIMIT ?",
+                [task_type, limit],
+            )
+        ]
 
     def claim(self, task_type: str, seconds: float) -> bool:
         """Lease the rebuild of a task type's digest to this caller; False while another holds it."""
         ts = now()
         with self.store.write() as db:
-            return db.execute(
-                "INSERT INTO memory_digests (task_type, building_until) VALUES (?, ?) ON CONFLICT (task_type) "
-                "DO UPDATE SET building_until = excluded.building_until WHERE memory_digests.building_until IS NULL "
-                "OR memory_digests.building_until < ? RETURNING task_type", [task_type, ts + seconds, ts]
-            ).fetchone() is not None
+            return (
+                db.execute(
+                    "INSERT INTO memory_digests (task_type, building_until) VALUES (?, ?) ON CONFLICT (task_type) "
+                    "DO UPDATE SET building_until = excluded.building_until WHERE memory_digests.building_until IS NULL "
+                    "OR memory_digests.building_until < ? RETURNING task_type",
+                    [task_type, ts + seconds, ts],
+                ).fetchone()
+                is not None
+            )
 
     def release(self, task_type: str) -> None:
         with self.store.write() as db:
             db.execute("UPDATE memory_digests SET building_until = NULL WHERE task_type = ?", [task_type])
 
-    def save(self, task_type: str, title: str, rules: list[DigestRule], lessons: int, accrued: int,
-             written_by: str) -> Digest:
+    def save(
+        self, task_type: str, title: str, rules: list[DigestRule], lessons: int, accrued: int, written_by: str
+    ) -> Digest:
         """Store a new version of a task type's digest (and end the rebuild's lease)."""
         with self.store.write() as db:
             db.execute(
-                "INSERT INTO memory_digests (task_type) VALUES (?) ON CONFLICT (task_type) DO NOTHING", [task_type])
+                "INSERT INTO memory_digests (task_type) VALUES (?) ON CONFLICT (task_type) DO NOTHING", [task_type]
+            )
             db.execute(
                 "UPDATE memory_digests SET title = ?, rules = ?, lessons = ?, accrued = ?, written_by = ?, "
                 "version = version + 1, updated_at = ?, building_until = NULL WHERE task_type = ?",
-                [title, json.dumps([r.model_dump() for r in rules]), lessons, accrued, written_by, now(), task_type])
+                [title, json.dumps([r.model_dump() for r in rules]), lessons, accrued, written_by, now(), task_type],
+            )
         return self.get(task_type)
 
 
 def _digest(row) -> Digest:
-    return Digest(task_type=row[0], title=row[1], rules=[DigestRule(**r) for r in json.loads(row[2])], lessons=row[3],
-                  written_by=row[4], version=row[5], updated_at=iso(row[6]))
+    return Digest(
+        task_type=row[0],
+        title=row[1],
+        rules=[DigestRule(**r) for r in json.loads(row[2])],
+        lessons=row[3],
+        written_by=row[4],
+        version=row[5],
+        updated_at=iso(row[6]),
+    )

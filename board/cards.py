@@ -1,0 +1,121 @@
+"""Reading cards: a card's row, its dependencies, and the compact and whole card built from them.
+
+Plain functions of a connection, so that every writer (the board's commands, the state machine, the
+review store, contests) reads a card the same way inside its own transaction.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlite_utils import Database
+
+from .db import iso, rows
+from .errors import NotFound
+from .models import RANK_PRIORITY, AcceptanceTests, Artifact, HistoryEntry, Task, TaskSummary
+
+
+def row(db: Database, task_id: int) -> dict:
+    """The card's database row; NotFound if there is none."""
+    found = next(iter(rows(db, "SELECT * FROM tasks WHERE id = ?", [task_id])), None)
+    if found is None:
+        raise NotFound(f"task {task_id} does not exist; call list_tasks or get_board to see task ids")
+    return found
+
+
+def deps(db: Database, ids: list[int]) -> dict[int, list[tuple[int, str]]]:
+    """Dependencies of each task id, with their status."""
+    out: dict[int, list[tuple[int, str]]] = {i: [] for i in ids}
+    if not ids:
+        return out
+    marks = ",".join("?" * len(ids))
+    for r in db.execute(
+        f"SELECT d.task_id, d.depends_on, t.status FROM task_deps d JOIN tasks t "
+        f"ON t.id = d.depends_on WHERE d.task_id IN ({marks}) ORDER BY d.depends_on",
+        ids,
+    ):
+        out[r[0]].append((r[1], r[2]))
+    return out
+
+
+def summary_fields(row: dict, deps: list[tuple[int, str]]) -> dict:
+    """The compact card's fields from its row and its dependencies."""
+    return dict(
+        id=row["id"],
+        title=row["title"],
+        task_type=row["task_type"],
+        priority=RANK_PRIORITY[row["priority"]],
+        status=row["status"],
+        assignee=row["assignee"],
+        reserved_for=row["reserved_for"],
+        labels=json.loads(row["labels"]),
+        depends_on=[d for d, _ in deps],
+        lease_expires_at=iso(row["lease_expires_at"]) if row["status"] == "in_progress" else None,
+        version=row["version"],
+        unverified=row["unverified"] if row["status"] == "done" else None,
+        contest=row["contest"],
+        contest_result=row["contest_result"],
+        needs_approval=row["approval"],
+        evidence=row["evidence"] if row["status"] == "done" else None,
+    )
+
+
+def acceptance_tests(row: dict) -> AcceptanceTests | None:
+    """The creator's acceptance tests as stored with the card, if any."""
+    return AcceptanceTests.model_validate_json(row["acceptance_tests"]) if row["acceptance_tests"] else None
+
+
+def task(db: Database, row: dict, history: int, viewer: str | None = None) -> Task:
+    """The whole card as `viewer` may see it, with its newest `history` entries (oldest first): hidden
+    acceptance tests only for their creator."""
+    needs = deps(db, [row["id"]])[row["id"]]
+    artifacts = [
+        Artifact(name=a["name"], kind=a["kind"], content=a["content"])
+        for a in rows(
+            db,
+            "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
+            [row["id"], row["fencing_token"]],
+        )
+    ]
+    hist = [
+        HistoryEntry(
+            at=iso(h["at"]),
+            actor=h["actor"],
+            action=h["action"],
+            from_status=h["from_status"],
+            to_status=h["to_status"],
+            note=h["note"],
+        )
+        for h in rows(
+            db,
+            "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
+            [row["id"], history],
+        )
+    ]
+    waiting = [d for d, status in needs if status != "done"]
+    tests, hidden = acceptance_tests(row), 0
+    if tests is not None and tests.hidden and viewer != row["created_by"]:
+        tests, hidden = None, len(tests.files) + len(tests.commands)
+    return Task(
+        **summary_fields(row, needs),
+        description=row["description"],
+        acceptance_criteria=json.loads(row["acceptance_criteria"]),
+        acceptance_tests=tests,
+        hidden_tests=hidden,
+        waived=json.loads(row["waived"]),
+        created_by=row["created_by"],
+        created_at=iso(row["created_at"]),
+        updated_at=iso(row["updated_at"]),
+        ready=not waiting,
+        waiting_on=waiting,
+        blocked_reason=row["blocked_reason"],
+        summary=row["summary"],
+        output=row["output"],
+        artifacts=artifacts,
+        history=hist,
+    )
+
+
+def summarize(db: Database, row: dict) -> TaskSummary:
+    """The compact card (what a change answers with; get_task has the rest)."""
+    return TaskSummary(**summary_fields(row, deps(db, [row["id"]])[row["id"]]))

@@ -1,0 +1,79 @@
+"""A person's decision on a card that waits for one (needs_human): pass it, send it back, or reassign it.
+
+The web board's buttons end here; the move itself is a row of the state machine (board/machine.py) that
+only an operator role may make.
+"""
+
+from __future__ import annotations
+
+from . import cards
+from .db import Store, now
+from .errors import IllegalTransition, InvalidInput
+from .limits import Limits, check_text
+from .machine import Machine
+from .models import TaskSummary
+from .reviews import Reviews
+
+
+class Decisions:
+    """A person's decisions, logged as the human lens of the review that asked for them."""
+
+    def __init__(self, store: Store, machine: Machine, reviews: Reviews, limits: Limits):
+        self.store = store
+        self.machine = machine
+        self.reviews = reviews
+        self.limits = limits
+
+    def decide(
+        self, actor: str, task_id: int, decision: str, note: str = "", assign_to: str | None = None
+    ) -> TaskSummary:
+        """A person (operator role) decides a card waiting in needs_human: `pass` it to done, `send_back`
+        to its author (todo, reserved for them, the note as the brief), or `reassign` it to another agent.
+        The author hears it in their inbox; the decision is logged as the human lens of the card's last
+        review when that review sent it here (e.g. human approval required)."""
+        if decision not in ("pass", "send_back", "reassign"):
+            raise InvalidInput(f"decision {decision!r} is not one of pass, send_back, reassign")
+        note = note.strip()
+        check_text(note, self.limits.note, "note")
+        if decision != "pass" and not note:
+            raise InvalidInput(f"{decision.replace('_', ' ')} needs a note saying what to change or why")
+        target = (
+            self.machine.agents.registered(assign_to, "reassign needs assign_to naming a registered agent")
+            if decision == "reassign"
+            else None
+        )
+        ts = now()
+        with self.store.write() as db:
+            row = cards.row(db, task_id)
+            if row["status"] != "needs_human":
+                raise IllegalTransition(
+                    f"task {task_id} is {row['status']}, not needs_human: there is nothing to decide; reload the card"
+                )
+            author = row["assignee"] or row["created_by"]
+            reserve = author if decision == "send_back" else target
+            head = {
+                "pass": f"task {task_id} passed by {actor}",
+                "send_back": f"task {task_id} sent back to {author} by {actor}",
+                "reassign": f"task {task_id} reassigned to {target} by {actor}",
+            }[decision]
+            intent = {"pass": "approval", "send_back": "critique", "reassign": "status_update"}[decision]
+            # first, while the author still holds the card: the thread (author, creator, subscribers) hears it
+            self.machine.messages.event(db, actor, intent, task_id, head + (f": {note}" if note else ""), note)
+            if decision == "pass":
+                row = self.machine.move(db, row, "done", "decide", actor, ts=ts, note=note or None)
+            else:
+                row = self.machine.move(
+                    db, row, "todo", "decide", actor, ts=ts, reason=note, note=note, sets={"reserved_for": reserve}
+                )
+                if target and target != author:
+                    self.machine.messages.event(
+                        db,
+                        actor,
+                        "task_assignment",
+                        task_id,
+                        f"task {task_id} is yours: {row['title']}",
+                        note,
+                        recipient=target,
+                    )
+            self.reviews.record_person(db, task_id, actor, "PASS" if decision == "pass" else "FAIL", head, note, ts)
+            return cards.summarize(db, row)
