@@ -29,7 +29,7 @@ from .models import (
     TaskEdit,
     TaskSummary,
 )
-from .reviews import (
+from .review_models import (
     BoardStats,
     Critique,
     CritiqueRecord,

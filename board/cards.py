@@ -10,7 +10,7 @@ import json
 
 from sqlite_utils import Database
 
-from .db import iso, rows
+from .db import iso, placeholders, rows
 from .errors import NotFound
 from .models import RANK_PRIORITY, AcceptanceTests, Artifact, HistoryEntry, Task, TaskSummary
 
@@ -23,12 +23,12 @@ def row(db: Database, task_id: int) -> dict:
     return found
 
 
-def deps(db: Database, ids: list[int]) -> dict[int, list[tuple[int, str]]]:
+def dependencies(db: Database, ids: list[int]) -> dict[int, list[tuple[int, str]]]:
     """Dependencies of each task id, with their status."""
     out: dict[int, list[tuple[int, str]]] = {i: [] for i in ids}
     if not ids:
         return out
-    marks = ",".join("?" * len(ids))
+    marks = placeholders(ids)
     for r in db.execute(
         f"SELECT d.task_id, d.depends_on, t.status FROM task_deps d JOIN tasks t "
         f"ON t.id = d.depends_on WHERE d.task_id IN ({marks}) ORDER BY d.depends_on",
@@ -38,7 +38,7 @@ def deps(db: Database, ids: list[int]) -> dict[int, list[tuple[int, str]]]:
     return out
 
 
-def summary_fields(row: dict, deps: list[tuple[int, str]]) -> dict:
+def summary_fields(row: dict, needs: list[tuple[int, str]]) -> dict:
     """The compact card's fields from its row and its dependencies."""
     return dict(
         id=row["id"],
@@ -49,7 +49,7 @@ def summary_fields(row: dict, deps: list[tuple[int, str]]) -> dict:
         assignee=row["assignee"],
         reserved_for=row["reserved_for"],
         labels=json.loads(row["labels"]),
-        depends_on=[d for d, _ in deps],
+        depends_on=[d for d, _ in needs],
         lease_expires_at=iso(row["lease_expires_at"]) if row["status"] == "in_progress" else None,
         version=row["version"],
         unverified=row["unverified"] if row["status"] == "done" else None,
@@ -68,7 +68,7 @@ def acceptance_tests(row: dict) -> AcceptanceTests | None:
 def task(db: Database, row: dict, history: int, viewer: str | None = None) -> Task:
     """The whole card as `viewer` may see it, with its newest `history` entries (oldest first): hidden
     acceptance tests only for their creator."""
-    needs = deps(db, [row["id"]])[row["id"]]
+    needs = dependencies(db, [row["id"]])[row["id"]]
     artifacts = [
         Artifact(name=a["name"], kind=a["kind"], content=a["content"])
         for a in rows(
@@ -118,4 +118,4 @@ def task(db: Database, row: dict, history: int, viewer: str | None = None) -> Ta
 
 def summarize(db: Database, row: dict) -> TaskSummary:
     """The compact card (what a change answers with; get_task has the rest)."""
-    return TaskSummary(**summary_fields(row, deps(db, [row["id"]])[row["id"]]))
+    return TaskSummary(**summary_fields(row, dependencies(db, [row["id"]])[row["id"]]))

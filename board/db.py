@@ -43,6 +43,11 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def placeholders(values) -> str:
+    """One `?` per value, comma-separated: what `IN (…)` or `VALUES (…)` takes for a list of parameters."""
+    return ",".join("?" * len(values))
+
+
 def rows(db: Database, sql: str, params: list | tuple = ()) -> list[dict]:
     """A statement's rows as dicts (a SELECT, or a write with RETURNING), all fetched.
 

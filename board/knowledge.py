@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from pydantic import BaseModel, Field
 from sqlite_utils import Database
 
-from .db import Store, iso, now, rows
+from .db import Store, iso, now, placeholders, rows
 from .errors import InvalidInput, NotFound
 from .events import MemoryAdded, MemoryIndexed
 
@@ -341,7 +341,7 @@ class Knowledge:
     def get(self, ids: list[int]) -> dict[int, MemoryItem]:
         if not ids:
             return {}
-        marks = ",".join("?" * len(ids))
+        marks = placeholders(ids)
         return {
             r["id"]: _item(r) for r in rows(self.store.db, f"SELECT * FROM memory_items WHERE id IN ({marks})", ids)
         }
@@ -359,7 +359,7 @@ class Knowledge:
         if task_type:
             where.append("m.task_type = ?"), params.append(task_type)
         if kinds:
-            where.append(f"m.kind IN ({','.join('?' * len(kinds))})"), params.extend(kinds)
+            where.append(f"m.kind IN ({placeholders(kinds)})"), params.extend(kinds)
         for tag in tags or ():
             where.append(self.store.dialect.json_has("m.tags")), params.append(tag)
         if not include_deprecated:
@@ -467,7 +467,7 @@ class Knowledge:
         if not ids:
             return set()
         where, params = self._filters(task_type, kinds, tags, include_deprecated)
-        marks = ",".join("?" * len(ids))
+        marks = placeholders(ids)
         return {
             r[0]
             for r in self.store.db.execute(
@@ -540,7 +540,7 @@ class Knowledge:
         """Stored vectors of these items made by `model` (others must be embedded again)."""
         if not ids:
             return {}
-        marks = ",".join("?" * len(ids))
+        marks = placeholders(ids)
         return {
             r[0]: from_blob(r[1])
             for r in self.store.db.execute(
@@ -622,7 +622,7 @@ class Knowledge:
     def mark_useful(self, db: Database, agent: str, task_id: int, ids: list[int]) -> None:
         """The agent says these surfaced items helped with this task (inside the caller's transaction)."""
         ids = list(dict.fromkeys(ids))
-        marks = ",".join("?" * len(ids))
+        marks = placeholders(ids)
         shown = {
             r[0]
             for r in db.execute(

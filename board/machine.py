@@ -49,7 +49,7 @@ from sqlite_utils import Database
 
 from . import cards
 from .agents import OPERATOR_ROLES, Agents
-from .db import Store, iso, now, rows
+from .db import Store, iso, now, placeholders, rows
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim, StaleToken
 from .events import TaskChanged
 from .messages import Messages
@@ -161,7 +161,7 @@ class Machine:
         rule = find(NEW, "todo", "create_task")
         columns = {**values, "status": rule.target, "created_by": actor, "created_at": ts, "updated_at": ts}
         task_id = db.execute(
-            f"INSERT INTO tasks ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) RETURNING id",
+            f"INSERT INTO tasks ({', '.join(columns)}) VALUES ({placeholders(columns)}) RETURNING id",
             list(columns.values()),
         ).fetchall()[0][0]
         self._history(db, task_id, actor, rule.action, rule.source, rule.target, note, ts)
@@ -303,7 +303,7 @@ class Machine:
                     f"{other[0]}; competing attempts need different agents: claim another card"
                 )
         if guard == "ready":
-            waiting = [d for d, status in cards.deps(db, [task_id])[task_id] if status != "done"]
+            waiting = [d for d, status in cards.dependencies(db, [task_id])[task_id] if status != "done"]
             if waiting:
                 raise Conflict(
                     f"task {task_id} waits on tasks {waiting} that are not done yet; claim one of "

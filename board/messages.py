@@ -26,7 +26,7 @@ from sqlite_utils import Database
 
 from .agents import Agents
 from .cursor import decode_cursor, encode_cursor
-from .db import Store, iso, now
+from .db import Store, iso, now, placeholders
 from .errors import InvalidInput
 from .events import InboxChanged
 from .knowledge import Knowledge
@@ -307,7 +307,7 @@ class Messages:
     def _messages(self, db: Database, ids: list[int], full: bool, state: dict | None = None) -> list[Message]:
         if not ids:
             return []
-        marks = ",".join("?" * len(ids))
+        marks = placeholders(ids)
         # plain tuples, and no JSON parse of the common empty metadata: a page is read on every
         # get_messages, and building it can cost more than the SQL
         rows = {
@@ -516,7 +516,7 @@ class Messages:
         ids = list(dict.fromkeys(ids))
         ts = now()
         with self.store.write() as db:
-            marks = ",".join("?" * len(ids))
+            marks = placeholders(ids)
             mine = {
                 r[0]
                 for r in db.execute(

@@ -18,7 +18,7 @@ from . import cards
 from .agents import OPERATOR_ROLES, Agents
 from .contests import Contests
 from .cursor import decode_cursor, encode_cursor
-from .db import Store, iso, now, rows
+from .db import Store, iso, now, placeholders, rows
 from .decisions import Decisions
 from .digest_store import Digests
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim
@@ -145,7 +145,7 @@ class Board:
             )
             more = len(found) > limit
             found = found[:limit]
-            deps = cards.deps(db, [r["id"] for r in found])
+            deps = cards.dependencies(db, [r["id"] for r in found])
             tasks = [TaskSummary(**cards.summary_fields(r, deps[r["id"]])) for r in found]
         next_cursor = encode_cursor(found[-1]["priority"], found[-1]["id"]) if more else None
         return Page(tasks=tasks, total=total, next_cursor=next_cursor)
@@ -240,7 +240,7 @@ class Board:
         ts = now()
         with self.store.write() as db:
             if deps:
-                marks = ",".join("?" * len(deps))
+                marks = placeholders(deps)
                 found = {r[0] for r in db.execute(f"SELECT id FROM tasks WHERE id IN ({marks})", deps)}
                 missing = [d for d in deps if d not in found]
                 if missing:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from .db import Store, iso, now
+from .db import Store, iso, now, placeholders
 from .dialect import Dialect
 from .errors import InvalidInput
 from .messages import POOL_VISIBLE
@@ -160,7 +160,7 @@ class Views:
             for n in range(0, len(ids), 500):  # SQLite's bound on variables, in slices
                 part = ids[n : n + 500]
                 rows = db.execute(
-                    f"{_card_sql(self.store.dialect)} WHERE t.id IN ({','.join('?' * len(part))})", part
+                    f"{_card_sql(self.store.dialect)} WHERE t.id IN ({placeholders(part)})", part
                 ).fetchall()
                 found += self._cards(db, rows)
         return found
@@ -174,7 +174,7 @@ class Views:
             for n in range(0, len(ids), 500):
                 part = ids[n : n + 500]
                 for (task_id,) in db.execute(
-                    f"SELECT m.task_id FROM messages m WHERE m.id IN ({','.join('?' * len(part))}) AND {POOL_VISIBLE}",
+                    f"SELECT m.task_id FROM messages m WHERE m.id IN ({placeholders(part)}) AND {POOL_VISIBLE}",
                     part,
                 ):
                     shared = True
@@ -215,7 +215,7 @@ class Views:
         if ids:
             for task_id, dep, dep_status in db.execute(
                 f"SELECT d.task_id, d.depends_on, t.status FROM task_deps d JOIN tasks t ON t.id = d.depends_on "
-                f"WHERE d.task_id IN ({','.join('?' * len(ids))}) ORDER BY d.depends_on",
+                f"WHERE d.task_id IN ({placeholders(ids)}) ORDER BY d.depends_on",
                 ids,
             ):
                 deps[task_id].append((dep, dep_status))

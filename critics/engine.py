@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
-from hiveboard.board.reviews import BLOCKING, judged
+from hiveboard.board.review_models import BLOCKING, judged
 from hiveboard.board.worker import Worker
 
 from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic

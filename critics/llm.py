@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, Field, ValidationError
 
 from hiveboard.board import Critique, CritiqueRecord, Resolution, ReviewIssue
-from hiveboard.board.reviews import Severity, Verdict
+from hiveboard.board.review_models import Severity, Verdict
 from hiveboard.memory.digests import LessonGroup, WrittenDigest
 
 from .base import Critic, CriticFailed, CriticTimeout, Work

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from hiveboard.board import CritiqueRecord, ReviewIssue, Synthesis
-from hiveboard.board.reviews import BLOCKING, SEVERITY_RANK, Contradiction, MergedIssue, MetaDecision
+from hiveboard.board.review_models import BLOCKING, SEVERITY_RANK, Contradiction, MergedIssue, MetaDecision
 
 from .config import NEVER_LOWERED, PRECEDENCE
 

@@ -10,7 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from hiveboard.board.events import Topic
-from hiveboard.board.reviews import (
+from hiveboard.board.review_models import (
     BoardStats,
     Critique,
     CritiqueRecord,

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from hiveboard.board import STATUSES, Task
 from hiveboard.board.knowledge import KINDS
 from hiveboard.board.messages import Message
-from hiveboard.board.reviews import BoardStats, ReviewTrail
+from hiveboard.board.review_models import BoardStats, ReviewTrail
 from hiveboard.board.views import AgentView, CardView, ColumnPage, LessonLink
 from hiveboard.memory.service import Mode
 

@@ -4,7 +4,8 @@ written once in what get_review returns."""
 from __future__ import annotations
 
 from hiveboard.board import CritiqueRecord, ReviewIssue
-from hiveboard.board.reviews import ReviewRound, Reviews, ReviewTrail
+from hiveboard.board.review_models import ReviewRound, ReviewTrail
+from hiveboard.board.reviews import Reviews
 from hiveboard.critics.synthesis import downgrade, rescore, synthesise
 
 LENSES = ["security", "correctness", "tests", "style"]
