@@ -116,8 +116,16 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS) -> SetRe
             ids: dict[int, str] = {}
             with board.store.write() as db:
                 for it in items:
-                    ids[board.knowledge.add(db, kind=it.get("kind", "lesson"), text=it["text"], title=it["title"],
-                                            task_type=it.get("task_type", "code"), created_by="bench")] = it["key"]
+                    ids[
+                        board.knowledge.add(
+                            db,
+                            kind=it.get("kind", "lesson"),
+                            text=it["text"],
+                            title=it["title"],
+                            task_type=it.get("task_type", "code"),
+                            created_by="bench",
+                        )
+                    ] = it["key"]
             memory.drain()
             ranked: dict[str, list[list[str]]] = {m: [] for m in methods}
             # a model that embeds queries and documents differently (e5's "query: " prefix) says so with embed_query
@@ -126,8 +134,9 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS) -> SetRe
                 vector = embed_query([q["query"]])[0] if embed_query else None
                 for mode in ("hybrid", "vector", "keyword"):
                     if mode in methods:
-                        hits = memory.query(q["query"], task_type=q.get("task_type"), k=DEPTH, mode=mode,
-                                            vector=vector).hits
+                        hits = memory.query(
+                            q["query"], task_type=q.get("task_type"), k=DEPTH, mode=mode, vector=vector
+                        ).hits
                         ranked[mode].append([ids[h.id] for h in hits])
         finally:
             memory.stop()
@@ -137,7 +146,7 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS) -> SetRe
         bm25 = BM25(docs)
         ranked["bm25"] = [_top(bm25.scores(q["query"]), _allowed(types, q), keys, positive_only=True) for q in queries]
     if "cosine" in methods:
-        matrix = np.vstack([embedder.embed(docs[k:k + 8]) for k in range(0, len(docs), 8)])
+        matrix = np.vstack([embedder.embed(docs[k : k + 8]) for k in range(0, len(docs), 8)])
         qv = getattr(embedder, "embed_query", embedder.embed)([q["query"] for q in queries])
         ranked["cosine"] = [_top(matrix @ v, _allowed(types, q), keys) for v, q in zip(qv, queries)]
     res.metrics = {m: score(ranked[m], queries) for m in methods}
@@ -155,8 +164,10 @@ def _allowed(types: np.ndarray, query: dict) -> np.ndarray:
 
 def print_results(results: list[SetResult], show_misses: bool = False) -> None:
     cols = [f"R@{c}" for c in CUTS] + ["MRR@10"]
-    print("\nretrieval quality per labelled set (R@k: a relevant item in the top k; hybrid/vector/keyword = "
-          "Memory.query as shipped;\nbm25 = plain Okapi BM25, cosine = the raw model's exact cosine, both in this run)")
+    print(
+        "\nretrieval quality per labelled set (R@k: a relevant item in the top k; hybrid/vector/keyword = "
+        "Memory.query as shipped;\nbm25 = plain Okapi BM25, cosine = the raw model's exact cosine, both in this run)"
+    )
     for r in results:
         print(f"\n{r.name}: {r.items} items, {r.queries} queries")
         print(f"  {'method':<8}" + "".join(f" {c:>7}" for c in cols))
@@ -165,9 +176,11 @@ def print_results(results: list[SetResult], show_misses: bool = False) -> None:
         if {"hybrid", "vector", "keyword"} <= r.metrics.keys():
             best = {c: max(r.metrics["vector"][c], r.metrics["keyword"][c]) for c in ("R@5", "MRR@10")}
             ok = all(r.metrics["hybrid"][c] >= best[c] - 0.01 for c in best)
-            print(f"  {'PASS' if ok else 'FAIL'}  hybrid R@5 and MRR@10 >= the better half - 0.01 "
-                  f"(R@5 {r.metrics['hybrid']['R@5']:.3f} vs {best['R@5']:.3f}, "
-                  f"MRR@10 {r.metrics['hybrid']['MRR@10']:.3f} vs {best['MRR@10']:.3f})")
+            print(
+                f"  {'PASS' if ok else 'FAIL'}  hybrid R@5 and MRR@10 >= the better half - 0.01 "
+                f"(R@5 {r.metrics['hybrid']['R@5']:.3f} vs {best['R@5']:.3f}, "
+                f"MRR@10 {r.metrics['hybrid']['MRR@10']:.3f} vs {best['MRR@10']:.3f})"
+            )
         if show_misses and r.misses:
             print(f"  in vector's top 5, not in hybrid's ({len(r.misses)}):")
             for line in r.misses:

@@ -21,9 +21,10 @@ import sys
 from pathlib import Path
 
 import uvicorn
+from mcp_types import CallToolResult
+
 from hiveboard.server import app, cli
 from hiveboard.server.config import Settings
-from mcp_types import CallToolResult
 
 
 def noop() -> CallToolResult:
@@ -63,11 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--home", required=True, help="data directory (the bench prepares its database)")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--background", action="store_true", help="also run the memory indexer and the review worker, "
-                   "as hiveboard serve --http does")
+    p.add_argument(
+        "--background",
+        action="store_true",
+        help="also run the memory indexer and the review worker, as hiveboard serve --http does",
+    )
     args = p.parse_args(argv)
-    settings = Settings(home=args.home, db=Path(args.home) / "hiveboard.db", host=args.host, port=args.port,
-                        log_level="WARNING")
+    settings = Settings(
+        home=args.home, db=Path(args.home) / "hiveboard.db", host=args.host, port=args.port, log_level="WARNING"
+    )
     served = bench_app(settings, args.background)
     cli.freeze_heap(collect=False)  # as `hiveboard serve` does before it serves (no long full collections)
     uvicorn.run(served, host=settings.host, port=settings.port, log_level="warning")

@@ -19,16 +19,13 @@ the verdict, submits the fix and waits again. Printed:
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
-from mcp import Client
-
-from _common import call, quiet_loggers, remove_unless_kept  # bench/ is on sys.path when run as a script
+from _harness import bench_parser, call, finished_round, hand_in, in_process, quiet_loggers, remove_unless_kept
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests" / "critics")]
 from buggy_cards import CARDS, RELATED, UNRELATED, Card  # noqa: E402  (the tests' cards, not a copy)
@@ -38,23 +35,32 @@ from hiveboard.critics.config import ReviewConfig  # noqa: E402
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker  # noqa: E402
 from hiveboard.memory.embeddings import get_embedder  # noqa: E402
 from hiveboard.memory.service import RELEVANCE_FLOOR, open_memory  # noqa: E402
-from hiveboard.server.app import build_server  # noqa: E402
-from hiveboard.server.identity import Identity  # noqa: E402
 
 WAIT = 300
 FLOORS = (None, 0.25, 0.30, 0.32, 0.35, 0.40, 0.45)  # None: no floor, the baseline
 # Lessons an analyser or a model critic taught (as tests/critics/test_review_llm.py and tests/memory record them),
 # and the claims that should get them: the floor must keep these too.
 OTHER_LESSONS = [
-    dict(problem="in \"look up users by name\": sql-injection: the query is built by string formatting from user "
-         "input (caught by the sql-injection check)", fix="use a parameterised query with placeholders",
-         title="sql-injection: the query is built by string formatting from user input", kind="sql-injection"),
-    dict(problem="The search endpoint built its SQL with an f-string from the request, so a quote in the name "
-         "broke out of the query (SQL injection).", fix="Pass user values as parameters: cursor.execute('... WHERE "
-         "name = ?', (name,)).", title=None, kind="sql-injection"),
-    dict(problem="eval: Use of possibly insecure function - consider using safer ast.literal_eval (caught by B307)",
-         fix="parse the input with ast.literal_eval or a small parser", title="eval: use of possibly insecure "
-         "function (main)", kind="eval"),
+    dict(
+        problem='in "look up users by name": sql-injection: the query is built by string formatting from user '
+        "input (caught by the sql-injection check)",
+        fix="use a parameterised query with placeholders",
+        title="sql-injection: the query is built by string formatting from user input",
+        kind="sql-injection",
+    ),
+    dict(
+        problem="The search endpoint built its SQL with an f-string from the request, so a quote in the name "
+        "broke out of the query (SQL injection).",
+        fix="Pass user values as parameters: cursor.execute('... WHERE name = ?', (name,)).",
+        title=None,
+        kind="sql-injection",
+    ),
+    dict(
+        problem="eval: Use of possibly insecure function - consider using safer ast.literal_eval (caught by B307)",
+        fix="parse the input with ast.literal_eval or a small parser",
+        title="eval: use of possibly insecure function (main)",
+        kind="eval",
+    ),
 ]
 OTHER_CLAIMS = [
     ("search users by email", "query the users table by email address", "sql-injection"),
@@ -67,16 +73,24 @@ async def loop(client_for, card: Card) -> dict:
     """One card through two rounds; its scores and verdicts, and its round-1 test failures."""
     carol, alice = client_for("carol"), client_for("alice")
     async with carol as carol, alice as alice:
-        task = await call(carol, "create_task", title=card.title, description=card.description, task_type="code",
-                          acceptance_tests={"files": [{"name": f"test_{card.module}_spec.py", "content": card.spec}]})
+        task = await call(
+            carol,
+            "create_task",
+            title=card.title,
+            description=card.description,
+            task_type="code",
+            acceptance_tests={"files": [{"name": f"test_{card.module}_spec.py", "content": card.spec}]},
+        )
         out = {"id": task["id"], "card": card}
         for version, text in (("buggy", card.buggy), ("fixed", card.fixed)):
-            claim = await call(alice, "claim_task", task_id=task["id"])
-            await call(alice, "complete_task", task_id=task["id"], token=claim["token"], output=f"{version} version",
-                       summary=f"{card.module}: {version}",
-                       artifacts=[{"name": f"{card.module}.py", "kind": "code", "content": text}])
-            trail = await call(alice, "get_review", task_id=task["id"], wait_seconds=WAIT, full=True)
-            last = trail["rounds"][-1]
+            await hand_in(
+                alice,
+                task["id"],
+                output=f"{version} version",
+                summary=f"{card.module}: {version}",
+                artifacts=[{"name": f"{card.module}.py", "kind": "code", "content": text}],
+            )
+            last = await finished_round(alice, task["id"], WAIT)
             out[version] = (last["verdict"], last["synthesis"]["score"])
             if version == "buggy":
                 out["failures"] = [i for c in last["critiques"] for i in c["issues"] if "::" in i["location"]]
@@ -91,9 +105,13 @@ def main_style(memory, results: list[dict]) -> None:
         for issue in r["failures"]:
             test = issue["location"].split("::", 1)[1]
             what = issue["description"].splitlines()[0].split(" failed", 1)[-1].lstrip(": ")
-            memory.record_lesson("review", problem=f"{test} failed: {what} (caught by the test {test})",
-                                 fix=f"{r['card'].module}: fixed", task_type="code",
-                                 title=f"{issue['category']} (code)")
+            memory.record_lesson(
+                "review",
+                problem=f"{test} failed: {what} (caught by the test {test})",
+                fix=f"{r['card'].module}: fixed",
+                task_type="code",
+                title=f"{issue['category']} (code)",
+            )
 
 
 def claim_hits(memory, title: str, description: str, k: int = 5) -> list:
@@ -103,10 +121,9 @@ def claim_hits(memory, title: str, description: str, k: int = 5) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(__doc__, json=False)
     p.add_argument("--cards", type=int, default=len(CARDS), help=f"how many of the {len(CARDS)} cards to run")
     p.add_argument("--batch", type=int, default=4, help="cards in flight at once")
-    p.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = p.parse_args(argv)
     quiet_loggers()
     home = Path(tempfile.mkdtemp(prefix="bench-lessons-"))
@@ -119,9 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     old_board = Board(Store(home / "main" / "hiveboard.db"))  # the baseline's lessons: a memory of their own
     old_memory = open_memory(old_board, get_embedder(), home / "main", relevance_floor=0)
 
-    def client_for(agent: str) -> Client:
-        return Client(build_server(board, Identity(board.agents, "memory", agent=agent), memory=memory,
-                                   review=engine))
+    def client_for(agent: str):
+        return in_process(board, agent, memory=memory, review=engine)
 
     results: list[dict] = []
     started = time.perf_counter()
@@ -130,9 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         cards = CARDS[: args.cards]
         for at in range(0, len(cards), args.batch):
             async with anyio.create_task_group() as tg:
-                for card in cards[at: at + args.batch]:
+                for card in cards[at : at + args.batch]:
+
                     async def one(card=card):
                         results.append(await loop(client_for, card))
+
                     tg.start_soon(one)
 
     try:
@@ -141,8 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         results.sort(key=lambda r: r["id"])
         for target in (memory, old_memory):
             for lesson in OTHER_LESSONS:
-                target.record_lesson("bench", problem=lesson["problem"], fix=lesson["fix"], task_type="code",
-                                     title=lesson["title"], tags=[lesson["kind"]])
+                target.record_lesson(
+                    "bench",
+                    problem=lesson["problem"],
+                    fix=lesson["fix"],
+                    task_type="code",
+                    title=lesson["title"],
+                    tags=[lesson["kind"]],
+                )
         main_style(old_memory, results)
         memory.drain()
         old_memory.drain()
@@ -179,9 +203,11 @@ def mined(board: Board, results: list[dict], wall: float) -> None:
         two = f"{r['fixed'][0]} {r['fixed'][1]:g}"
         print(f"{card.module:<12} {card.kind:<26} {one:>10} {two:>10}  {'ok ' if ok else 'NO '}{titles}")
     items = [i for task_id, group in lessons.items() if task_id is not None for i in group]
-    print(f"\nlessons mined: {len(items)} for {len(results)} cards; named by their kind of mistake: {named}; "
-          f"distinct titles: {len({i.title for i in items})}; merged into another: "
-          f"{sum(i.merged_count - 1 for i in items)}\n")
+    print(
+        f"\nlessons mined: {len(items)} for {len(results)} cards; named by their kind of mistake: {named}; "
+        f"distinct titles: {len({i.title for i in items})}; merged into another: "
+        f"{sum(i.merged_count - 1 for i in items)}\n"
+    )
     example = next((i for i in items if i.title.startswith("off-by-one")), items[0] if items else None)
     if example is not None:
         print(f"one lesson in full (#{example.id}) — {example.title}\n{example.text}")
@@ -197,26 +223,39 @@ def claims(memory) -> None:
         hits = claim_hits(memory, title, description)
         best = hits[0] if hits else None
         right = next((h for h in hits if kind and (h.title.startswith(kind) or kind in h.tags)), None)
-        found.append((kind, right.score if right else None, best.score if best else None,
-                      right is not None and hits[0].id == right.id))
+        found.append(
+            (
+                kind,
+                right.score if right else None,
+                best.score if best else None,
+                right is not None and hits[0].id == right.id,
+            )
+        )
         shown = f"{best.title[:44]} ({best.score:.3f} / {best.similarity or 0:.3f})" if best else "(nothing)"
-        print(f"{title[:44]:<44} {kind or '(unrelated)':<26} {shown:<66} "
-              f"{'' if kind is None else 'yes' if found[-1][3] else 'no'}")
+        print(
+            f"{title[:44]:<44} {kind or '(unrelated)':<26} {shown:<66} "
+            f"{'' if kind is None else 'yes' if found[-1][3] else 'no'}"
+        )
     related = [f for f in found if f[0]]
     unrelated = [f for f in found if not f[0]]
     wanted = sorted(f[1] for f in related if f[1] is not None)
-    print(f"\nscore of the wanted lesson (related claims): {', '.join(f'{x:.3f}' for x in wanted)}\n"
-          f"best score (unrelated claims): "
-          f"{', '.join(f'{f[2]:.3f}' for f in sorted(unrelated, key=lambda f: -(f[2] or -1)) if f[2] is not None)}\n")
+    print(
+        f"\nscore of the wanted lesson (related claims): {', '.join(f'{x:.3f}' for x in wanted)}\n"
+        f"best score (unrelated claims): "
+        f"{', '.join(f'{f[2]:.3f}' for f in sorted(unrelated, key=lambda f: -(f[2] or -1)) if f[2] is not None)}\n"
+    )
     print(f"{'floor':>6} {'related: right lesson first':>28} {'unrelated: handed a lesson':>28}")
     for floor in FLOORS:
         low = -1.0 if floor is None else floor
         kept = sum(1 for kind, score, best, first in related if first and score is not None and score >= low)
         leaked = sum(1 for kind, score, best, first in unrelated if best is not None and best >= low)
-        mark = "  (no floor)" if floor is None else "  <- RELEVANCE_FLOOR" if abs(floor - RELEVANCE_FLOOR) < 1e-9 \
-            else ""
-        print(f"{'none' if floor is None else f'{floor:.2f}':>6} {kept:>22} of {len(related):<3} {leaked:>22} of "
-              f"{len(unrelated):<3}{mark}")
+        mark = (
+            "  (no floor)" if floor is None else "  <- RELEVANCE_FLOOR" if abs(floor - RELEVANCE_FLOOR) < 1e-9 else ""
+        )
+        print(
+            f"{'none' if floor is None else f'{floor:.2f}':>6} {kept:>22} of {len(related):<3} {leaked:>22} of "
+            f"{len(unrelated):<3}{mark}"
+        )
 
 
 if __name__ == "__main__":

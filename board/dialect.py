@@ -52,6 +52,10 @@ class Dialect(ABC):
         """Begin such a transaction only if the lock is free right now; False (nothing begun) if not."""
 
     @abstractmethod
+    def in_transaction(self, db: Database) -> bool:
+        """Whether this connection is inside a transaction it began."""
+
+    @abstractmethod
     def optimize(self, db: Database) -> None:
         """Refresh the query planner's statistics."""
 
@@ -124,6 +128,9 @@ class SQLite(Dialect):
             return False
         finally:
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def in_transaction(self, db: Database) -> bool:
+        return db.conn.in_transaction
 
     def optimize(self, db: Database) -> None:
         """Without statistics SQLite walks a whole inbox for a filtered fetch. FTS5's shadow tables are left

@@ -215,7 +215,7 @@ class Memory:
         note = None
         keyword = None
         if mode in ("hybrid", "keyword"):
-            if mode == "hybrid" and not self.board.store.db.conn.in_transaction:
+            if mode == "hybrid" and not self.board.store.in_transaction():
                 # the two halves are independent and both leave the GIL while they work (SQLite, onnxruntime,
                 # Chroma): on a second core the keyword half costs no extra time
                 keyword = _search_pool().submit(self._keyword, query, mode, filters)

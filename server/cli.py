@@ -447,12 +447,16 @@ def _port_taken(host: str, port: int) -> str | None:
     return None
 
 
+# columns the terminal board leaves out while they are empty: they hold cards only when something waits
+QUIET_COLUMNS = ("blocked", "needs_human")
+
+
 def board_text(board: Board, top: int) -> str:
     """The board as the terminal shows it."""
     view = board.board(top=top)
     lines = [f"hiveboard — {view.total} cards, {view.ready} ready to claim"]
     for column in view.columns:
-        if column.count == 0 and column.status not in ("todo", "in_progress", "review", "done"):
+        if column.count == 0 and column.status in QUIET_COLUMNS:
             continue
         lines.append(f"\n{column.status.upper()} ({column.count})")
         for t in column.top:

@@ -13,7 +13,7 @@ item exists. The result, `<name>.json`, is committed, so the bench needs no chec
 `cosqa` is an outside check rather than a set of ours: the CoSQA dev split (microsoft/CodeXGLUE,
 Text-Code/NL-code-search-WebQuery; web-search queries paired with Python functions, labelled by
 annotators). Its data licence (C-UDA) is not the repository's, so the set is written where you say and
-never committed: `bench/bench_memory.py --sets-only --sets /tmp/cosqa.json` scores it. Items are the
+never committed: `bench/bench_retrieval.py --sets /tmp/cosqa.json` scores it. Items are the
 dev split's distinct snippets; queries are the pairs labelled 1, each naming its snippet.
 """
 
@@ -78,11 +78,17 @@ def build(name: str, repo: Path) -> dict:
         if unknown:
             raise SystemExit(f"{query!r} names items that are not in {name}: {unknown}")
         queries.append({"query": query, "relevant": relevant})
-    return {"about": f"code search over {package} ({licence}): hand-written developer queries -> the functions "
-                     "and classes that answer them; items loaded as task type 'code'",
-            "source": {"repository": REPOSITORIES[name], "commit": commit,
-                       "licence": git(repo, "show", f"{commit}:LICENSE").stdout.decode()},
-            "items": items, "queries": queries}
+    return {
+        "about": f"code search over {package} ({licence}): hand-written developer queries -> the functions "
+        "and classes that answer them; items loaded as task type 'code'",
+        "source": {
+            "repository": REPOSITORIES[name],
+            "commit": commit,
+            "licence": git(repo, "show", f"{commit}:LICENSE").stdout.decode(),
+        },
+        "items": items,
+        "queries": queries,
+    }
 
 
 COSQA_DEV = "Text-Code/NL-code-search-WebQuery/CoSQA/cosqa-dev.json"
@@ -94,11 +100,13 @@ def build_cosqa(repo: Path) -> dict:
     keys: dict[str, str] = {}
     for pair in pairs:
         keys.setdefault(pair["code"], f"cosqa-{len(keys)}")
-    return {"about": "CoSQA dev split: web queries -> the Python functions annotators matched to them (label 1); "
-                     "every distinct snippet of the split is an item; items loaded as task type 'code'",
-            "source": {"repository": "github.com/microsoft/CodeXGLUE", "commit": commit, "path": COSQA_DEV},
-            "items": [{"key": key, "title": "", "text": code[:ITEM_CHARS]} for code, key in keys.items()],
-            "queries": [{"query": p["doc"], "relevant": [keys[p["code"]]]} for p in pairs if p["label"] == 1]}
+    return {
+        "about": "CoSQA dev split: web queries -> the Python functions annotators matched to them (label 1); "
+        "every distinct snippet of the split is an item; items loaded as task type 'code'",
+        "source": {"repository": "github.com/microsoft/CodeXGLUE", "commit": commit, "path": COSQA_DEV},
+        "items": [{"key": key, "title": "", "text": code[:ITEM_CHARS]} for code, key in keys.items()],
+        "queries": [{"query": p["doc"], "relevant": [keys[p["code"]]]} for p in pairs if p["label"] == 1],
+    }
 
 
 def main(argv: list[str]) -> None:

@@ -6,10 +6,10 @@ history says, which edit won), never about timing. Loopback only.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import get_args
 
 import anyio
 import pytest
@@ -17,6 +17,7 @@ from conftest import (
     START_TIMEOUT,
     agent_token,
     call,
+    clean_env,
     data,
     http_client,
     self_registered_token,
@@ -25,14 +26,14 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from hiveboard.board import Agents, Store
+from hiveboard.board.models import Priority
 
-PRIORITIES = ("critical", "high", "medium", "low")
+PRIORITIES = get_args(Priority)
 
 
 def stdio_window(home: Path, agent: str) -> Client:
     """One IDE window: its own `hiveboard serve` stdio process, acting as `agent` (HIVEBOARD_AGENT)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
-    env["HIVEBOARD_AGENT"] = agent
+    env = clean_env(HIVEBOARD_AGENT=agent)
     return Client(
         StdioServerParameters(
             command=sys.executable, args=["-m", "hiveboard.server", "--home", str(home), "serve"], env=env

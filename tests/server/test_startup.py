@@ -8,12 +8,12 @@ The terminal commands import neither the MCP SDK nor the memory's models; `serve
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import clean_env
 
 # what a terminal command must not load (each costs a noticeable part of a second to import)
 HEAVY = {
@@ -85,8 +85,7 @@ print("SEEN " + json.dumps({"code": code, **seen}), file=sys.stderr)
 
 
 def run_python(script: str, watched: set[str], *args: str, home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
-    env["HIVEBOARD_HOME"] = str(home)
+    env = clean_env(HIVEBOARD_HOME=str(home))
     out = subprocess.run(
         [sys.executable, "-c", script, ",".join(sorted(watched)), *args],
         check=False,
