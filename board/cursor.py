@@ -8,7 +8,6 @@ same sentence whatever is wrong: pass back what the tool gave, or start again.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Callable
 
@@ -38,12 +37,11 @@ def decode_cursor(
     refuses its parts)."""
     try:
         text = base64.b64decode(cursor.encode(), altchars=b"-_", validate=True).decode()
-        if text.startswith("["):  # get_messages has handed out its cursors as a JSON list of ints
-            items = json.loads(text)
-            strings = [str(p) if type(p) is int else "" for p in items] if isinstance(items, list) else []
+        if text.startswith("[") and text.endswith("]"):  # get_messages' older cursors: a JSON list of ints
+            strings = [part.strip() for part in text[1:-1].split(",")]  # read as text: never a parser's recursion
         else:
             strings = text.split(":")
-    except ValueError as exc:  # bad base64, UTF-8 or JSON
+    except ValueError as exc:  # bad base64 or UTF-8
         raise invalid_cursor(tool) from exc
     if len(strings) != n or not all(_PART.fullmatch(s) for s in strings):
         raise invalid_cursor(tool)

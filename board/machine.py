@@ -156,14 +156,16 @@ class Machine:
 
     # ----------------------------------------------------------------- performing a row
 
-    def create(self, db: Database, actor: str, values: dict, note: str | None, ts: float) -> int:
-        """A card's first row (the table's create_task row): the INSERT, its history row and its event."""
+    def create(self, db: Database, actor: str, values: dict, note: str | Callable[[int], str] | None, ts: float) -> int:
+        """A card's first row (the table's create_task row): the INSERT, its history row and its event.
+        `note` may be a function of the new card's id."""
         rule = find(NEW, "todo", "create_task")
         columns = {**values, "status": rule.target, "created_by": actor, "created_at": ts, "updated_at": ts}
         task_id = db.execute(
             f"INSERT INTO tasks ({', '.join(columns)}) VALUES ({placeholders(columns)}) RETURNING id",
             list(columns.values()),
         ).fetchall()[0][0]
+        note = note(task_id) if callable(note) else note
         self._history(db, task_id, actor, rule.action, rule.source, rule.target, note, ts)
         self.store.emit(TaskChanged(task_id, rule.target))
         return task_id

@@ -248,11 +248,15 @@ class Board:
             first = None
             for attempt in range(1, new.attempts + 1):
                 title = new.title.strip() + (f" (attempt {attempt} of {new.attempts})" if new.attempts > 1 else "")
-                note = (
-                    f"reserved for {assignee}"
-                    if assignee
-                    else (f"attempt {attempt} of {new.attempts} of contest {first}" if first else None)
-                )
+                if assignee:
+                    note: str | Callable[[int], str] | None = f"reserved for {assignee}"
+                elif new.attempts > 1:  # the first attempt names the contest after itself, so its id is the name
+
+                    def note(task_id: int, attempt: int = attempt, first: int | None = first) -> str:
+                        return f"attempt {attempt} of {new.attempts} of contest {first or task_id}"
+
+                else:
+                    note = None
                 values = {
                     "title": title,
                     "description": new.description,

@@ -53,3 +53,9 @@ def test_anything_else_is_refused_naming_the_tool(cursor):
 def test_the_caller_can_refuse_parts_it_never_hands_out():
     with pytest.raises(InvalidInput, match="get_messages"):
         decode_cursor(encode_cursor(2, 5), "get_messages", valid=lambda parts: parts[0] in (0, 1))
+
+
+def test_a_deeply_nested_cursor_is_refused_in_one_sentence():
+    hostile = base64.urlsafe_b64encode(b"[" * 1000 + b"]" * 1000).decode()
+    with pytest.raises(InvalidInput, match="cursor is not valid"):
+        decode_cursor(hostile, "list_tasks")

@@ -128,6 +128,8 @@ def test_the_referee_cannot_crown_an_attempt_that_did_not_pass_its_review(tmp_pa
     try:
         first = board.create("alice", NewTask(title="parse dates", attempts=2))
         attempts = [first.id, first.id + 1]
+        notes = [board.get(t).history[0].note for t in attempts]
+        assert notes == [f"attempt {n} of 2 of contest {first.id}" for n in (1, 2)]
         for agent, task_id in zip(("bob", "carol"), attempts):  # each escalates without handing anything in
             claim = board.claim(agent, task_id)
             board.update(agent, task_id, token=claim.token, status="needs_human", reason="unsure")
