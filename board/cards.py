@@ -88,7 +88,7 @@ def task(db: Database, row: dict, history: int, viewer: str | None = None) -> Ta
         )
         for h in rows(
             db,
-            "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
+            "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) AS h ORDER BY id",
             [row["id"], history],
         )
     ]

@@ -28,7 +28,7 @@ if "numpy" not in sys.modules and "sqlite_utils" not in sys.modules:
         del sys.modules["numpy"]
 from sqlite_utils import Database
 
-from .dialect import SQLite
+from .dialect import Dialect, SQLite
 from .events import KEEP_EVENTS, Event, Notifier, encode
 
 
@@ -58,28 +58,73 @@ def rows(db: Database, sql: str, params: list | tuple = ()) -> list[dict]:
     return [dict(zip(keys, row)) for row in cursor.fetchall()]
 
 
-class Store:
-    """One SQLite file shared by threads and processes."""
+def is_url(target: str) -> bool:
+    """Whether a --db target is a URL (scheme://…) rather than a file path."""
+    return "://" in target and target.split("://", 1)[0].replace("+", "").isalpha()
 
-    def __init__(self, path: str | Path):
+
+def dialect_for(target: str) -> Dialect:
+    """The dialect of a store target: a `postgresql://` URL, or a SQLite file path. Any other URL is refused."""
+    if not is_url(target):
+        return SQLite()
+    scheme = target.split("://", 1)[0].lower()
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgreSQL
+
+        return PostgreSQL()
+    raise ValueError(f"the database {scheme}://… is not supported: give a SQLite file path or a postgresql:// URL")
+
+
+class Store:
+    """One database shared by threads, processes and (on PostgreSQL) nodes: a SQLite file or a
+    `postgresql://` URL (board/dialect.py, board/postgres.py).
+
+    read_only: an existing database opened to read only (a read-only data directory), creating no file and
+    writing nothing: no migration (`pending` names those it lacks), no statistics, and `try_write` never
+    begins; `write` is refused."""
+
+    def __init__(self, path: str | Path, read_only: bool = False):
         self.path = str(path)
-        self.dialect = SQLite()
-        if self.path != ":memory:":
+        self.read_only = read_only
+        self.dialect = dialect_for(self.path)
+        self.target = self.dialect.read_only_target(self.path) if read_only else self.path
+        if self.dialect.name == "sqlite" and self.path != ":memory:" and not read_only:
             Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # only its owner may read the board (agents' token hashes, direct messages); SQLite gives its
             # -wal and -shm files the database file's permissions
             os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
         self._local = threading.local()
-        self.notifier = Notifier(self.path, self.dialect)
+        self.notifier = Notifier(self.target, self.dialect)
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
         self._write_lock = threading.RLock()
-        with self.write() as db:
-            self.dialect.migrate(db)
-        self.optimize()
+        self.pending: list[str] = []
+        try:
+            if read_only:
+                self.pending = self._unapplied()
+            else:
+                with self.write() as db:
+                    self.dialect.migrate(db)
+                self.optimize()
+        except BaseException:
+            self.close()  # a damaged file: leave no connection (nor its -wal and -shm files) behind
+            raise
+
+    def _unapplied(self) -> list[str]:
+        """The migrations this database lacks, found by applying them in a transaction that is rolled back."""
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            return self.dialect.migrate(db)
+        except self.dialect.Error as exc:
+            if not str(exc).startswith("attempt to write"):  # only a read-only file refuses a migration's write
+                raise
+            return ["(unknown: the file cannot be written)"]
+        finally:
+            db.execute("ROLLBACK")
 
     def _connect(self) -> _Connection:
-        holder = _Connection(self.dialect.connect(self.path))
+        holder = _Connection(self.dialect.connect(self.target))
         with self._all_lock:
             self._all.add(holder)
         return holder
@@ -102,6 +147,8 @@ class Store:
 
         Events emitted inside it reach the notifier once it has committed.
         """
+        if self.read_only:
+            raise PermissionError(f"{self.path} was opened read-only")
         db = self.db
         # Threads of this process queue on a mutex (an immediate hand-over); only other processes meet
         # SQLite's busy handler, which sleeps in growing steps while it waits.
@@ -115,7 +162,7 @@ class Store:
         """A write transaction if one can begin at once, else None: another thread of this process or
         another process is writing. For upkeep a reader may do but need not wait for, since every
         writer does it first anyway (the lease sweep)."""
-        if not self._write_lock.acquire(blocking=False):
+        if self.read_only or not self._write_lock.acquire(blocking=False):
             yield None
             return
         try:
@@ -152,6 +199,7 @@ class Store:
         event_id = db.execute(
             "INSERT INTO events (kind, data) VALUES (?, ?) RETURNING id", [event.kind, encode(event)]
         ).fetchall()[0][0]
+        self.dialect.committed(db, event_id)
         if event_id % 1000 == 0:
             db.execute("DELETE FROM events WHERE id <= ?", [event_id - KEEP_EVENTS])
         self._local.pending.append((event_id, event))
@@ -164,7 +212,7 @@ class Store:
     def read(self) -> Iterator[Database]:
         """A consistent snapshot for several reads."""
         db = self.db
-        db.execute("BEGIN")
+        self.dialect.begin_read(db)
         try:
             yield db
         finally:

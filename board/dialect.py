@@ -19,14 +19,22 @@ appears outside this module and the migrations.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from abc import ABC, abstractmethod
+from contextlib import closing
+from pathlib import Path
 
 from sqlite_utils import Database
 
 from .migrations import apply_migrations
 
 BUSY_TIMEOUT_MS = 30_000
+
+
+def fts5_match(words: list[str]) -> str | None:
+    """An FTS5 query for any of these words, each quoted: no FTS5 syntax errors from what a user typed."""
+    return " OR ".join(f'"{w}"' for w in words) or None
 
 
 class Dialect(ABC):
@@ -38,6 +46,16 @@ class Dialect(ABC):
     @abstractmethod
     def connect(self, target: str) -> Database:
         """A new connection in autocommit mode, with the board's settings."""
+
+    def read_only_target(self, path: str) -> str:
+        """What `connect` and `watch_connect` open to read the database at `path` where it cannot be written:
+        a target that creates no file (the driver's error if it cannot be read so). Only a database kept
+        in a file has one."""
+        raise NotImplementedError(f"{self.name} is not opened read-only from a file")
+
+    def check(self, db: Database) -> str | None:
+        """Why the database is damaged (a few of the problems found), or None when it is intact."""
+        raise NotImplementedError(f"{self.name} has no integrity check here")
 
     @abstractmethod
     def migrate(self, db: Database) -> list[str]:
@@ -67,6 +85,21 @@ class Dialect(ABC):
     def watch_connect(self, target: str):
         """The cross-process watcher's own connection (plain driver connection, used from one thread)."""
 
+    ordered_join = "JOIN"  # a join the planner must do in the order written (where it needs telling)
+    pushes = False  # True: the watcher blocks in wait_for_commit; False: it polls commit_counter
+
+    def wait_for_commit(self, conn, timeout: float) -> bool:
+        """Block until another connection commits or `timeout` passes; whether one did (pushing dialects)."""
+        raise NotImplementedError(f"{self.name} is watched by polling its commit counter")
+
+    def begin_read(self, db: Database) -> None:
+        """Begin a transaction whose reads all see one snapshot."""
+        db.execute("BEGIN")
+
+    @abstractmethod
+    def committed(self, db: Database, event_id: int) -> None:
+        """Inside a write transaction that stored event `event_id`: tell other nodes once it commits."""
+
     # JSON in a column holding a JSON array or object
     @abstractmethod
     def json_has(self, column: str) -> str:
@@ -80,7 +113,19 @@ class Dialect(ABC):
     def json_field(self, expr: str, key: str) -> str:
         """An expression: the value under `key` of the JSON object `expr`."""
 
+    @abstractmethod
+    def json_texts(self, column: str, alias: str) -> str:
+        """A FROM item: one row per string of the JSON array in `column`, as text in `alias`.value."""
+
+    @abstractmethod
+    def json_number(self, expr: str, key: str) -> str:
+        """An expression: the number under `key` of the JSON object `expr`."""
+
     # the keyword index over memory items (title, text, code words)
+    @abstractmethod
+    def keyword_match(self, words: list[str]) -> str | None:
+        """The parameter the keyword queries take for these words (any may match); None for no words."""
+
     @abstractmethod
     def keyword_count(self) -> str:
         """A query: how many items match the one quoted word given as its parameter."""
@@ -98,10 +143,17 @@ class SQLite(Dialect):
     """One SQLite file shared by threads and processes: WAL, a busy timeout, an immediate write lock."""
 
     name = "sqlite"
+    ordered_join = "CROSS JOIN"  # SQLite's planner keeps a CROSS JOIN's tables in the order written
     Error = sqlite3.Error
 
     def connect(self, target: str) -> Database:
-        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = sqlite3.connect(
+            target,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            uri=target.startswith("file:"),  # a read-only target
+        )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -110,6 +162,36 @@ class SQLite(Dialect):
         # no sqlite-utils plugins: finding them reads every installed package's metadata at each start,
         # and the board's connections are its own
         return Database(conn, execute_plugins=False)
+
+    def read_only_target(self, path: str) -> str:
+        """The file itself where this user may write it (a plain connection removes the -wal and -shm files
+        it made when it closes); else read-only mode, which needs the -shm file of a WAL database to exist
+        or to be creatable; else, when neither a -shm file nor a write-ahead log waiting to be replayed is
+        there (and none can be made), the file as immutable: then no process can be writing it."""
+        file = Path(path).resolve()
+        if os.access(file, os.R_OK | os.W_OK) and os.access(file.parent, os.W_OK):
+            return str(file)
+        read_only = f"{file.as_uri()}?mode=ro"
+        try:
+            with closing(sqlite3.connect(read_only, uri=True)) as probe:
+                probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return read_only
+        except sqlite3.OperationalError as exc:
+            in_use = any(os.path.getsize(f) for f in (f"{file}-wal", f"{file}-shm") if os.path.exists(f))
+            # the -shm file cannot be made: the directory is read-only (CANTOPEN or READONLY_DIRECTORY)
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY) or in_use:
+                raise
+        return f"{file.as_uri()}?immutable=1"
+
+    def check(self, db: Database) -> str | None:
+        try:
+            found = [row[0] for row in db.execute("PRAGMA quick_check(3)").fetchall()]
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        if found == ["ok"]:
+            return None
+        # rows such as "*** in database main ***\nOn tree page 9 cell 0: invalid page number -1"
+        return "; ".join(line for row in found for line in row.splitlines() if line and not line.startswith("***"))
 
     def migrate(self, db: Database) -> list[str]:
         return apply_migrations(db)
@@ -145,7 +227,7 @@ class SQLite(Dialect):
         return conn.execute("PRAGMA data_version").fetchone()[0]
 
     def watch_connect(self, target: str) -> sqlite3.Connection:
-        return sqlite3.connect(target, check_same_thread=False)
+        return sqlite3.connect(target, check_same_thread=False, uri=target.startswith("file:"))
 
     def json_has(self, column: str) -> str:
         return f"EXISTS (SELECT 1 FROM json_each({column}) WHERE value = ?)"
@@ -155,6 +237,18 @@ class SQLite(Dialect):
 
     def json_field(self, expr: str, key: str) -> str:
         return f"json_extract({expr}, '$.{key}')"
+
+    def committed(self, db: Database, event_id: int) -> None:
+        pass  # other processes notice the file's data_version move (commit_counter)
+
+    def json_texts(self, column: str, alias: str) -> str:
+        return f"json_each({column}) AS {alias}"
+
+    def json_number(self, expr: str, key: str) -> str:
+        return f"json_extract({expr}, '$.{key}')"
+
+    def keyword_match(self, words: list[str]) -> str | None:
+        return fts5_match(words)
 
     def keyword_count(self) -> str:
         return "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?"

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hiveboard")
 
+PUSH_WAIT = 0.5  # seconds a pushing watcher blocks before it checks whether it was cancelled
 KEEP_EVENTS = 20_000  # rows kept in the events table: a watcher further behind than this wakes everyone
 
 
@@ -284,14 +285,19 @@ class Notifier:
         try:
             backlog = False
             while True:
-                await asyncio.sleep(0 if backlog else self.poll_interval)
-                try:  # the database work runs off the event loop: a busy file must not stall every session
+                try:  # the database work runs off the event loop: a busy database must not stall every session
+                    if self.dialect.pushes:  # blocks until a commit notifies, or the timeout
+                        backlog = await asyncio.to_thread(self.dialect.wait_for_commit, conn, PUSH_WAIT) or backlog
+                    else:
+                        await asyncio.sleep(0 if backlog else self.poll_interval)
                     version, last_id, backlog, events, gap = await asyncio.to_thread(
                         self._changes, conn, version, last_id, backlog
                     )
                 except self.dialect.Error:
-                    log.exception("cross-process wake-up check failed; retrying")
-                    await asyncio.sleep(1)
+                    log.exception("cross-process wake-up check failed; reconnecting")
+                    conn = await self._reconnect(conn)
+                    backlog = True  # what was committed meanwhile is read once connected again
+                    self.wake_everyone()
                     continue
                 if gap:
                     self.wake_everyone()
@@ -299,6 +305,20 @@ class Notifier:
         finally:
             with self._conn_lock:  # a cancelled check may still be running on its thread
                 conn.close()
+
+    async def _reconnect(self, conn):
+        """A new watcher connection, retried every second until the database answers again."""
+        with self._conn_lock:
+            try:
+                conn.close()
+            except Exception:  # a connection that broke may fail to close; it is dropped either way
+                pass
+        while True:
+            await asyncio.sleep(1)
+            try:
+                return await asyncio.to_thread(self.dialect.watch_connect, self.db_path)
+            except self.dialect.Error:
+                log.warning("the database is still unavailable to the wake-up watcher; retrying")
 
     def _baseline(self, conn) -> tuple[int, int]:
         with self._conn_lock:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from sqlite_utils import Database
 
 from .db import Store, iso, now, placeholders, rows
+from .dialect import fts5_match
 from .errors import InvalidInput, NotFound
 from .events import MemoryAdded, MemoryIndexed
 
@@ -139,10 +140,9 @@ def query_words(text: str) -> list[str]:
 
 
 def fts_query(text: str | list[str]) -> str | None:
-    """Free text (or its query_words) to an FTS5 query: every word quoted (no syntax errors from user
-    input), any may match."""
-    words = query_words(text) if isinstance(text, str) else text
-    return " OR ".join(f'"{w}"' for w in words) or None
+    """Free text (or its query_words) to SQLite's FTS5 query: every word quoted (no syntax errors from user
+    input), any may match. The store's dialect builds the query it runs (Dialect.keyword_match)."""
+    return fts5_match(query_words(text) if isinstance(text, str) else text)
 
 
 # FTS5 computes BM25 for every row that matches any query word before it can sort them, so that cost
@@ -151,7 +151,7 @@ def fts_query(text: str | list[str]) -> str | None:
 # ones once the rows they match would pass SCORED_ROWS (always keeping the rarest word). Below that —
 # every query on a memory of up to SCORED_ROWS items — nothing is dropped. A common word adds little to
 # BM25 (its IDF is low); the vector half of a hybrid search still sees the whole query. The budget trades
-# a little keyword recall in a large memory for time: `bench_memory.py --whatif` measures both, and
+# a little keyword recall in a large memory for time: `bench_memory_whatif.py` measures both, and
 # bench/README.md has the run that chose it.
 SCORED_ROWS = 10_000
 PREFETCH = 200  # rows ranked by FTS5 alone before the filters are checked in memory_items
@@ -377,7 +377,9 @@ class Knowledge:
             return cached[0]
         if len(self._df) >= _DF_CACHE_SIZE:
             self._df.clear()
-        df = self.store.db.execute(self.store.dialect.keyword_count(), [f'"{word}"']).fetchone()[0]
+        df = self.store.db.execute(
+            self.store.dialect.keyword_count(), [self.store.dialect.keyword_match([word])]
+        ).fetchone()[0]
         if df >= _DF_CACHE_MIN:
             self._df[word] = (df, ts)
         return df
@@ -417,7 +419,7 @@ class Knowledge:
         only (joining every match to memory_items before sorting cost more than the ranking itself); when
         the filters leave too few of those, the ranking is read on in growing chunks.
         """
-        match = fts_query(self.keyword_words(query))
+        match = self.store.dialect.keyword_match(self.keyword_words(query))
         if match is None:
             return []
         db = self.store.db
@@ -448,7 +450,12 @@ class Knowledge:
         total = max(self._top_id(), 1)
         return WordMatches(
             {
-                word: {r[0] for r in self.store.db.execute(self.store.dialect.keyword_ids(), [f'"{word}"'])}
+                word: {
+                    r[0]
+                    for r in self.store.db.execute(
+                        self.store.dialect.keyword_ids(), [self.store.dialect.keyword_match([word])]
+                    )
+                }
                 for word in self.keyword_words(query)
             },
             total,

@@ -6,12 +6,16 @@ holds that recipient's read and ack state. Recipients are worked out when the me
 - an agent name            → that agent
 - "role:<role>"            → every agent with that role
 - "everyone"               → every registered agent
-- no recipient (the pool)  → the people of its task (creator and assignee)
+- no recipient (the pool)  → the people of its task (creator and assignee) for a message an agent
+                             wrote; for a board event, only whoever it needs (`needs`: a verdict to the
+                             agent whose work it judged, a card waiting for a person to its creator too,
+                             a contest's decision to its creator, a card someone else moved to its holder)
 - and in every case, agents subscribed to its intent, its task or its thread/channel,
   minus the sender.
 
-Board events (task_assignment, task_claim, status_update, output.complete) are posted by the board
-in the same transaction as the change they describe, so the pool is the board's event log.
+Board events (task_assignment, task_claim, status_update, output.complete, review.started, verdicts) are
+posted by the board in the same transaction as the change they describe, so the pool is the board's event
+log, and an inbox holds what its agent has to act on.
 """
 
 from __future__ import annotations
@@ -113,6 +117,26 @@ def _uncursor(cursor: str) -> tuple[int, ...]:
     return decode_cursor(cursor, "get_messages", valid=lambda parts: parts[0] in (0, 1))
 
 
+# Board events that need someone: a verdict needs the agent whose work it judged (and a card waiting for a
+# person needs its creator too); the referee's decision on competing attempts needs the creator who asked for
+# them; a card moved by someone else needs its holder. Every other event (a claim, a completion, a review
+# starting) is routine: it stays in the pool, where get_messages(box="pool") and subscriptions to its intent
+# or task follow it.
+VERDICTS = ("critique", "approval", "needs_human")
+
+
+def needs(intent: str, actor: str, creator: str, holder: str | None, reserved_for: str | None) -> set[str]:
+    """Whose inbox a board event about a card goes to (besides subscribers): see VERDICTS above."""
+    author = holder or reserved_for
+    if intent in VERDICTS:
+        return {p for p in (author, creator if intent == "needs_human" else None) if p}
+    if intent == "contest.decided":
+        return {creator}
+    if intent == "status_update" and author and author != actor:
+        return {author}
+    return set()
+
+
 def is_direct(recipient: str | None) -> bool:
     """A message to one agent (not the pool, everyone or a role)."""
     return recipient is not None and recipient != "everyone" and not recipient.startswith("role:")
@@ -212,7 +236,7 @@ class Messages:
             row = db.execute(
                 "SELECT created_by, assignee, reserved_for FROM tasks WHERE id = ?", [msg.task_id]
             ).fetchone()
-            to |= {p for p in row if p}
+            to |= needs(msg.intent, sender, *row) if msg.metadata.get("event") else {p for p in row if p}
         if not is_direct(recipient):  # a direct message reaches its addressee only, whoever follows its intent or task
             subs = db.execute(
                 "SELECT agent FROM subscriptions WHERE (kind = 'intent' AND value = ?) OR (kind = 'task' AND "

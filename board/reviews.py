@@ -302,7 +302,7 @@ class Reviews:
         """The review moved on: its requests leave the critics' inboxes (the pool keeps them)."""
         db.execute(
             "DELETE FROM inbox WHERE message_id IN (SELECT id FROM messages WHERE intent = 'review.request' "
-            f"AND {self.store.dialect.json_field('metadata', 'review_id')} = ?)",
+            f"AND {self.store.dialect.json_number('metadata', 'review_id')} = ?)",
             [review_id],
         )
 
@@ -349,7 +349,11 @@ class Reviews:
             if review["status"] != "running":
                 raise IllegalTransition(
                     f"review {review_id} is {review['status']}, not taking critiques"
-                    + ("" if review["status"] == "queued" else "; call get_review to see its verdict")
+                    + (
+                        ""
+                        if review["status"] == "queued"
+                        else f"; get_review(review_id={review_id}, full=true) shows its verdict"
+                    )
                 )
             slots = {
                 r["lens"]: r
@@ -547,7 +551,10 @@ class Reviews:
         """The task id of a review."""
         found = self.store.db.execute("SELECT task_id FROM reviews WHERE id = ?", [review_id]).fetchone()
         if found is None:
-            raise NotFound(f"review {review_id} does not exist; get_review with a task_id lists its reviews")
+            raise NotFound(
+                f"review {review_id} does not exist; get_review(task_id=..., full=true) lists a card's reviews "
+                "with their review_id"
+            )
         return found[0]
 
     # ----------------------------------------------------------------- the verdict
@@ -579,7 +586,7 @@ class Reviews:
                     action=f"reviewed round {job.round}",
                     reason=message[: self.limits.note] if outcome == "needs_human" else None,
                     sets=sets,
-                    note=f"{synthesis.verdict}: {synthesis.brief[:500]}"
+                    note=f"{synthesis.verdict}: {_noted(synthesis.brief, job.task_id)}"
                     if synthesis.verdict == "FAIL"
                     else synthesis.verdict,
                 )
@@ -670,7 +677,7 @@ class Reviews:
     def stats(self) -> BoardStats:
         db = self.store.db
         sql = self.store.dialect
-        score = sql.json_field("synthesis", "score")
+        score = sql.json_number("synthesis", "score")
         counts = dict(db.execute("SELECT status, count(*) FROM reviews GROUP BY status").fetchall())
         firsts = db.execute(
             "SELECT created_at, verdict FROM reviews WHERE round = 1 AND status = 'finished' ORDER BY id"
@@ -757,6 +764,13 @@ class Reviews:
             memory_reuse_rate=_rate(useful, surfaced),
             memory_pending=self.knowledge.pending(),
         )
+
+
+def _noted(brief: str, task_id: int, limit: int = 500) -> str:
+    """A round's brief in the card's history: cut to `limit` characters, saying where the rest is."""
+    if len(brief) <= limit:
+        return brief
+    return brief[:limit].rstrip() + f"… (the whole brief: get_review(task_id={task_id}, full=true))"
 
 
 def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[ReviewIssue]:

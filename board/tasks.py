@@ -131,7 +131,7 @@ class Board:
             )
             where.append(clause if ready else f"NOT ({clause})")
         with self.store.read() as db:
-            base = " AND ".join(where) or "1"
+            base = " AND ".join(where) or "TRUE"
             total = db.execute(f"SELECT count(*) FROM tasks WHERE {base}", params).fetchone()[0]
             page_where, page_params = base, list(params)
             if cursor:
@@ -158,10 +158,11 @@ class Board:
         with self.store.read() as db:
             counts = dict(db.execute("SELECT status, count(*) FROM tasks GROUP BY status").fetchall())
             # ready = todo cards minus those still waiting on a dependency, counted from the dependencies (few)
-            # rather than by probing every todo card for one; CROSS JOIN keeps SQLite to that order
+            # rather than by probing every todo card for one, joined in the order written
+            join = self.store.dialect.ordered_join
             waiting = db.execute(
-                "SELECT count(DISTINCT d.task_id) FROM task_deps d CROSS JOIN tasks t ON t.id = d.task_id "
-                "CROSS JOIN tasks dt ON dt.id = d.depends_on WHERE t.status = 'todo' AND dt.status != 'done'"
+                f"SELECT count(DISTINCT d.task_id) FROM task_deps d {join} tasks t ON t.id = d.task_id "
+                f"{join} tasks dt ON dt.id = d.depends_on WHERE t.status = 'todo' AND dt.status != 'done'"
             ).fetchone()[0]
             ready = counts.get("todo", 0) - waiting
             columns = []

@@ -57,6 +57,7 @@ class AgentView(BaseModel):
     last_seen: str | None
     last_seen_at: float | None
     waiting: bool
+    waiting_until: float | None = None  # while it waits for messages (get_messages with a wait)
     holding: list[tuple[int, str]]
     first_rounds: int
     first_passes: int
@@ -79,7 +80,7 @@ def _card_sql(sql: Dialect) -> str:
     return f"""
 SELECT t.id, t.title, t.status, t.task_type, t.priority, t.labels, t.assignee, t.reserved_for, t.created_by,
        t.lease_expires_at, t.blocked_reason, t.unverified, t.updated_at,
-       r.round, r.status, {sql.json_field("r.synthesis", "score")}
+       r.round, r.status, {sql.json_number("r.synthesis", "score")}
 FROM tasks t LEFT JOIN reviews r ON r.id = (SELECT max(id) FROM reviews WHERE task_id = t.id)
 """
 
@@ -152,6 +153,11 @@ class Views:
             next_after = f"{last.updated_at!r}:{last.id}" if status == "done" else f"{last.rank}:{last.id}"
         return ColumnPage(status=status, count=count, cards=cards, next_after=next_after)
 
+    def last_event(self) -> int:
+        """The id of the newest commit event: a page rendered after reading it shows every change up to it,
+        so a live page that learns of a newer one knows it may have missed something."""
+        return self.store.db.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]
+
     def cards(self, ids: Iterable[int]) -> list[CardView]:
         """These cards (the ones that still exist), for a live update."""
         ids = sorted(set(ids))
@@ -203,7 +209,7 @@ class Views:
             labels = [
                 r[0]
                 for r in db.execute(
-                    f"SELECT DISTINCT l.value FROM tasks, {self.store.dialect.json_elements('tasks.labels', 'l')} "
+                    f"SELECT DISTINCT l.value FROM tasks, {self.store.dialect.json_texts('tasks.labels', 'l')} "
                     "ORDER BY 1 LIMIT 200"
                 )
             ]
@@ -274,6 +280,7 @@ class Views:
                 last_seen=iso(seen) if seen else None,
                 last_seen_at=seen,
                 waiting=bool(waiting and waiting >= ts),
+                waiting_until=waiting if waiting and waiting >= ts else None,
                 holding=holding.get(name, []),
                 first_rounds=firsts.get(name, (0, 0))[0],
                 first_passes=firsts.get(name, (0, 0))[1] or 0,

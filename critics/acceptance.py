@@ -44,6 +44,15 @@ NOT_PASSED = {
     "xfailed": "was marked as an expected failure",
     "xpassed": "passed while marked as an expected failure",
 }
+# a run's tests by outcome, in this order; every test is counted once, so the parts add up to the total
+OUTCOMES = {
+    "passed": "passed",
+    "failed": "failed",
+    "error": "errored",
+    "skipped": "skipped",
+    "xfailed": "xfailed",
+    "xpassed": "xpassed",
+}
 
 
 @dataclass
@@ -152,24 +161,26 @@ class AcceptanceCritic(Critic):
                 "artifact and no acceptance tests on the card to run"
             )
         if self.box is None:
-            raise Unverified(f"{len(todo)} test run(s) could not run: {self.why_not}")
+            raise Unverified(f"{_many(len(todo), 'check')} could not run: {self.why_not}")
         box = self.box
         src = unique_paths([(a.name, a.content) for a in work.artifacts if a.kind != "link"])
         spec = unique_paths([(f.name, f.content) for f in work.acceptance_tests.files]) if work.acceptance_tests else {}
         issues: list[ReviewIssue] = []
         results: list[str] = []
+        passed = 0
         started = time.monotonic()
         for check in todo:
             left = max(1.0, self.timeout - (time.monotonic() - started))  # one budget for all the runs
-            found, result = self._run(box, check, src, spec, left)
+            found, detail = self._run(box, check, src, spec, left)
             issues += found
-            results.append(f"{check.label}: {result}")
+            passed += not found
+            results.append(f"{check.label}: {'failed' if found else 'passed'}" + (f" ({detail})" if detail else ""))
         failed = {i.rule for i in issues}  # a check's issues carry its label (cut to a rule's length)
         where = "in the sandbox" if box.isolated else 'WITHOUT a sandbox (review.execute = "unsafe")'
         if not box.isolated:
             log.warning('task %s: acceptance tests ran without a sandbox (review.execute = "unsafe")', work.task_id)
-        passed = sum(1 for c in todo if c.label[:40] not in failed)
-        summary = f"{passed} of {len(todo)} test run(s) passed {where} ({box.name}): " + "; ".join(results)
+        # checks (a pytest run, a command) are counted apart from the tests inside each pytest run
+        summary = f"{passed} of {_many(len(todo), 'check')} passed {where} ({box.name}): " + "; ".join(results)
         return Critique(
             verdict="FAIL" if issues else "PASS",
             score=2 if issues else 10,
@@ -184,7 +195,8 @@ class AcceptanceCritic(Critic):
     def _run(
         self, box: Box, check: Check, src: dict[str, str], spec: dict[str, str], timeout: float
     ) -> tuple[list[ReviewIssue], str]:
-        """Run one check in sessions of its own; (issues, one-line result). The creator's files are in a
+        """Run one check in sessions of its own; (issues, what it counted or how it ended, in a few words:
+        failed when there are issues, else passed). The creator's files are in a
         session only for the creator's checks, and the submitted code is beside them only for a creator
         command the judge cannot run (judged by its exit status)."""
         if check.judged:
@@ -221,9 +233,9 @@ class AcceptanceCritic(Critic):
             if limit:
                 return [self._limit_issue(check, limit, out, session)], limit
             if check.pytest is None:
-                weak = f" ({EXIT_STATUS_ONLY})" if check.spec else ""
+                weak = EXIT_STATUS_ONLY if check.spec else ""
                 if out.returncode == 0:
-                    return [], "passed" + weak
+                    return [], weak
                 return [
                     self._issue(
                         check,
@@ -233,7 +245,7 @@ class AcceptanceCritic(Critic):
                         "make the acceptance command succeed; run it locally the same way",
                         session=session,
                     )
-                ], f"exit {out.returncode}" + weak
+                ], "; ".join(x for x in (f"exit status {out.returncode}", weak) if x)
             return self._pytest_result(check, out, session)
 
     def _judge(
@@ -285,36 +297,34 @@ class AcceptanceCritic(Critic):
                     )
                 ], "no report"
             weak = report.get("decided_by_code") or 0
-            note = f"; {weak} comparison(s) decided by the code's own objects" if weak else ""
+            note = f"{_many(weak, 'comparison')} decided by the code's own objects" if weak else ""
             if "script" in report:
                 return self._script_result(check, report["script"], out, judge, note)
             issues, tally = self._pytest_result(check, out, judge, report)
             if not issues:  # a pass is every collected test passed and pytest ending well, nothing less
-                passed = sum(
-                    1 for t in report.get("tests", {}).values() if isinstance(t, dict) and t.get("outcome") == "passed"
-                )
+                tests = report.get("tests", {})
+                passed = sum(1 for t in tests.values() if isinstance(t, dict) and t.get("outcome") == "passed")
                 status, collected = report.get("exitstatus"), report.get("collected")
                 if status != 0 or passed != collected:
+                    tally = _tally(report.get("counts", {}), collected)
                     issues = [
                         self._issue(
                             check,
                             "acceptance-failed",
-                            f"{check.label} did not run to its end: "
-                            f"{passed} of {collected} collected tests passed and pytest ended with "
-                            f"status {status}",
+                            f"{check.label} did not run to its end ({tally}): pytest ended with status {status}",
                             out,
                             "make every test run and pass; the code under "
                             "test must not stop the test run (e.g. from a __repr__)",
                             session=judge,
                         )
                     ]
-            return issues, tally + note
+            return issues, "; ".join(x for x in (tally, note) if x)
 
     def _script_result(
         self, check: Check, script: dict, out: RunResult, session: Session, note: str
     ) -> tuple[list[ReviewIssue], str]:
         if script.get("outcome") == "passed":
-            return [], "passed" + note
+            return [], note
         kind = _kind(script.get("exception"))
         if check.hidden:
             text = f"{check.label} failed: {kind}."
@@ -329,7 +339,7 @@ class AcceptanceCritic(Critic):
                 "make the card's acceptance command succeed (it is the card's own check; it cannot be changed)",
                 session=session,
             )
-        ], f"failed ({kind})"
+        ], "; ".join(x for x in (kind, note) if x)
 
     def _limit_issue(self, check: Check, limit: str, out: RunResult, session: Session) -> ReviewIssue:
         return self._issue(
@@ -361,19 +371,19 @@ class AcceptanceCritic(Critic):
                     session=session,
                 )
             ], "no report"
-        tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "no tests"
+        tally = _tally(counts)
         # the creator's tests must all pass: skipped and expected failures count as failures there
         bad_outcomes = ("failed", "error", *(NOT_PASSED if check.spec else ()))
         bad = [(node, t) for node, t in tests.items() if isinstance(t, dict) and t.get("outcome") in bad_outcomes]
         if not bad and out.returncode == 0 and counts.get("passed"):
             return [], tally
         if not bad:
-            why = "collected no test" if not counts else f"exited with {out.returncode}"
+            why = "collected no test" if not counts else f"exited with {out.returncode} ({tally})"
             return [
                 self._issue(
                     check,
                     "acceptance-failed",
-                    f"{check.label} {why} ({tally}).",
+                    f"{check.label} {why}.",
                     out,
                     "add tests that pytest collects (test_*.py files with test_ functions)",
                     session=session,
@@ -387,19 +397,26 @@ class AcceptanceCritic(Critic):
                     category="test-failed" if t.get("outcome") != "error" else "test-error",
                     rule=check.label[:40],
                     location=str(node)[:300],
-                    description=self.scrub(_failure(str(node), t, check.hidden), session),
+                    description=self.scrub(_failure(t, check.hidden), session),
                     suggestion="make this test pass"
                     + ("" if not check.spec else " (it is the card's own acceptance test; it cannot be changed)"),
                 )
             )
         if len(bad) > SHOWN_FAILURES:
+            more = [str(node) for node, _ in bad[SHOWN_FAILURES:]]
+            names = ", ".join(more)
             issues.append(
                 ReviewIssue(
                     severity="critical",
                     category="test-failed",
                     rule=check.label[:40],
-                    description=f"{len(bad) - SHOWN_FAILURES} more failing tests in {check.label}",
-                    suggestion="call get_review for the run's totals",
+                    # nothing else holds their failures: the ids are all there is to point to
+                    description=self.scrub(
+                        f"{_many(len(more), 'more test')} of {check.label} did not pass, besides the "
+                        f"{SHOWN_FAILURES} above ({tally}): " + (names if len(names) <= 3000 else names[:2999] + "…"),
+                        session,
+                    ),
+                    suggestion="make these tests pass too; run them locally to see each failure",
                 )
             )
         return issues, tally
@@ -426,21 +443,40 @@ class AcceptanceCritic(Critic):
         return text
 
 
+def _many(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _tally(counts: dict, collected: object = None) -> str:
+    """A pytest run's tests, each counted once: "4 tests: 2 passed, 2 failed". Tests pytest collected but
+    never reported (the run ended early) are counted as not run, so the parts always add up to the total."""
+    known = {k: n for k, n in counts.items() if isinstance(n, int) and n > 0}
+    parts = [(OUTCOMES.get(k, k), known[k]) for k in [*OUTCOMES, *sorted(set(known) - set(OUTCOMES))] if k in known]
+    total = sum(n for _, n in parts)
+    if isinstance(collected, int) and collected > total:
+        parts.append(("did not run", collected - total))
+        total = collected
+    if not total:
+        return "no tests"
+    return f"{_many(total, 'test')}: " + ", ".join(f"{n} {word}" for word, n in parts)
+
+
 def _kind(name: object) -> str:
     """An exception type a hidden test's failure may name: one of the judge's fixed list."""
     return str(name) if name in HIDDEN_EXCEPTIONS else "Exception"
 
 
-def _failure(node: str, test: dict, hidden: bool) -> str:
-    """One failing test in a few lines: which test, expected against actual when an assert compared two
-    values, the failing line and the error; a hidden test shows its id and the type of failure only."""
+def _failure(test: dict, hidden: bool) -> str:
+    """One failing test in a few lines, without its id (the issue's location holds it): how it ended,
+    expected against actual when an assert compared two values, the failing line and the error; a hidden
+    test shows the type of failure only."""
     outcome = str(test.get("outcome"))
     if outcome in NOT_PASSED:
-        return f"{node} {NOT_PASSED[outcome]}: the card's own tests must pass, not be skipped"
+        return f"{NOT_PASSED[outcome]}: the card's own tests must pass, not be skipped"
     message = str(test.get("message") or "").strip()
     if hidden:  # the test's code, values and messages stay hidden: its id and a type from a fixed list
-        return f"{node} {outcome}: {_kind(test.get('exception'))}"
-    lines = [f"{node} {outcome}"]
+        return f"{outcome}: {_kind(test.get('exception'))}"
+    lines = [outcome]
     compared = test.get("compared")
     if compared and compared.get("op") == "==":
         lines[0] += f": expected {compared['expected']}, got {compared['actual']}"

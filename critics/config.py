@@ -1,6 +1,6 @@
 """Which critics review which cards: lenses with rubrics, critics with backends, built-in defaults.
 
-Everything here can be changed in the `[review]` table of hiveboard's config.toml (see README):
+Everything here can be changed in the `[review]` table of hiveboard's config.toml (docs/reference.md, Review settings):
 task types map to lenses, lenses carry a rubric, critics bind a lens to a backend (and, for LLM
 critics, a model and endpoint each). The defaults run offline: ruff, bandit and the integrity scan on
 Python artifacts, and the acceptance check, which runs the card's tests in the OS sandbox (critics/sandbox.py).

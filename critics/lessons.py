@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 from hiveboard.board import AcceptanceTests, Artifact, ReviewIssue
 
 from .base import is_test_file
+from .synthesis import said_once
 
 DIFF_CHARS = 1500  # of unified diff kept with a lesson
 SNIPPET = 70  # characters of code quoted from one side of a change
@@ -36,6 +37,7 @@ ARITHMETIC = {"+", "-", "*", "/", "//", "%", "**"}
 COMPARISON = {"<", ">", "<=", ">=", "==", "!="}
 BOUNDARY = {frozenset({"<", "<="}), frozenset({">", ">="})}  # one step past or short of the bound
 # acceptance-check issues: a test or a command failed; their category says nothing about the mistake
+OUTCOME = re.compile(r"^(?:failed|error)\b")  # how a failing test's description begins (critics/acceptance.py)
 TEST_CATEGORIES = {"test-failed", "test-error", "acceptance-failed", "acceptance-limit", "acceptance-timeout"}
 
 
@@ -390,7 +392,8 @@ def failure(issue: ReviewIssue, lens: str) -> Failure:
     lines = issue.description.splitlines()
     first = lines[0] if lines else ""
     if test:
-        gist = first.split(" failed", 1)[-1] if " failed" in first else first.split(" error", 1)[-1]
+        # "failed: expected 15, got 10"; reviews stored before the location was said once begin with the test id
+        gist = OUTCOME.sub("", said_once(issue.location, first).strip(), count=1)
         gist = _cut(PATHS.sub("", gist.lstrip(": ")).strip(), 160)
     else:  # a command: its first line says how it ended; the error line of its output says why
         error = next((x.strip() for x in reversed(lines[1:]) if re.match(r"\s*\w+(?:Error|Exception)\b", x)), "")

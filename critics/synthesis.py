@@ -173,6 +173,16 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def said_once(location: str, description: str) -> str:
+    """A finding's text for showing beside its location: without the location again in front of it (a
+    model's "app.py:3: eval on input" at app.py:3 says "eval on input")."""
+    if location:
+        found = re.match(re.escape(location) + r"(?:\s*[:—–-]\s*|\s+|$)", description)
+        if found:
+            return description[found.end() :]
+    return description
+
+
 def brief(
     verdict: str, issues: list[MergedIssue], round_: int, critiques: list[CritiqueRecord], limit: int = BRIEF_CHARS
 ) -> str:
@@ -193,9 +203,7 @@ def brief(
     closing = [f"Fix each: {_cut(common, 160)}"] if common else []
     entries = []
     for m in must:
-        text = m.description or ""
-        if m.location and text.startswith(m.location):  # a failing test's description starts with its id
-            text = text[len(m.location) :]
+        text = said_once(m.location, m.description or "")
         what = " | ".join(" ".join(line.split()) for line in text.splitlines()[:3] if line.strip())
         entries.append(
             f"{m.rank}. [{m.severity}] {m.location or '(general)'} — {_cut(what, 320)}"
@@ -320,10 +328,10 @@ def convergence_summary(rounds: list[list[CritiqueRecord]], max_rounds: int) -> 
             + (f"; {final.status}: {final.error}" if final and final.status != "ok" else "")
         )
         for n, issue in resolved:
-            lines.append(f"  RESOLVED in round {n}: {issue.location} {issue.description}")
+            lines.append(f"  RESOLVED in round {n}: {issue.location} {said_once(issue.location, issue.description)}")
         for issue in open_:
             lines.append(
-                f"  UNRESOLVED [{issue.severity}] {issue.location} {issue.description}"
+                f"  UNRESOLVED [{issue.severity}] {issue.location} {said_once(issue.location, issue.description)}"
                 + (f" — suggests: {issue.suggestion}" if issue.suggestion else "")
             )
     lines.append(

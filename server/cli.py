@@ -10,6 +10,7 @@ memory/lazy.py). bench/bench_startup.py measures this; tests/server/test_startup
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import hmac
 import json
@@ -38,12 +39,16 @@ def _token_arg(args: argparse.Namespace) -> str | None:
     """The server token from --token-file (or --token, which every local user can read in `ps`)."""
     path = getattr(args, "token_file", None)
     if path:
+        from .config import SetupError
+
         try:
             token = open(path, encoding="utf-8").read().strip()
         except OSError as exc:
-            raise SystemExit(f"hiveboard: cannot read --token-file {path}: {exc.strerror}") from None
+            raise SetupError(
+                f"cannot read --token-file {path} ({exc.strerror}); name a file this user can read"
+            ) from None
         if not token:
-            raise SystemExit(f"hiveboard: --token-file {path} is empty")
+            raise SetupError(f"--token-file {path} is empty; write the token into it")
         return token
     if getattr(args, "token", None):
         print(
@@ -55,9 +60,8 @@ def _token_arg(args: argparse.Namespace) -> str | None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from pydantic import ValidationError
-
-    from .config import Settings, config_file
+    """The settings of this command: its flags over the environment over config.toml; SetupError if wrong."""
+    from .config import load_settings
 
     overrides = {
         k: v
@@ -77,18 +81,15 @@ def _settings(args: argparse.Namespace) -> Settings:
     }
     if args.home is not None and not os.environ.get("HIVEBOARD_CONFIG"):
         os.environ["HIVEBOARD_HOME"] = str(args.home)  # so <home>/config.toml is the file read
-    try:
-        return Settings(**overrides)
-    except ValidationError as exc:
-        raise SystemExit(
-            f"hiveboard: configuration is not valid ({config_file()}, HIVEBOARD_* variables):\n{exc}"
-        ) from None
+    return load_settings(**overrides)
 
 
 class BearerAuth:
-    """ASGI middleware: when the operator set a token, every HTTP request must carry it or an agent's token."""
+    """ASGI middleware for the MCP endpoint: a bearer token must be the server token or an agent's, on every
+    request (initialize included); without a token, a request passes only when the operator set no server
+    token (local agents then register with whoami)."""
 
-    def __init__(self, app, server_token: str, board: Board):
+    def __init__(self, app, server_token: str | None, board: Board):
         self.app, self.server_token, self.board = app, server_token, board
 
     async def __call__(self, scope, receive, send):
@@ -100,23 +101,28 @@ class BearerAuth:
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         token = bearer_token(headers.get("authorization"))
-        ok = token is not None and (
-            hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
-            or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None
-        )
+        if token is None:
+            ok = self.server_token is None
+        else:
+            ok = (
+                self.server_token is not None
+                and hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
+            ) or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None
         if ok:
             return await self.app(scope, receive, send)
-        body = json.dumps(
-            {
-                "error": "unauthorized: send 'Authorization: Bearer <token>' with the server token "
-                "or an agent token (hiveboard agent add NAME)"
-            }
-        ).encode()
+        if token is None:
+            why = "this server needs 'Authorization: Bearer <token>': the server token, or an agent's token"
+        else:
+            why = "the bearer token matches no agent (it may have been replaced by a newer one)"
+        how = "; the operator gets an agent's token with `hiveboard agent token NAME` (or `agent add NAME`)"
+        if self.server_token is None and token is not None:
+            how += ", or connect without an Authorization header and register with whoami(name=...)"
+        body = json.dumps({"error": f"unauthorized: {why}{how}"}).encode()
         await send(
             {
                 "type": "http.response.start",
                 "status": 401,
-                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="hiveboard"')],
             }
         )
         await send({"type": "http.response.body", "body": body})
@@ -147,8 +153,7 @@ def http_app(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
     app = UnicodeGuard(mcp.streamable_http_app(host=settings.host, transport_security=security))
-    if settings.http_token:
-        app = BearerAuth(app, settings.http_token, board)
+    app = BearerAuth(app, settings.http_token, board)  # an unknown token is refused even without a server token
     from starlette.applications import Starlette
 
     from .web.app import Site, WebBoard, web_routes
@@ -197,6 +202,9 @@ def cmd_web(args: argparse.Namespace) -> int:
     import webbrowser
 
     settings = _settings(args)
+    if problem := _port_problem(settings):  # before a URL is printed or a browser opens on another server
+        print(f"hiveboard: {problem}", file=sys.stderr)
+        return 2
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     url = f"http://{host}:{settings.port}/"
 
@@ -393,13 +401,8 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
             log.warning(
                 "serving on %s without --token: anyone who reaches this address can use the board", settings.host
             )
-        problem = _port_taken(settings.host, settings.port)
-        if problem:
-            print(
-                f"hiveboard: cannot serve on {settings.host}:{settings.port}: {problem}; stop the other server "
-                "or pass --port",
-                file=sys.stderr,
-            )
+        if problem := _port_problem(settings):
+            print(f"hiveboard: {problem}", file=sys.stderr)
             return 2
         print(
             f"hiveboard: serving streamable HTTP on http://{settings.host}:{settings.port}/mcp "
@@ -433,17 +436,21 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
     return 0
 
 
-def _port_taken(host: str, port: int) -> str | None:
-    """Why the HTTP port cannot be bound (e.g. another server has it), so nothing claims to serve first."""
+def _port_problem(settings: Settings) -> str | None:
+    """Why the HTTP port cannot be bound (e.g. another server has it), in a sentence, so that nothing claims
+    to serve (nor opens a browser on the other server) first."""
     import socket
 
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = socket.getaddrinfo(settings.host, settings.port, type=socket.SOCK_STREAM)
         with socket.socket(infos[0][0], socket.SOCK_STREAM) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
             probe.bind(infos[0][4])
     except OSError as exc:
-        return exc.strerror or str(exc)
+        return (
+            f"cannot serve on {settings.host}:{settings.port}: {exc.strerror or exc}; stop the other server "
+            "or pass --port"
+        )
     return None
 
 
@@ -475,7 +482,7 @@ def board_text(board: Board, top: int) -> str:
 
 
 def cmd_board(args: argparse.Namespace) -> int:
-    board = open_board(_settings(args))
+    board = open_board(_settings(args), read_only=True)
     if not args.watch:
         print(board_text(board, args.top))
         return 0
@@ -513,12 +520,17 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from .memory_file import MAX_ERRORS, check_file, export_file, import_file, index_imported
 
     settings = _settings(args)
-    board = open_board(settings)
+    board = open_board(settings, read_only=args.action == "export")
     if args.action == "export":
         if args.file in (None, "-"):
             count = export_file(board, sys.stdout)
         else:
-            with open(args.file, "w", encoding="utf-8") as out:
+            try:
+                out = open(args.file, "w", encoding="utf-8")
+            except OSError as exc:
+                print(f"hiveboard: cannot write {args.file} ({exc.strerror}); name another FILE", file=sys.stderr)
+                return 2
+            with out:
                 count = export_file(board, out)
         print(
             f"exported {count} memory items{f' to {args.file}' if args.file not in (None, '-') else ''}",
@@ -547,8 +559,37 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+# The roles `agent add --role` grants: those the board gives rights to (board/agents.py: a person, human or
+# lead, moves other agents' cards; a critic submits critiques), and the plain labels the docs and whoami use.
+LABEL_ROLES: tuple[str, ...] = ("coder", "reviewer", "tester")
+
+
+def role_problem(role: str | None) -> str | None:
+    """Why `role` is not one `agent add --role` grants (a typo would silently grant no rights), or None."""
+    import difflib
+
+    from hiveboard.board.agents import PRIVILEGED_ROLES
+
+    known = (*PRIVILEGED_ROLES, *LABEL_ROLES)
+    if role is None or role in known:
+        return None
+    near = difflib.get_close_matches(role.lower(), known, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return (
+        f"unknown role {role!r}{hint}; the roles are {_and(PRIVILEGED_ROLES)}, which carry rights on the board, "
+        f"and {_and(LABEL_ROLES)}, which are labels: pass one of them, or leave --role out"
+    )
+
+
+def _and(words: tuple[str, ...]) -> str:
+    return ", ".join(words[:-1]) + f" and {words[-1]}" if len(words) > 1 else "".join(words)
+
+
 def cmd_agent(args: argparse.Namespace) -> int:
-    board = open_board(_settings(args))
+    if problem := role_problem(args.role):
+        print(f"hiveboard: {problem}", file=sys.stderr)
+        return 2
+    board = open_board(_settings(args), read_only=args.action == "list")
     if args.action in ("add", "token"):
         if args.action == "token" and board.agents.get(args.name, missing_ok=True) is None:
             print(
@@ -564,9 +605,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     else:
-        for name in board.agents.names(limit=1000):
+        names = board.agents.names(limit=1000)
+        print("name\trole\tcreated_at")
+        for name in names:
             agent = board.agents.get(name)
             print(f"{agent.name}\t{agent.role or '-'}\t{agent.created_at}")
+        if not names:
+            print("hiveboard: no agents yet; add one with hiveboard agent add NAME", file=sys.stderr)
     return 0
 
 
@@ -579,11 +624,11 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
     from .app import INSTRUCTIONS, build_server
     from .boundary import TOOLS_BUDGET, tool_token_costs
-    from .config import Settings
+    from .config import load_settings
     from .identity import Identity
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(home=tmp)
+        settings = load_settings(home=tmp)
         board = open_board(settings)
         memory = LazyMemory(lambda: open_memory_for(settings, board))  # listing the tools never opens it
         mcp = build_server(
@@ -614,22 +659,39 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """What this machine gives review: the sandbox, where tests run, the analysers; 1 if the configured
-    execution cannot be honoured here."""
+    """The set-up, one line per check (the data directory, the database, the configuration), then what this
+    machine gives review: the sandbox, where tests run, the analysers; 1 if a check fails or the configured
+    execution cannot be honoured here. Changes nothing."""
     import importlib.util
     import platform
     import shutil
     import subprocess
+    from pathlib import Path
 
     from hiveboard.critics.engine import build_critics, describe, execution
     from hiveboard.critics.sandbox import detect
 
-    from .config import config_file
+    from .config import SetupError, config_file, default_home
+    from .stores import check_data
 
-    settings = _settings(args)
-    review = settings.review
     print(f"hiveboard doctor — Python {platform.python_version()} on {platform.system()} {platform.release()}")
-    print(f"data: {settings.db_path}; config: {config_file()} ({'found' if config_file().exists() else 'none'})")
+    settings: Settings | None = None
+    try:
+        settings = _settings(args)
+        home, db = settings.home, settings.db_path
+        found = "found and valid" if config_file().is_file() else "none: the defaults and HIVEBOARD_* variables"
+        config = (None, f"{config_file()} ({found})")
+    except SetupError as exc:  # the data is still checked where the flags and the environment put it
+        home = Path(args.home or os.environ.get("HIVEBOARD_HOME") or default_home())
+        db = Path(args.db or os.environ.get("HIVEBOARD_DB") or home / "hiveboard.db")
+        config = (str(exc), str(config_file()))
+    checks = [*check_data(home, db), ("config", *config)]
+    for what, problem, seen in checks:
+        print(f"{'ok' if problem is None else 'FAIL':<4}  {what}: {problem or seen}")
+    failed = any(problem for _, problem, _ in checks)
+    if settings is None:
+        return 1
+    review = settings.review
     sandbox = detect(private_paths(settings))
     bwrap = shutil.which("bwrap")
     if bwrap:
@@ -662,11 +724,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if review.execute == "sandbox" and box is None:
         print(
             "hiveboard: the acceptance check cannot run here; install bubblewrap (apt-get install bubblewrap) "
-            "or see the README's Sandbox section",
+            "or see docs/review.md (The sandbox)",
             file=sys.stderr,
         )
         return 1
-    return 0
+    return 1 if failed else 0
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
@@ -692,16 +754,26 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+HOME_HELP = "data directory (env HIVEBOARD_HOME; default per-user data dir)"
+DB_HELP = "SQLite file (env HIVEBOARD_DB; default <home>/hiveboard.db)"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hiveboard",
         description="A shared Kanban board, message pool and review desk for AI agents, served over MCP.",
     )
-    p.add_argument("--home", help="data directory (env HIVEBOARD_HOME; default per-user data dir)")
-    p.add_argument("--db", help="SQLite file (env HIVEBOARD_DB; default <home>/hiveboard.db)")
+    p.add_argument("--home", help=HOME_HELP)
+    p.add_argument("--db", help=DB_HELP)
+    # the same options after the command (`hiveboard board --home X`); there, unset, they leave the value of
+    # the options before the command as it was
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", default=argparse.SUPPRESS, help=HOME_HELP)
+    common.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
     sub = p.add_subparsers(dest="command")
+    add = functools.partial(sub.add_parser, parents=[common])
 
-    s = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    s = add("serve", help="run the MCP server (stdio by default)")
     s.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     s.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="HTTP port (default 8765)")
@@ -722,12 +794,12 @@ def parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(fn=cmd_serve)
 
-    b = sub.add_parser("board", help="print the board in the terminal")
+    b = add("board", help="print the board in the terminal")
     b.add_argument("--top", type=int, default=10, help="cards shown per column")
     b.add_argument("--watch", action="store_true", help="redraw in place as the board changes (Ctrl-C stops)")
     b.set_defaults(fn=cmd_board)
 
-    w = sub.add_parser("web", help="serve HTTP (MCP at /mcp, the web board at /) and open the board in a browser")
+    w = add("web", help="serve HTTP (MCP at /mcp, the web board at /) and open the board in a browser")
     w.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     w.add_argument("--port", type=int, help="HTTP port (default 8765)")
     w.add_argument("--read-only", action="store_true", help="a wall screen: pages without login, no actions")
@@ -735,7 +807,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     w.set_defaults(fn=cmd_web, http=True, token=None, token_file=None, agent=None, role=None, lease_seconds=None)
 
-    a = sub.add_parser(
+    a = add(
         "agent",
         help="manage agents: 'add NAME' prints a bearer token for HTTP; 'token NAME' replaces a lost token; 'list'",
     )
@@ -744,14 +816,14 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--role")
     a.set_defaults(fn=cmd_agent)
 
-    r = sub.add_parser(
+    r = add(
         "reindex",
         help="rebuild the memory's vector index from SQLite (after changing the "
         "embedding model); stop the servers of this data directory first",
     )
     r.set_defaults(fn=cmd_reindex)
 
-    m = sub.add_parser(
+    m = add(
         "memory",
         help="'export [FILE]' writes the shared memory as JSON Lines (stdout without "
         "FILE); 'import FILE' checks every line, then adds the items and indexes them",
@@ -760,10 +832,14 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("file", nargs="?")
     m.set_defaults(fn=cmd_memory)
 
-    t = sub.add_parser("tools", help="list the MCP tools and their context cost in tokens")
+    t = add("tools", help="list the MCP tools and their context cost in tokens")
     t.set_defaults(fn=cmd_tools)
 
-    d = sub.add_parser("doctor", help="check the review sandbox and say where submitted tests run, and why")
+    d = add(
+        "doctor",
+        help="check the data directory, the database and the configuration, then the review sandbox: where "
+        "submitted tests run, and why",
+    )
     d.set_defaults(fn=cmd_doctor)
     return p
 
@@ -781,11 +857,17 @@ def main(argv: list[str] | None = None) -> int:
     collecting = gc.isenabled()
     gc.disable()
     from hiveboard.board import BoardError  # after parsing: --help needs none of the board
+    from hiveboard.board.dialect import SQLite
+
+    from .config import SetupError
 
     try:
         return args.fn(args) or 0
-    except BoardError as exc:
+    except (BoardError, SetupError) as exc:
         print(f"hiveboard: {exc}", file=sys.stderr)
+        return 2
+    except SQLite.Error as exc:  # a database found damaged after it opened (a page read only now)
+        print(f"hiveboard: {_database_problem(args, exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `hiveboard board | head`: the reader stopped; so do we, quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -793,6 +875,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if collecting:
             gc.enable()
+
+
+def _database_problem(args: argparse.Namespace, exc: Exception) -> str:
+    from .config import SetupError
+    from .stores import database_problem
+
+    try:
+        return database_problem(exc, _settings(args).db_path)
+    except SetupError:  # cannot be: the settings were read before the database was opened
+        return f"the database cannot be used ({exc}); hiveboard doctor checks it"
 
 
 if __name__ == "__main__":

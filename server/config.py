@@ -2,17 +2,33 @@
 
 Precedence: CLI flags > environment > TOML file (`$HIVEBOARD_HOME/config.toml`, or the path in
 HIVEBOARD_CONFIG) > defaults. The defaults work offline with no setup.
+
+A setting that is wrong stops the command with one sentence (`SetupError`) naming it, where it was set
+and what it takes: a TOML syntax error with its line and column, a misspelt table or key with the
+nearest real one (a typo would otherwise be ignored and its default silently used), a value of the
+wrong type with the type wanted.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import sys
+import tomllib
+import types
+import typing
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
 from hiveboard.critics.config import Endpoint, ReviewConfig
 
@@ -33,6 +49,11 @@ def config_file() -> Path:
     if explicit:
         return Path(explicit)
     return Path(os.environ.get("HIVEBOARD_HOME") or default_home()) / "config.toml"
+
+
+class SetupError(Exception):
+    """A broken set-up (a setting, the config file, the data directory, the database), in one sentence that
+    names it and says what to do; the CLI prints it and exits with status 2, having changed nothing."""
 
 
 class DigestConfig(BaseModel):
@@ -102,8 +123,162 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ):
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=config_file()))
+        return (init_settings, env_settings, _ConfigFile(settings_cls, toml_file=config_file()))
 
     @property
     def db_path(self) -> Path:
         return self.db or self.home / "hiveboard.db"
+
+
+# the CLI flags whose names are not their setting's
+FLAGS = {"agent_role": "--role", "http_token": "--token", "web_read_only": "--read-only"}
+# what a value of the wrong type should have been, by pydantic's error type
+WANTS = {
+    "int_parsing": "a whole number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "a string in quotes",
+    "list_type": 'a list, e.g. ["a", "b"]',
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+}
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The settings from the CLI's `overrides`, the environment and the config file; SetupError in one
+    sentence when any of them is wrong."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SetupError(_invalid(exc, overrides)) from None
+    except SettingsError as exc:  # a HIVEBOARD_* variable that should hold JSON (a list, a table) does not
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = f"HIVEBOARD_{field[1].upper()}" if field else "a HIVEBOARD_* variable"
+        raise SetupError(
+            f'{name} is not valid JSON, which this setting takes (a list or a table, e.g. ["a", "b"]); correct it'
+        ) from None
+
+
+def read_config(path: Path) -> dict:
+    """config.toml as a dict, or SetupError: not readable, not TOML (with the line and column), or a table
+    or key that no setting has (with the nearest one)."""
+    try:
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise SetupError(
+            f"cannot read {path} ({exc.strerror}); make it readable, or set HIVEBOARD_CONFIG to another file"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise SetupError(f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SetupError(_not_toml(path, exc)) from None
+    problem = unknown_key(Settings, data)
+    if problem:
+        raise SetupError(f"{path} has {problem}; correct or remove it")
+    return data
+
+
+def _not_toml(path: Path, exc: tomllib.TOMLDecodeError) -> str:
+    text = str(exc)
+    found = re.fullmatch(r"(.*) \(at line (\d+), column (\d+)\)", text, re.DOTALL)
+    if found:
+        reason, where = found[1], f"line {found[2]}, column {found[3]}"
+    else:
+        reason, where = text.removesuffix(" (at end of document)"), "the end of the file"
+    return (
+        f"{path} is not valid TOML at {where} ({reason[:1].lower()}{reason[1:]}); fix it there, or set "
+        "HIVEBOARD_CONFIG to another file"
+    )
+
+
+def unknown_key(model: type[BaseModel], data: dict, path: tuple[str, ...] = ()) -> str | None:
+    """The first table or key of `data` that `model` (and the models of its fields, all the way down) does
+    not have, described with the nearest known name; None if there is none."""
+    known = list(model.model_fields)
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            dotted = ".".join((*path, key))
+            near = difflib.get_close_matches(key, known, n=1)
+            if isinstance(value, dict):
+                hint = f"did you mean [{'.'.join((*path, near[0]))}]?" if near else _takes(path, known)
+                return f"an unknown table [{dotted}] ({hint})"
+            hint = f"did you mean {'.'.join((*path, near[0]))}?" if near else _takes(path, known)
+            return f"an unknown setting {dotted} ({hint})"
+        inner, each = _inner_model(field.annotation)
+        if inner is None or not isinstance(value, dict):
+            continue
+        for name, sub in value.items() if each else [(None, value)]:
+            if isinstance(sub, dict):
+                where = (*path, key) if name is None else (*path, key, name)
+                if problem := unknown_key(inner, sub, where):
+                    return problem
+    return None
+
+
+def _takes(path: tuple[str, ...], known: list[str]) -> str:
+    return f"{'[' + '.'.join(path) + ']' if path else 'the top level'} takes: {', '.join(known)}"
+
+
+def _inner_model(annotation) -> tuple[type[BaseModel] | None, bool]:
+    """The model a field holds (`Endpoint | None` holds an Endpoint), and whether it holds a table of them
+    (`dict[str, CriticConfig]`); (None, False) for a plain value."""
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        inner, _ = _inner_model(typing.get_args(annotation)[1])
+        return inner, inner is not None
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            inner, each = _inner_model(arg)
+            if inner is not None:
+                return inner, each
+        return None, False
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation, False
+    return None, False
+
+
+def _invalid(exc: ValidationError, overrides: dict) -> str:
+    """The first problem of a ValidationError as one sentence naming the setting where it was set."""
+    problems = exc.errors(include_url=False)
+    problem = problems[0]
+    loc = tuple(str(part) for part in problem["loc"])
+    more = f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})" if len(problems) > 1 else ""
+    where = _where(loc, overrides)
+    if problem["type"] == "missing":
+        return f"{where} is missing{more}; add it"
+    shown = repr(problem["input"])
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    message = problem["msg"]
+    if problem["type"] in WANTS:
+        return f"{where} should be {WANTS[problem['type']]}, not {shown}{more}; correct it"
+    if bound := re.match(r"\w+ should (.*)", message):  # "Input should be 'a' or 'b'", "String should have …"
+        return f"{where} should {bound[1]}, not {shown}{more}; correct it"
+    return f"{where} is not valid: {message.removeprefix('Value error, ')}{more}; correct it"
+
+
+def _where(loc: tuple[str, ...], overrides: dict) -> str:
+    """Where a setting was given: a CLI flag, a HIVEBOARD_* variable or config.toml (in that precedence)."""
+    dotted = ".".join(loc)
+    if loc and loc[0] in overrides:
+        return FLAGS.get(loc[0], "--" + loc[0].replace("_", "-"))
+    environ = {name.upper(): name for name in os.environ}
+    for end in range(len(loc), 0, -1):
+        name = "HIVEBOARD_" + "__".join(loc[:end]).upper()
+        if name in environ:
+            return environ[name] if end == len(loc) else f"{dotted} in {environ[name]}"
+    path = config_file()
+    return f"{dotted} in {path}" if path.is_file() else dotted
+
+
+class _ConfigFile(TomlConfigSettingsSource):
+    """The TOML source, read by `read_config`: refused in one sentence rather than a traceback or, for a
+    misspelt key, silence."""
+
+    def _read_file(self, file_path: Path) -> dict[str, Any]:
+        return read_config(Path(file_path))

@@ -72,8 +72,8 @@ class Identity:
             agent = self.agents.by_token(token)
             if agent is None:
                 raise ToolError(
-                    "the bearer token sent with this request belongs to no agent; ask the operator for "
-                    "a token (`hiveboard agent add NAME`) or register with whoami(name=...)"
+                    "the bearer token sent with this request belongs to no agent; ask the operator for the "
+                    "agent's current token (`hiveboard agent token NAME`)"
                 )
             return agent.name
         if self.transport == "http":

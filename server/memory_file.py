@@ -82,27 +82,36 @@ class ImportedItem(BaseModel):
 
 
 class Progress:
-    """A progress bar on stderr: redrawn in place on a terminal; elsewhere (a log) one line per tenth."""
+    """A progress bar on stderr: redrawn in place on a terminal; elsewhere (a log, a pipe) one line when it
+    ends, since a line per update would fill the log with bars. `finish()` ends one that stopped short."""
 
     def __init__(self, label: str, total: int, unit: str = "items", stream: IO[str] | None = None):
         self.label, self.total, self.unit, self.done = label, total, unit, 0
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty()
         self._shown = -1
+        self._ended = False
         self._draw()
 
     def advance(self, n: int = 1) -> None:
         self.done += n
         self._draw()
 
-    def _draw(self) -> None:
-        share = min(self.done / self.total, 1.0) if self.total else 1.0
-        step = int(share * (100 if self.live else 10))
-        if step == self._shown:
+    def finish(self) -> None:
+        """The last line, if it has not been written (the work ended before the total, or with none)."""
+        self._draw(end=True)
+
+    def _draw(self, end: bool = False) -> None:
+        if self._ended:
             return
-        self._shown = step
+        share = min(self.done / self.total, 1.0) if self.total else 1.0
+        end = end or share >= 1
+        step = int(share * 100)
+        if not end and (not self.live or step == self._shown):
+            return
+        self._shown, self._ended = step, end
         line = f"{self.label} [{'#' * int(share * 30):<30}] {self.done}/{self.total} {self.unit} ({share:.0%})"
-        self.stream.write(f"\r{line}" + ("\n" if share >= 1 else "") if self.live else line + "\n")
+        self.stream.write((f"\r{line}" if self.live else line) + ("\n" if end else ""))
         self.stream.flush()
 
 
@@ -158,6 +167,7 @@ def check_file(path: Path) -> tuple[int, list[str]]:
             count += 1
         except ValueError as exc:
             problems.append(f"line {number}: {exc}")
+    bar.finish()
     return count, problems
 
 
@@ -189,6 +199,7 @@ def import_file(path: Path, board: Board, count: int, actor: str = "import") -> 
                 flush()
     if chunk:
         flush()
+    bar.finish()
     # a replacement outside the file is not here: the item stays deprecated, pointing nowhere
     links = {new: renumbered[old] for new, old in replaced if old in renumbered}
     if links:
@@ -208,6 +219,7 @@ def export_file(board: Board, out: IO[str]) -> int:
         written += len(page)
         after = page[-1].id
         bar.advance(len(page))
+    bar.finish()
     out.flush()
     return written
 
@@ -229,6 +241,7 @@ def index_imported(settings: Settings, board: Board) -> str:
         bar = Progress("indexing", waiting)
         while done := memory.index_pending(64):
             bar.advance(done)
+        bar.finish()
         left = memory.pending()
     finally:
         memory.stop()

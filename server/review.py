@@ -20,6 +20,7 @@ from hiveboard.board.review_models import (
     ReviewTrail,
     Verdict,
 )
+from hiveboard.board.reviews import Reviews
 
 from . import lanes
 from .boundary import CREATE, MAX_ID, READ, tool_boundary
@@ -41,7 +42,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         wait_seconds: Annotated[float, Field(description="wait for the round to finish", ge=0, le=600)] = 0,
         full: bool = False,
     ) -> ReviewTrail:
-        """A card's review: latest verdict, score, blocking issues, brief (full=true: all rounds)."""
+        """A card's review: latest verdict, score, blocking issues, brief (full=true: every round and issue)."""
         if (task_id is None) == (review_id is None):
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:
@@ -54,7 +55,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             trail = await lanes.run("read", board.reviews.trail, task_id)
             remaining = deadline - time.monotonic()
             if not trail.rounds or trail.rounds[-1].status in ("finished", "cancelled") or remaining <= 0:
-                return board.reviews.referenced(trail) if full else board.reviews.compact(trail)
+                return board.reviews.referenced(trail) if full else _plain(board.reviews, trail)
             latest = trail.rounds[-1]
             done = sum(c.status not in ("running", "pending") for c in latest.critiques)
             if (done, len(latest.critiques)) != reported:
@@ -93,3 +94,17 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     def board_stats() -> BoardStats:
         """Review and memory health: PASS rate, rounds, critics, latency, reuse."""
         return board.reviews.stats()
+
+
+def _plain(reviews: Reviews, trail: ReviewTrail) -> ReviewTrail:
+    """The compact answer; while a round is under way it shows no verdict or issue yet, so the last finished
+    round comes whole beside it: the verdict the author is revising, the issues its critics follow up."""
+    answer = reviews.compact(trail)
+    if trail.rounds and trail.rounds[-1].status not in ("finished", "cancelled"):
+        before = next((r for r in reversed(trail.rounds[:-1]) if r.status == "finished"), None)
+        if before is not None:
+            shown = reviews.referenced(trail.model_copy(update={"rounds": [before]})).rounds
+            answer = answer.model_copy(
+                update={"rounds": [*shown, *answer.rounds], "rounds_omitted": answer.rounds_omitted - 1}
+            )
+    return answer

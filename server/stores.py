@@ -1,37 +1,234 @@
 """The board and the memory opened from the settings: one home for the CLI's commands and the memory file.
 
+A data directory or database that cannot be used stops the command with a `SetupError`: one sentence
+naming the directory or file and what to do, checked before anything is created, so a broken set-up is
+left as it was. Commands that only read (`read_only=True`) also work on a read-only data directory.
+
 Imports stay inside the functions: `hiveboard board` and `agent` open the board without loading the
 memory's models (see the cli module's docstring).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hiveboard.board import Board
+    from hiveboard.board import Board, Store
     from hiveboard.memory.service import Memory
 
     from .config import Settings
 
+HOME = "--home or HIVEBOARD_HOME"
+DB = "--db or HIVEBOARD_DB"
+
 
 def private_home(home) -> None:
     """The data directory, readable by its owner only (created so, or tightened if it is ours)."""
-    from pathlib import Path
-
     home = Path(home)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     if os.name == "posix" and home.stat().st_uid == os.geteuid() and home.stat().st_mode & 0o077:
         home.chmod(0o700)
 
 
-def open_board(settings: Settings) -> Board:
-    from hiveboard.board import Board, Limits, Store
+def open_board(settings: Settings, read_only: bool = False) -> Board:
+    """The board of the settings' data directory; read_only: for a command that never writes, which then
+    also reads a board whose directory it may not write."""
+    from hiveboard.board import Board, Limits
 
-    private_home(settings.home)
     limits = Limits(message_chars=settings.max_message_chars, output=settings.max_output_chars)
-    return Board(Store(settings.db_path), lease_seconds=settings.lease_seconds, limits=limits)
+    return Board(open_store(settings, read_only), lease_seconds=settings.lease_seconds, limits=limits)
+
+
+def open_store(settings: Settings, read_only: bool = False) -> Store:
+    """The store, or SetupError before anything is created when the directory or database cannot be used."""
+    from hiveboard.board import Store
+
+    from .config import SetupError
+
+    home, db = Path(settings.home), settings.db_path
+    if problem := home_problem(home) or _db_is_a_directory(db):
+        raise SetupError(problem)
+    if read_only and db.is_file() and not _writable(db):
+        return _read_only_store(db)
+    for folder, setting in ((home, HOME), (db.parent, DB)):
+        blocker = _unwritable(folder)
+        if blocker is None or (read_only and db.is_file()):  # a database it may write, in a data directory elsewhere
+            continue
+        if read_only:  # and there is no database yet
+            raise SetupError(
+                f"there is no board at {db}, and none can be made because {blocker} is read-only for this user; "
+                f"point {setting} at an existing board, or make {blocker} writable"
+            )
+        raise SetupError(_read_only_directory(folder, blocker, setting))
+    made = not home.exists()
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        store = Store(db)
+    except (OSError, _driver_error()) as exc:
+        if made and not any(home.iterdir()):
+            home.rmdir()
+        raise SetupError(database_problem(exc, db)) from None
+    if _unwritable(home) is None:
+        private_home(home)  # tightened once the board opened: a refused set-up is left as it was
+    return store
+
+
+def _read_only_store(db: Path) -> Store:
+    from hiveboard.board import Store
+
+    from .config import SetupError
+
+    try:
+        store = Store(db, read_only=True)
+    except (OSError, _driver_error()) as exc:
+        raise SetupError(database_problem(exc, db, read_only=True)) from None
+    if store.pending:
+        store.close()
+        raise SetupError(_outdated(db))
+    return store
+
+
+def home_problem(home: Path) -> str | None:
+    """Why `home` cannot be a data directory at all (it, or a directory above it, is a file), or None."""
+    blocker = _existing(home)
+    if blocker is not None and not blocker.is_dir():
+        what = "is a file" if blocker == home else f"cannot be made: {blocker} is a file"
+        return f"the data directory {home} {what}, not a directory; point {HOME} at a directory (or move the file away)"
+    return None
+
+
+def _db_is_a_directory(db: Path) -> str | None:
+    return f"the database {db} is a directory; point {DB} at a file" if db.is_dir() else None
+
+
+def _unwritable(folder: Path) -> Path | None:
+    """The directory that stops this user from writing in `folder` (or making it): itself or the ancestor it
+    would be made in; None if nothing does."""
+    blocker = _existing(folder)
+    return None if blocker is None or os.access(blocker, os.W_OK | os.X_OK) else blocker
+
+
+def _read_only_directory(
+    folder: Path, blocker: Path, setting: str, why: str = "this command writes to the board"
+) -> str:
+    what = "data directory" if setting == HOME else "database's directory"
+    if blocker == folder:
+        return (
+            f"the {what} {folder} is read-only for this user, and {why}; make it writable, or point {setting} at "
+            "another directory"
+        )
+    return (
+        f"the {what} {folder} cannot be made because {blocker} is read-only for this user; make it yourself, or "
+        f"point {setting} at another directory"
+    )
+
+
+def _damaged(db: Path, reason: object) -> str:
+    return (
+        f"the database {db} is damaged ({reason}); restore it from a backup, or move it away so that a new, empty "
+        "board is made there"
+    )
+
+
+def _outdated(db: Path) -> str:
+    return (
+        f"the database {db} was written by an older hiveboard and needs an upgrade, which cannot be written in the "
+        f"read-only directory {db.parent}; run any hiveboard command once with write access to it"
+    )
+
+
+def _existing(path: Path) -> Path | None:
+    """`path` or its nearest ancestor that exists (None only for a path on nothing at all)."""
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            return candidate
+    return None
+
+
+def _writable(db: Path) -> bool:
+    """Whether this user may write the database file and create its -wal and -shm files beside it."""
+    return os.access(db, os.R_OK | os.W_OK) and os.access(db.parent, os.W_OK | os.X_OK)
+
+
+def _driver_error() -> type[Exception]:
+    from hiveboard.board.dialect import SQLite
+
+    return SQLite.Error
+
+
+def database_problem(exc: Exception, db: Path, read_only: bool = False) -> str:
+    """The database's error (the driver's, or the file system's) as one sentence saying what to do."""
+    if isinstance(exc, OSError):
+        if exc.errno == errno.EISDIR:
+            return f"the database {db} is a directory; point {DB} at a file"
+        reason = exc.strerror or str(exc)
+        return (
+            f"cannot open the database {db} ({reason}); make it and {db.parent} writable for this user, "
+            f"or point {DB} at another file"
+        )
+    name = getattr(exc, "sqlite_errorname", "")
+    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or "malformed" in str(exc):
+        return _damaged(db, exc)
+    if name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM", "SQLITE_IOERR")):
+        if not os.access(db, os.R_OK):
+            return f"the database {db} is not readable by this user ({exc}); make it readable, or run as its owner"
+        if read_only:
+            return (
+                f"the database {db} has a write-ahead log that only a process allowed to write in {db.parent} can "
+                "read; run any hiveboard command once with write access to it"
+            )
+        return (
+            f"the database {db} cannot be written here ({exc}); make it and {db.parent} writable for this user, "
+            f"or point {DB} at another file"
+        )
+    if name == "SQLITE_BUSY":
+        return f"the database {db} is locked by another process ({exc}); try again once it has finished"
+    return f"the database {db} cannot be used ({exc}); hiveboard doctor checks it"
+
+
+def check_data(home: Path, db: Path) -> list[tuple[str, str | None, str]]:
+    """The data directory and the database as `hiveboard doctor` sees them, changing nothing: for each,
+    (what, the problem or None, what was found)."""
+    checks: list[tuple[str, str | None, str]] = []
+    blocker = _unwritable(home)
+    why = "only the commands that read (board, agent list, memory export) work there"
+    if problem := home_problem(home) or (blocker and _read_only_directory(home, blocker, HOME, why)):
+        checks.append(("data directory", problem, str(home)))
+    else:
+        made = "writable" if home.exists() else "not there yet: the first command that writes makes it"
+        checks.append(("data directory", None, f"{home} ({made})"))
+    if problem := _db_is_a_directory(db):
+        checks.append(("database", problem, str(db)))
+    elif not db.exists():
+        if problem := home_problem(db.parent):  # the directory it would be made in is a file
+            checks.append(("database", problem, str(db)))
+        else:
+            checks.append(("database", None, f"{db} (not there yet: the first command that writes makes it)"))
+    else:
+        checks.append(("database", *_inspect(db)))
+    return checks
+
+
+def _inspect(db: Path) -> tuple[str | None, str]:
+    """(problem or None, what was found) for an existing database: readable, intact, its schema current."""
+    from hiveboard.board import Store
+
+    try:
+        store = Store(db, read_only=True)
+    except (OSError, _driver_error()) as exc:
+        return database_problem(exc, db, read_only=not _writable(db)), str(db)
+    try:
+        if damage := store.dialect.check(store.db):
+            return _damaged(db, damage), str(db)
+        if store.pending and not _writable(db):
+            return _outdated(db), str(db)
+        later = f"; the next command that writes applies {len(store.pending)} new migrations" if store.pending else ""
+        return None, f"{db} (readable and intact{later})"
+    finally:
+        store.close()
 
 
 def open_memory_for(settings: Settings, board: Board, rebuild: bool = False) -> Memory:

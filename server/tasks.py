@@ -233,7 +233,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         priority: Priority | None = None,
         labels: list[str] | None = None,
         acceptance_criteria: list[str] | None = None,
-        needs_approval: bool | None = None,  # false clears it (README: who may change what)
+        needs_approval: bool | None = None,  # false clears it (docs/reference.md: who may change what)
         expected_version: Annotated[
             int | None, Field(description="refuse if past this version", ge=1, le=MAX_ID)
         ] = None,

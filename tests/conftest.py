@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -50,9 +51,86 @@ def anyio_backend():
     return "asyncio"
 
 
+def pytest_generate_tests(metafunc):
+    """A test that uses the board runs on SQLite, and also on PostgreSQL where its module says
+    `pytestmark = pytest.mark.backends("sqlite", "postgresql")`."""
+    if "backend" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("backends")
+        metafunc.parametrize("backend", marker.args if marker else ("sqlite",), indirect=True)
+
+
 @pytest.fixture
-def board(tmp_path: Path):
-    b = Board(Store(tmp_path / "hiveboard.db"), lease_seconds=300)
+def backend(request) -> str:
+    return request.param
+
+
+class PostgresCluster:
+    """A throwaway PostgreSQL cluster on loopback (initdb in a temporary directory, a free port), as a
+    user would run the real server; each test gets a database of its own."""
+
+    def __init__(self, root: Path):
+        binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))  # Debian keeps them off PATH
+        initdb = str(binaries[-1]) if binaries else shutil.which("initdb")
+        if initdb is None:
+            raise FileNotFoundError("PostgreSQL's initdb is not installed (apt-get install postgresql)")
+        bindir = Path(initdb).resolve().parent
+        self.data, self.port = root / "data", free_port()
+        root.mkdir(parents=True, exist_ok=True)
+        as_user: list[str] = []
+        if os.geteuid() == 0:  # the server refuses to run as root: run it as the postgres user, in a
+            # directory of its own that it can reach (pytest's temporary directories are root's alone)
+            root = self.root = Path(tempfile.mkdtemp(prefix="hiveboard-pg-"))
+            self.data = root / "data"
+            shutil.chown(root, "postgres")
+            as_user = ["runuser", "-u", "postgres", "--"]
+        self.ctl = [*as_user, str(bindir / "pg_ctl"), "-D", str(self.data)]
+        quiet = dict(check=True, capture_output=True, timeout=START_TIMEOUT)
+        subprocess.run([*as_user, str(initdb), "-D", str(self.data), "-A", "trust", "-U", "postgres"], **quiet)
+        options = f"-p {self.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300"
+        subprocess.run([*self.ctl, "-o", options, "-l", str(root / "log"), "-w", "start"], **quiet)
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}"
+
+    def database(self) -> str:
+        """A new, empty database's URL."""
+        import psycopg
+
+        name = f"t{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(f"{self.url}/postgres", autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return f"{self.url}/{name}"
+
+    def stop(self) -> None:
+        subprocess.run([*self.ctl, "-m", "immediate", "stop"], capture_output=True, timeout=START_TIMEOUT)
+        if getattr(self, "root", None) is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory):
+    """The session's PostgreSQL cluster; skipped where PostgreSQL is not installed, unless
+    HIVEBOARD_REQUIRE_POSTGRES=1 (CI), which fails instead."""
+    try:
+        cluster = PostgresCluster(tmp_path_factory.mktemp("postgres"))
+    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+        if os.environ.get("HIVEBOARD_REQUIRE_POSTGRES") == "1":
+            raise
+        why = getattr(exc, "stderr", b"") or b""
+        pytest.skip(f"no PostgreSQL here: {exc} {why.decode(errors='replace')[-300:]}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def store_target(request, tmp_path: Path, backend: str) -> str:
+    """Where a test's board lives: a SQLite file, or a new database on the session's PostgreSQL."""
+    if backend == "postgresql":
+        return request.getfixturevalue("postgres").database()
+    return str(tmp_path / "hiveboard.db")
+
+
+@pytest.fixture
+def board(store_target: str):
+    b = Board(Store(store_target), lease_seconds=300)
     yield b
     b.store.close()
 

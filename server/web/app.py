@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from hiveboard.board import Board, BoardError, Conflict, Forbidden, IllegalTransition, NewTask, NotFound
+from hiveboard.board import Board, BoardError, Conflict, Forbidden, IllegalTransition, NewTask, NotFound, TaskEdit
 from hiveboard.board.knowledge import MAX_TAGS
 from hiveboard.board.messages import NewMessage
 from hiveboard.memory.service import Mode
@@ -26,12 +27,15 @@ from . import pages
 from .auth import COOKIE, Sessions, host_allowed, load_secret, origin_allowed
 from .live import LiveHub
 from .pages import Viewer
+from .text import for_people
 
 if TYPE_CHECKING:
     from hiveboard.memory.service import Memory
 
 MAX_FORM = 300_000  # bytes of a form post: above the largest description a person types
 STATIC = {"app.css": "text/css; charset=utf-8", "app.js": "text/javascript; charset=utf-8"}
+STATIC |= dict.fromkeys(("charts.js", "chart.umd.min.js"), STATIC["app.js"])  # the charts (static/VENDOR.md)
+STATIC |= {"favicon.svg": "image/svg+xml", "favicon.ico": "image/x-icon"}
 STATUS_OF = {NotFound: 404, Forbidden: 403, Conflict: 409, IllegalTransition: 409}
 
 
@@ -68,6 +72,7 @@ class WebBoard:
         cookie = request.cookies.get(COOKIE)
         person = self.sessions.person(cookie)
         if person is not None:
+            self.board.agents.seen(person.name)  # a person reading the board is present, as an agent calling is
             return Viewer(person.name, self.sessions.csrf(cookie), self.read_only)
         return Viewer(None, None, True) if self.read_only else None
 
@@ -112,12 +117,13 @@ def _filters(request: Request) -> dict[str, str | None]:
     return {k: (q.get(k) or "").strip()[:100] or None for k in ("type", "agent", "label")}
 
 
-def _fragment(request: Request, html: str) -> Response:
-    """A page, or (live reloads ask with X-Fragment) only its main part."""
+def _fragment(request: Request, html: str, at: int) -> Response:
+    """A page, or (live reloads ask with X-Fragment) only its main part; `at` (also in the page's
+    data-live) is the newest board event it was rendered after."""
     if request.headers.get("x-fragment") == "main":
         start = html.index('<main id="main">') + len('<main id="main">')
         html = html[start : html.rindex("</main>")]
-    return HTMLResponse(html, headers={"cache-control": "no-store"})
+    return HTMLResponse(html, headers={"cache-control": "no-store", "x-board-at": str(at)})
 
 
 def _back(path: str, said: str) -> RedirectResponse:
@@ -135,12 +141,14 @@ def web_routes(web: WebBoard) -> list[Route]:
             if viewer is None:
                 return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
             try:
+                # read before rendering: whatever the page shows is at least this new
+                viewer.at = await anyio.to_thread.run_sync(board.views.last_event)
                 html = await anyio.to_thread.run_sync(render, request, viewer)
             except BoardError as exc:
                 return HTMLResponse(
-                    pages.message_page("Not possible", str(exc)), status_code=STATUS_OF.get(type(exc), 400)
+                    pages.message_page("Not possible", for_people(str(exc))), status_code=STATUS_OF.get(type(exc), 400)
                 )
-            return _fragment(request, html)
+            return _fragment(request, html, viewer.at)
 
         return endpoint
 
@@ -158,7 +166,7 @@ def web_routes(web: WebBoard) -> list[Route]:
                 )
             except BoardError as exc:
                 return HTMLResponse(
-                    pages.message_page("Not done", str(exc), request.headers.get("referer") or "/board"),
+                    pages.message_page("Not done", for_people(str(exc)), request.headers.get("referer") or "/board"),
                     status_code=STATUS_OF.get(type(exc), 400),
                 )
 
@@ -270,6 +278,33 @@ def web_routes(web: WebBoard) -> list[Route]:
         )
         return _back(f"/task/{task_id}", f"task {task_id} is now {done.status.replace('_', ' ')}")
 
+    def edit(viewer: Viewer, form: dict[str, str], request: Request) -> Response:
+        """A person edits a card's brief or priority: only the fields that differ from the card are sent, so
+        an unchanged field (frozen criteria on a claimed card, say) is not an edit."""
+        task_id = request.path_params["task_id"]
+        card = board.get(task_id, history=0)
+        wanted = {
+            "title": form.get("title", card.title).strip(),
+            "description": form.get("description", card.description).replace("\r\n", "\n"),
+            "priority": form.get("priority", card.priority),
+            "labels": [x.strip() for x in form.get("labels", ",".join(card.labels)).split(",") if x.strip()],
+            "acceptance_criteria": [
+                x.strip() for x in form.get("criteria", "\n".join(card.acceptance_criteria)).splitlines() if x.strip()
+            ],
+        }
+        changed = {k: v for k, v in wanted.items() if v != getattr(card, k)}
+        if not changed:
+            return _back(f"/task/{task_id}", "nothing changed")
+        try:
+            change = TaskEdit(**changed)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(x) for x in first["loc"])
+            raise Refused(400, f"{field}: {first['msg'].lower()}; correct it and save again") from None
+        version = form.get("version", "")
+        board.update(viewer.name, task_id, edit=change, expected_version=int(version) if version.isdigit() else None)
+        return _back(f"/task/{task_id}", f"saved: {', '.join(k.replace('_', ' ') for k in changed)}")
+
     def post(viewer: Viewer, form: dict[str, str], request: Request) -> Response:
         task_id = request.path_params["task_id"]
         content = form.get("content", "").strip()
@@ -330,8 +365,10 @@ def web_routes(web: WebBoard) -> list[Route]:
         if viewer is None:
             return JSONResponse({"error": "log in first"}, status_code=401)
         f = _filters(request)
+        # a person with a page open is present (a wall screen is nobody)
+        present = (lambda: board.agents.seen(viewer.name)) if viewer.name else None
         return StreamingResponse(
-            web.hub.stream((f["type"], f["agent"], f["label"])),
+            web.hub.stream((f["type"], f["agent"], f["label"]), idle=present),
             media_type="text/event-stream",
             headers={"cache-control": "no-store", "x-accel-buffering": "no"},
         )
@@ -351,7 +388,15 @@ def web_routes(web: WebBoard) -> list[Route]:
         if name not in STATIC:
             return Response("not found", status_code=404)
         body = resources.files(__package__).joinpath("static", name).read_bytes()
-        return Response(body, media_type=STATIC[name], headers={"cache-control": "no-cache"})
+        # no-cache: the browser asks each time, and the ETag lets it keep what it has (Chart.js is large)
+        headers = {"cache-control": "no-cache", "etag": f'"{hashlib.sha256(body).hexdigest()[:20]}"'}
+        if request.headers.get("if-none-match") == headers["etag"]:
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type=STATIC[name], headers=headers)
+
+    async def favicon(request: Request) -> Response:
+        body = resources.files(__package__).joinpath("static", "favicon.ico").read_bytes()
+        return Response(body, media_type=STATIC["favicon.ico"], headers={"cache-control": "max-age=86400"})
 
     async def health(request: Request) -> Response:
         total = await anyio.to_thread.run_sync(lambda: sum(board.views.counts().values()))
@@ -363,6 +408,7 @@ def web_routes(web: WebBoard) -> list[Route]:
     return [
         Route("/", root),
         Route("/health", health),
+        Route("/favicon.ico", favicon),
         Route("/login", login_form, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
@@ -379,6 +425,7 @@ def web_routes(web: WebBoard) -> list[Route]:
         Route("/tasks", action(create), methods=["POST"]),
         Route("/task/{task_id:int}/decide", action(decide), methods=["POST"]),
         Route("/task/{task_id:int}/message", action(post), methods=["POST"]),
+        Route("/task/{task_id:int}/edit", action(edit), methods=["POST"]),
         Route("/static/{name}", static),
     ]
 

@@ -1,60 +1,92 @@
-"""Small inline SVG charts, drawn on the server: no chart library to ship, nothing fetched by the page."""
+"""The board's charts. The server writes each chart's numbers twice: as a spec on a <canvas> that
+`static/charts.js` draws with the vendored Chart.js (`static/VENDOR.md`), and as a table, which is the
+chart for a page without script or a screen reader. Nothing is fetched from another site."""
 
 from __future__ import annotations
 
+import re
 from html import escape
+from typing import Literal
+
+from pydantic import BaseModel
+
+# once per page that has charts, after its figures (deferred: they run in order once the page is parsed)
+SCRIPTS = '<script src="/static/chart.umd.min.js" defer></script><script src="/static/charts.js" defer></script>'
 
 
-def bars(
+class Spec(BaseModel):
+    """What `static/charts.js` draws: the contract between this module and that script."""
+
+    kind: Literal["bar", "line"]
+    labels: list[str]
+    values: list[float | None]  # None: no bar or point
+    unit: str  # after each value: "%", " s", ""
+    top: float | None  # the value axis' maximum, when it has one (100 %, a score of 10)
+    x: str  # the category axis' title
+    y: str  # the value axis' title
+    horizontal: bool = False  # categories down the side: long names stay readable
+    whole: bool = False  # counts: ticks at whole numbers only
+
+
+def _shown(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "%":
+        return f"{value:.0%}"
+    return f"{round(value, 2):g}{unit}"
+
+
+def chart(
+    title: str,
     points: list[tuple[str, float | None]],
     *,
-    width: int = 520,
-    height: int = 160,
+    x: str,
+    y: str,
+    kind: Literal["bar", "line"] = "bar",
     unit: str = "",
     top: float | None = None,
-    label: str = "",
+    horizontal: bool = False,
+    whole: bool = False,
 ) -> str:
-    """A bar chart of (label, value); None draws no bar. `top`: the value axis' maximum (e.g. 1 for rates)."""
+    """A figure of (label, value) points: the canvas to draw on, and the same numbers as a table.
+
+    Rates come as fractions with unit "%" (0.5 is 50 %); `top` is then 1."""
     if not points:
-        return '<p class="empty">no data yet</p>'
-    values = [v for _, v in points if v is not None]
-    peak = top if top is not None else max(values, default=0) or 1
-    gap, pad = 4, 18
-    slot = (width - gap) / len(points)
-    out = [f'<svg class="chart" viewBox="0 0 {width} {height + pad * 2}" role="img" aria-label="{escape(label)}">']
-    for n, (name, value) in enumerate(points):
-        w = min(max(slot - gap, 1), 64)  # a few points stay bars, not blocks
-        x = gap + n * slot + (slot - gap - w) / 2
-        if value is not None:
-            h = (value / peak) * height if peak else 0
-            y = pad + height - h
-            shown = f"{value:.0%}" if unit == "%" else f"{value:g}{unit}"
-            out.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}"><title>{escape(name)}: '
-                f"{shown}</title></rect>"
-            )
-            if len(points) <= 16:
-                out.append(f'<text x="{x + w / 2:.1f}" y="{y - 3:.1f}" class="v">{shown}</text>')
-        if len(points) <= 16 or n in (0, len(points) - 1):
-            out.append(f'<text x="{x + w / 2:.1f}" y="{pad * 2 + height - 4:.1f}" class="k">{escape(name)}</text>')
-    out.append("</svg>")
-    return "".join(out)
+        return (
+            f'<figure class="chart"><figcaption>{escape(title)}</figcaption><p class="empty">no data yet</p></figure>'
+        )
+    scale = 100 if unit == "%" else 1
+    spec = Spec(
+        kind=kind,
+        labels=[name for name, _ in points],
+        values=[None if v is None else round(v * scale, 4) for _, v in points],
+        unit=unit,
+        top=None if top is None else top * scale,
+        x=x,
+        y=y,
+        horizontal=horizontal,
+        whole=whole,
+    )
+    key = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    described = ", ".join(f"{name} {_shown(v, unit)}" for name, v in points[:20])
+    rows = "".join(f"<tr><th>{escape(name)}</th><td>{_shown(v, unit)}</td></tr>" for name, v in points)
+    # horizontal charts grow with their rows so each name keeps a readable line
+    size = f' style="--rows:{len(points)}"' if horizontal else ""
+    return (
+        f'<figure class="chart" data-key="{key}"><figcaption>{escape(title)}</figcaption>'
+        f'<div class="plot{" rows" if horizontal else ""}"{size}><canvas role="img" '
+        f'aria-label="{escape(title)}: {escape(described)}" data-chart="{escape(spec.model_dump_json())}">'
+        f"</canvas></div>"
+        # open until the chart is drawn: without script (or before it runs) the table is the chart
+        f'<details class="data" open><summary>the numbers</summary><table><tr><th>{escape(x)}</th>'
+        f"<th>{escape(y)}</th></tr>{rows}</table></details></figure>"
+    )
 
 
-def line(values: list[float], *, width: int = 220, height: int = 60, top: float = 10, label: str = "") -> str:
-    """A small line chart (e.g. the review score round by round)."""
+def line(values: list[float], *, top: float = 10, label: str = "") -> str:
+    """The review score round by round, on a card's page (its only chart, so it brings the scripts)."""
     if not values:
         return ""
-    pad = 8
-    step = (width - 2 * pad) / max(len(values) - 1, 1)
-    pts = [(pad + n * step, pad + (height - 2 * pad) * (1 - min(v, top) / top)) for n, v in enumerate(values)]
-    path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
-    dots = "".join(
-        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3"><title>round {n}: {v:g}</title></circle>'
-        f'<text x="{x:.1f}" y="{max(y - 5, 8):.1f}" class="v">{v:g}</text>'
-        for n, ((x, y), v) in enumerate(zip(pts, values), 1)
-    )
-    return (
-        f'<svg class="spark" viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}">'
-        f'<polyline points="{path}"/>{dots}</svg>'
-    )
+    points = [(str(n), v) for n, v in enumerate(values, 1)]
+    title = label[:1].upper() + label[1:]
+    return chart(title, points, x="review round", y=f"score (0–{top:g})", kind="line", top=top) + SCRIPTS

@@ -7,6 +7,11 @@ column counts (for the board), and which tasks, threads and reviews changed (oth
 main part when it concerns them). A filtered board also gets its own column counts, counted once per
 batch for each distinct filter that some page watches. Nothing polls: a page with nothing happening
 costs a keep-alive comment every KEEPALIVE seconds.
+
+A page can miss updates: those committed between its rendering and its stream's start, and those sent
+while its stream was down (a dropped connection, or a page too far behind, whose stream is ended). So
+each page carries the id of the newest event it was rendered after, and each stream starts by naming
+the newest one now (`hello`); when they differ, static/app.js reloads the page's main part.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 
@@ -142,17 +147,27 @@ class LiveHub:
         )
         return "".join(out).encode(), counted
 
-    async def stream(self, watched: Filter = (None, None, None)) -> AsyncIterator[bytes]:
-        """One page's event stream, until the page goes away. A filtered board names its filter."""
+    async def stream(
+        self, watched: Filter = (None, None, None), idle: Callable[[], None] | None = None
+    ) -> AsyncIterator[bytes]:
+        """One page's event stream, until the page goes away. A filtered board names its filter; `idle` runs
+        (off the loop) with each keep-alive: the person watching is still there.
+
+        The first event, `hello`, names the newest commit event (`at`), read once this page is listening: a
+        page rendered before it (its own `at` is older) or reconnecting after a dropped stream missed the
+        updates in between, and reloads what it shows."""
         self._start()
         queue: asyncio.Queue = asyncio.Queue(QUEUE)
         self._clients[queue] = watched
         try:
-            yield b"retry: 1000\nevent: hello\ndata: {}\n\n"
+            at = await anyio.to_thread.run_sync(self.board.views.last_event)
+            yield f"retry: 1000\nevent: hello\ndata: {json.dumps({'at': at})}\n\n".encode()
             while True:
                 try:
                     payload = await asyncio.wait_for(queue.get(), KEEPALIVE)
                 except TimeoutError:
+                    if idle is not None:
+                        await anyio.to_thread.run_sync(idle)
                     yield b": keep-alive\n\n"
                     continue
                 if payload is None:

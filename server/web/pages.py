@@ -1,7 +1,10 @@
 """The web board's HTML, rendered on the server from the board's read models.
 
 Every value that came from an agent is escaped (`h`): titles, notes, messages and critiques are
-hostile text. Pages carry no inline script; `static/app.js` reads what it needs from data attributes.
+hostile text; what is written as markdown (descriptions, outputs, messages, memory items, review briefs)
+is rendered and sanitised by `text.markdown`. Pages carry no inline script; `static/app.js` reads what it
+needs from data attributes. People read the board's notes to agents in their own words (`text.for_people`)
+and act with buttons, never with tool calls.
 """
 
 from __future__ import annotations
@@ -14,13 +17,16 @@ from typing import get_args
 from urllib.parse import urlencode
 
 from hiveboard.board import STATUSES, Task
+from hiveboard.board.agents import OPERATOR_ROLES
 from hiveboard.board.knowledge import KINDS
+from hiveboard.board.machine import TRANSITIONS
 from hiveboard.board.messages import Message
 from hiveboard.board.review_models import BoardStats, ReviewTrail
 from hiveboard.board.views import AgentView, CardView, ColumnPage, LessonLink
 from hiveboard.memory.service import Mode
 
 from . import charts
+from .text import SYSTEM_SENDERS, for_people, markdown, shorten
 
 COLUMNS = STATUSES  # left to right
 TITLES = {
@@ -32,6 +38,9 @@ TITLES = {
     "needs_human": "Needs a human",
 }
 SEVERITIES = ("critical", "major", "minor", "info")
+OUTPUT_CHARS = 20_000  # of a card's output on its page
+DECIDED = {t.action for t in TRANSITIONS if t.via == "decide"}  # a person's decisions, as its history says them
+CLAIMED = next(t.action for t in TRANSITIONS if t.via == "claim_task" and t.source == "todo")  # a first claim
 
 
 def h(value) -> str:
@@ -45,6 +54,7 @@ class Viewer:
     name: str | None
     csrf: str | None
     read_only: bool
+    at: int = 0  # the newest board event before the page was rendered (live updates: what it may have missed)
 
     @property
     def acts(self) -> bool:
@@ -69,11 +79,9 @@ def layout(title: str, body: str, viewer: Viewer, *, active: str = "", live: dic
         )
     else:
         who = '<span class="who">read-only</span>' if viewer.read_only else ""
-    data = f" data-live='{h(json.dumps(live))}'" if live is not None else ""
+    data = f" data-live='{h(json.dumps({**live, 'at': viewer.at}))}'" if live is not None else ""
     return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f'<title>{h(title)} · hiveboard</title><link rel="stylesheet" href="/static/app.css">'
+        f"{_head(title)}"
         f'<script src="/static/app.js" defer></script></head><body{data}>'
         f'<header><a class="brand" href="/board">hiveboard</a><nav>{nav}</nav><div class="me">{who}</div>'
         f'<span id="live" class="live" title="live updates">●</span></header>'
@@ -81,11 +89,20 @@ def layout(title: str, body: str, viewer: Viewer, *, active: str = "", live: dic
     )
 
 
+def _head(title: str) -> str:
+    """A page's head up to (not including) its closing tag."""
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<title>{h(title)} · hiveboard</title><link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
+        f'<link rel="stylesheet" href="/static/app.css">'
+    )
+
+
 def login_page(error: str | None = None, next_url: str = "/board") -> str:
     problem = f'<p class="error" role="alert">{h(error)}</p>' if error else ""
     return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Log in · hiveboard</title>'
-        f'<link rel="stylesheet" href="/static/app.css"></head><body class="login"><main>'
+        f'{_head("Log in")}</head><body class="login"><main>'
         f"<h1>hiveboard</h1><p>People log in with the token of an agent whose role is <b>human</b> or "
         f"<b>lead</b>: <code>hiveboard agent add YOUR-NAME --role human</code> prints one.</p>{problem}"
         f'<form method="post" action="/login"><input type="hidden" name="next" value="{h(next_url)}">'
@@ -96,8 +113,7 @@ def login_page(error: str | None = None, next_url: str = "/board") -> str:
 
 def message_page(title: str, text: str, back: str = "/board") -> str:
     return (
-        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{h(title)} · hiveboard</title>'
-        f'<link rel="stylesheet" href="/static/app.css"></head><body class="login"><main><h1>{h(title)}</h1>'
+        f'{_head(title)}</head><body class="login"><main><h1>{h(title)}</h1>'
         f'<p class="error" role="alert">{h(text)}</p><p><a href="{h(back)}">Back</a></p></main></body></html>'
     )
 
@@ -136,7 +152,7 @@ def card(c: CardView) -> str:
     if c.unverified:
         bits.append('<span class="warn">unverified</span>')
     reason = (
-        f'<p class="reason">{h(c.blocked_reason[:200])}</p>'
+        f'<p class="reason">{h(shorten(for_people(c.blocked_reason), 200))}</p>'
         if c.blocked_reason and c.status in ("blocked", "needs_human")
         else ""
     )
@@ -227,9 +243,10 @@ def _issues(issues, cls: str = "issues") -> str:
     return f'<ul class="{cls}">{rows}</ul>'
 
 
-def trail_html(trail: ReviewTrail) -> str:
+def trail_html(trail: ReviewTrail, empty: str = "not reviewed yet") -> str:
+    """A card's review rounds, newest first; `empty` says what stands in for them when there are none."""
     if not trail.rounds:
-        return '<p class="empty">not reviewed yet</p>'
+        return f'<p class="empty">{h(empty)}</p>'
     scores = [s for s in trail.scores if s is not None]
     chart = charts.line(scores, label="score by round") if len(scores) >= 1 else ""
     out = [f'<div class="scores">{chart}</div>' if chart else ""]
@@ -244,7 +261,7 @@ def trail_html(trail: ReviewTrail) -> str:
             critics.append(
                 f'<tr><td>{h(c.critic)}</td><td>{h(c.lens)}</td><td class="st-{h(c.status)}">{h(c.status)}</td>'
                 f"<td>{h(c.verdict or '')}</td><td>{h(c.score if c.score is not None else '')}</td><td>{tally}"
-                f"{'<p>' + h(c.summary) + '</p>' if c.summary else ''}"
+                f"{markdown(c.summary)}"
                 f"{'<p class=err>' + h(c.error) + '</p>' if c.error else ''}"
                 f"{_issues(c.issues)}</td></tr>"
             )
@@ -263,7 +280,7 @@ def trail_html(trail: ReviewTrail) -> str:
                 f'<div class="synthesis"><h4>Synthesis ({h(s.synthesiser)})</h4>'
                 f"{'<p class=note>' + h(s.note) + '</p>' if s.note else ''}"
                 f"{_issues(s.issues, 'issues ranked')}"
-                f"{'<h4>Brief</h4><pre>' + h(s.brief) + '</pre>' if s.brief else ''}</div>"
+                f"{'<h4>Brief</h4>' + markdown(for_people(s.brief), 'brief') if s.brief else ''}</div>"
             )
         out.append(
             f'<details class="round" {"open" if r is trail.rounds[-1] else ""}><summary>{head}</summary>'
@@ -278,31 +295,88 @@ def _lessons(items: list[LessonLink], empty: str) -> str:
     return (
         "<ul>"
         + "".join(
-            f'<li><a href="/memory/{i.id}">{h(i.title or i.text[:80])}</a>'
+            f'<li><a href="/memory/{i.id}">{h(i.title or shorten(i.text, 80))}</a>'
             f"{' <span class=ok>marked helpful</span>' if i.useful else ''}"
-            f"<p>{h(i.text[:300])}</p></li>"
+            f"<p>{h(shorten(i.text, 300))}</p></li>"
             for i in items
         )
         + "</ul>"
     )
 
 
+def _message(m: Message) -> str:
+    # the board's own posts are written for agents; an agent's words are its own
+    said = for_people if m.sender in SYSTEM_SENDERS else str
+    return (
+        f'<li id="msg-{m.id}"><div class="mhead"><b>{h(m.sender)}</b> <span class="intent">{h(m.intent)}</span>'
+        f"{' → ' + h(m.recipient) if m.recipient else ''} <time>{h(_when(m.created_at))}</time>"
+        f"{' <a href=/task/' + str(m.task_id) + '>#' + str(m.task_id) + '</a>' if m.task_id else ''}</div>"
+        + (f'<div class="summary">{h(said(m.summary))}</div>' if m.summary else "")
+        + markdown(said(m.content), "content")
+        + "</li>"
+    )
+
+
 def thread_html(messages: list[Message]) -> str:
     if not messages:
         return '<p class="empty">no messages yet</p>'
+    return '<ol class="thread">' + "".join(_message(m) for m in messages) + "</ol>"
+
+
+def _decide_form(task: Task, agents: list[str], viewer: Viewer) -> str:
+    """What a person can do with a card that waits for one: each choice a button."""
+    author = task.assignee or task.created_by
+    options = "".join(f'<option value="{h(a)}">{h(a)}</option>' for a in agents)
     return (
-        '<ol class="thread">'
-        + "".join(
-            f'<li id="msg-{m.id}"><div class="mhead"><b>{h(m.sender)}</b> <span class="intent">{h(m.intent)}</span>'
-            f"{' → ' + h(m.recipient) if m.recipient else ''} <time>{h(_when(m.created_at))}</time>"
-            f"{' <a href=/task/' + str(m.task_id) + '>#' + str(m.task_id) + '</a>' if m.task_id else ''}</div>"
-            + (f'<div class="summary">{h(m.summary)}</div>' if m.summary else "")
-            + (f'<pre class="content">{h(m.content)}</pre>' if m.content.strip() else "")
-            + "</li>"
-            for m in messages
-        )
-        + "</ol>"
+        f'<form class="decide" method="post" action="/task/{task.id}/decide">'
+        f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}"><h3>Decide</h3>'
+        f'<label class="wide">Note (what to change, or why; needed to send back or reassign) '
+        f'<textarea name="note" rows="3"></textarea></label>'
+        f'<button name="decision" value="pass" title="approve it: the card moves to Done">Pass (approve)</button>'
+        f'<button name="decision" value="send_back" title="back to To do, kept for {h(author)}, your note as '
+        f'the brief; its next hand-in is reviewed again">Send back to {h(author)}</button>'
+        f'<label>or reassign to <select name="assign_to"><option value="">…</option>{options}</select></label>'
+        f'<button name="decision" value="reassign" title="back to To do, kept for the agent you chose">Reassign'
+        f"</button></form>"
     )
+
+
+def _edit_form(task: Task, viewer: Viewer) -> str:
+    """A person re-scopes a card: its title, labels, description, its priority unless an agent holds it, and
+    its acceptance criteria until it is first claimed (frozen after that, so not offered)."""
+    claimed = any(e.action == CLAIMED for e in task.history)
+    held = task.assignee is not None and task.status in ("in_progress", "blocked")  # its priority is the holder's
+    prios = "".join(
+        f"<option{' selected' if p == task.priority else ''}>{p}</option>"
+        for p in ("low", "medium", "high", "critical")
+    )
+    priority = "" if held else f'<label>Priority <select name="priority">{prios}</select></label>'
+    criteria = (
+        ""
+        if claimed
+        else f'<label class="wide">Acceptance criteria, one per line <textarea name="criteria" rows="2">'
+        f"{h(chr(10).join(task.acceptance_criteria))}</textarea></label>"
+    )
+    return (
+        f'<details class="edit"><summary>Edit card</summary><form method="post" action="/task/{task.id}/edit">'
+        f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}">'
+        f'<input type="hidden" name="version" value="{task.version}">'
+        f'<label>Title <input name="title" value="{h(task.title)}" required maxlength="200"></label>{priority}'
+        f'<label>Labels <input name="labels" value="{h(", ".join(task.labels))}" placeholder="comma,separated">'
+        f"</label>"
+        f'<label class="wide">Description (markdown) <textarea name="description" rows="4">'
+        f"{h(task.description)}</textarea></label>{criteria}<button>Save</button></form></details>"
+    )
+
+
+def _unreviewed(task: Task) -> str:
+    """What the Review section says of a card no review round ran on: a person's decision if one was made."""
+    decided = next((e for e in reversed(task.history) if e.action in DECIDED), None)
+    if decided is not None:
+        return f"no critic reviewed it; {decided.action} ({decided.actor}, {_when(decided.at)})" + (
+            f": {decided.note}" if decided.note else ""
+        )
+    return "done without a review" if task.status == "done" else "not reviewed yet"
 
 
 def task_page(
@@ -334,21 +408,14 @@ def task_page(
     parts = [f'<h1>#{task.id} {h(task.title)}</h1><div class="meta">{" ".join(meta)}</div>']
     if flash:
         parts.append(f'<p class="flash" role="status">{h(flash)}</p>')
-    if task.blocked_reason:
-        parts.append(f'<div class="reason"><b>Why it waits:</b><pre>{h(task.blocked_reason)}</pre></div>')
+    if task.blocked_reason and task.status in ("blocked", "needs_human"):  # a card that moved on waits no more
+        parts.append(f'<div class="reason"><b>Why it waits:</b>{markdown(for_people(task.blocked_reason))}</div>')
     if task.status == "needs_human" and viewer.acts:
-        options = "".join(f'<option value="{h(a)}">{h(a)}</option>' for a in agents)
-        parts.append(
-            f'<form class="decide" method="post" action="/task/{task.id}/decide">'
-            f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}"><h3>Decide</h3>'
-            f'<label class="wide">Note (what to change, or why) <textarea name="note" rows="3"></textarea></label>'
-            f'<button name="decision" value="pass">Pass (approve)</button>'
-            f'<button name="decision" value="send_back">Send back to {h(task.assignee or task.created_by)}</button>'
-            f'<label>or reassign to <select name="assign_to"><option value="">…</option>{options}</select></label>'
-            f'<button name="decision" value="reassign">Reassign</button></form>'
-        )
+        parts.append(_decide_form(task, agents, viewer))
+    if viewer.acts and task.status not in ("done", "review"):
+        parts.append(_edit_form(task, viewer))
     if task.description:
-        parts.append(f'<h3>Description</h3><pre class="desc">{h(task.description)}</pre>')
+        parts.append(f"<h3>Description</h3>{markdown(task.description, 'desc')}")
     if task.acceptance_criteria:
         parts.append(
             "<h3>Acceptance criteria</h3><ul>" + "".join(f"<li>{h(c)}</li>" for c in task.acceptance_criteria) + "</ul>"
@@ -356,9 +423,9 @@ def task_page(
     if task.summary or task.output:
         parts.append(
             f"<h3>Work</h3>{'<p>' + h(task.summary) + '</p>' if task.summary else ''}"
-            f"{'<pre class=output>' + h(task.output[:20000]) + '</pre>' if task.output else ''}"
+            f"{markdown(shorten(task.output, OUTPUT_CHARS), 'output')}"
         )
-    parts.append(f"<h3>Review</h3>{trail_html(trail)}")
+    parts.append(f"<h3>Review</h3>{trail_html(trail, _unreviewed(task))}")
     parts.append(
         f'<div class="cols2"><div><h3>Lessons it produced</h3>{_lessons(produced, "none")}</div>'
         f"<div><h3>Lessons handed to its agents</h3>{_lessons(handed, 'none')}</div></div>"
@@ -375,7 +442,8 @@ def task_page(
     parts.append(f"<h3>Thread</h3>{thread_html(thread)}{post}")
     history = "".join(
         f"<tr><td>{h(_when(e.at))}</td><td>{h(e.actor)}</td><td>{h(e.action)}</td>"
-        f"<td>{h(e.from_status or '')} → {h(e.to_status or '')}</td><td>{h(e.note or '')}</td></tr>"
+        f"<td>{h(e.from_status or '')} → {h(e.to_status or '')}</td>"
+        f"<td>{h(for_people(e.note) if e.actor in SYSTEM_SENDERS else e.note or '')}</td></tr>"
         for e in reversed(task.history)
     )
     parts.append(
@@ -406,22 +474,60 @@ def messages_page(messages: list[Message], filters: dict, older: int | None, vie
     return layout("Messages", body, viewer, active="messages", live={"page": "messages"})
 
 
+def ago(seconds: float) -> str:
+    """A time in the past, the way people say it ("5 min ago"); static/app.js says it the same way."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return "just now"
+    if s < 3600:
+        return f"{s // 60} min ago"
+    if s < 2 * 86400:
+        return f"{s // 3600} h ago"
+    return f"{s // 86400} days ago"
+
+
+def presence_of(a: AgentView, window: float, now_ts: float) -> tuple[bool, str]:
+    """(present, what to say): waiting for messages, online (seen within `window` seconds: an agent's call,
+    a person's open page), or when it was last seen."""
+    if a.waiting_until is not None and a.waiting_until >= now_ts:
+        return True, "waiting for messages"
+    if a.last_seen_at is None:
+        return False, "never seen"
+    if now_ts - a.last_seen_at <= window:
+        return True, "online"
+    return False, f"last seen {ago(now_ts - a.last_seen_at)}"
+
+
 def agents_page(agents: list[AgentView], presence: float, now_ts: float, viewer: Viewer) -> str:
     rows = []
     for a in agents:
-        present = a.waiting or (a.last_seen_at is not None and now_ts - a.last_seen_at <= presence)
+        present, said = presence_of(a, presence, now_ts)
         holding = " ".join(f'<a href="/task/{i}" title="{h(t)}">#{i}</a>' for i, t in a.holding) or "—"
         rate = f"{a.first_pass_rate:.0%} of {a.first_rounds}" if a.first_pass_rate is not None else "—"
+        # the page's clock keeps the presence current between reloads (static/app.js)
+        clock = (
+            f' data-seen="{a.last_seen_at or 0:.0f}" data-waiting="{a.waiting_until or 0:.0f}" '
+            f'data-window="{presence:.0f}" title="{h(_when(a.last_seen_at) + " UTC" if a.last_seen_at else "")}"'
+        )
+        person = a.role in OPERATOR_ROLES
         rows.append(
             f'<tr class="{"present" if present else "away"}"><td><span class="dot"></span>{h(a.name)}</td>'
-            f"<td>{h(a.role or '')}</td><td>{'waiting for messages' if a.waiting else ('present' if present else 'away')}</td>"
-            f"<td>{h(_when(a.last_seen_at))}</td><td>{holding}</td><td>{rate}</td></tr>"
+            f'<td>{h(a.role or "")}{" (a person)" if person else ""}</td><td class="presence"{clock}>{said}</td>'
+            f"<td>{holding}</td><td>{rate}</td></tr>"
         )
     body = (
-        '<h1>Agents</h1><table class="agents"><tr><th>agent</th><th>role</th><th>presence</th><th>last seen</th>'
+        '<h1>Agents and people</h1><table class="agents"><tr><th>name</th><th>role</th><th>presence</th>'
         f"<th>holds</th><th>first-pass rate</th></tr>{''.join(rows)}</table>"
     )
     return layout("Agents", body, viewer, active="agents", live={"page": "agents"})
+
+
+def _snippet(hit) -> str:
+    """A search hit's text: the memory cuts it at a character count (its `cut` says so), so it is cut
+    again here before the word it broke."""
+    if not hit.cut:
+        return hit.snippet
+    return shorten(hit.snippet.removesuffix("…"), len(hit.snippet) - 2)
 
 
 def memory_page(query: dict, results, note: str | None, viewer: Viewer) -> str:
@@ -446,9 +552,9 @@ def memory_page(query: dict, results, note: str | None, viewer: Viewer) -> str:
     listing = ""
     if results is not None:
         hits = "".join(
-            f'<li><a href="/memory/{x.id}">{h(x.title or x.snippet[:80])}</a> <span class="type">'
+            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(x.snippet, 80))}</a> <span class="type">'
             f"{h(x.kind)}</span>{' <span class=type>' + h(x.task_type) + '</span>' if x.task_type else ''}"
-            f' <span class="score">{x.score:.3f} ({"+".join(x.matched)})</span><p>{h(x.snippet)}</p></li>'
+            f' <span class="score">{x.score:.3f} ({"+".join(x.matched)})</span><p>{h(_snippet(x))}</p></li>'
             for x in results.hits
         )
         listing = f'<ol class="hits">{hits}</ol>' if hits else '<p class="empty">nothing found</p>'
@@ -472,7 +578,7 @@ def memory_item_page(item, viewer: Viewer) -> str:
     )
     body = (
         f'<h1>{h(item.title or f"memory item {item.id}")}</h1><div class="meta">{meta}</div>'
-        f'<pre class="desc">{h(item.text)}</pre>'
+        f"{markdown(item.text, 'desc')}"
     )
     return layout(f"memory {item.id}", body, viewer, active="memory")
 
@@ -498,32 +604,48 @@ def metrics_page(stats: BoardStats, rounds: dict[int, int], viewer: Viewer) -> s
             figure("memory items waiting for the vector index", stats.memory_pending),
         )
     )
-    by_day = charts.bars(
-        [(d.day[5:], d.rate) for d in stats.first_pass_by_day], unit="%", top=1, label="first-pass rate by day"
-    )
-    per_round = charts.bars(
-        [(f"{n} round{'s' if n > 1 else ''}", float(c)) for n, c in sorted(rounds.items())],
-        label="cards by rounds to finish",
-    )
-    scores = charts.bars(
-        [(f"round {n}", s) for n, s in enumerate(stats.score_by_round, 1)], top=10, label="mean score by round"
-    )
-    critics = charts.bars(
-        [(f"{c.critic}/{c.lens}", c.contribution_rate) for c in stats.critics],
+    by_day = charts.chart(
+        "First-pass rate by day",
+        [(d.day[5:], d.rate) for d in stats.first_pass_by_day],
+        x="day",
+        y="cards passing round 1",
         unit="%",
         top=1,
-        label="per-critic contribution",
     )
-    reuse = charts.bars(
+    per_round = charts.chart(
+        "Rounds per card",
+        [(str(n), float(c)) for n, c in sorted(rounds.items())],
+        x="review rounds to finish",
+        y="cards",
+        whole=True,
+    )
+    scores = charts.chart(
+        "Mean score by round",
+        [(str(n), s) for n, s in enumerate(stats.score_by_round, 1)],
+        x="review round",
+        y="mean score (0–10)",
+        kind="line",
+        top=10,
+    )
+    critics = charts.chart(
+        "Per-critic contribution",
+        [(f"{c.critic}/{c.lens}", c.contribution_rate) for c in stats.critics],
+        x="critic/lens",
+        y="rounds its blocking input decided",
+        unit="%",
+        top=1,
+        horizontal=True,
+    )
+    reuse = charts.chart(
+        "Memory reuse",
         [("handed at claim", float(stats.memory_surfaced)), ("marked helpful", float(stats.memory_useful))],
-        label="memory reuse",
+        x="",
+        y="memory items",
+        horizontal=True,
+        whole=True,
     )
     body = (
-        f'<h1>Metrics</h1><div class="figures">{figures}</div><div class="charts">'
-        f"<figure><figcaption>First-pass rate by day</figcaption>{by_day}</figure>"
-        f"<figure><figcaption>Rounds per card</figcaption>{per_round}</figure>"
-        f"<figure><figcaption>Mean score by round</figcaption>{scores}</figure>"
-        f"<figure><figcaption>Per-critic contribution (rounds its blocking input decided)</figcaption>{critics}"
-        f"</figure><figure><figcaption>Memory reuse</figcaption>{reuse}</figure></div>"
+        f'<h1>Metrics</h1><div class="figures">{figures}</div>'
+        f'<div class="charts">{by_day}{per_round}{scores}{critics}{reuse}</div>{charts.SCRIPTS}'
     )
     return layout("Metrics", body, viewer, active="metrics", live={"page": "metrics"})

@@ -9,6 +9,7 @@ from buggy_cards import CARDS, RELATED, UNRELATED, Card
 from conftest import call, needs_sandbox
 
 from hiveboard.board import AcceptanceTests, Artifact, ReviewIssue
+from hiveboard.critics import lessons as teaching
 from hiveboard.critics.config import CriticConfig, ReviewConfig
 from hiveboard.critics.lessons import changed_files, changes, hidden, lessons, unified_diff
 from hiveboard.memory.embeddings import get_embedder
@@ -29,7 +30,7 @@ def failure(test: str, message: str, statement: str = "", ref: str = "r1:accepta
         location=f"test_spec.py::{test}",
         ref=ref,
         suggestion="make this test pass",
-        description=f"test_spec.py::{test} failed: {message}"
+        description=f"failed: {message}"
         + (
             f"\n>       {statement}\nE       AssertionError\n\nTraceback (most recent call last):\n"
             f'  File "/tmp/review-x/spec/test_spec.py", line 4'
@@ -88,6 +89,13 @@ def test_a_lesson_names_the_mistake_the_failing_test_and_the_change():
     assert lesson.caught_by == "the test test_sums_up_to_n" and "off-by-one" in lesson.tags
     for text in (lesson.problem, lesson.title):
         assert "Traceback" not in text and "/tmp" not in text and "test_spec.py" not in text
+
+
+def test_a_failure_stored_with_its_test_id_in_front_reads_the_same():
+    said_once = failure("test_add", "expected 5, got -1", "assert add(2, 3) == 5")
+    stored = said_once.model_copy(update={"description": f"{said_once.location} {said_once.description}"})
+    problems = {teaching.failure(issue, "tests").problem for issue in (said_once, stored)}
+    assert problems == {"test_add failed: expected 5, got -1 (`assert add(2, 3) == 5`)"}
 
 
 def test_two_tests_fixed_by_one_change_are_one_lesson():

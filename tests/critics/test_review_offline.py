@@ -166,7 +166,8 @@ async def test_failing_acceptance_tests_fail_the_review_then_pass_once_fixed(con
         assert acceptance["issues"][0]["category"] == "test-failed"
         failure = acceptance["issues"][0]["description"]
         # which test, expected against actual, the failing line; no sandbox or temporary paths
-        assert "test_calc.py::test_add failed: expected 5, got -1" in failure and "assert add(2, 3) == 5" in failure
+        assert acceptance["issues"][0]["location"] == "test_calc.py::test_add"
+        assert failure.startswith("failed: expected 5, got -1") and "assert add(2, 3) == 5" in failure
         assert round1["verdict"] == "FAIL" and round1["synthesis"]["issues"][0]["severity"] == "critical"
         brief = round1["synthesis"]["brief"]
         assert len(brief) <= 1000 and "expected 5, got -1" in brief

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hiveboard.board import CritiqueRecord, ReviewIssue
 from hiveboard.board.review_models import ReviewRound, ReviewTrail
 from hiveboard.board.reviews import Reviews
-from hiveboard.critics.synthesis import downgrade, rescore, synthesise
+from hiveboard.critics.synthesis import convergence_summary, downgrade, rescore, synthesise
 
 LENSES = ["security", "correctness", "tests", "style"]
 
@@ -30,8 +30,7 @@ def failing(test: str, got: str) -> ReviewIssue:
         category="test-failed",
         rule="the card's acceptance tests",
         location=f"test_spec.py::{test}",
-        description=f"test_spec.py::{test} failed: expected 6, got "
-        f"{got}\n>       assert total([1, 2, 3]) == 6\nE       assert {got} == 6",
+        description=f"failed: expected 6, got {got}\n>       assert total([1, 2, 3]) == 6\nE       assert {got} == 6",
         suggestion="make this test pass",
     )
 
@@ -94,6 +93,24 @@ def test_the_brief_says_a_shared_fix_once_and_a_test_id_once():
     text = synthesise([*CLEAN, two], LENSES, 1).brief
     assert text.count("make this test pass") == 1 and text.count("test_spec.py::test_a") == 1
     assert "1. [critical] test_spec.py::test_a — failed: expected 6, got 5 | > assert total([1, 2, 3]) == 6" in text
+
+
+def test_a_finding_that_repeats_its_place_says_it_once_in_the_brief_and_to_a_human():
+    # a model's finding often starts with its place; one that merely starts with a longer place keeps its text
+    said_twice = ReviewIssue(
+        severity="major",
+        category="injection",
+        location="app.py:3",
+        description="app.py:3: eval on user input",
+        suggestion="use ast.literal_eval",
+    )
+    elsewhere = said_twice.model_copy(update={"location": "app.py:30", "description": "app.py:300 is fine, 30 not"})
+    model = record("agent:security", "security", "FAIL", 3, [said_twice, elsewhere])
+    text = synthesise([*CLEAN, model], LENSES, 1).brief
+    assert "app.py:3 — eval on user input" in text and text.count("app.py:3 ") == 1
+    assert "app.py:30 — app.py:300 is fine, 30 not" in text
+    human = convergence_summary([[*CLEAN, model]] * 3, 3)
+    assert "UNRESOLVED [major] app.py:3 eval on user input — suggests" in human and human.count("app.py:3 ") == 1
 
 
 def test_get_review_names_the_critiques_issues_instead_of_repeating_them():

@@ -17,7 +17,7 @@ from conftest import START_TIMEOUT, free_port, hiveboard_cmd, run_cli, stop_proc
 from hiveboard.board import Board, NewTask, Store
 from hiveboard.server.cli import parser
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
 
 
 def test_board_prints_columns_and_cards(tmp_path):
@@ -54,16 +54,16 @@ def test_tools_prints_each_tool_and_total_cost():
     assert "claim_task" in out.stdout and re.search(r"total\s+\d+", out.stdout)
 
 
-def test_every_cli_command_and_flag_is_in_the_readme():
-    readme = README.read_text()
+def test_every_cli_command_and_flag_is_in_the_reference():
+    reference = REFERENCE.read_text()
     p = parser()
     sub = next(a for a in p._actions if a.dest == "command")
     for name, subparser in sub.choices.items():
-        assert f"hiveboard {name}" in readme or f"`{name}`" in readme, f"command {name} not documented"
+        assert f"hiveboard {name}" in reference or f"`{name}`" in reference, f"command {name} not documented"
         for action in subparser._actions:
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help":
-                    assert flag in readme, f"{name} {flag} not documented"
+                    assert flag in reference, f"{name} {flag} not documented"
 
 
 def test_message_size_limit_is_configurable(tmp_path, monkeypatch):

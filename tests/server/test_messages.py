@@ -31,6 +31,9 @@ async def test_workflow_a_assignment_claim_status_help_answer_output(connect, bo
     async with connect("pm") as pm, connect("eng1") as eng1, connect("eng2") as eng2, connect("research") as research:
         card = await call(pm, "create_task", title="Implement feature X", description="requirements A, B, C")
         tid = card["id"]
+        # the board's routine events (claimed, completed) stay in the pool; the PM follows them by subscription
+        for intent in ("task_claim", "output.complete"):
+            await call(pm, "subscribe", kind="intent", value=intent)
         await call(
             pm,
             "publish_message",

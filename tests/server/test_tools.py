@@ -9,7 +9,7 @@ from conftest import call, call_error
 
 import hiveboard.board.db as db_module
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 def freeze_clock(monkeypatch, clock: list[float]) -> None:

@@ -60,8 +60,21 @@ async def test_http_agents_act_by_bearer_token_only(tmp_path, http_server):
         # the server's review worker may already have moved the card on after alice's three entries
         actors = [h["actor"] for h in full["history"]]
         assert actors[:3] == ["alice", "alice", "alice"] and set(actors[3:]) <= {"review"}, full["history"]
-    async with http_client(url, "hb_forged") as forged:
-        assert "belongs to no agent" in await call_error(forged, "whoami")
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": "Bearer hb_forged"}
+    async with httpx.AsyncClient(timeout=30) as raw:  # refused before any MCP: initialize included
+        for body in (initialize, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
+            r = await raw.post(url, json=body, headers=headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer"), r.text
+            error = r.json()["error"]
+            assert "matches no agent" in error and "hiveboard agent token NAME" in error
+        r = await raw.post(url, json=initialize, headers={"Accept": headers["Accept"]})  # no token: local, allowed
+        assert r.status_code == 200
 
 
 async def test_http_session_binding_on_the_session_protocol(tmp_path, http_server):

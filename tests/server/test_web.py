@@ -15,6 +15,8 @@ import httpx
 import pytest
 from conftest import agent_token, call, call_error, hiveboard_cmd, http_client, serve_http, stop_process
 
+from hiveboard.server.web.text import TOOLS
+
 pytestmark = pytest.mark.anyio
 
 
@@ -378,3 +380,203 @@ async def test_memory_search_and_full_read(site):
     full = web.get(f"/memory/{item}").text
     assert "x" * 400 in full and "capped at 30 s" in full and "payments" in full
     assert web.get("/memory/999999").status_code == 404
+
+
+# ----------------------------------------------------------------------- what people read
+
+# a tool call an agent would make: "get_task(", "(update_task ...", "call claim_task"
+TOOL_CALL = re.compile(
+    r"\b(?:{0})\(|\(\s*(?:{0})\b|\bcall (?:{0})\b".format("|".join(sorted(TOOLS))),
+)
+
+
+def _main(page: str) -> str:
+    return page[page.index('<main id="main">') : page.rindex("</main>")]
+
+
+def _tool_calls(web: httpx.Client, paths: list[str]) -> dict[str, list[str]]:
+    found = {}
+    for path in paths:
+        r = web.get(path)
+        assert r.status_code == 200, (path, r.status_code)
+        hits = TOOL_CALL.findall(r.text)
+        if hits:
+            found[path] = hits
+    return found
+
+
+@pytest.fixture
+def reviewed_site(tmp_path: Path):
+    """A board whose review gives up after one round, with an agent critic the review asks."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[review]\nmax_rounds = 1\nagent_deadline = 120\n")
+    people = {name: agent_token(home, name) for name in ("coder",)}
+    for name, role in (("ann", "human"), ("crit", "critic")):
+        people[name] = subprocess.run(
+            hiveboard_cmd("--home", str(home), "agent", "add", name, "--role", role),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    proc, url = serve_http(home)
+    yield home, url, people
+    stop_process(proc)
+
+
+async def test_a_review_that_needs_a_person_speaks_to_people_not_agents(reviewed_site):
+    """The review's request to agent critics and its give-up summary say, on a person's pages, what a
+    person can do, each with its button; no page tells a person to call a tool."""
+    home, url, people = reviewed_site
+    web, csrf = login(_base(url), people["ann"])
+    async with (
+        http_client(url, people["coder"]) as coder,
+        http_client(url, people["crit"]) as crit,
+    ):
+        await call(crit, "get_messages", wait_seconds=1)  # a wait is always noted: present, the review asks it
+        made = await call(coder, "create_task", title="Explain the retry policy", task_type="docs")
+        claim = await call(coder, "claim_task", task_id=made["id"])
+        await call(coder, "complete_task", task_id=made["id"], token=claim["token"], output="Retries: *three*.")
+        request = None
+        for _ in range(20):  # the inbox wakes for each message; the review's request comes once it starts
+            asked = await call(crit, "get_messages", wait_seconds=60)
+            request = next((m for m in asked["messages"] if m["intent"] == "review.request"), None)
+            if request:
+                break
+        assert request, "the review never asked its agent critic"
+        for lens in request["metadata"]["lenses"]:
+            await call(
+                crit,
+                "submit_critique",
+                review_id=request["metadata"]["review_id"],
+                lens=lens,
+                verdict="FAIL",
+                score=3,
+                summary="The backoff is **not** described.",
+                issues=[{"severity": "major", "category": "gap", "location": "retries", "description": "no backoff"}],
+            )
+        review = await call(coder, "get_review", task_id=made["id"], wait_seconds=120)
+        assert review["status"] == "needs_human", review
+        assert "update_task" in (await call(coder, "get_task", task_id=made["id"]))["blocked_reason"]  # agents' words
+
+    task = f"/task/{made['id']}"
+    page = _main(web.get(task).text)
+    assert "Decide on the card's page: pass it, send it back to its author" in page
+    for button in ("pass", "send_back", "reassign"):  # each thing the sentence offers is a button
+        assert f'name="decision" value="{button}"' in page
+    assert "The critic agents read the work" in page  # the request to the critics, in a person's words
+    assert "<strong>not</strong>" in page  # the critique's summary rendered as markdown
+    paths = [task, "/board", "/messages", "/agents", "/metrics", f"/messages?task={made['id']}"]
+    assert _tool_calls(web, paths) == {}
+
+    r = web.post(f"{task}/decide", data={"decision": "pass", "csrf": csrf}, follow_redirects=True)
+    after = _main(r.text)
+    assert "is now done" in after and "Why it waits" not in after and 'class="decide"' not in after
+    assert _tool_calls(web, paths) == {}
+
+
+async def test_markdown_is_rendered_and_nothing_in_it_runs(site):
+    """A description, a message and a memory item written in markdown show as formatted text; a script,
+    raw HTML with an event handler and a javascript: link in them stay inert text."""
+    home, url, people = site
+    base = _base(url)
+    web, csrf = login(base, people["ann"])
+    hostile = (
+        "Use **bold** and a [safe link](https://example.com/docs).\n\n"
+        "<script>alert('s')</script>\n\n<img src=x onerror=alert('i')>\n\n"
+        "[click me](javascript:alert('j')) <a href=\"javascript:alert('a')\">raw</a>\n\n"
+        "```python\nprint('<b>code</b>')\n```\n"
+    )
+    r = web.post("/tasks", data={"title": "Markdown", "task_type": "code", "description": hostile, "csrf": csrf})
+    task = r.headers["location"].split("?")[0]
+    assert web.post(f"{task}/message", data={"content": hostile, "csrf": csrf}).status_code == 303
+    async with http_client(url, people["coder"]) as coder:
+        lesson = await call(coder, "record_lesson", problem=hostile, fix="Escape **everything**", task_type="code")
+    for path in (task, f"/memory/{lesson['item']['id']}", "/messages"):
+        page = _main(web.get(path).text)
+        assert "<strong>bold</strong>" in page or "<strong>everything</strong>" in page, path
+        assert "<script" not in page and "<img" not in page, path
+        assert not re.search(r"<[^>]+\son\w+\s*=", page), path  # no event handler attribute on any tag
+        assert not re.search(r"<a\s[^>]*href\s*=\s*[\"']?\s*javascript:", page, re.I), path
+        assert "&lt;script&gt;alert(" in page and "[click me](javascript:alert(" in page, path
+    page = _main(web.get(task).text)
+    assert '<a href="https://example.com/docs" rel="noopener noreferrer nofollow">safe link</a>' in page
+    assert "<pre><code>print('&lt;b&gt;code&lt;/b&gt;')" in page  # a code block: monospace, escaped
+
+
+async def test_favicon_is_served(site):
+    home, url, people = site
+    base = _base(url)
+    anon = httpx.Client(base_url=base, timeout=60)
+    icon = anon.get("/favicon.ico")  # no login needed: browsers ask before anything else
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/x-icon"
+    assert icon.content[:4] == b"\x00\x00\x01\x00"  # an ICO file
+    svg = anon.get("/static/favicon.svg")
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml") and b"<svg" in svg.content
+    assert '<link rel="icon" href="/static/favicon.svg"' in anon.get("/login").text
+    web, _ = login(base, people["ann"])
+    assert '<link rel="icon" href="/static/favicon.svg"' in web.get("/board").text
+
+
+async def test_people_show_as_online_while_they_use_the_board(site):
+    """A person is an agent the board never sees call a tool: their pages say they are there."""
+    home, url, people = site
+    web, _ = login(_base(url), people["ann"])
+    page = web.get("/agents").text
+    row = re.search(r"<tr[^>]*><td><span class=\"dot\"></span>ann</td>.*?</tr>", page).group(0)
+    assert 'class="present"' in row and ">online<" in row and "(a person)" in row, row
+    assert re.search(r'data-seen="\d+"', row) and 'data-window="' in row  # the page's clock keeps it current
+
+
+async def test_a_person_edits_a_card_and_lands_on_it_changed(site):
+    home, url, people = site
+    web, csrf = login(_base(url), people["ann"])
+    r = web.post("/tasks", data={"title": "Draft", "task_type": "code", "csrf": csrf})
+    task = r.headers["location"].split("?")[0]
+    page = web.get(task).text
+    version = re.search(r'name="version" value="(\d+)"', page).group(1)
+    r = web.post(
+        f"{task}/edit",
+        data={
+            "title": "Final",
+            "priority": "high",
+            "labels": "",
+            "description": "Now *scoped*.",
+            "criteria": "",
+            "version": version,
+            "csrf": csrf,
+        },  # fmt: skip
+        follow_redirects=True,
+    )
+    main = _main(r.text)
+    assert "saved: title, description, priority" in main and "#" in main and "Final" in main
+    assert "<em>scoped</em>" in main and 'class="prio">high<' in main
+    # nothing different: nothing written
+    r = web.post(f"{task}/edit", data={"title": "Final", "csrf": csrf}, follow_redirects=True)
+    assert "nothing changed" in r.text
+    # a page older than the card: refused in a person's words, nothing written
+    r = web.post(f"{task}/edit", data={"title": "Stale", "version": version, "csrf": csrf})
+    assert r.status_code == 409 and "reload the page" in r.text and not TOOL_CALL.search(r.text), r.text
+    assert "Stale" not in web.get(task).text
+
+
+async def test_a_long_reason_is_cut_at_a_word_with_an_ellipsis(site):
+    home, url, people = site
+    web, _ = login(_base(url), people["ann"])
+    reason = "The staging database refuses connections from the runner " * 8
+    async with http_client(url, people["coder"]) as coder:
+        made = await call(coder, "create_task", title="Migrate", task_type="code")
+        claim = await call(coder, "claim_task", task_id=made["id"])
+        await call(coder, "update_task", task_id=made["id"], token=claim["token"], status="needs_human", reason=reason)
+    shown = re.search(rf'id="card-{made["id"]}".*?<p class="reason">(.*?)</p>', web.get("/board").text).group(1)
+    assert shown.endswith("…") and len(shown) <= 200
+    assert reason.startswith(shown[:-1]) and reason[len(shown) - 1] == " "  # cut before a space: whole words
+
+
+def test_static_files_are_revalidated_by_etag(site):
+    home, url, people = site
+    with httpx.Client(base_url=_base(url), timeout=60) as client:
+        first = client.get("/static/chart.umd.min.js")
+        assert first.status_code == 200 and first.headers["etag"]
+        again = client.get("/static/chart.umd.min.js", headers={"if-none-match": first.headers["etag"]})
+        assert again.status_code == 304 and again.content == b""

@@ -230,11 +230,9 @@ def test_actions_from_another_site_or_logged_out_are_refused(served, browser):
     assert mcp(count) == 0
 
 
-def test_seeded_board_pages_render(served, browser):
+def seed_board(url: str, tokens: dict[str, str]):
     """A board with a card that took two review rounds (a failing test, then the fix), a card waiting on a
-    person's sign-off, and work in every column; the card page shows both rounds and the score chart;
-    the metrics page its charts. Saves the README screenshots when HIVEBOARD_SCREENSHOTS is set."""
-    url, base, tokens = served
+    person's sign-off, and work in every column; (the two-round card, the sign-off card)."""
     buggy = "def add(a, b):\n    return a - b\n"
     fixed = "def add(a, b):\n    return a + b\n"
     tests = {
@@ -320,7 +318,14 @@ def test_seeded_board_pages_render(served, browser):
             )
             return calc, sign
 
-    calc, sign = mcp(seed)
+    return mcp(seed)
+
+
+def test_seeded_board_pages_render(served, browser):
+    """The card page shows both rounds and the score chart; the metrics page its charts. Saves the
+    README screenshots when HIVEBOARD_SCREENSHOTS is set."""
+    url, base, tokens = served
+    calc, sign = seed_board(url, tokens)
     shots = os.environ.get("HIVEBOARD_SCREENSHOTS")
     page = browser.new_page(viewport={"width": 1500, "height": 820})
     log_in(page, base, tokens["lee"])
@@ -333,11 +338,13 @@ def test_seeded_board_pages_render(served, browser):
     page.goto(f"{base}/task/{calc['id']}")
     text = page.inner_text("main")
     assert "Round 1: FAIL" in text and "Round 2: PASS" in text and "test_add" in text
-    assert page.locator("svg.spark circle").count() == 2  # the score of each round
+    page.wait_for_selector(".scores canvas[data-drawn]")
+    assert page.locator(".scores table tr").count() == 3  # the score of each round, under its heading
     if shots:
         page.screenshot(path=str(Path(shots) / "card.png"), full_page=True)
     page.goto(f"{base}/metrics")
-    assert page.locator("svg.chart").count() >= 4
+    page.wait_for_selector("figure.chart canvas[data-drawn]")
+    assert page.locator("figure.chart canvas[data-drawn]").count() == 5
     assert "first-pass rate" in page.inner_text("main")
     if shots:
         page.screenshot(path=str(Path(shots) / "metrics.png"), full_page=True)
@@ -345,3 +352,180 @@ def test_seeded_board_pages_render(served, browser):
     assert "coder" in page.inner_text("main") and "tester" in page.inner_text("main")
     page.goto(f"{base}/messages")
     assert "token bucket" in page.inner_text("main")
+
+
+# every page of the board a person reads, with what it must show once loaded
+PAGES = {
+    "board": ("/board", "#col-done"),
+    "card": ("/task/{calc}", ".scores canvas[data-drawn]"),
+    "messages": ("/messages", "ol.thread"),
+    "agents": ("/agents", "table.agents"),
+    "memory": ("/memory?q=calc", "form.filters"),
+    "metrics": ("/metrics", "figure.chart canvas[data-drawn]"),
+}
+WIDTHS = ((1440, 900), (1024, 768), (390, 844))  # a wide screen, a small laptop, a phone
+# a canvas with some pixel drawn on it (Chart.js draws axes, bars and labels; an empty canvas is all 0)
+INKED = "c => c.getContext('2d').getImageData(0, 0, c.width, c.height).data.some(v => v !== 0)"
+
+
+def test_every_page_fits_from_desktop_to_phone(served, browser):
+    """From 1,440 down to 390 px wide no page scrolls sideways, every nav link is on screen, the board's
+    columns scroll inside the board, and the charts are drawn from the board's own files (no other
+    site). Saves NAME-1440.png and NAME-390.png for each page when HIVEBOARD_SCREENSHOTS is set."""
+    url, base, tokens = served
+    calc, _ = seed_board(url, tokens)
+    shots = os.environ.get("HIVEBOARD_SCREENSHOTS")
+    for width, height in WIDTHS:
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        elsewhere = []
+        page.on("request", lambda r: None if r.url.startswith(base) else elsewhere.append(r.url))
+        log_in(page, base, tokens["lee"])
+        page.wait_for_selector("main")
+        for name, (path, ready) in PAGES.items():
+            page.goto(base + path.format(calc=calc["id"]))
+            page.wait_for_selector(ready, timeout=WAIT)
+            where = f"{name} at {width} px"
+            overflow = page.evaluate("document.documentElement.scrollWidth - innerWidth")
+            assert overflow <= 1, f"{where} scrolls sideways by {overflow} px"
+            links = page.locator("header nav a")
+            assert links.count() == 5, where
+            for n in range(links.count()):
+                box = links.nth(n).bounding_box()
+                assert links.nth(n).is_visible() and box and box["x"] >= 0 and box["x"] + box["width"] <= width, (
+                    f"{where}: nav link {links.nth(n).inner_text()!r} is off screen ({box})"
+                )
+            if name == "board":
+                board = page.evaluate(
+                    "(() => { const b = document.querySelector('.board'); const r = b.getBoundingClientRect();"
+                    " return {right: r.right, inner: b.scrollWidth > b.clientWidth}; })()"
+                )
+                assert board["right"] <= width, where
+                assert board["inner"] == (width < 1200), f"{where}: {board}"  # six columns fit at 1,440
+            canvases = page.locator("canvas[data-chart]")
+            for n in range(canvases.count()):
+                canvas = canvases.nth(n)
+                assert canvas.get_attribute("data-drawn") == "1" and canvas.evaluate(INKED), f"{where}: chart {n}"
+                box = canvas.bounding_box()
+                assert box["width"] >= min(300, width - 60) and box["height"] >= 120, f"{where}: chart {n} is {box}"
+            if name == "metrics":
+                assert canvases.count() == 5
+                # each chart's numbers stay on the page as a table (closed once drawn)
+                assert page.locator("figure.chart details.data table").count() == 5
+            if shots and width != 1024:  # the page's top 2,000 px: a long thread is more of the same
+                tall = min(page.evaluate("document.documentElement.scrollHeight"), 2000)
+                clip = {"x": 0, "y": 0, "width": width, "height": tall}
+                page.screenshot(path=str(Path(shots) / f"{name}-{width}.png"), full_page=True, clip=clip)
+        assert not elsewhere, f"pages fetched from another site: {elsewhere}"
+        context.close()
+
+
+def _escalated(url: str, tokens: dict[str, str], reason: str = "ISO 8601 or RFC 2822?") -> dict:
+    """A card its agent handed to a person (needs_human), no review having run."""
+
+    async def stuck():
+        async with http_client(url, tokens["coder"]) as coder:
+            made = await call(coder, "create_task", title="Choose a date format", task_type="code")
+            claim = await call(coder, "claim_task", task_id=made["id"])
+            await call(
+                coder, "update_task", task_id=made["id"], token=claim["token"], status="needs_human", reason=reason
+            )
+            return made
+
+    return mcp(stuck)
+
+
+def test_an_open_card_page_follows_a_decision_made_elsewhere(served, browser):
+    """A person passes a card in one tab; the same card open in another tab shows it done, with who decided,
+    without a reload, and keeps what the person was typing there."""
+    url, base, tokens = served
+    made = _escalated(url, tokens)
+    task = f"{base}/task/{made['id']}"
+    context = browser.new_context()
+    watcher = context.new_page()
+    log_in(watcher, base, tokens["lee"])
+    watcher.goto(task)
+    watcher.wait_for_selector("body[data-connected='1']", timeout=WAIT)
+    watcher.evaluate("window.__same_page = true")
+    assert "not reviewed yet" in watcher.inner_text("main") and watcher.locator("form.decide").count() == 1
+    watcher.fill("form.post textarea[name=content]", "a draft I am still writing")
+
+    deciding = context.new_page()
+    deciding.goto(task)
+    deciding.fill("form.decide textarea[name=note]", "ISO 8601, always UTC.")
+    deciding.click("form.decide button[value=pass]")
+    deciding.wait_for_selector(".flash")
+    assert "now done" in deciding.inner_text(".flash") and "passed by a person" in deciding.inner_text("main")
+
+    watcher.wait_for_function("document.querySelector('main .status').textContent === 'Done'", timeout=WAIT)
+    assert watcher.evaluate("window.__same_page") is True  # updated in place
+    text = watcher.inner_text("main")
+    assert "passed by a person (lee" in text and "not reviewed yet" not in text and "Why it waits" not in text
+    assert watcher.locator("form.decide").count() == 0
+    assert watcher.input_value("form.post textarea[name=content]") == "a draft I am still writing"
+    context.close()
+
+
+def test_a_page_catches_up_on_changes_made_before_it_listened(served, browser):
+    """A change committed after a page was rendered but before its live stream started reaches it: the
+    stream's first event says the board moved on, and the page reloads its main part."""
+    url, base, tokens = served
+    made = _escalated(url, tokens)
+    page = browser.new_page()
+    log_in(page, base, tokens["lee"])
+    page.wait_for_selector("main")
+    held = []
+    page.route("**/events*", lambda route: held.append(route))  # its stream waits until the change is made
+    page.goto(f"{base}/task/{made['id']}")
+    page.wait_for_function("document.readyState === 'complete'")
+    while not held:
+        page.wait_for_timeout(20)
+    page.evaluate("window.__same_page = true")
+
+    async def note():
+        async with http_client(url, tokens["coder"]) as coder:
+            await call(
+                coder, "publish_message", intent="note", task_id=made["id"], content="made while nobody listened"
+            )
+
+    mcp(note)
+    assert "made while nobody listened" not in page.inner_text("main")
+    held[0].continue_()
+    page.unroute("**/events*")
+    page.wait_for_selector("text=made while nobody listened", timeout=WAIT)
+    assert page.evaluate("window.__same_page") is True
+
+
+def test_markdown_on_a_card_runs_no_script(served, browser):
+    """Markdown from an agent shows formatted; a script, an <img onerror> and a javascript: link in it
+    stay inert text, and nothing of them runs in the browser."""
+    url, base, tokens = served
+    payload = (
+        "Some **bold** text.\n\n<script>window.__pwned = 'script'; alert('script')</script>\n\n"
+        "<img src=x onerror=\"window.__pwned = 'img'; alert('img')\">\n\n"
+        "[click me](javascript:window.__pwned='link')\n\n```\nkeep_monospace()\n```\n"
+    )
+
+    async def seed():
+        async with http_client(url, tokens["coder"]) as coder:
+            made = await call(coder, "create_task", title="Hostile markdown", task_type="code", description=payload)
+            await call(coder, "publish_message", intent="note", task_id=made["id"], content=payload)
+            return made
+
+    made = mcp(seed)
+    page = browser.new_page()
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    log_in(page, base, tokens["lee"])
+    page.goto(f"{base}/task/{made['id']}")
+    page.wait_for_selector(".md.desc strong")
+    for where in (".md.desc", "ol.thread .md"):
+        assert page.inner_text(f"{where} strong") == "bold"
+        text = page.inner_text(where)
+        assert "<script>" in text and "onerror" in text and "[click me](javascript:" in text  # shown, as text
+        font = page.eval_on_selector(f"{where} pre code", "e => getComputedStyle(e).fontFamily")
+        assert "mono" in font.lower(), font
+    assert page.locator("main script, main img, main a[href^='javascript' i]").count() == 0
+    page.locator(".md.desc p", has_text="[click me]").click()  # plain text: nothing to follow
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__pwned") is None and dialogs == []

@@ -1,10 +1,16 @@
-// hiveboard web board: live updates from server-sent events, "more" in columns, lease countdowns.
+// hiveboard web board: live updates from server-sent events, "more" in columns, lease countdowns, presence.
 // Pages are whole without this script; it only keeps them current.
+//
+// A page may miss updates: those made between its rendering and its stream's start, and those sent while
+// its stream was down. So the page knows the newest board event it shows (`at`: in data-live, then from
+// each reload's x-board-at header) and each stream starts by naming the newest one now (`hello`): when
+// that is newer, the page reloads its main part.
 (function () {
   "use strict";
   const body = document.body;
   const live = body.dataset.live ? JSON.parse(body.dataset.live) : null;
   const dot = document.getElementById("live");
+  let at = live && live.at ? live.at : 0;
 
   function matches(card, filters) {
     if (!filters) return true;
@@ -76,24 +82,66 @@
     if (el) el.textContent = n;
   }
 
-  let reloading = null;
+  // this page's main part, fetched again: one fetch at a time (so an older answer never lands after a
+  // newer one), and a change that comes while one is under way fetches once more after it
+  let reloading = null, fetching = false, again = false;
   function reloadMain(delay) {
-    // another page's part changed: fetch this page's main part again (at most once per `delay`)
+    if (fetching) { again = true; return; }
     if (reloading) return;
-    reloading = setTimeout(() => {
-      reloading = null;
-      fetch(location.href, { headers: { "X-Fragment": "main" }, credentials: "same-origin" })
-        .then(r => (r.ok ? r.text() : null)).then(html => {
-          if (html === null) return;
-          const open = Array.from(document.querySelectorAll("#main details[open]")).map(d => d.querySelector("summary")?.textContent);
-          const main = document.getElementById("main");
-          main.innerHTML = html;
-          for (const d of main.querySelectorAll("details")) {
-            if (open.includes(d.querySelector("summary")?.textContent)) d.open = true;
-          }
-          tick();
-        }).catch(() => {});
-    }, delay);
+    reloading = setTimeout(fetchMain, delay);
+  }
+
+  function fetchMain() {
+    reloading = null;
+    fetching = true;
+    // redirect "manual": a session that ended answers with the login page, which must not land in <main>
+    fetch(location.href, { headers: { "X-Fragment": "main" }, credentials: "same-origin", cache: "no-store", redirect: "manual" })
+      .then(r => {
+        if (!r.ok) return null;
+        const seen = parseInt(r.headers.get("x-board-at") || "0", 10);
+        if (seen > at) at = seen;
+        return r.text();
+      })
+      .then(html => { if (html !== null) swapMain(html); })
+      .catch(() => {})
+      .finally(() => {
+        fetching = false;
+        if (again) { again = false; reloadMain(150); }
+      });
+  }
+
+  // what the person was doing in the old main part survives the new one: open sections, what they typed
+  // (fields they left alone take the new values), and where the cursor was
+  function swapMain(html) {
+    const main = document.getElementById("main");
+    const open = Array.from(main.querySelectorAll("details[open]")).map(d => d.querySelector("summary")?.textContent);
+    const key = el => (el.form ? el.form.getAttribute("action") : "") + "|" + el.name;
+    const typed = new Map();
+    for (const el of main.querySelectorAll("form textarea[name], form input[name]:not([type=hidden]), form select[name]")) {
+      const changed = el.tagName === "SELECT"
+        ? Array.from(el.options).some(o => o.selected !== o.defaultSelected)
+        : (el.type === "checkbox" || el.type === "radio") ? el.checked !== el.defaultChecked : el.value !== el.defaultValue;
+      if (changed) typed.set(key(el), el);
+    }
+    const active = document.activeElement && main.contains(document.activeElement) && document.activeElement.name
+      ? key(document.activeElement) : null;
+    const caret = active && typeof document.activeElement.selectionStart === "number"
+      ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null;
+    main.innerHTML = html;
+    for (const d of main.querySelectorAll("details")) {
+      if (open.includes(d.querySelector("summary")?.textContent)) d.open = true;
+    }
+    for (const el of main.querySelectorAll("form textarea[name], form input[name]:not([type=hidden]), form select[name]")) {
+      const old = typed.get(key(el));
+      if (old) {
+        if (el.type === "checkbox" || el.type === "radio") el.checked = old.checked; else el.value = old.value;
+      }
+      if (active && key(el) === active) {
+        el.focus();
+        if (caret && typeof el.setSelectionRange === "function") { try { el.setSelectionRange(caret[0], caret[1]); } catch (e) { /* not a text field */ } }
+      }
+    }
+    tick();
   }
 
   function onChange(change) {
@@ -114,7 +162,12 @@
     const filters = live.page === "board" ? (live.filters || {}) : {};
     const q = new URLSearchParams(filters).toString();
     const es = new EventSource("/events" + (q ? "?" + q : ""));
-    es.addEventListener("hello", () => { if (dot) dot.classList.add("on"); body.dataset.connected = "1"; });
+    es.addEventListener("hello", e => {
+      if (dot) dot.classList.add("on");
+      body.dataset.connected = "1";
+      const now = JSON.parse(e.data || "{}").at || 0;
+      if (now > at) { at = now; reloadMain(0); }  // changed since this page was rendered or last heard
+    });
     es.addEventListener("cards", e => { if (live.page === "board") applyCards(JSON.parse(e.data)); });
     es.addEventListener("counts", e => {
       if (live.page !== "board") return;
@@ -125,13 +178,29 @@
     es.onerror = () => { if (dot) dot.classList.remove("on"); body.dataset.connected = ""; };
   }
 
-  // lease countdowns: a local clock, no requests
+  // as pages.ago says it
+  function ago(s) {
+    s = Math.max(0, Math.floor(s));
+    if (s < 60) return "just now";
+    if (s < 3600) return Math.floor(s / 60) + " min ago";
+    if (s < 2 * 86400) return Math.floor(s / 3600) + " h ago";
+    return Math.floor(s / 86400) + " days ago";
+  }
+
+  // lease countdowns and presence: a local clock, no requests
   function tick() {
     const now = Date.now() / 1000;
     for (const el of document.querySelectorAll("[data-lease]")) {
       const left = Math.round(parseFloat(el.dataset.lease) - now);
       el.textContent = left > 0 ? "lease " + Math.floor(left / 60) + ":" + String(left % 60).padStart(2, "0") : "lease over";
       el.classList.toggle("late", left < 60);
+    }
+    for (const el of document.querySelectorAll("[data-window]")) {  // as pages.presence_of says it
+      const seen = parseFloat(el.dataset.seen), waiting = parseFloat(el.dataset.waiting);
+      const present = waiting >= now || (seen > 0 && now - seen <= parseFloat(el.dataset.window));
+      el.textContent = waiting >= now ? "waiting for messages" : !seen ? "never seen" : present ? "online" : "last seen " + ago(now - seen);
+      const row = el.closest("tr");
+      if (row) { row.classList.toggle("present", present); row.classList.toggle("away", !present); }
     }
   }
 
@@ -152,6 +221,9 @@
       tick();
     }).catch(() => {});
   });
+
+  // a page the browser kept and shows again (Back): what it shows is as old as when it was left
+  window.addEventListener("pageshow", e => { if (e.persisted && live) reloadMain(0); });
 
   tick();
   setInterval(tick, 1000);

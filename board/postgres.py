@@ -1,0 +1,182 @@
+"""PostgreSQL as the board's store: the second `Dialect`, for several hiveboard nodes on one database.
+
+The board's queries are written once with `?` placeholders in the SQL both databases share; a
+connection here translates them to psycopg's `%s` (and a literal `%` to `%%`) and caches the result.
+What has no common form is here, as in board/dialect.py for SQLite:
+
+- the write lock: a transaction-scoped advisory lock taken at BEGIN, so writers queue across nodes
+  exactly as SQLite's BEGIN IMMEDIATE makes them queue across processes, and read-check-write stays
+  atomic everywhere (claims, leases and fencing keep their guarded UPDATEs on top);
+- consistent reads: REPEATABLE READ for a read that spans several statements;
+- JSON columns (stored as text, read through jsonb);
+- keyword search: a weighted tsvector over title, text and code words, GIN-indexed, ranked by ts_rank;
+- wake-ups across nodes: every committed event is also a NOTIFY; the watcher LISTENs on a dedicated
+  connection (reconnecting after a failure) instead of polling;
+- the schema (board/pg_migrations.py), applied under a session advisory lock so nodes that start
+  together migrate once.
+
+psycopg is imported here only, and only when a `postgresql://` target is used.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+
+from .dialect import Dialect
+from .pg_migrations import apply_migrations
+
+WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction holds
+MIGRATE_LOCK = 0x48495646  # held while the schema is brought up to date
+CHANNEL = "hiveboard_events"
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\?|%|[^'?%]+", re.S)
+
+
+@lru_cache(maxsize=4096)
+def translate(sql: str) -> str:
+    """`?` placeholders to `%s` outside string literals, and `%` to `%%` (psycopg reads both)."""
+    out = []
+    for token in _TOKEN.findall(sql):
+        if token == "?":
+            out.append("%s")
+        elif token == "%":
+            out.append("%%")
+        elif token.startswith("'"):
+            out.append(token.replace("%", "%%"))
+        else:
+            out.append(token)
+    return "".join(out)
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    return re.sub(r"(postgres(?:ql)?://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+class PgDatabase:
+    """A psycopg connection with the small surface the board uses of sqlite_utils' Database: `execute`,
+    `query`, and `conn` (itself) for `execute`/`executemany`/`close`."""
+
+    def __init__(self, conn):
+        self._conn = conn
+        self.conn = self
+
+    def execute(self, sql: str, params: Iterable = ()):
+        return self._conn.execute(translate(sql), tuple(params) if params else None)
+
+    def executemany(self, sql: str, seq: Iterable) -> None:
+        with self._conn.cursor() as cursor:
+            cursor.executemany(translate(sql), [tuple(p) for p in seq])
+
+    def query(self, sql: str, params: Iterable = ()) -> Iterator[dict]:
+        cursor = self.execute(sql, params)
+        if cursor.description is None:
+            return iter(())
+        keys = [c.name for c in cursor.description]
+        return (dict(zip(keys, row)) for row in cursor.fetchall())
+
+    @property
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        return self._conn.info.transaction_status != TransactionStatus.IDLE
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PostgreSQL(Dialect):
+    """One PostgreSQL database shared by every node."""
+
+    name = "postgresql"
+    pushes = True
+
+    def __init__(self) -> None:
+        import psycopg
+
+        self.Error = psycopg.Error
+        self._listen_lock = threading.Lock()
+
+    def connect(self, target: str) -> PgDatabase:
+        import psycopg
+
+        # autocommit: the store begins and commits its transactions itself, as on SQLite
+        return PgDatabase(psycopg.connect(target, autocommit=True, application_name="hiveboard"))
+
+    def migrate(self, db: PgDatabase) -> list[str]:
+        return apply_migrations(db, MIGRATE_LOCK)
+
+    def begin_write(self, db: PgDatabase) -> None:
+        db.execute("BEGIN")
+        db.execute("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
+
+    def try_begin_write(self, db: PgDatabase) -> bool:
+        db.execute("BEGIN")
+        if db.execute("SELECT pg_try_advisory_xact_lock(?)", [WRITE_LOCK]).fetchone()[0]:
+            return True
+        db.execute("ROLLBACK")
+        return False
+
+    def begin_read(self, db: PgDatabase) -> None:
+        db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def in_transaction(self, db: PgDatabase) -> bool:
+        return db.in_transaction
+
+    def optimize(self, db: PgDatabase) -> None:
+        db.execute("ANALYZE")
+
+    def committed(self, db: PgDatabase, event_id: int) -> None:
+        # delivered to every listener when (and only if) the transaction commits
+        db.execute("SELECT pg_notify(?, ?)", [CHANNEL, str(event_id)])
+
+    def commit_counter(self, conn) -> int:
+        return 0  # nodes are woken by NOTIFY (wait_for_commit), not by a counter
+
+    def watch_connect(self, target: str) -> PgDatabase:
+        import psycopg
+
+        conn = psycopg.connect(target, autocommit=True, application_name="hiveboard-watch")
+        conn.execute(f"LISTEN {CHANNEL}")
+        return PgDatabase(conn)
+
+    def wait_for_commit(self, conn: PgDatabase, timeout: float) -> bool:
+        heard = any(True for _ in conn._conn.notifies(timeout=timeout, stop_after=1))
+        if heard:  # drain what else arrived meanwhile: one look at the events table serves them all
+            for _ in conn._conn.notifies(timeout=0):
+                pass
+        return heard
+
+    def json_has(self, column: str) -> str:
+        return f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(({column})::jsonb) AS e(value) WHERE e.value = ?)"
+
+    def json_elements(self, column: str, alias: str) -> str:
+        return f"jsonb_array_elements(({column})::jsonb) AS {alias}(value)"
+
+    def json_texts(self, column: str, alias: str) -> str:
+        return f"jsonb_array_elements_text(({column})::jsonb) AS {alias}(value)"
+
+    def json_field(self, expr: str, key: str) -> str:
+        return f"(({expr})::jsonb ->> '{key}')"
+
+    def json_number(self, expr: str, key: str) -> str:
+        return f"((({expr})::jsonb ->> '{key}')::double precision)"
+
+    def keyword_match(self, words: list[str]) -> str | None:
+        # the words are \w+ runs (knowledge.query_words), so they need no quoting for to_tsquery
+        return " | ".join(words) or None
+
+    def keyword_count(self) -> str:
+        return "SELECT count(*) FROM memory_items WHERE search @@ to_tsquery('english', ?)"
+
+    def keyword_ids(self) -> str:
+        return "SELECT id FROM memory_items WHERE search @@ to_tsquery('english', ?)"
+
+    def keyword_ranked(self) -> str:
+        # weights: the title (A) counts more than the text (B) and the code words (C)
+        return (
+            "SELECT m.id FROM memory_items m, to_tsquery('english', ?) q WHERE m.search @@ q "
+            "ORDER BY ts_rank(m.search, q) DESC, m.id"
+        )

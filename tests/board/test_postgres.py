@@ -1,0 +1,66 @@
+"""The PostgreSQL store: placeholders translated, other URL schemes refused, the schema applied once, and a
+commit on one node waking a waiter on another (LISTEN/NOTIFY, no polling)."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import pytest
+
+from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import dialect_for
+from hiveboard.board.events import Topic
+from hiveboard.board.postgres import redact, translate
+
+pytestmark = pytest.mark.anyio
+
+
+def test_placeholders_become_psycopgs_outside_string_literals():
+    assert translate("SELECT ? WHERE a = '?' AND b LIKE 'role:%' AND c = ?") == (
+        "SELECT %s WHERE a = '?' AND b LIKE 'role:%%' AND c = %s"
+    )
+    assert translate("SELECT 'it''s ?', ?") == "SELECT 'it''s ?', %s"
+
+
+def test_a_url_of_another_database_is_refused_in_one_sentence():
+    with pytest.raises(ValueError, match=r"mysql://… is not supported: give a SQLite file path or a postgresql://"):
+        dialect_for("mysql://root@127.0.0.1/board")
+    assert dialect_for("/data/hiveboard.db").name == "sqlite"
+    assert redact("postgresql://hb:s3cret@db:5432/board") == "postgresql://hb:***@db:5432/board"
+
+
+def test_nodes_that_start_together_apply_the_schema_once(postgres):
+    url = postgres.database()
+    stores = []
+
+    def open_store():
+        stores.append(Store(url))
+
+    threads = [threading.Thread(target=open_store) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert len(stores) == 3
+        names = stores[0].db.execute("SELECT name FROM migrations").fetchall()
+        assert [n[0] for n in names] == ["p001_schema"]
+    finally:
+        for s in stores:
+            s.close()
+
+
+async def test_a_commit_on_one_node_wakes_a_waiter_on_another(postgres):
+    url = postgres.database()
+    one, two = Board(Store(url)), Board(Store(url))
+    try:
+        notifier = two.store.notifier
+        async with notifier.watching():
+            mark = notifier.mark(Topic.BOARD)
+            await anyio.to_thread.run_sync(lambda: one.create("alice", NewTask(title="from node one")))
+            assert await notifier.wait(Topic.BOARD, mark, timeout=10), "node two was not woken"
+        assert two.list().total == 1
+    finally:
+        one.store.close()
+        two.store.close()
