@@ -11,6 +11,7 @@ from .errors import (
     NotFound,
     NotYourClaim,
     StaleToken,
+    Unavailable,
 )
 from .limits import Limits
 from .models import (
@@ -72,6 +73,7 @@ __all__ = [
     "Page",
     "STATUSES",
     "StaleToken",
+    "Unavailable",
     "Store",
     "Task",
     "TaskEdit",

@@ -8,6 +8,7 @@ board/dialect.py). Events emitted inside a write reach the notifier once it has 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
@@ -61,6 +62,11 @@ def rows(db: Database, sql: str, params: list | tuple = ()) -> list[dict]:
 def is_url(target: str) -> bool:
     """Whether a --db target is a URL (scheme://…) rather than a file path."""
     return "://" in target and target.split("://", 1)[0].replace("+", "").isalpha()
+
+
+def redact(target: str) -> str:
+    """A target as messages and logs may show it: a URL without its password."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://[^:/@]+):[^@/]*@", r"\1:***@", target, flags=re.I)
 
 
 def dialect_for(target: str) -> Dialect:
@@ -133,6 +139,9 @@ class Store:
     def db(self) -> Database:
         """This thread's connection (autocommit; use write() for changes)."""
         holder = getattr(self._local, "conn", None)
+        if holder is not None and not self.dialect.alive(holder.db):
+            holder.close()  # the server went away since: this thread's next statement gets a new connection
+            holder = self._local.conn = None
         if holder is None:
             holder = self._local.conn = self._connect()
         return holder.db

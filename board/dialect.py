@@ -86,11 +86,16 @@ class Dialect(ABC):
         """The cross-process watcher's own connection (plain driver connection, used from one thread)."""
 
     ordered_join = "JOIN"  # a join the planner must do in the order written (where it needs telling)
+    same = "IS NOT DISTINCT FROM"  # equality that holds for two NULLs
     pushes = False  # True: the watcher blocks in wait_for_commit; False: it polls commit_counter
 
     def wait_for_commit(self, conn, timeout: float) -> bool:
         """Block until another connection commits or `timeout` passes; whether one did (pushing dialects)."""
         raise NotImplementedError(f"{self.name} is watched by polling its commit counter")
+
+    def alive(self, db: Database) -> bool:
+        """Whether a connection still works (a server's connection breaks when the server restarts)."""
+        return True
 
     def begin_read(self, db: Database) -> None:
         """Begin a transaction whose reads all see one snapshot."""
@@ -144,6 +149,7 @@ class SQLite(Dialect):
 
     name = "sqlite"
     ordered_join = "CROSS JOIN"  # SQLite's planner keeps a CROSS JOIN's tables in the order written
+    same = "IS"  # SQLite's IS compares any two values, NULL included
     Error = sqlite3.Error
 
     def connect(self, target: str) -> Database:

@@ -7,7 +7,8 @@
     │   ├── IllegalTransition   e.g. completing a card that is still todo
     │   ├── NotYourClaim        the card is claimed by another agent
     │   └── StaleToken          the fencing token is from an older claim (or the lease expired)
-    └── Forbidden           the caller may not do this (identity)
+    ├── Forbidden           the caller may not do this (identity)
+    └── Unavailable         the database server cannot be reached right now (PostgreSQL); retry
 
 The server turns every BoardError into an MCP tool error with the same text; nothing is written
 when one is raised.
@@ -43,4 +44,8 @@ class StaleToken(Conflict):
 
 
 class Forbidden(BoardError):
+    pass
+
+
+class Unavailable(BoardError):
     pass

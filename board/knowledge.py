@@ -487,7 +487,8 @@ class Knowledge:
         return [
             (r[0], from_blob(r[1]))
             for r in self.store.db.execute(
-                "SELECT id, embedding FROM memory_items WHERE kind = ? AND task_type IS ? AND deprecated = 0 "
+                f"SELECT id, embedding FROM memory_items WHERE kind = ? AND task_type {self.store.dialect.same} ? "
+                "AND deprecated = 0 "
                 "AND embedding IS NOT NULL AND embedding_model = ?",
                 [kind, task_type, model],
             )
@@ -597,7 +598,7 @@ class Knowledge:
         with self.store.write() as db:  # once per item, agent and card: a re-claim does not count again
             db.conn.executemany(
                 "INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) SELECT ?, ?, ?, ? WHERE NOT EXISTS "
-                "(SELECT 1 FROM memory_surfaced WHERE item_id = ? AND agent = ? AND task_id IS ?)",
+                f"(SELECT 1 FROM memory_surfaced WHERE item_id = ? AND agent = ? AND task_id {self.store.dialect.same} ?)",
                 [(i, agent, task_id, ts, i, agent, task_id) for i in ids],
             )
 

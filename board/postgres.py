@@ -23,9 +23,11 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 from .dialect import Dialect
+from .errors import Unavailable
 from .pg_migrations import apply_migrations
 
 WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction holds
@@ -50,24 +52,22 @@ def translate(sql: str) -> str:
     return "".join(out)
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    return re.sub(r"(postgres(?:ql)?://[^:/@]+):[^@]*@", r"\1:***@", url)
-
-
 class PgDatabase:
     """A psycopg connection with the small surface the board uses of sqlite_utils' Database: `execute`,
-    `query`, and `conn` (itself) for `execute`/`executemany`/`close`."""
+    `query`, and `conn` (itself) for `execute`/`executemany`/`close`. A lost connection (the server
+    restarted or cannot be reached) is `Unavailable`, one sentence the agent can act on; the store then
+    opens a new connection for the next call."""
 
     def __init__(self, conn):
         self._conn = conn
         self.conn = self
 
     def execute(self, sql: str, params: Iterable = ()):
-        return self._conn.execute(translate(sql), tuple(params) if params else None)
+        with _reachable(committing=sql == "COMMIT"):
+            return self._conn.execute(translate(sql), tuple(params) if params else None)
 
     def executemany(self, sql: str, seq: Iterable) -> None:
-        with self._conn.cursor() as cursor:
+        with _reachable(), self._conn.cursor() as cursor:
             cursor.executemany(translate(sql), [tuple(p) for p in seq])
 
     def query(self, sql: str, params: Iterable = ()) -> Iterator[dict]:
@@ -78,13 +78,34 @@ class PgDatabase:
         return (dict(zip(keys, row)) for row in cursor.fetchall())
 
     @property
+    def alive(self) -> bool:
+        return not (self._conn.closed or self._conn.broken)
+
+    @property
     def in_transaction(self) -> bool:
         from psycopg.pq import TransactionStatus
 
-        return self._conn.info.transaction_status != TransactionStatus.IDLE
+        return self.alive and self._conn.info.transaction_status != TransactionStatus.IDLE
 
     def close(self) -> None:
         self._conn.close()
+
+
+@contextmanager
+def _reachable(committing: bool = False) -> Iterator[None]:
+    """The driver's "cannot reach the server" as Unavailable (its other errors pass through)."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if committing:
+            raise Unavailable(
+                f"the database became unavailable while committing ({reason}); check with get_task or "
+                "get_messages whether the change took effect before you retry"
+            ) from None
+        raise Unavailable(f"the database is unavailable ({reason}); nothing was written; retry in a moment") from None
 
 
 class PostgreSQL(Dialect):
@@ -103,7 +124,11 @@ class PostgreSQL(Dialect):
         import psycopg
 
         # autocommit: the store begins and commits its transactions itself, as on SQLite
-        return PgDatabase(psycopg.connect(target, autocommit=True, application_name="hiveboard"))
+        with _reachable():
+            return PgDatabase(psycopg.connect(target, autocommit=True, application_name="hiveboard"))
+
+    def alive(self, db: PgDatabase) -> bool:
+        return db.alive
 
     def migrate(self, db: PgDatabase) -> list[str]:
         return apply_migrations(db, MIGRATE_LOCK)

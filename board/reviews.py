@@ -703,7 +703,8 @@ class Reviews:
         ).fetchone()
         critics = []
         for name, lens, ok, failed, decisive, issues in db.execute(
-            "SELECT critic, lens, sum(status = 'ok'), sum(status IN ('error', 'timeout', 'missed')), "
+            "SELECT critic, lens, count(*) FILTER (WHERE status = 'ok'), "
+            "count(*) FILTER (WHERE status IN ('error', 'timeout', 'missed')), "
             "sum(decisive), sum(issue_count) FROM critiques GROUP BY critic, lens ORDER BY critic"
         ):
             critics.append(

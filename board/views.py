@@ -265,7 +265,7 @@ class Views:
             firsts = {
                 name: (n, p)
                 for name, n, p in db.execute(
-                    "SELECT agent, count(*), sum(verdict = 'PASS') FROM reviews WHERE round = 1 AND status = 'finished' "
+                    "SELECT agent, count(*), count(*) FILTER (WHERE verdict = 'PASS') FROM reviews WHERE round = 1 AND status = 'finished' "
                     "GROUP BY agent"
                 )
             }

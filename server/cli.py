@@ -21,7 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from .stores import open_board, open_memory_for
+from .stores import open_board, open_memory_for, shared_memory_problem
 
 if TYPE_CHECKING:
     from hiveboard.board import Board
@@ -186,6 +186,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    if problem := shared_memory_problem(settings):
+        from .config import SetupError
+
+        raise SetupError(problem)
     board = open_board(settings)
     memory = LazyMemory(lambda: open_memory_for(settings, board))
     background = Background(settings, board, memory, review_engine(settings, board, memory))
@@ -338,7 +342,7 @@ def private_paths(settings: Settings) -> list:
     """What the review sandbox must never show: the data directory, the database and the config file."""
     from .config import config_file
 
-    return [settings.home, settings.db_path, config_file()]
+    return [settings.home, *([] if settings.db_url else [settings.db_path]), config_file()]
 
 
 def start_review_worker(
@@ -406,7 +410,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
             return 2
         print(
             f"hiveboard: serving streamable HTTP on http://{settings.host}:{settings.port}/mcp "
-            f"and the web board on http://{settings.host}:{settings.port}/ (data: {settings.db_path})",
+            f"and the web board on http://{settings.host}:{settings.port}/ (data: {settings.database_label})",
             file=sys.stderr,
             flush=True,
         )
@@ -419,7 +423,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
         return 0
     identity = Identity(board.agents, "stdio", agent=settings.agent, role=settings.agent_role)
     print(
-        f"hiveboard: serving stdio (data: {settings.db_path}, agent: {settings.agent or 'set by whoami'})",
+        f"hiveboard: serving stdio (data: {settings.database_label}, agent: {settings.agent or 'set by whoami'})",
         file=sys.stderr,
         flush=True,
     )
@@ -672,7 +676,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from hiveboard.critics.sandbox import detect
 
     from .config import SetupError, config_file, default_home
-    from .stores import check_data
+    from .stores import check_data, check_server
 
     print(f"hiveboard doctor — Python {platform.python_version()} on {platform.system()} {platform.release()}")
     settings: Settings | None = None
@@ -683,9 +687,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         config = (None, f"{config_file()} ({found})")
     except SetupError as exc:  # the data is still checked where the flags and the environment put it
         home = Path(args.home or os.environ.get("HIVEBOARD_HOME") or default_home())
-        db = Path(args.db or os.environ.get("HIVEBOARD_DB") or home / "hiveboard.db")
+        raw = args.db or os.environ.get("HIVEBOARD_DB") or ""
+        db = home / "hiveboard.db" if not raw or "://" in raw else Path(raw)  # a URL it could not read: unchecked
         config = (str(exc), str(config_file()))
-    checks = [*check_data(home, db), ("config", *config)]
+    data = check_server(settings) if settings is not None and settings.db_url else check_data(home, db)
+    checks = [*data, ("config", *config)]
     for what, problem, seen in checks:
         print(f"{'ok' if problem is None else 'FAIL':<4}  {what}: {problem or seen}")
     failed = any(problem for _, problem, _ in checks)

@@ -21,7 +21,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -30,6 +30,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from hiveboard.board.db import dialect_for, is_url, redact
 from hiveboard.critics.config import Endpoint, ReviewConfig
 
 Profile = Literal["lean", "full"]  # what results and tools/list carry: see `Settings.tool_profile`
@@ -72,7 +73,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HIVEBOARD_", env_nested_delimiter="__", extra="ignore")
 
     home: Path = Field(default_factory=default_home, description="data directory")
-    db: Path | None = Field(None, description="SQLite file; default <home>/hiveboard.db")
+    db: str | None = Field(
+        None, description="SQLite file (default <home>/hiveboard.db) or a postgresql:// URL shared by several nodes"
+    )
     agent: str | None = Field(None, description="who this stdio connection acts as (else the agent calls whoami)")
     agent_role: str | None = None
     lease_seconds: int = Field(300, ge=5, le=86_400, description="how long a claim lasts without activity")
@@ -125,9 +128,32 @@ class Settings(BaseSettings):
     ):
         return (init_settings, env_settings, _ConfigFile(settings_cls, toml_file=config_file()))
 
+    @field_validator("db")
+    @classmethod
+    def _known_database(cls, value: str | None) -> str | None:
+        if value is not None and is_url(value):
+            dialect_for(value)  # a URL of another database is refused in one sentence
+        return value
+
+    @property
+    def db_url(self) -> str | None:
+        """The PostgreSQL URL when the board lives there, else None (a SQLite file)."""
+        return self.db if self.db is not None and is_url(self.db) else None
+
     @property
     def db_path(self) -> Path:
-        return self.db or self.home / "hiveboard.db"
+        """The SQLite file (for a PostgreSQL board: where one would be; nothing is made there)."""
+        return Path(self.db) if self.db is not None and not is_url(self.db) else self.home / "hiveboard.db"
+
+    @property
+    def database(self) -> str:
+        """What the store opens: the PostgreSQL URL or the SQLite file."""
+        return self.db_url or str(self.db_path)
+
+    @property
+    def database_label(self) -> str:
+        """The database as messages and logs may name it: a URL without its password."""
+        return redact(self.db_url) if self.db_url else str(self.db_path)
 
 
 # the CLI flags whose names are not their setting's

@@ -48,6 +48,8 @@ def open_store(settings: Settings, read_only: bool = False) -> Store:
 
     from .config import SetupError
 
+    if settings.db_url:
+        return _server_store(settings)
     home, db = Path(settings.home), settings.db_path
     if problem := home_problem(home) or _db_is_a_directory(db):
         raise SetupError(problem)
@@ -74,6 +76,34 @@ def open_store(settings: Settings, read_only: bool = False) -> Store:
     if _unwritable(home) is None:
         private_home(home)  # tightened once the board opened: a refused set-up is left as it was
     return store
+
+
+def _server_store(settings: Settings) -> Store:
+    """The store on a database server (PostgreSQL): the data directory still holds the config and the memory's
+    local files; the URL's password stays out of every message."""
+    from hiveboard.board import Store
+
+    from .config import SetupError
+
+    home = Path(settings.home)
+    if problem := home_problem(home):
+        raise SetupError(problem)
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return Store(settings.db_url)
+    except OSError as exc:
+        raise SetupError(database_problem(exc, home)) from None
+    except Exception as exc:  # the driver's error: the server, the URL or the credentials
+        from hiveboard.board.dialect import SQLite
+
+        if isinstance(exc, SQLite.Error):
+            raise
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SetupError(
+            f"the database {settings.database_label} cannot be used ({reason.replace(settings.db_url, '…')}); check "
+            "that the server runs and that the URL, user and password (PGPASSWORD, ~/.pgpass or passfile=) are "
+            "right"
+        ) from None
 
 
 def _read_only_store(db: Path) -> Store:
@@ -212,6 +242,20 @@ def check_data(home: Path, db: Path) -> list[tuple[str, str | None, str]]:
     return checks
 
 
+def check_server(settings: Settings) -> list[tuple[str, str | None, str]]:
+    """`hiveboard doctor` on a board kept on a database server: the data directory and the database (reached,
+    its schema brought up to date), the URL without its password."""
+    from .config import SetupError
+
+    home = Path(settings.home)
+    checks: list[tuple[str, str | None, str]] = [("data directory", home_problem(home), str(home))]
+    try:
+        open_store(settings).close()
+    except SetupError as exc:
+        return [*checks, ("database", str(exc), settings.database_label)]
+    return [*checks, ("database", None, f"{settings.database_label} (reachable; schema current)")]
+
+
 def _inspect(db: Path) -> tuple[str | None, str]:
     """(problem or None, what was found) for an existing database: readable, intact, its schema current."""
     from hiveboard.board import Store
@@ -229,6 +273,18 @@ def _inspect(db: Path) -> tuple[str | None, str]:
         return None, f"{db} (readable and intact{later})"
     finally:
         store.close()
+
+
+def shared_memory_problem(settings: Settings) -> str | None:
+    """Why the memory cannot serve a board kept on a database server, or None: every node must search one
+    vector index, and an embedded Chroma is one per data directory (and not safe across processes)."""
+    if settings.db_url and not settings.chroma_url:
+        return (
+            f"the board is on {settings.database_label}, shared by every node, but the memory's vectors would be "
+            "in an embedded Chroma of this node alone; start a Chroma server (chroma run) and set "
+            "HIVEBOARD_CHROMA_URL to it on every node"
+        )
+    return None
 
 
 def open_memory_for(settings: Settings, board: Board, rebuild: bool = False) -> Memory:

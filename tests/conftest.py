@@ -99,6 +99,16 @@ class PostgresCluster:
             conn.execute(f"CREATE DATABASE {name}")
         return f"{self.url}/{name}"
 
+    def restart(self) -> None:
+        """Restart the server (every connection to it breaks), as an operator's restart or a failover does."""
+        log = self.data.parent / "log"  # the server's output goes there, never to this pipe (it outlives pg_ctl)
+        subprocess.run(
+            [*self.ctl, "-m", "fast", "-w", "-l", str(log), "restart"],
+            check=True,
+            capture_output=True,
+            timeout=START_TIMEOUT,
+        )
+
     def stop(self) -> None:
         subprocess.run([*self.ctl, "-m", "immediate", "stop"], capture_output=True, timeout=START_TIMEOUT)
         if getattr(self, "root", None) is not None:
@@ -296,9 +306,10 @@ def hiveboard_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "hiveboard.server", *args]
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    """`hiveboard ARGS` as an operator runs it; its exit code, stdout and stderr (as text)."""
-    return subprocess.run(hiveboard_cmd(*args), capture_output=True, text=True, timeout=START_TIMEOUT)
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`hiveboard ARGS` as an operator runs it (in `env`, else this environment); its exit code, stdout and
+    stderr (as text)."""
+    return subprocess.run(hiveboard_cmd(*args), capture_output=True, text=True, timeout=START_TIMEOUT, env=env)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ SEAM = {Path("board/dialect.py"), Path("board/migrations.py")}
 SQLITE_ONLY = re.compile(
     r"\bPRAGMA\b|\bBEGIN\s+IMMEDIATE\b|\bjson_each\s*\(|\bjson_extract\s*\(|\bINSERT\s+OR\s+(IGNORE|REPLACE)\b"
     r"|\bMATCH\s+\?|\bbm25\s*\(|\bdata_version\b|\bsqlite_(master|schema|stat1)\b|\bAUTOINCREMENT\b"
-    r"|\bUSING\s+fts5\b|\bCROSS\s+JOIN\s+\w+\s+\w+\s+ON\b",
+    r"|\bUSING\s+fts5\b|\bCROSS\s+JOIN\s+\w+\s+\w+\s+ON\b|\bIS\s+\?",
     re.IGNORECASE,
 )
 

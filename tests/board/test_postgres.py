@@ -8,10 +8,10 @@ import threading
 import anyio
 import pytest
 
-from hiveboard.board import Board, NewTask, Store
-from hiveboard.board.db import dialect_for
+from hiveboard.board import Board, NewTask, Store, Unavailable
+from hiveboard.board.db import dialect_for, redact
 from hiveboard.board.events import Topic
-from hiveboard.board.postgres import redact, translate
+from hiveboard.board.postgres import translate
 
 pytestmark = pytest.mark.anyio
 
@@ -64,3 +64,16 @@ async def test_a_commit_on_one_node_wakes_a_waiter_on_another(postgres):
     finally:
         one.store.close()
         two.store.close()
+
+
+def test_a_restarted_server_costs_one_clear_error_and_nothing_written(postgres):
+    board = Board(Store(postgres.database()))
+    try:
+        board.create("alice", NewTask(title="before"))
+        postgres.restart()
+        with pytest.raises(Unavailable, match=r"the database is unavailable \(.*\); nothing was written; retry"):
+            board.create("alice", NewTask(title="during"))
+        board.create("alice", NewTask(title="after"))  # the same store reconnects by itself
+        assert [t.title for t in board.list().tasks] == ["before", "after"]
+    finally:
+        board.store.close()

@@ -15,7 +15,7 @@ from reviewing import NO_BUILTINS, llm_critic, verdict
 
 from hiveboard.critics.config import Endpoint, HumanApproval, ReviewConfig
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 def contest_config(fake, referee: bool = False) -> ReviewConfig:

@@ -13,7 +13,7 @@ from reviewing import NO_BUILTINS, hand_in, llm_critic
 
 from hiveboard.critics.config import ReviewConfig
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 async def test_a_card_taken_out_of_review_by_hand_cancels_its_job_and_starts_again_at_round_1(connect):

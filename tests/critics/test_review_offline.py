@@ -10,7 +10,7 @@ from reviewing import critic, hand_in, verdict
 
 from hiveboard.critics.config import ReviewConfig
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 EVAL = "def main():\n    value = eval(input())\n    print(value)\n"
 SQL = "def find(db, name):\n    return db.execute(\"SELECT * FROM users WHERE name = '%s'\" % name).fetchall()\n"

@@ -14,7 +14,7 @@ from hiveboard.memory.digests import Digester
 from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import open_memory
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 # Ten web-scraping lessons: three ways of saying "back off when rate limited", two of "render JavaScript in a
 # headless browser", two of "select by stable attributes", and three lessons of their own.

@@ -15,7 +15,7 @@ from hiveboard.memory.embeddings import MINILM_DIM, MINILM_DYNAMIC_NAME, get_emb
 from hiveboard.memory.index import EmbeddingMismatch, VectorIndex
 from hiveboard.memory.service import RELEVANCE_FLOOR
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 SQL_LESSON = dict(
     problem="The search endpoint built its SQL with an f-string from the request, so a quote in the "

@@ -10,7 +10,7 @@ from hiveboard.memory.index import VectorIndex
 from hiveboard.memory.owner import SharedIndex
 from hiveboard.memory.service import open_memory
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 class BrokenEmbedder:

@@ -13,7 +13,7 @@ from conftest import START_TIMEOUT, call, call_error
 from hiveboard.board.events import Topic
 from hiveboard.critics.config import ReviewConfig
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 NOTES = [
     {

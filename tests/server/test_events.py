@@ -20,7 +20,7 @@ from hiveboard.board.events import (
 )
 from hiveboard.board.messages import NewMessage
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 async def until_waiting(board: Board, topic: str) -> None:

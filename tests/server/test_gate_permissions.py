@@ -12,7 +12,7 @@ from conftest import START_TIMEOUT, call, call_error
 
 from hiveboard.critics.config import CriticConfig, HumanApproval, ReviewConfig
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 def approval_config(fake) -> ReviewConfig:

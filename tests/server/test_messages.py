@@ -8,7 +8,7 @@ import anyio
 import pytest
 from conftest import call, call_error, data, fence
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 async def inbox(client, **filters):
