@@ -102,6 +102,10 @@ class Dialect(ABC):
         db.execute("BEGIN")
 
     @abstractmethod
+    def after_copy(self, db: Database, tables: tuple[str, ...]) -> None:
+        """After rows were inserted with their ids given: new rows of these tables get ids after them."""
+
+    @abstractmethod
     def committed(self, db: Database, event_id: int) -> None:
         """Inside a write transaction that stored event `event_id`: tell other nodes once it commits."""
 
@@ -243,6 +247,9 @@ class SQLite(Dialect):
 
     def json_field(self, expr: str, key: str) -> str:
         return f"json_extract({expr}, '$.{key}')"
+
+    def after_copy(self, db: Database, tables: tuple[str, ...]) -> None:
+        pass  # AUTOINCREMENT continues after the largest id there is
 
     def committed(self, db: Database, event_id: int) -> None:
         pass  # other processes notice the file's data_version move (commit_counter)

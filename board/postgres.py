@@ -153,6 +153,13 @@ class PostgreSQL(Dialect):
     def optimize(self, db: PgDatabase) -> None:
         db.execute("ANALYZE")
 
+    def after_copy(self, db: PgDatabase, tables: tuple[str, ...]) -> None:
+        for table in tables:  # an identity does not see ids given explicitly: move it past them
+            db.execute(
+                f"SELECT setval(pg_get_serial_sequence(?, 'id'), coalesce(max(id), 0) + 1, false) FROM {table}",
+                [table],
+            )
+
     def committed(self, db: PgDatabase, event_id: int) -> None:
         # delivered to every listener when (and only if) the transaction commits
         db.execute("SELECT pg_notify(?, ?)", [CHANNEL, str(event_id)])

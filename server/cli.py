@@ -760,6 +760,49 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Copy this data directory's SQLite board into an empty PostgreSQL database and check the copy."""
+    from hiveboard.board import Store
+    from hiveboard.board.copy import copy_board
+    from hiveboard.board.db import is_url, redact
+
+    from .config import SetupError
+
+    settings = _settings(args)
+    if settings.db_url:
+        raise SetupError("migrate copies a SQLite board: run it with --db (or HIVEBOARD_DB) naming the SQLite file")
+    target_url = args.to if args.to != "-" else os.environ.get("HIVEBOARD_MIGRATE_TO", "")
+    if not is_url(target_url) or not target_url.lower().startswith(("postgresql://", "postgres://")):
+        raise SetupError(
+            "migrate --to needs a postgresql:// URL (or --to - with the URL in HIVEBOARD_MIGRATE_TO, which keeps "
+            "its password out of the process list)"
+        )
+    source = open_board(settings, read_only=True).store
+    try:
+        try:
+            target = Store(target_url)
+        except Exception as exc:  # the driver's error: the server, the URL or the credentials
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].replace(target_url, "…")
+            raise SetupError(f"the database {redact(target_url)} cannot be used ({reason})") from None
+        try:
+            report = copy_board(source, target)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    print(f"{'table':<16} {'rows':>8}  checksum          copy")
+    for t in report:
+        print(f"{t.table:<16} {t.rows:>8}  {t.checksum}  {'same' if t.same else 'DIFFERENT'}")
+    if not all(t.same for t in report):
+        print("hiveboard: the copy differs from the source in the tables marked DIFFERENT", file=sys.stderr)
+        return 1
+    print(
+        f"copied {sum(t.rows for t in report)} rows into {redact(target_url)}; every memory item is queued for the "
+        "vector index: start the nodes with HIVEBOARD_DB and HIVEBOARD_CHROMA_URL set"
+    )
+    return 0
+
+
 HOME_HELP = "data directory (env HIVEBOARD_HOME; default per-user data dir)"
 DB_HELP = "SQLite file (env HIVEBOARD_DB; default <home>/hiveboard.db)"
 
@@ -828,6 +871,14 @@ def parser() -> argparse.ArgumentParser:
         "embedding model); stop the servers of this data directory first",
     )
     r.set_defaults(fn=cmd_reindex)
+
+    g = add(
+        "migrate",
+        help="copy this SQLite board into an empty PostgreSQL database (--to URL, or --to - with the URL in "
+        "HIVEBOARD_MIGRATE_TO) and check every table's rows and checksum",
+    )
+    g.add_argument("--to", required=True, help="the postgresql:// URL, or - to read HIVEBOARD_MIGRATE_TO")
+    g.set_defaults(fn=cmd_migrate)
 
     m = add(
         "memory",

@@ -77,3 +77,32 @@ def test_a_restarted_server_costs_one_clear_error_and_nothing_written(postgres):
         assert [t.title for t in board.list().tasks] == ["before", "after"]
     finally:
         board.store.close()
+
+
+def test_agents_on_three_nodes_racing_claim_next_take_every_card_once(postgres):
+    url = postgres.database()
+    nodes = [Board(Store(url)) for _ in range(3)]
+    try:
+        for n in range(300):
+            nodes[n % 3].create("lee", NewTask(title=f"card {n}"))
+        claimed: list[tuple[str, int]] = []
+        lock = threading.Lock()
+
+        def agent(name: str, board: Board) -> None:
+            while (claim := board.claim(name)).claimed:
+                with lock:
+                    claimed.append((name, claim.task.id))
+
+        threads = [threading.Thread(target=agent, args=(f"agent-{i}", nodes[i % 3])) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        ids = [task_id for _, task_id in claimed]
+        assert len(ids) == 300 and len(set(ids)) == 300  # every card claimed, none twice
+        assert len({name for name, _ in claimed}) > 1  # the agents really raced
+        rows = nodes[0].store.db.execute("SELECT count(*) FROM tasks WHERE status = 'in_progress'").fetchone()
+        assert rows[0] == 300
+    finally:
+        for board in nodes:
+            board.store.close()

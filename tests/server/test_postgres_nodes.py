@@ -75,3 +75,51 @@ async def test_two_nodes_share_one_board_its_claims_and_its_wake_ups(postgres, c
         done = await call(two, "complete_task", task_id=card["id"], token=claim["token"], output="did it")
         assert done["status"] == "done"
         assert (await call(one, "get_task", task_id=card["id"]))["status"] == "done"
+
+
+def test_migrate_copies_a_sqlite_board_into_postgresql_and_proves_it(postgres, tmp_path):
+    from hiveboard.board import Board, NewTask, Store
+    from hiveboard.board.knowledge import NewItem
+    from hiveboard.board.messages import NewMessage
+
+    home = tmp_path / "home"
+    board = Board(Store(home / "hiveboard.db"))
+    for name in ("lee", "alice", "bob"):
+        board.agents.ensure(name)
+    first = board.create("lee", NewTask(title="parse dates", labels=["api"], attempts=2))
+    dep = board.create("lee", NewTask(title="after it", depends_on=[first.id]))
+    claim = board.claim("alice", first.id)
+    board.complete("alice", first.id, claim.token, "done", "parsed")
+    board.messages.publish("bob", NewMessage(intent="info", recipient="alice", content="nice work"))
+    older = board.knowledge.remember(
+        "lee", [NewItem(kind="lesson", text="Problem: x\nFix: old advice", task_type="code")]
+    )[0]
+    newer = board.knowledge.remember(
+        "lee", [NewItem(kind="lesson", text="Problem: x\nFix: new advice", task_type="code")]
+    )[0]
+    with board.store.write() as db:
+        board.knowledge.supersede(db, older.id, newer.id)  # a row that names a later row of its table
+    cards = {t.id: board.get(t.id).model_dump() for t in board.list(limit=50).tasks}
+    board.store.close()
+
+    url = postgres.database()
+    done = run_cli("--home", str(home), "migrate", "--to", "-", env=clean_env(HIVEBOARD_MIGRATE_TO=url))
+    assert done.returncode == 0, done.stderr
+    lines = [
+        line
+        for line in done.stdout.splitlines()
+        if line.split()[:1]
+        and line.split()[0] in ("agents", "tasks", "task_history", "messages", "inbox", "memory_items")
+    ]
+    assert len(lines) == 6 and all(line.endswith("same") for line in lines), done.stdout
+    copied = Board(Store(url))
+    try:
+        assert {t.id: copied.get(t.id).model_dump() for t in copied.list(limit=50).tasks} == cards
+        assert (
+            copied.create("lee", NewTask(title="new on postgresql")).id == dep.id + 1
+        )  # ids continue after the copied ones
+        assert copied.knowledge.pending() >= 2  # queued for the target's vector index
+    finally:
+        copied.store.close()
+    again = run_cli("--home", str(home), "migrate", "--to", "-", env=clean_env(HIVEBOARD_MIGRATE_TO=url))
+    assert again.returncode == 2 and "already holds a board" in again.stderr and url not in again.stderr

@@ -1,0 +1,112 @@
+"""Copying a whole board from one store into another (a SQLite file into PostgreSQL, when a team outgrows
+one machine), and proving the copy: per-table row counts and checksums of every value.
+
+The copy keeps every id (cards, messages, reviews, memory items keep their numbers, so links and history
+stay true), runs in one write transaction on the target (all or nothing), and refuses a target that
+already holds a board. Memory items are all queued for the vector index again: the target's Chroma
+server has none of their vectors yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from .db import Store, placeholders
+from .errors import InvalidInput
+
+# every table a board keeps, parents before children; events are left behind (they only wake waiters)
+TABLES = (
+    "agents",
+    "tasks",
+    "task_deps",
+    "task_history",
+    "artifacts",
+    "messages",
+    "inbox",
+    "subscriptions",
+    "memory_items",
+    "memory_surfaced",
+    "memory_digests",
+    "reviews",
+    "critiques",
+)
+KEYS = {
+    "agents": "name",
+    "task_deps": "task_id, depends_on",
+    "inbox": "agent, message_id",
+    "subscriptions": "agent, kind, value",
+    "memory_digests": "task_type",
+}
+LATER = {"memory_items": ("superseded_by",)}  # columns naming a later row of the same table: set afterwards
+IDENTITY = ("tasks", "task_history", "artifacts", "messages", "memory_items", "memory_surfaced", "reviews", "critiques")
+
+
+@dataclass(frozen=True)
+class TableCopy:
+    table: str
+    rows: int
+    checksum: str
+    same: bool
+
+
+def _columns(store: Store, table: str) -> list[str]:
+    """The table's stored columns (not a computed one, such as PostgreSQL's keyword index)."""
+    db = store.db
+    cursor = db.execute(f"SELECT * FROM {table} LIMIT 0")
+    names = [d[0] for d in cursor.description]
+    return [n for n in names if n != "search"]
+
+
+def _order(table: str) -> str:
+    return KEYS.get(table, "id")
+
+
+def checksum(store: Store, table: str, columns: list[str]) -> tuple[int, str]:
+    """(rows, a digest of every value of every row in key order): equal on two stores when the copy is exact."""
+    digest, count = hashlib.sha256(), 0
+    for row in store.db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {_order(table)}"):
+        count += 1
+        for value in row:
+            text = "\x00" if value is None else (value.hex() if isinstance(value, bytes | memoryview) else repr(value))
+            digest.update(text.encode("utf-8", "surrogatepass") + b"\x1f")
+        digest.update(b"\x1e")
+    return count, digest.hexdigest()[:16]
+
+
+def copy_board(source: Store, target: Store, batch: int = 500) -> list[TableCopy]:
+    """Copy every table of `source` into the empty `target`, then check each table's rows and checksum."""
+    with target.write() as db:
+        held = [t for t in TABLES if db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()]
+        if held:
+            raise InvalidInput(
+                f"the target already holds a board ({', '.join(held)} not empty); copy into an empty database"
+            )
+        for table in TABLES:
+            columns = _columns(source, table)
+            later = [c for c in LATER.get(table, ()) if c in columns]
+            insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders(columns)})"
+            cursor = source.db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {_order(table)}")
+            while rows := cursor.fetchmany(batch):
+                first = [tuple(None if c in later else v for c, v in zip(columns, r)) for r in rows]
+                db.conn.executemany(insert, first)
+                for name in later:
+                    at = columns.index(name)
+                    pending = [(r[at], r[columns.index("id")]) for r in rows if r[at] is not None]
+                    if pending:
+                        db.conn.executemany(f"UPDATE {table} SET {name} = ? WHERE id = ?", pending)
+        target.dialect.after_copy(db, IDENTITY)
+        ids = [r[0] for r in db.execute("SELECT id FROM memory_items").fetchall()]
+        if ids:  # the target's vector index has none of them yet
+            db.execute(
+                "INSERT INTO memory_outbox (item_id, queued_at) SELECT id, ? FROM memory_items WHERE true "
+                "ON CONFLICT (item_id) DO UPDATE SET queued_at = excluded.queued_at, leased_until = NULL",
+                [0.0],
+            )
+    report = []
+    for table in TABLES:
+        columns = _columns(source, table)
+        rows, theirs = checksum(source, table, columns)
+        copied, ours = checksum(target, table, columns)
+        report.append(TableCopy(table, rows, ours, rows == copied and theirs == ours))
+    return report
