@@ -4,11 +4,12 @@ commit on one node waking a waiter on another (LISTEN/NOTIFY, no polling)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import anyio
 import pytest
 
-from hiveboard.board import Board, NewTask, Store, Unavailable
+from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable
 from hiveboard.board.db import dialect_for, redact
 from hiveboard.board.events import Topic
 from hiveboard.board.postgres import translate
@@ -106,3 +107,26 @@ def test_agents_on_three_nodes_racing_claim_next_take_every_card_once(postgres):
     finally:
         for board in nodes:
             board.store.close()
+
+
+def test_a_review_whose_node_died_is_finished_by_another_node_once(postgres):
+    url = postgres.database()
+    a, b = Board(Store(url)), Board(Store(url))
+    try:
+        card = a.create("lee", NewTask(title="reviewed across nodes"))
+        claim = a.claim("alice", card.id)
+        a.complete("alice", card.id, claim.token, "done", to_status="review")
+        first = a.reviews.claim_job("node-a", lease_seconds=0.5)  # node a takes the job, then dies
+        assert first is not None and b.reviews.claim_job("node-b", 30) is None  # leased: nobody else runs it
+        time.sleep(0.6)  # node a stopped renewing its lease
+        resumed = b.reviews.claim_job("node-b", 30)
+        assert resumed is not None and resumed.id == first.id and resumed.attempts == 2
+        b.reviews.begin(resumed, "node-b", [], [], None)
+        passed = Synthesis(verdict="PASS", score=9, brief="fine")
+        assert b.reviews.finish(resumed, "node-b", passed, "done", "PASS", [])
+        assert not a.reviews.finish(first, "node-a", passed, "done", "PASS", [])  # the dead node's late word
+        history = [h.action for h in b.get(card.id).history]
+        assert b.get(card.id).status == "done" and history.count("reviewed round 1") == 1, history
+    finally:
+        a.store.close()
+        b.store.close()
