@@ -208,6 +208,7 @@ class Store:
         event_id = db.execute(
             "INSERT INTO events (kind, data) VALUES (?, ?) RETURNING id", [event.kind, encode(event)]
         ).fetchall()[0][0]
+        self.notifier.expect(event_id)
         self.dialect.committed(db, event_id)
         if event_id % 1000 == 0:
             db.execute("DELETE FROM events WHERE id <= ?", [event_id - KEEP_EVENTS])

@@ -192,6 +192,12 @@ class Notifier:
             except Exception:  # the change is committed; a failed wake-up must not turn it into an error
                 log.exception("event callback failed")
 
+    def expect(self, event_id: int) -> None:
+        """An event this process is about to commit: the watcher must not publish it again when it reads it
+        back, which a pushing watcher (a NOTIFY at commit) can do before the committing thread publishes."""
+        with self._lock:
+            self._published_here.add(event_id)
+
     def wake_everyone(self) -> None:
         """Something changed that could not be told in detail (a watcher fell behind)."""
         with self._lock:
