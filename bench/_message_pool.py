@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from _harness import Col, GcWatch, stats, table
+from _harness import Col, GcWatch, stats, table, write_json
 
 from hiveboard.board import Board, Store
 
@@ -332,3 +332,14 @@ def judge(res: Results, target: str, r: Row, value: float, limit: float) -> str:
     ok = value <= limit
     res.targets.append(dict(target=target, measurement=r.measurement, value_ms=value, ok=ok))
     return f"  {'PASS' if ok else 'FAIL'}  {r.measurement.strip(' .')}: {value:.2f} ms"
+
+
+def report(res: Results, noop_p50: float, verdict: list[str], started: float, json_path: str | None) -> None:
+    """The end both message benches share: the rows, the verdict lines, the total time, the JSON."""
+    print_rows(res.rows, noop_p50)
+    print()
+    for line in verdict:
+        print(line)
+    res.total_s = time.perf_counter() - started
+    print(f"total {res.total_s:.1f} s")
+    write_json(json_path, res)

@@ -50,9 +50,8 @@ from _harness import (
     scratch,
     timed_calls,
     timed_raw,
-    write_json,
 )
-from _message_pool import GCW, TARGET, Loaded, Results, add_pool_args, judge, loaded_board, print_rows, row
+from _message_pool import GCW, TARGET, Loaded, Results, add_pool_args, judge, loaded_board, report, row
 from mcp import Client
 
 from hiveboard.board import Board
@@ -307,13 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             code = 1
         finally:
             board.store.close()
-    print_rows(res.rows, noop_p50)
-    print()
-    for line in verdict(res):
-        print(line)
-    res.total_s = time.perf_counter() - started
-    print(f"total {res.total_s:.1f} s")
-    write_json(args.json, res)
+    report(res, noop_p50, verdict(res), started, args.json)
     return code
 
 

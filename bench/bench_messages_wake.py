@@ -45,9 +45,8 @@ from _harness import (
     scratch,
     server_env,
     timed_calls,
-    write_json,
 )
-from _message_pool import GCW, TARGET, Results, add_pool_args, judge, loaded_board, print_rows, row
+from _message_pool import GCW, TARGET, Results, add_pool_args, judge, loaded_board, report, row
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -298,13 +297,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         finally:
             board.store.close()
-    print_rows(res.rows, noop_p50)
-    print()
-    for line in verdict(res):
-        print(line)
-    res.total_s = time.perf_counter() - started
-    print(f"total {res.total_s:.1f} s")
-    write_json(args.json, res)
+    report(res, noop_p50, verdict(res), started, args.json)
     return code
 
 

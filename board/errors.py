@@ -48,4 +48,11 @@ class Forbidden(BoardError):
 
 
 class Unavailable(BoardError):
-    pass
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason  # the driver's own words, for a caller that words the sentence itself
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's message as one line (its first), or its type's name when it has none."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 from .dialect import Dialect
-from .errors import Unavailable
+from .errors import Unavailable, first_line
 from .pg_migrations import apply_migrations
 
 WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction holds
@@ -99,13 +99,16 @@ def _reachable(committing: bool = False) -> Iterator[None]:
     try:
         yield
     except psycopg.OperationalError as exc:
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        reason = first_line(exc)
         if committing:
             raise Unavailable(
                 f"the database became unavailable while committing ({reason}); check with get_task or "
-                "get_messages whether the change took effect before you retry"
+                "get_messages whether the change took effect before you retry",
+                reason,
             ) from None
-        raise Unavailable(f"the database is unavailable ({reason}); nothing was written; retry in a moment") from None
+        raise Unavailable(
+            f"the database is unavailable ({reason}); nothing was written; retry in a moment", reason
+        ) from None
 
 
 class PostgreSQL(Dialect):

@@ -86,8 +86,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 class BearerAuth:
     """ASGI middleware for the MCP endpoint: a bearer token must be the server token or an agent's, on every
-    request (initialize included); without a token, a request passes only when the operator set no server
-    token (local agents then register with whoami)."""
+    request (initialize included); credentials in any other form are refused too, never ignored; without an
+    Authorization header, a request passes only when the operator set no server token (local agents then
+    register with whoami)."""
 
     def __init__(self, app, server_token: str | None, board: Board):
         self.app, self.server_token, self.board = app, server_token, board
@@ -101,8 +102,9 @@ class BearerAuth:
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         token = bearer_token(headers.get("authorization"))
+        malformed = token is None and "authorization" in headers  # Basic, a bare "Bearer", …: not a token we check
         if token is None:
-            ok = self.server_token is None
+            ok = self.server_token is None and not malformed
         else:
             ok = (
                 self.server_token is not None
@@ -110,12 +112,14 @@ class BearerAuth:
             ) or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None
         if ok:
             return await self.app(scope, receive, send)
-        if token is None:
+        if malformed:
+            why = "the Authorization header is not 'Bearer <token>'"
+        elif token is None:
             why = "this server needs 'Authorization: Bearer <token>': the server token, or an agent's token"
         else:
             why = "the bearer token matches no agent (it may have been replaced by a newer one)"
         how = "; the operator gets an agent's token with `hiveboard agent token NAME` (or `agent add NAME`)"
-        if self.server_token is None and token is not None:
+        if self.server_token is None and (token is not None or malformed):
             how += ", or connect without an Authorization header and register with whoami(name=...)"
         body = json.dumps({"error": f"unauthorized: {why}{how}"}).encode()
         await send(
@@ -762,28 +766,28 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Copy this data directory's SQLite board into an empty PostgreSQL database and check the copy."""
-    from hiveboard.board import Store
     from hiveboard.board.copy import copy_board
-    from hiveboard.board.db import is_url, redact
+    from hiveboard.board.db import dialect_for, is_url, redact
 
     from .config import SetupError
+    from .stores import open_server_store
 
     settings = _settings(args)
     if settings.db_url:
         raise SetupError("migrate copies a SQLite board: run it with --db (or HIVEBOARD_DB) naming the SQLite file")
     target_url = args.to if args.to != "-" else os.environ.get("HIVEBOARD_MIGRATE_TO", "")
-    if not is_url(target_url) or not target_url.lower().startswith(("postgresql://", "postgres://")):
+    try:
+        server = is_url(target_url) and dialect_for(target_url).name == "postgresql"
+    except ValueError:  # a URL of another database
+        server = False
+    if not server:
         raise SetupError(
             "migrate --to needs a postgresql:// URL (or --to - with the URL in HIVEBOARD_MIGRATE_TO, which keeps "
             "its password out of the process list)"
         )
     source = open_board(settings, read_only=True).store
     try:
-        try:
-            target = Store(target_url)
-        except Exception as exc:  # the driver's error: the server, the URL or the credentials
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].replace(target_url, "…")
-            raise SetupError(f"the database {redact(target_url)} cannot be used ({reason})") from None
+        target = open_server_store(target_url)
         try:
             report = copy_board(source, target)
         finally:

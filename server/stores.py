@@ -81,7 +81,6 @@ def open_store(settings: Settings, read_only: bool = False) -> Store:
 def _server_store(settings: Settings) -> Store:
     """The store on a database server (PostgreSQL): the data directory still holds the config and the memory's
     local files; the URL's password stays out of every message."""
-    from hiveboard.board import Store
 
     from .config import SetupError
 
@@ -90,19 +89,26 @@ def _server_store(settings: Settings) -> Store:
         raise SetupError(problem)
     try:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return Store(settings.db_url)
     except OSError as exc:
         raise SetupError(database_problem(exc, home)) from None
-    except Exception as exc:  # the driver's error: the server, the URL or the credentials
-        from hiveboard.board.dialect import SQLite
+    return open_server_store(settings.db_url)
 
-        if isinstance(exc, SQLite.Error):
-            raise
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+def open_server_store(url: str) -> Store:
+    """The store at a database server's URL, or SetupError: one sentence, the URL without its password."""
+    from hiveboard.board import Store, Unavailable
+    from hiveboard.board.db import dialect_for, redact
+    from hiveboard.board.errors import first_line
+
+    from .config import SetupError
+
+    try:
+        return Store(url)
+    except (Unavailable, dialect_for(url).Error) as exc:  # the server, the URL or the credentials
+        reason = (getattr(exc, "reason", "") or first_line(exc)).replace(url, "…")
         raise SetupError(
-            f"the database {settings.database_label} cannot be used ({reason.replace(settings.db_url, '…')}); check "
-            "that the server runs and that the URL, user and password (PGPASSWORD, ~/.pgpass or passfile=) are "
-            "right"
+            f"the database {redact(url)} cannot be used ({reason}); check that the server runs and that the URL, "
+            "user and password (PGPASSWORD, ~/.pgpass or passfile=) are right"
         ) from None
 
 

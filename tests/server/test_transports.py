@@ -73,6 +73,9 @@ async def test_http_agents_act_by_bearer_token_only(tmp_path, http_server):
             assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer"), r.text
             error = r.json()["error"]
             assert "matches no agent" in error and "hiveboard agent token NAME" in error
+        for other in ("Basic cm9vdDpyb290", "Bearer", "hb_forged"):  # credentials not in the bearer form
+            r = await raw.post(url, json=initialize, headers={**headers, "Authorization": other})
+            assert r.status_code == 401 and "is not 'Bearer <token>'" in r.json()["error"], (other, r.text)
         r = await raw.post(url, json=initialize, headers={"Accept": headers["Accept"]})  # no token: local, allowed
         assert r.status_code == 200
 
