@@ -65,18 +65,22 @@ def acceptance_tests(row: dict) -> AcceptanceTests | None:
     return AcceptanceTests.model_validate_json(row["acceptance_tests"]) if row["acceptance_tests"] else None
 
 
-def task(db: Database, row: dict, history: int, viewer: str | None = None) -> Task:
+def task(db: Database, row: dict, history: int, viewer: str | None = None, artifacts: bool = True) -> Task:
     """The whole card as `viewer` may see it, with its newest `history` entries (oldest first): hidden
-    acceptance tests only for their creator."""
+    acceptance tests only for their creator. `artifacts=False`: the caller knows the current claim has none."""
     needs = dependencies(db, [row["id"]])[row["id"]]
-    artifacts = [
-        Artifact(name=a["name"], kind=a["kind"], content=a["content"])
-        for a in rows(
-            db,
-            "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
-            [row["id"], row["fencing_token"]],
-        )
-    ]
+    attached = (
+        [
+            Artifact(name=a["name"], kind=a["kind"], content=a["content"])
+            for a in rows(
+                db,
+                "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
+                [row["id"], row["fencing_token"]],
+            )
+        ]
+        if artifacts
+        else []
+    )
     hist = [
         HistoryEntry(
             at=iso(h["at"]),
@@ -86,10 +90,14 @@ def task(db: Database, row: dict, history: int, viewer: str | None = None) -> Ta
             to_status=h["to_status"],
             note=h["note"],
         )
-        for h in rows(
-            db,
-            "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) AS h ORDER BY id",
-            [row["id"], history],
+        for h in (
+            rows(
+                db,
+                "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) AS h ORDER BY id",
+                [row["id"], history],
+            )
+            if history
+            else ()
         )
     ]
     waiting = [d for d, status in needs if status != "done"]
@@ -111,11 +119,12 @@ def task(db: Database, row: dict, history: int, viewer: str | None = None) -> Ta
         blocked_reason=row["blocked_reason"],
         summary=row["summary"],
         output=row["output"],
-        artifacts=artifacts,
+        artifacts=attached,
         history=hist,
     )
 
 
-def summarize(db: Database, row: dict) -> TaskSummary:
-    """The compact card (what a change answers with; get_task has the rest)."""
-    return TaskSummary(**summary_fields(row, dependencies(db, [row["id"]])[row["id"]]))
+def summarize(db: Database, row: dict, needs: list[tuple[int, str]] | None = None) -> TaskSummary:
+    """The compact card (what a change answers with; get_task has the rest). `needs`: its dependencies
+    when the caller knows them (a new card without any), else they are read."""
+    return TaskSummary(**summary_fields(row, dependencies(db, [row["id"]])[row["id"]] if needs is None else needs))

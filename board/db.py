@@ -30,6 +30,7 @@ if "numpy" not in sys.modules and "sqlite_utils" not in sys.modules:
 from sqlite_utils import Database
 
 from .dialect import Dialect, SQLite
+from .errors import Unavailable
 from .events import KEEP_EVENTS, Event, Notifier, encode
 
 
@@ -87,9 +88,14 @@ class Store:
 
     read_only: an existing database opened to read only (a read-only data directory), creating no file and
     writing nothing: no migration (`pending` names those it lacks), no statistics, and `try_write` never
-    begins; `write` is refused."""
+    begins; `write` is refused.
 
-    def __init__(self, path: str | Path, read_only: bool = False):
+    pool: at most this many connections at once (a database server's are few and shared by every node);
+    a thread keeps its connection while it lives and hands it back when it ends, the next thread takes a
+    handed-back one before opening another, and a thread that finds all in use waits up to `pool_wait`
+    seconds, then gets `Unavailable` (one sentence). None: a connection per thread, as many as threads."""
+
+    def __init__(self, path: str | Path, read_only: bool = False, pool: int | None = None, pool_wait: float = 5.0):
         self.path = str(path)
         self.read_only = read_only
         self.dialect = dialect_for(self.path)
@@ -103,6 +109,9 @@ class Store:
         self.notifier = Notifier(self.target, self.dialect)
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
+        self.pool, self.pool_wait = pool, pool_wait
+        self._slots = threading.BoundedSemaphore(pool) if pool else None
+        self._idle: list = []  # connections handed back by threads that ended, for the next thread
         self._write_lock = threading.RLock()
         self.pending: list[str] = []
         try:
@@ -130,10 +139,51 @@ class Store:
             db.execute("ROLLBACK")
 
     def _connect(self) -> _Connection:
-        holder = _Connection(self.dialect.connect(self.target))
+        if self._slots is None:
+            holder = _Connection(self.dialect.connect(self.target))
+        else:
+            holder = _Connection(self._pooled(), self._hand_back)
         with self._all_lock:
             self._all.add(holder)
         return holder
+
+    def _pooled(self):
+        """A handed-back connection, or a new one within the pool's size (waiting up to pool_wait for one)."""
+        with self._all_lock:
+            while self._idle:
+                db = self._idle.pop()
+                if self.dialect.alive(db):
+                    return db
+                _close(db)
+                self._slots.release()
+        if not self._slots.acquire(timeout=self.pool_wait):
+            with self._all_lock:  # one may have been handed back meanwhile without freeing a slot
+                if self._idle:
+                    return self._idle.pop()
+            raise Unavailable(
+                f"all {self.pool} database connections of this node are in use (waited {self.pool_wait:g} s); "
+                "nothing was written; retry in a moment",
+                "connection pool exhausted",
+            )
+        try:
+            return self.dialect.connect(self.target)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _hand_back(self, db) -> None:
+        """A thread's connection when the thread ends: kept for the next thread if it is sound and idle."""
+        try:
+            sound = self.dialect.alive(db) and not self.dialect.in_transaction(db)
+        except Exception:
+            sound = False
+        if sound and self._slots is not None:
+            with self._all_lock:
+                self._idle.append(db)
+            return
+        _close(db)
+        if self._slots is not None:
+            self._slots.release()
 
     @property
     def db(self) -> Database:
@@ -234,25 +284,39 @@ class Store:
             return len(self._all)
 
     def close(self) -> None:
+        self._slots = None  # from now on a connection handed back is closed
         with self._all_lock:
-            for holder in list(self._all):
-                holder.close()
-            self._all = weakref.WeakSet()
+            holders, self._all = list(self._all), weakref.WeakSet()
+            idle, self._idle = self._idle, []
+        for holder in holders:
+            holder.close()
+        for db in idle:
+            _close(db)
         self._local = threading.local()
 
 
+def _close(db: Database) -> None:
+    try:
+        db.conn.close()
+    except Exception:  # at exit or from a finalizer: the connection is going away either way
+        pass
+
+
 class _Connection:
-    """A thread's connection; closed when the thread ends (worker threads retire when idle)."""
+    """A thread's connection; closed (or handed back to its store's pool) when the thread ends (worker
+    threads retire when idle)."""
 
-    __slots__ = ("db", "__weakref__")
+    __slots__ = ("db", "_done", "__weakref__")
 
-    def __init__(self, db: Database):
-        self.db = db
+    def __init__(self, db: Database, done=_close):
+        self.db, self._done = db, done
 
     def close(self) -> None:
-        try:
-            self.db.conn.close()
-        except Exception:  # at exit or from a finalizer: the connection is going away either way
-            pass
+        db, self.db = self.db, None
+        if db is not None:
+            try:
+                self._done(db)
+            except Exception:  # at exit or from a finalizer
+                pass
 
     __del__ = close

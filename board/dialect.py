@@ -105,6 +105,16 @@ class Dialect(ABC):
     def after_copy(self, db: Database, tables: tuple[str, ...]) -> None:
         """After rows were inserted with their ids given: new rows of these tables get ids after them."""
 
+    def send(self, db: Database, sql: str, params: list | tuple = ()) -> None:
+        """A write inside a transaction whose answer nobody reads (a history row, an inbox row): a dialect
+        that talks to a server may send it with the next statement instead of waiting for it; an error
+        in it still fails the transaction."""
+        db.execute(sql, params)
+
+    def send_many(self, db: Database, sql: str, seq: list) -> None:
+        """`send` for each parameter list of `seq`."""
+        db.conn.executemany(sql, seq)
+
     @abstractmethod
     def committed(self, db: Database, event_id: int) -> None:
         """Inside a write transaction that stored event `event_id`: tell other nodes once it commits."""

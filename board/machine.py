@@ -156,19 +156,22 @@ class Machine:
 
     # ----------------------------------------------------------------- performing a row
 
-    def create(self, db: Database, actor: str, values: dict, note: str | Callable[[int], str] | None, ts: float) -> int:
+    def create(
+        self, db: Database, actor: str, values: dict, note: str | Callable[[int], str] | None, ts: float
+    ) -> dict:
         """A card's first row (the table's create_task row): the INSERT, its history row and its event.
-        `note` may be a function of the new card's id."""
+        `note` may be a function of the new card's id. Returns the new row."""
         rule = find(NEW, "todo", "create_task")
         columns = {**values, "status": rule.target, "created_by": actor, "created_at": ts, "updated_at": ts}
-        task_id = db.execute(
-            f"INSERT INTO tasks ({', '.join(columns)}) VALUES ({placeholders(columns)}) RETURNING id",
+        new = rows(
+            db,
+            f"INSERT INTO tasks ({', '.join(columns)}) VALUES ({placeholders(columns)}) RETURNING *",
             list(columns.values()),
-        ).fetchall()[0][0]
-        note = note(task_id) if callable(note) else note
-        self._history(db, task_id, actor, rule.action, rule.source, rule.target, note, ts)
-        self.store.emit(TaskChanged(task_id, rule.target))
-        return task_id
+        )[0]
+        note = note(new["id"]) if callable(note) else note
+        self._history(db, new["id"], actor, rule.action, rule.source, rule.target, note, ts)
+        self.store.emit(TaskChanged(new["id"], rule.target))
+        return new
 
     def move(
         self,
@@ -240,8 +243,8 @@ class Machine:
         self.store.emit(TaskChanged(row["id"], new["status"]))
         return new
 
-    @staticmethod
     def _history(
+        self,
         db: Database,
         task_id: int,
         actor: str,
@@ -251,7 +254,8 @@ class Machine:
         note: str | None,
         at: float,
     ) -> None:
-        db.execute(
+        self.store.dialect.send(
+            db,
             "INSERT INTO task_history (task_id, at, actor, action, from_status, to_status, note) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             [task_id, at, actor, action, from_status, to_status, note],

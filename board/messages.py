@@ -171,8 +171,10 @@ class Messages:
         content: str = "",
         recipient: str | None = None,
         metadata: dict | None = None,
+        row: dict | None = None,
     ) -> None:
-        """Post a board event (a claim, a move, a verdict) to the pool inside the change's own transaction."""
+        """Post a board event (a claim, a move, a verdict) to the pool inside the change's own transaction.
+        `row`: the task's current row, when the caller has it (else it is read)."""
         self.post(
             db,
             actor,
@@ -184,6 +186,7 @@ class Messages:
                 content=content[: self.limits.message_chars],
                 metadata={"event": True, **(metadata or {})},
             ),
+            row,
         )
 
     def _check(self, msg: NewMessage) -> None:
@@ -210,8 +213,11 @@ class Messages:
                 "_ . : / - (e.g. 'api-design')"
             )
 
-    def _recipients(self, db: Database, sender: str, msg: NewMessage, thread: str) -> tuple[str | None, set[str]]:
-        """(the recipient as stored, the agents whose inbox gets the message)."""
+    def _recipients(
+        self, db: Database, sender: str, msg: NewMessage, thread: str, card: tuple | None
+    ) -> tuple[str | None, set[str]]:
+        """(the recipient as stored, the agents whose inbox gets the message). `card`: the (creator, holder,
+        reserved for) of the message's task, if it names one."""
         to: set[str] = set()
         recipient = msg.recipient.strip() if msg.recipient else None
         if recipient == "everyone":
@@ -232,11 +238,8 @@ class Messages:
                     f"agents: {', '.join(self.agents.names(20))}"
                 )
             to.add(recipient)
-        elif msg.task_id is not None:
-            row = db.execute(
-                "SELECT created_by, assignee, reserved_for FROM tasks WHERE id = ?", [msg.task_id]
-            ).fetchone()
-            to |= needs(msg.intent, sender, *row) if msg.metadata.get("event") else {p for p in row if p}
+        elif card is not None:
+            to |= needs(msg.intent, sender, *card) if msg.metadata.get("event") else {p for p in card if p}
         if not is_direct(recipient):  # a direct message reaches its addressee only, whoever follows its intent or task
             subs = db.execute(
                 "SELECT agent FROM subscriptions WHERE (kind = 'intent' AND value = ?) OR (kind = 'task' AND "
@@ -247,11 +250,26 @@ class Messages:
         to.discard(sender)
         return recipient, to
 
-    def post(self, db: Database, sender: str, msg: NewMessage) -> tuple[int, set[str]]:
-        """Store a message inside the caller's write transaction; returns its id and recipients."""
+    @staticmethod
+    def _card(db: Database, task_id: int | None) -> tuple | None:
+        """What a message needs of the task it names: (creator, holder, reserved for, type)."""
+        if task_id is None:
+            return None
+        card = db.execute(
+            "SELECT created_by, assignee, reserved_for, task_type FROM tasks WHERE id = ?", [task_id]
+        ).fetchone()
+        if card is None:
+            raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
+        return tuple(card)
+
+    def post(self, db: Database, sender: str, msg: NewMessage, row: dict | None = None) -> tuple[int, set[str]]:
+        """Store a message inside the caller's write transaction; returns its id and recipients. `row`: the
+        current row of the task it names, when the caller has it."""
         self._check(msg)
-        if msg.task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?", [msg.task_id]).fetchone() is None:
-            raise InvalidInput(f"task {msg.task_id} does not exist; omit task_id or use an id from list_tasks")
+        if row is not None and row["id"] == msg.task_id:
+            card: tuple | None = (row["created_by"], row["assignee"], row["reserved_for"], row["task_type"])
+        else:
+            card = self._card(db, msg.task_id)
         thread = msg.thread
         recipient_in = msg.recipient
         also: set[str] = set()
@@ -271,10 +289,11 @@ class Messages:
                     also = {p_sender} - {sender}
             if msg.task_id is None and parent[2] is not None:
                 msg = msg.model_copy(update=dict(task_id=parent[2]))
+                card = self._card(db, msg.task_id)
         if thread is None and msg.task_id is not None:
             thread = f"task-{msg.task_id}"
         msg = msg.model_copy(update=dict(recipient=recipient_in))
-        recipient, to = self._recipients(db, sender, msg, thread or "")
+        recipient, to = self._recipients(db, sender, msg, thread or "", card and card[:3])
         to |= also
         summary = (msg.summary or msg.content.strip().splitlines()[0])[: self.limits.message_summary]
         ts = now()
@@ -295,15 +314,14 @@ class Messages:
                 ts,
             ],
         ).fetchall()[0][0]
+        dialect = self.store.dialect
         if thread is None:
-            db.execute("UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
-        db.conn.executemany(
-            "INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)]
+            dialect.send(db, "UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
+        dialect.send_many(
+            db, "INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)]
         )
         if not is_direct(recipient) and not msg.metadata.get("event"):  # direct messages stay out of the shared memory
-            task_type = None
-            if msg.task_id is not None:
-                task_type = db.execute("SELECT task_type FROM tasks WHERE id = ?", [msg.task_id]).fetchone()[0]
+            task_type = card[3] if card else None
             self.knowledge.add(
                 db,
                 kind="message",

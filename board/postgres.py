@@ -56,17 +56,38 @@ class PgDatabase:
     """A psycopg connection with the small surface the board uses of sqlite_utils' Database: `execute`,
     `query`, and `conn` (itself) for `execute`/`executemany`/`close`. A lost connection (the server
     restarted or cannot be reached) is `Unavailable`, one sentence the agent can act on; the store then
-    opens a new connection for the next call."""
+    opens a new connection for the next call.
+
+    Statements whose answer nobody reads (BEGIN, the write lock, a NOTIFY) are `defer`red: they travel
+    with the next statement in one pipeline, so a transaction's opening costs no round trip of its own."""
 
     def __init__(self, conn):
         self._conn = conn
         self.conn = self
+        self._deferred: list[tuple[str, tuple | None]] = []
+
+    def defer(self, sql: str, params: Iterable = ()) -> None:
+        self._deferred.append((translate(sql), tuple(params) if params else None))
 
     def execute(self, sql: str, params: Iterable = ()):
+        if sql in ("COMMIT", "ROLLBACK") and self._deferred and not self._begun:
+            self._deferred = []  # a transaction that never reached the server: nothing to end
+            return None
+        if sql == "ROLLBACK":
+            self._deferred = []  # what was deferred belongs to the transaction being abandoned
         with _reachable(committing=sql == "COMMIT"):
-            return self._conn.execute(translate(sql), tuple(params) if params else None)
+            if not self._deferred:
+                return self._conn.execute(translate(sql), tuple(params) if params else None)
+            deferred, self._deferred = self._deferred, []
+            with self._conn.pipeline():
+                for ahead, args in deferred:
+                    self._conn.execute(ahead, args)
+                cursor = self._conn.execute(translate(sql), tuple(params) if params else None)
+            return cursor
 
     def executemany(self, sql: str, seq: Iterable) -> None:
+        if self._deferred:
+            self.execute("SELECT 1")
         with _reachable(), self._conn.cursor() as cursor:
             cursor.executemany(translate(sql), [tuple(p) for p in seq])
 
@@ -82,12 +103,17 @@ class PgDatabase:
         return not (self._conn.closed or self._conn.broken)
 
     @property
-    def in_transaction(self) -> bool:
+    def _begun(self) -> bool:
         from psycopg.pq import TransactionStatus
 
         return self.alive and self._conn.info.transaction_status != TransactionStatus.IDLE
 
+    @property
+    def in_transaction(self) -> bool:
+        return self._begun or bool(self._deferred and self._deferred[0][0].startswith("BEGIN"))
+
     def close(self) -> None:
+        self._deferred = []
         self._conn.close()
 
 
@@ -137,18 +163,18 @@ class PostgreSQL(Dialect):
         return apply_migrations(db, MIGRATE_LOCK)
 
     def begin_write(self, db: PgDatabase) -> None:
-        db.execute("BEGIN")
-        db.execute("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
+        db.defer("BEGIN")  # sent with the transaction's first statement, the lock too
+        db.defer("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
 
     def try_begin_write(self, db: PgDatabase) -> bool:
-        db.execute("BEGIN")
+        db.defer("BEGIN")
         if db.execute("SELECT pg_try_advisory_xact_lock(?)", [WRITE_LOCK]).fetchone()[0]:
             return True
         db.execute("ROLLBACK")
         return False
 
     def begin_read(self, db: PgDatabase) -> None:
-        db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        db.defer("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
     def in_transaction(self, db: PgDatabase) -> bool:
         return db.in_transaction
@@ -163,9 +189,18 @@ class PostgreSQL(Dialect):
                 [table],
             )
 
+    def send(self, db: PgDatabase, sql: str, params: list | tuple = ()) -> None:
+        db.defer(sql, params)
+
+    def send_many(self, db: PgDatabase, sql: str, seq: list) -> None:
+        for params in seq:
+            db.defer(sql, params)
+
     def committed(self, db: PgDatabase, event_id: int) -> None:
         # delivered to every listener when (and only if) the transaction commits
-        db.execute("SELECT pg_notify(?, ?)", [CHANNEL, str(event_id)])
+        db.defer(
+            "SELECT pg_notify(?, ?)", [CHANNEL, str(event_id)]
+        )  # sent with the next statement (at the latest COMMIT)
 
     def commit_counter(self, conn) -> int:
         return 0  # nodes are woken by NOTIFY (wait_for_commit), not by a counter

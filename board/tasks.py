@@ -156,45 +156,50 @@ class Board:
             raise InvalidInput("top must be between 0 and 50")
         self.machine.sweep_expired()
         with self.store.read() as db:
-            counts = dict(db.execute("SELECT status, count(*) FROM tasks GROUP BY status").fetchall())
-            # ready = todo cards minus those still waiting on a dependency, counted from the dependencies (few)
-            # rather than by probing every todo card for one, joined in the order written
+            # the count per column, and how many todo cards still wait on a dependency (ready = todo minus
+            # those), counted from the dependencies (few) rather than by probing every todo card for one,
+            # joined in the order written; one statement
             join = self.store.dialect.ordered_join
-            waiting = db.execute(
-                f"SELECT count(DISTINCT d.task_id) FROM task_deps d {join} tasks t ON t.id = d.task_id "
-                f"{join} tasks dt ON dt.id = d.depends_on WHERE t.status = 'todo' AND dt.status != 'done'"
-            ).fetchone()[0]
-            ready = counts.get("todo", 0) - waiting
-            columns = []
-            for status in STATUSES:
-                # done is ordered newest first; the others by what should be picked up next
-                order = "updated_at DESC" if status == "done" else "priority DESC, id"
-                picked = (
-                    db.execute(
-                        f"SELECT id, title, task_type, priority, assignee, unverified FROM tasks WHERE "
-                        f"status = ? ORDER BY {order} LIMIT ?",
-                        [status, top],
-                    ).fetchall()
-                    if top
-                    else []
+            counts = dict(
+                db.execute(
+                    "SELECT status, count(*) FROM tasks GROUP BY status UNION ALL "
+                    f"SELECT 'waiting', count(DISTINCT d.task_id) FROM task_deps d {join} tasks t ON t.id = d.task_id "
+                    f"{join} tasks dt ON dt.id = d.depends_on WHERE t.status = 'todo' AND dt.status != 'done'"
+                ).fetchall()
+            )
+            ready = counts.get("todo", 0) - counts.pop("waiting")
+            # each column's top cards: one ordered, limited select per status, all in one statement (done
+            # newest first, the others by what should be picked up next)
+            picked: dict[str, list] = {status: [] for status in STATUSES}
+            if top:
+                order = {status: "updated_at DESC" if status == "done" else "priority DESC, id" for status in STATUSES}
+                arms = " UNION ALL ".join(
+                    "SELECT * FROM (SELECT id, title, task_type, priority, assignee, unverified, status, updated_at "
+                    f"FROM tasks WHERE status = ? ORDER BY {order[status]} LIMIT ?) AS c{n}"
+                    for n, status in enumerate(STATUSES)
                 )
-                columns.append(
-                    Column(
-                        status=status,
-                        count=counts.get(status, 0),
-                        top=[
-                            Card(
-                                id=r[0],
-                                title=r[1],
-                                task_type=r[2],
-                                priority=RANK_PRIORITY[r[3]],
-                                assignee=r[4],
-                                unverified=bool(r[5]) if status == "done" else False,
-                            )
-                            for r in picked
-                        ],
-                    )
+                for r in db.execute(arms, [v for status in STATUSES for v in (status, top)]).fetchall():
+                    picked[r[6]].append(r)
+                for status, found in picked.items():  # a union's arms keep their order in practice, not by rule
+                    found.sort(key=(lambda r: -r[7]) if status == "done" else (lambda r: (-r[3], r[0])))
+            columns = [
+                Column(
+                    status=status,
+                    count=counts.get(status, 0),
+                    top=[
+                        Card(
+                            id=r[0],
+                            title=r[1],
+                            task_type=r[2],
+                            priority=RANK_PRIORITY[r[3]],
+                            assignee=r[4],
+                            unverified=bool(r[5]) if status == "done" else False,
+                        )
+                        for r in picked[status]
+                    ],
                 )
+                for status in STATUSES
+            ]
         return BoardView(columns=columns, total=sum(counts.values()), ready=ready)
 
     # ----------------------------------------------------------------- commands
@@ -271,12 +276,15 @@ class Board:
                     "contest": first,
                     "approval": approval,
                 }
-                task_id = self.machine.create(db, actor, values, note, ts)
+                created = self.machine.create(db, actor, values, note, ts)
+                task_id = created["id"]
                 if new.attempts > 1 and first is None:  # the first attempt names the contest after itself
                     first = task_id
                     db.execute("UPDATE tasks SET contest = ? WHERE id = ?", [first, first])
                 for dep in deps:
-                    db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
+                    self.store.dialect.send(
+                        db, "INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep]
+                    )
                 if assignee and assignee != actor:
                     self.messages.event(
                         db,
@@ -287,7 +295,9 @@ class Board:
                         new.description,
                         recipient=assignee,
                     )
-            return cards.summarize(db, cards.row(db, first or task_id))
+            if first is not None:  # the first attempt changed since (its contest)
+                return cards.summarize(db, cards.row(db, first))
+            return cards.summarize(db, created, needs=None if deps else [])
 
     def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
         """Take a card: the given one, or the next ready one (highest priority, oldest first)."""
@@ -299,22 +309,23 @@ class Board:
                 type_clause = ""
                 if task_type:
                     type_clause, params = " AND t.task_type = ?", [actor, task_type.strip().lower()]
-                found = db.execute(
-                    f"SELECT id FROM tasks t WHERE t.status = 'todo' AND (t.reserved_for IS NULL OR t.reserved_for = ?)"
+                found = rows(
+                    db,
+                    f"SELECT * FROM tasks t WHERE t.status = 'todo' AND (t.reserved_for IS NULL OR t.reserved_for = ?)"
                     f"{type_clause} AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks dt ON dt.id = d.depends_on "
                     f"WHERE d.task_id = t.id AND dt.status != 'done') AND (t.contest IS NULL OR NOT EXISTS (SELECT 1 "
                     f"FROM tasks o WHERE o.contest = t.contest AND o.assignee = ?)) ORDER BY t.priority DESC, t.id "
                     f"LIMIT 1",
                     [*params, actor],
-                ).fetchone()
-                if found is None:
+                )
+                if not found:
                     what = f" of type {task_type!r}" if task_type else ""
                     return Claim(
                         claimed=False,
                         message=f"no ready card{what} in todo right now; create one, "
                         "or call get_board to see what is blocked or waiting on dependencies",
                     )
-                row = cards.row(db, found[0])
+                row = found[0]
             else:
                 row = cards.row(db, task_id)
                 if row["status"] == "in_progress" and row["assignee"] == actor:
@@ -339,20 +350,23 @@ class Board:
                 note=f"lease until {iso(expires)}",
                 sets={"assignee": actor, "fencing_token": row["fencing_token"] + 1},
             )
-            self.messages.event(db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}")
-            return self._granted(db, row, expires)
+            self.messages.event(
+                db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}", row=row
+            )
+            return self._granted(db, row, expires, fresh=True)
 
     def _renew(self, db: Database, row: dict, actor: str, ts: float, note: str | None, via: Via) -> Claim:
         # the caller has established that the actor holds the card (by token, or by claiming it again)
         row = self.machine.move(db, row, "in_progress", via, actor, token=row["fencing_token"], note=note, ts=ts)
         return self._granted(db, row, row["lease_expires_at"])
 
-    def _granted(self, db: Database, row: dict, expires: float) -> Claim:
-        """The answer to the claim holder: its card, token and lease."""
+    def _granted(self, db: Database, row: dict, expires: float, fresh: bool = False) -> Claim:
+        """The answer to the claim holder: its card, token and lease. `fresh`: a new claim, whose token has
+        no artifacts yet."""
         return Claim(
             claimed=True,
             message=f"task {row['id']} is yours until {iso(expires)}",
-            task=cards.task(db, row, 0, viewer=row["assignee"]),
+            task=cards.task(db, row, 0, viewer=row["assignee"], artifacts=not fresh),
             token=row["fencing_token"],
             lease_expires_at=iso(expires),
             lease_seconds=self.lease_seconds,

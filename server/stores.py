@@ -91,10 +91,10 @@ def _server_store(settings: Settings) -> Store:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise SetupError(database_problem(exc, home)) from None
-    return open_server_store(settings.db_url)
+    return open_server_store(settings.db_url, settings.db_pool, settings.db_pool_wait)
 
 
-def open_server_store(url: str) -> Store:
+def open_server_store(url: str, pool: int = 20, pool_wait: float = 5.0) -> Store:
     """The store at a database server's URL, or SetupError: one sentence, the URL without its password."""
     from hiveboard.board import Store, Unavailable
     from hiveboard.board.db import dialect_for, redact
@@ -103,7 +103,7 @@ def open_server_store(url: str) -> Store:
     from .config import SetupError
 
     try:
-        return Store(url)
+        return Store(url, pool=pool, pool_wait=pool_wait)
     except (Unavailable, dialect_for(url).Error) as exc:  # the server, the URL or the credentials
         reason = (getattr(exc, "reason", "") or first_line(exc)).replace(url, "…")
         raise SetupError(

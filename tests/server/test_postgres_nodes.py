@@ -181,3 +181,56 @@ def _cards_without_history(url: str) -> int:
             "SELECT count(*) FROM tasks t WHERE NOT EXISTS (SELECT 1 FROM task_history h WHERE h.task_id = t.id "
             "AND h.action = 'created')"
         ).fetchone()[0]
+
+
+async def test_a_node_out_of_connections_waits_then_says_so_and_reuses_what_is_handed_back(postgres):
+    """With its pool of two connections held (one by this thread, which opened the board, one by a thread
+    inside a transaction), a call waits pool_wait, then gets one sentence; once that thread ends its
+    connection is handed back and the next call uses it: the node never opens a third."""
+    import threading
+
+    from mcp import Client
+
+    from hiveboard.board import Board, Store
+    from hiveboard.server.app import build_server
+    from hiveboard.server.identity import Identity
+
+    url = postgres.database()
+    board = Board(Store(url, pool=2, pool_wait=0.3))
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:  # a thread inside a write transaction, on the node's last free connection
+        with board.store.write() as db:
+            db.execute("SELECT 1")
+            held.set()
+            done.wait(30)
+
+    try:
+        board.agents.ensure("alice")
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert held.wait(10)
+        async with Client(build_server(board, Identity(board.agents, "memory", agent="alice"))) as c:
+            refused = await call_error(c, "create_task", title="waits for a connection")
+            assert refused == (
+                "create_task: all 2 database connections of this node are in use (waited 0.3 s); nothing was "
+                "written; retry in a moment"
+            )
+            done.set()
+            holder.join(10)
+            made = await call(c, "create_task", title="after the hand-back")
+        assert [t.title for t in board.list().tasks] == [made["title"]]  # the refused call wrote nothing
+        assert await anyio.to_thread.run_sync(_connections, url) == 2
+    finally:
+        done.set()
+        board.store.close()
+
+
+def _connections(url: str) -> int:
+    """The node's connections to its database (the application name it gives them)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hiveboard' AND datname = current_database()"
+        ).fetchone()[0]
