@@ -203,11 +203,13 @@ async def measure(agents: list[Agent], op: str, per_client: int, acc: Sample, se
         acc.result_bytes = len(last.model_dump_json(by_alias=True, exclude_none=True))
 
 
-async def open_agents(stack, url: str, tokens: dict[str, str]) -> list[Agent]:
+async def open_agents(stack, url: str | list[str], tokens: dict[str, str]) -> list[Agent]:
+    """One client per agent; with several URLs (nodes), the agents spread over them in turn."""
     agents = []
     names = list(tokens)
+    urls = [url] if isinstance(url, str) else url
     for i, name in enumerate(names):
-        client = await stack.enter_async_context(http_client(url, tokens[name]))
+        client = await stack.enter_async_context(http_client(urls[i % len(urls)], tokens[name]))
         agents.append(Agent(name, client, peer=names[(i + 1) % len(names)]))
     return agents
 
@@ -230,7 +232,7 @@ async def warm_up(agents: list[Agent], calls: int, ops: tuple[str, ...] = BOARD_
 
 
 async def run_matrix(
-    url: str,
+    url: str | list[str],
     tokens: dict[str, str],
     plan: list[tuple[int, int]],
     warm: int,

@@ -65,13 +65,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument(
+        "--db", help="the board's database: a SQLite file or a postgresql:// URL (default HOME/hiveboard.db)"
+    )
+    p.add_argument(
         "--background",
         action="store_true",
         help="also run the memory indexer and the review worker, as hiveboard serve --http does",
     )
     args = p.parse_args(argv)
     settings = Settings(
-        home=args.home, db=Path(args.home) / "hiveboard.db", host=args.host, port=args.port, log_level="WARNING"
+        home=args.home,
+        db=args.db or Path(args.home) / "hiveboard.db",
+        host=args.host,
+        port=args.port,
+        log_level="WARNING",
     )
     served = bench_app(settings, args.background)
     cli.freeze_heap(collect=False)  # as `hiveboard serve` does before it serves (no long full collections)

@@ -380,11 +380,31 @@ class Machine:
         """Before a read: return cards whose lease ran out to todo, if the board can be written at once (a
         cheap read when none ran out). A read never waits for a writer: every write sweeps first."""
         ts = now()
-        probe = self.store.db.execute(
-            "SELECT 1 FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ? LIMIT 1", [ts]
-        ).fetchone()
-        if probe is None:
-            return []
+        return self._sweep_now(ts) if self._expired(self.store.db, ts) else []
+
+    @contextmanager
+    def reading(self) -> Iterator[Database]:
+        """A consistent read of the board as it is once expired leases went back to todo (sweep_expired):
+        the probe for them is the read's first statement, so a read that finds none costs nothing more."""
+        ts = now()
+        with self.store.read() as db:
+            if not self._expired(db, ts):
+                yield db
+                return
+        self._sweep_now(ts)
+        with self.store.read() as db:
+            yield db
+
+    @staticmethod
+    def _expired(db: Database, ts: float) -> bool:
+        return (
+            db.execute(
+                "SELECT 1 FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ? LIMIT 1", [ts]
+            ).fetchone()
+            is not None
+        )
+
+    def _sweep_now(self, ts: float) -> list[int]:
         with self.store.try_write() as db:
             return [] if db is None else self.sweep(db, ts)
 

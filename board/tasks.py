@@ -87,14 +87,12 @@ class Board:
 
     def summary(self, task_id: int) -> TaskSummary:
         """One card, compactly: what deciding about it (e.g. whether it needs review) takes."""
-        self.machine.sweep_expired()
-        with self.store.read() as db:
+        with self.machine.reading() as db:
             return cards.summarize(db, cards.row(db, task_id))
 
     def get(self, task_id: int, history: int | None = None, viewer: str | None = None) -> Task:
         """One whole card with its recent history (newest `history` entries, oldest first)."""
-        self.machine.sweep_expired()
-        with self.store.read() as db:
+        with self.machine.reading() as db:
             return cards.task(db, cards.row(db, task_id), self.limits.history if history is None else history, viewer)
 
     def list(
@@ -113,7 +111,6 @@ class Board:
             raise InvalidInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
         if not 1 <= limit <= 200:
             raise InvalidInput("limit must be between 1 and 200")
-        self.machine.sweep_expired()
         where, params = [], []
         if status:
             where.append("status = ?"), params.append(status)
@@ -130,7 +127,7 @@ class Board:
                 "WHERE d.task_id = tasks.id AND dt.status != 'done')"
             )
             where.append(clause if ready else f"NOT ({clause})")
-        with self.store.read() as db:
+        with self.machine.reading() as db:
             base = " AND ".join(where) or "TRUE"
             total = db.execute(f"SELECT count(*) FROM tasks WHERE {base}", params).fetchone()[0]
             page_where, page_params = base, list(params)
@@ -154,8 +151,7 @@ class Board:
         """Counts per column and the top cards of each."""
         if not 0 <= top <= 50:
             raise InvalidInput("top must be between 0 and 50")
-        self.machine.sweep_expired()
-        with self.store.read() as db:
+        with self.machine.reading() as db:
             # the count per column, and how many todo cards still wait on a dependency (ready = todo minus
             # those), counted from the dependencies (few) rather than by probing every todo card for one,
             # joined in the order written; one statement

@@ -25,7 +25,9 @@ class PostgresCluster:
     """A throwaway PostgreSQL cluster on loopback (initdb in a temporary directory, a free port), as a
     user would run the real server; each test gets a database of its own."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, settings: str = "-c fsync=off"):
+        """settings: the server's own, as `-c name=value` options; by default fsync is off, which a
+        throwaway cluster for tests can afford ("" for PostgreSQL's defaults, as a user runs it)."""
         binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))  # Debian keeps them off PATH
         initdb = str(binaries[-1]) if binaries else shutil.which("initdb")
         if initdb is None:
@@ -41,9 +43,10 @@ class PostgresCluster:
             shutil.chown(root, "postgres")
             as_user = ["runuser", "-u", "postgres", "--"]
         self.ctl = [*as_user, str(bindir / "pg_ctl"), "-D", str(self.data)]
+        self.bindir, self.as_user = bindir, as_user
         quiet = dict(check=True, capture_output=True, timeout=START_TIMEOUT)
         subprocess.run([*as_user, str(initdb), "-D", str(self.data), "-A", "trust", "-U", "postgres"], **quiet)
-        options = f"-p {self.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300"
+        options = f"-p {self.port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=300 {settings}"
         subprocess.run([*self.ctl, "-o", options, "-l", str(root / "log"), "-w", "start"], **quiet)
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}"
 
