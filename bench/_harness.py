@@ -535,7 +535,7 @@ def serve_settings(home: Path, **variables: str):
     from hiveboard.server.config import Settings
 
     with environment(HIVEBOARD_HOME=str(home), HIVEBOARD_CONFIG=None, **variables):
-        return Settings(home=home, db=home / "hiveboard.db", log_level="WARNING")
+        return Settings(home=home, db=str(home / "hiveboard.db"), log_level="WARNING")
 
 
 # ----------------------------------------------------------------------------- MCP

@@ -36,6 +36,7 @@ from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnav
 from . import lanes
 from .compat import check_headers_only_where_declared, rejected_arguments
 from .config import Profile
+from .identity import caller_key
 
 # Ids and fencing tokens count up from 1 in SQLite (whose INTEGER stops at 2**63 - 1); JSON clients
 # in JavaScript cannot send an integer above 2**53 - 1 exactly (RFC 7493), so that is the bound.
@@ -213,6 +214,7 @@ class StrictServer(MCPServer):
             for key, value in arguments.items():
                 if (problem := oversized(value, key, bound=_own_bound(known[key], value))) is not None:
                     raise ToolError(f"{name}: {problem}; nothing was done")
+        lanes.caller.set(caller_key(context))  # this call's task only: the lanes take callers in turn
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import threading
 import weakref
+from collections.abc import Hashable
 from typing import Literal
 
 from mcp.server.mcpserver import Context
@@ -47,6 +48,19 @@ def _session(ctx: Context | None):
     # ctx.session is rebuilt for every request; the Connection behind it lives as long as the MCP
     # session (the SDK exposes it only as this attribute).
     return connection_of(ctx.session)
+
+
+def caller_key(ctx: Context | None) -> Hashable:
+    """Who a call is for, as the lanes tell callers apart without a lookup: its bearer token, else its MCP
+    session, else None (stdio and in-process: the process's one agent)."""
+    try:
+        token = _bearer(ctx)
+        if token:
+            return ("token", token)
+        session = connection_of(ctx.session) if ctx is not None else None
+    except (LookupError, ValueError, AttributeError):  # no request behind this context
+        return None
+    return ("session", id(session)) if session is not None else None
 
 
 class Identity:

@@ -14,35 +14,97 @@ writes and one that reads run at a time. SQLite takes one writer at a time anywa
 
 Work that is slow for other reasons than the board (embedding a query or a lesson, loading the
 memory) stays off the lanes, on anyio's default pool, so it never holds up the board.
+
+A lane takes its callers in turn, not first come first served: calls wait in a queue per caller (the
+agent's token, its MCP session, or the process), and the lane goes round the callers with a call
+waiting, one call each. An agent that floods a lane with calls queues behind itself; any other agent
+waits for at most one of its calls.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Hashable
+from contextvars import ContextVar
 from typing import Literal, TypeVar
 
+import anyio
 import anyio.to_thread
-from anyio import CapacityLimiter
 from anyio.lowlevel import RunVar
 
 Lane = Literal["read", "write"]
 T = TypeVar("T")
 
-_LANES: RunVar[dict[str, CapacityLimiter]] = RunVar("hiveboard_lanes")
+# who the running tool call is for (set where a call enters the server: StrictServer.call_tool)
+caller: ContextVar[Hashable] = ContextVar("hiveboard_caller", default=None)
 
 
-def limiter(lane: Lane) -> CapacityLimiter:
-    """The lane's limiter on the running event loop (each loop has its own)."""
+class FairLane:
+    """A lane of one call at a time, handed round the callers with calls waiting (round-robin)."""
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._waiting: dict[Hashable, deque[anyio.Event]] = {}  # in turn order: the next caller first
+
+    async def acquire(self, who: Hashable) -> None:
+        if not self._busy:
+            self._busy = True
+            return
+        turn = anyio.Event()
+        self._waiting.setdefault(who, deque()).append(turn)
+        try:
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():  # the lane was handed to this call as it was cancelled: hand it on
+                self.release()
+            else:
+                queue = self._waiting.get(who)
+                if queue is not None:
+                    queue.remove(turn)
+                    if not queue:
+                        del self._waiting[who]
+            raise
+
+    def release(self) -> None:
+        if not self._waiting:
+            self._busy = False
+            return
+        who = next(iter(self._waiting))
+        queue = self._waiting.pop(who)
+        turn = queue.popleft()
+        if queue:
+            self._waiting[who] = queue  # its next call waits for every other caller's turn first
+        turn.set()  # the lane passes to that call, still busy
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def waiting(self) -> int:
+        """How many calls wait for the lane."""
+        return sum(len(q) for q in self._waiting.values())
+
+
+_LANES: RunVar[dict[str, FairLane]] = RunVar("hiveboard_lanes")
+
+
+def lane_of(lane: Lane) -> FairLane:
+    """The lane on the running event loop (each loop has its own)."""
     lanes = _LANES.get(None)
     if lanes is None:
         lanes = {}
         _LANES.set(lanes)
     if lane not in lanes:
-        lanes[lane] = CapacityLimiter(1)
+        lanes[lane] = FairLane()
     return lanes[lane]
 
 
 async def run(lane: Lane, fn: Callable[..., T], *args, **kwargs) -> T:
-    """Call `fn` on a worker thread in its turn on `lane`."""
-    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=limiter(lane))
+    """Call `fn` on a worker thread in its caller's turn on `lane`."""
+    fair = lane_of(lane)
+    await fair.acquire(caller.get())
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+    finally:
+        fair.release()

@@ -42,7 +42,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         wait_seconds: Annotated[float, Field(description="wait for the round to finish", ge=0, le=600)] = 0,
         full: bool = False,
     ) -> ReviewTrail:
-        """A card's review: latest verdict, score, blocking issues, brief (full=true: every round and issue)."""
+        """A card's review: verdict, score, blocking issues, brief (full=true: every round)."""
         if (task_id is None) == (review_id is None):
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
 from hiveboard.board.digest_store import Digest
+from hiveboard.board.errors import InvalidInput
 from hiveboard.board.models import Priority, Status
 from hiveboard.memory.service import Hit
 
@@ -20,6 +21,7 @@ from .boundary import CHANGE, CREATE, IDEMPOTENT, MAX_ID, READ, Id, TaskId, Toke
 from .deps import Deps
 
 PREVIEW_CHARS = 4_000
+FULL_CHARS = 400_000  # what one get_task(full=true) carries at most: the output and an artifact whole, or more
 log = logging.getLogger("hiveboard")
 
 
@@ -51,27 +53,40 @@ class ListPage(Page):
     hint: str | None = Field(None, description="how to get the rest, when there is more")
 
 
-def _trim(task: Task, full: bool) -> Task:
-    """Bound a card's long fields unless the caller asked for everything."""
-    if full:
-        return task
+def _trim(task: Task, full: bool, artifact: str | None = None) -> Task:
+    """Bound a card's long fields unless the caller asked for everything; everything is bounded too (one
+    answer carries at most FULL_CHARS of output and artifacts; the rest is asked for by artifact name)."""
+    if artifact is not None:
+        named = [a for a in task.artifacts if a.name == artifact]
+        if not named:
+            names = ", ".join(repr(a.name) for a in task.artifacts[:20]) or "none"
+            raise InvalidInput(f"task {task.id} has no artifact {artifact!r}; its artifacts: {names}")
+        return _trim(task, False).model_copy(update=dict(artifacts=named))  # the rest as previews
+    budget = FULL_CHARS if full else 0
 
-    def cut(text: str | None) -> str | None:
+    def cut(text: str | None, hint: str) -> str | None:
+        nonlocal budget
         if text is None or len(text) <= PREVIEW_CHARS:
             return text
-        return (
-            text[:PREVIEW_CHARS] + f"\n… {len(text) - PREVIEW_CHARS} more characters; call get_task with "
-            f"task_id={task.id} full=true for all of it"
-        )
+        if len(text) <= budget:
+            budget -= len(text)
+            return text
+        return text[:PREVIEW_CHARS] + f"\n… {len(text) - PREVIEW_CHARS} more characters; {hint}"
 
+    more = (
+        f"this answer's {FULL_CHARS:,} characters are spent: call get_task with task_id={task.id} artifact=<name> for it"
+        if full
+        else f"call get_task with task_id={task.id} full=true for all of it"
+    )
+    output = cut(task.output, more if not full else f"this answer's {FULL_CHARS:,} characters are spent")
     return task.model_copy(
         update=dict(
-            output=cut(task.output),
-            artifacts=[a.model_copy(update=dict(content=cut(a.content))) for a in task.artifacts],
+            output=output,
+            artifacts=[a.model_copy(update=dict(content=cut(a.content, more))) for a in task.artifacts],
             acceptance_tests=task.acceptance_tests
             and task.acceptance_tests.model_copy(
                 update=dict(
-                    files=[f.model_copy(update=dict(content=cut(f.content))) for f in task.acceptance_tests.files]
+                    files=[f.model_copy(update=dict(content=cut(f.content, more))) for f in task.acceptance_tests.files]
                 )
             ),
         )
@@ -146,11 +161,12 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     def get_task(
         ctx: Context,
         task_id: TaskId,
-        full: Annotated[bool, Field(description="uncut output and artifacts")] = False,
+        full: bool = False,
         history: Annotated[int, Field(ge=0, le=100)] = 20,
+        artifact: Annotated[str | None, Field(max_length=300)] = None,
     ) -> Task:
         """One card: fields, output, artifacts, history."""
-        return _trim(board.get(task_id, history=history, viewer=identity.current(ctx)), full)
+        return _trim(board.get(task_id, history=history, viewer=identity.current(ctx)), full, artifact)
 
     @mcp.tool(annotations=READ)
     @tool_boundary

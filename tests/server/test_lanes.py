@@ -34,13 +34,13 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
         async def publish() -> None:
             done["publish"] = await call(bob, "publish_message", intent="status_update", content="tests next")
 
-        writes = lanes.limiter("write")
+        writes = lanes.lane_of("write")
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(complete)
-                await until(lambda: writes.borrowed_tokens == 1, 60, "the completion to take the write lane")
+                await until(lambda: writes.busy, 60, "the completion to take the write lane")
                 tg.start_soon(publish)
-                await until(lambda: writes.statistics().tasks_waiting == 1, 60, "the message to queue behind it")
+                await until(lambda: writes.waiting() == 1, 60, "the message to queue behind it")
 
                 # the read lane is free, and a read does not wait to return bob's card: the next write does
                 seen = await call(bob, "get_task", task_id=card["id"])

@@ -384,6 +384,29 @@ async def test_long_output_is_trimmed_unless_full(connect):
         assert full["output"] == "y" * 10_000
 
 
+async def test_a_full_read_of_a_huge_card_is_bounded_and_says_how_to_read_the_rest(connect):
+    """get_task(full=true) on a card of 4 MB carries at most 400,000 characters of output and artifacts,
+    each whole or cut with the way to the rest: get_task(artifact=name), which gives that one uncut."""
+    async with connect("alice") as c:
+        card = await call(c, "create_task", title="huge")
+        claim = await call(c, "claim_task")
+        artifacts = [{"name": f"src/part{n}.py", "content": f"# {n}\n" + "x" * 199_000} for n in range(20)]
+        await call(
+            c, "complete_task", task_id=card["id"], token=claim["token"], output="z" * 150_000, artifacts=artifacts
+        )
+        full = await call(c, "get_task", task_id=card["id"], full=True)
+        whole = [a for a in full["artifacts"] if len(a["content"]) > 5_000]
+        assert full["output"] == "z" * 150_000 and len(whole) == 1  # 150k + 199k fit in 400k; a second does not
+        cut = full["artifacts"][1]["content"]
+        assert f"call get_task with task_id={card['id']} artifact=<name>" in cut and len(cut) < 4_300
+        assert sum(len(a["content"]) for a in full["artifacts"]) + len(full["output"]) < 430_000
+        one = await call(c, "get_task", task_id=card["id"], artifact="src/part7.py")
+        assert [a["name"] for a in one["artifacts"]] == ["src/part7.py"]
+        assert one["artifacts"][0]["content"] == artifacts[7]["content"] and len(one["output"]) < 4_300
+        wrong = await call_error(c, "get_task", task_id=card["id"], artifact="src/nope.py")
+        assert f"task {card['id']} has no artifact 'src/nope.py'; its artifacts: 'src/part0.py'" in wrong
+
+
 async def test_review_seam_sends_completed_cards_to_review(connect):
     async with connect("alice", wants_review=lambda task: task.task_type == "code") as c:
         code = await call(c, "create_task", title="code", task_type="code")

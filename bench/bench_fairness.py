@@ -1,0 +1,136 @@
+"""Fair share: one agent floods the server; another agent's get_board, measured quiet and during the flood.
+
+    python bench/bench_fairness.py [--quick] [--floods reads] [--loops 8] [--calls 100]
+
+One server process (bench/_server.py: the real `hiveboard serve --http` app), a flooding agent in a process
+of its own (so its client work does not slow the measuring one), and the measured agent here:
+  reads   `loops` loops of get_task(full=true) on a card of ~4 MB (output and 20 artifacts at their limits)
+For each flood: the measured agent's get_board p50/p99 quiet, then while the flood runs, in the same run, and
+the ratio. Target: during a flood the other agent's get_board p50 stays within 2x its quiet value.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+
+import anyio
+from _board_agents import HERE
+from _harness import (
+    Col,
+    LoggedServer,
+    bench_parser,
+    call,
+    http_client,
+    machine_info,
+    machine_line,
+    pct,
+    scratch,
+    server_env,
+    table,
+)
+
+from hiveboard.board import Board, NewTask, Store
+
+FLOODS = ("reads",)
+
+
+def huge_card(board: Board, agent: str) -> int:
+    """A card of ~4 MB: its output and 20 artifacts at their limits."""
+    from hiveboard.board.models import Artifact
+
+    card = board.create(agent, NewTask(title="a very large hand-in"))
+    claim = board.claim(agent, card.id)
+    artifacts = [Artifact(name=f"src/part{n}.py", content=f"# {n}\n" + "x" * 199_000) for n in range(20)]
+    board.complete(agent, card.id, claim.token, output="z" * 199_000, artifacts=artifacts)
+    return card.id
+
+
+async def _flood(url: str, token: str, kind: str, loops: int, target: int, stop) -> None:
+    async def loop() -> None:
+        async with http_client(url, token, timeout=120) as c:
+            while not stop.is_set():
+                if kind == "reads":
+                    await call(c, "get_task", task_id=target, full=True)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(loops):
+            tg.start_soon(loop)
+
+
+def flood_process(url: str, token: str, kind: str, loops: int, target: int, stop) -> None:
+    sys.path.insert(0, str(HERE))
+    anyio.run(_flood, url, token, kind, loops, target, stop)
+
+
+async def measure(url: str, token: str, calls: int) -> list[float]:
+    lat = []
+    async with http_client(url, token) as c:
+        for _ in range(5):
+            await call(c, "get_board")
+        for _ in range(calls):
+            started = time.perf_counter()
+            await call(c, "get_board")
+            lat.append(time.perf_counter() - started)
+            await anyio.sleep(0.005)  # an agent between calls, not a flood of its own
+    return lat
+
+
+def main() -> int:
+    p = bench_parser(__doc__, quick="fewer calls, for a smoke run")
+    p.add_argument("--floods", default=",".join(FLOODS), help="which floods, comma-separated")
+    p.add_argument("--loops", type=int, default=8, help="the flooding agent's concurrent loops")
+    p.add_argument("--calls", type=int, default=100, help="the measured agent's get_board calls per phase")
+    args = p.parse_args()
+    calls = 20 if args.quick else args.calls
+    print(machine_line(machine_info("uvicorn")))
+    rows = []
+    with scratch("hiveboard-fair-") as tmp:
+        home = tmp / "home"
+        board = Board(Store(home / "hiveboard.db"))
+        try:
+            tokens = {name: board.agents.new_token(name) for name in ("flooder", "worker")}
+            for n in range(30):
+                board.create("worker", NewTask(title=f"card {n}"))
+            target = huge_card(board, "flooder")
+        finally:
+            board.store.close()
+        server = LoggedServer(tmp / "server.log", home=home)
+        argv = [sys.executable, str(HERE / "_server.py"), "--home", str(home), "--port", str(server.port)]
+        with server.start(argv, server_env(home)):
+            ctx = multiprocessing.get_context("spawn")
+            for kind in args.floods.split(","):
+                quiet = anyio.run(measure, server.url, tokens["worker"], calls)
+                stop = ctx.Event()
+                flooder = ctx.Process(
+                    target=flood_process, args=(server.url, tokens["flooder"], kind, args.loops, target, stop)
+                )
+                flooder.start()
+                try:
+                    time.sleep(2)  # the flood under way
+                    loud = anyio.run(measure, server.url, tokens["worker"], calls)
+                finally:
+                    stop.set()
+                    flooder.join(60)
+                    if flooder.is_alive():
+                        flooder.kill()
+                rows.append(
+                    (kind, pct(quiet, 50), pct(loud, 50), pct(loud, 50) / pct(quiet, 50), pct(quiet, 99), pct(loud, 99))
+                )
+    cols = [
+        Col("flood", 10, left=True),
+        Col("quiet p50", 10, ".2f"),
+        Col("flood p50", 10, ".2f"),
+        Col("ratio", 7, ".2f", suffix="x"),
+        Col("quiet p99", 10, ".2f"),
+        Col("flood p99", 10, ".2f"),
+    ]
+    table(cols, rows, f"the other agent's get_board, ms ({args.loops} flooding loops)")
+    worst = max(r[3] for r in rows)
+    print(f"\ntarget flood p50 <= 2x quiet: {'met' if worst <= 2 else 'MISSED'} (worst {worst:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
