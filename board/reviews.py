@@ -139,16 +139,26 @@ class Reviews:
         """Whether this worker still holds the job (not cancelled, not taken over)."""
         return self._held(self.store.db, review_id, worker)
 
-    def claim_job(self, worker: str, lease_seconds: float) -> ReviewJob | None:
-        """Take the oldest queued job, or one whose worker stopped renewing its lease."""
+    def claim_job(self, worker: str, lease_seconds: float, per_agent: int = 1) -> ReviewJob | None:
+        """Take the next job in fair order, of an agent with fewer than `per_agent` reviews running (over
+        every process): a queued job (or one whose worker stopped renewing its lease) of the agent whose
+        reviews took the least time in the last hour first (so slow reviews, timed-out ones included,
+        count against their own agent), then the oldest. One agent's backlog waits for itself; another
+        agent's review takes the next free worker."""
         ts = now()
         with self.store.write() as db:
             row = next(
                 db.query(
                     "UPDATE reviews SET status = 'running', worker = ?, leased_until = ?, attempts = attempts + 1, "
-                    "started_at = coalesce(started_at, ?) WHERE id = (SELECT id FROM reviews WHERE status = 'queued' "
-                    "OR (status = 'running' AND leased_until < ?) ORDER BY id LIMIT 1) RETURNING *",
-                    [worker, ts + lease_seconds, ts, ts],
+                    "started_at = coalesce(started_at, ?) WHERE id = ("
+                    "WITH busy AS (SELECT agent, count(*) AS n FROM reviews WHERE status = 'running' AND "
+                    "leased_until >= ? GROUP BY agent), "
+                    "used AS (SELECT agent, sum(coalesce(finished_at, ?) - started_at) AS seconds FROM reviews "
+                    "WHERE started_at > ? GROUP BY agent) "
+                    "SELECT r.id FROM reviews r LEFT JOIN busy b ON b.agent = r.agent LEFT JOIN used u ON "
+                    "u.agent = r.agent WHERE (r.status = 'queued' OR (r.status = 'running' AND r.leased_until < ?)) "
+                    "AND coalesce(b.n, 0) < ? ORDER BY coalesce(u.seconds, 0), r.id LIMIT 1) RETURNING *",
+                    [worker, ts + lease_seconds, ts, ts, ts, ts - 3600, ts, per_agent],
                 ),
                 None,
             )

@@ -221,6 +221,13 @@ class ReviewConfig(BaseModel):
         description="an agent critic is asked only if it made a "
         "call within this many seconds or is waiting for messages",
     )
+    per_agent: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="review jobs of one agent running at once, over every process and node: an agent's backlog "
+        "waits for itself, another agent's review takes the next free worker",
+    )
     worker_lease: float = Field(
         30,
         ge=1,

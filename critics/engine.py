@@ -808,7 +808,7 @@ class ReviewWorker(Worker):
     def step(self, n: int) -> bool:
         worker = f"{self.name}/{n}"
         self._decide_contests()
-        job = self.engine.board.reviews.claim_job(worker, self.engine.config.worker_lease)
+        job = self.engine.board.reviews.claim_job(worker, self.engine.config.worker_lease, self.engine.config.per_agent)
         if job is None:
             return False
         try:
