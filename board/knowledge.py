@@ -22,6 +22,7 @@ from .db import Store, iso, now, placeholders, rows
 from .dialect import fts5_match
 from .errors import InvalidInput, NotFound
 from .events import MemoryAdded, MemoryIndexed
+from .quotas import REMEMBER, Quotas
 
 if TYPE_CHECKING:
     import numpy as np
@@ -193,8 +194,9 @@ def from_blob(blob: bytes) -> np.ndarray:
 
 
 class Knowledge:
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, quotas: Quotas | None = None):
         self.store = store
+        self.quotas = quotas or Quotas(store)  # none unless the board was given some
         self._df: dict[str, tuple[int, float]] = {}  # word -> (items matching it, when counted)
 
     # ----------------------------------------------------------------- writing
@@ -289,6 +291,7 @@ class Knowledge:
                         f"items[{n}].task_id: task {item.task_id} does not exist; nothing was stored. "
                         "Omit task_id or use an id from list_tasks"
                     )
+            self.quotas.charge(db, actor, REMEMBER, len(items), sum(len(i.text) + len(i.title) for i in items))
             ids = self.add_many(db, items, actor)
         found = self.get(ids)
         return [found[i] for i in ids]
@@ -528,16 +531,19 @@ class Knowledge:
     # ----------------------------------------------------------------- the outbox
 
     def lease(self, limit: int = 64, lease_seconds: float = 120) -> tuple[float, list[MemoryItem]]:
-        """Take up to `limit` queued items for indexing: (the lease, the items). Items a dead worker
-        leased come back when its lease runs out."""
+        """Take up to `limit` queued items for indexing: (the lease, the items), in turns by who made them
+        (each agent's oldest first, one each round), so one agent's backlog delays its own items, not
+        another's new lesson. Items a dead worker leased come back when its lease runs out."""
         ts = now()
         lease = ts + lease_seconds
         with self.store.write() as db:
             ids = [
                 r[0]
                 for r in db.execute(
-                    "UPDATE memory_outbox SET leased_until = ? WHERE item_id IN (SELECT item_id FROM memory_outbox "
-                    "WHERE leased_until IS NULL OR leased_until < ? ORDER BY item_id LIMIT ?) RETURNING item_id",
+                    "UPDATE memory_outbox SET leased_until = ? WHERE item_id IN (SELECT item_id FROM (SELECT "
+                    "o.item_id, row_number() OVER (PARTITION BY m.created_by ORDER BY o.item_id) AS turn FROM "
+                    "memory_outbox o JOIN memory_items m ON m.id = o.item_id WHERE o.leased_until IS NULL OR "
+                    "o.leased_until < ?) AS q ORDER BY turn, item_id LIMIT ?) RETURNING item_id",
                     [lease, ts, limit],
                 ).fetchall()
             ]

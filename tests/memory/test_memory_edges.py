@@ -146,6 +146,20 @@ def test_an_item_queued_again_while_indexed_stays_queued(board, memory):
     assert memory.query("Problem x", mode="vector").hits[0].id == newer
 
 
+def test_the_indexer_takes_each_agents_items_in_turn(board):
+    """One agent's backlog delays its own items: another agent's new lesson is in the next batch, not
+    behind 150 notes queued before it."""
+    board.agents.ensure("alice"), board.agents.ensure("bob")
+    with board.store.write() as db:
+        flood = [board.knowledge.add(db, kind="note", text=f"note {n}", created_by="alice") for n in range(150)]
+    with board.store.write() as db:
+        lesson = board.knowledge.add(db, kind="lesson", text="Problem: x\nFix: y", created_by="bob", task_type="code")
+    _, items = board.knowledge.lease(limit=10)
+    assert sorted(i.id for i in items) == sorted([*flood[:9], lesson])
+    _, rest = board.knowledge.lease(limit=1000)
+    assert sorted(i.id for i in rest) == flood[9:]  # and every item is taken once
+
+
 async def test_tag_lists_are_bounded_with_one_sentence(connect, memory):
     async with connect("alice", memory=memory) as c:
         many = [f"t{n}" for n in range(2000)]
