@@ -67,7 +67,8 @@ class PgDatabase:
         self._deferred: list[tuple[str, tuple | None]] = []
 
     def defer(self, sql: str, params: Iterable = ()) -> None:
-        self._deferred.append((translate(sql), tuple(params) if params else None))
+        # always a tuple, even empty: psycopg reads the `%%` of translate() back as `%` only then
+        self._deferred.append((translate(sql), tuple(params)))
 
     def execute(self, sql: str, params: Iterable = ()):
         if sql in ("COMMIT", "ROLLBACK") and self._deferred and not self._begun:
@@ -77,12 +78,12 @@ class PgDatabase:
             self._deferred = []  # what was deferred belongs to the transaction being abandoned
         with _reachable(committing=sql == "COMMIT"):
             if not self._deferred:
-                return self._conn.execute(translate(sql), tuple(params) if params else None)
+                return self._conn.execute(translate(sql), tuple(params))
             deferred, self._deferred = self._deferred, []
             with self._conn.pipeline():
                 for ahead, args in deferred:
                     self._conn.execute(ahead, args)
-                cursor = self._conn.execute(translate(sql), tuple(params) if params else None)
+                cursor = self._conn.execute(translate(sql), tuple(params))
             return cursor
 
     def executemany(self, sql: str, seq: Iterable) -> None:
@@ -204,6 +205,9 @@ class PostgreSQL(Dialect):
 
     def commit_counter(self, conn) -> int:
         return 0  # nodes are woken by NOTIFY (wait_for_commit), not by a counter
+
+    def size(self, db: PgDatabase) -> int:
+        return db.execute("SELECT pg_database_size(current_database())").fetchone()[0]
 
     def watch_connect(self, target: str) -> PgDatabase:
         import psycopg

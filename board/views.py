@@ -192,12 +192,10 @@ class Views:
         self, *, task_type: str | None = None, agent: str | None = None, label: str | None = None
     ) -> dict[str, int]:
         where, params = _filters(self.store.dialect, task_type, agent, label)
+        only = f"WHERE {' AND '.join(where)} " if where else ""  # PostgreSQL takes no `WHERE 1`: no filter, no WHERE
         with self.store.read() as db:
             found = dict(
-                db.execute(
-                    f"SELECT t.status, count(*) FROM tasks t WHERE {' AND '.join(where) or '1'} GROUP BY t.status",
-                    params,
-                ).fetchall()
+                db.execute(f"SELECT t.status, count(*) FROM tasks t {only}GROUP BY t.status", params).fetchall()
             )
         return {status: found.get(status, 0) for status in STATUSES}
 
@@ -304,7 +302,7 @@ class Views:
             handed = [
                 LessonLink(id=r[0], title=r[1], text=r[2], kind=r[3], task_id=r[4], useful=bool(r[5]))
                 for r in db.execute(
-                    "SELECT m.id, m.title, m.text, m.kind, m.task_id, max(s.useful_at IS NOT NULL) FROM memory_surfaced s "
+                    "SELECT m.id, m.title, m.text, m.kind, m.task_id, count(s.useful_at) FROM memory_surfaced s "
                     "JOIN memory_items m ON m.id = s.item_id WHERE s.task_id = ? GROUP BY m.id ORDER BY min(s.id) LIMIT 50",
                     [task_id],
                 )

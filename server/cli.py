@@ -747,6 +747,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     gc.enable()  # a long run, not a start-up
 
     settings = _settings(args)
+    if problem := shared_memory_problem(settings):  # it would rebuild an index that no node searches
+        from .config import SetupError
+
+        raise SetupError(problem)
     board = open_board(settings)
     try:
         memory = open_memory_for(settings, board, rebuild=True)

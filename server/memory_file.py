@@ -228,11 +228,16 @@ def index_imported(settings: Settings, board: Board) -> str:
     """Index what waits, when this process can own the index; a sentence saying what happened."""
     from hiveboard.memory.lazy import OPEN_ERRORS
 
-    from .stores import open_memory_for
+    from .stores import open_memory_for, shared_memory_problem
 
     waiting = board.knowledge.pending()
     if not waiting:
         return "nothing waits for the vector index"
+    if problem := shared_memory_problem(settings):  # indexed here, they would be taken off every node's queue
+        return (
+            f"the items are stored but not indexed by meaning yet: {problem} (the nodes serving the board index "
+            "them; keyword search sees them now)"
+        )
     try:
         memory = open_memory_for(settings, board)
     except OPEN_ERRORS as exc:

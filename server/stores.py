@@ -39,7 +39,9 @@ def open_board(settings: Settings, read_only: bool = False) -> Board:
     from hiveboard.board import Board, Limits
 
     limits = Limits(message_chars=settings.max_message_chars, output=settings.max_output_chars)
-    return Board(open_store(settings, read_only), lease_seconds=settings.lease_seconds, limits=limits)
+    return Board(
+        open_store(settings, read_only), lease_seconds=settings.lease_seconds, limits=limits, quotas=settings.quotas
+    )
 
 
 def open_store(settings: Settings, read_only: bool = False) -> Store:
@@ -91,7 +93,10 @@ def _server_store(settings: Settings) -> Store:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         raise SetupError(database_problem(exc, home)) from None
-    return open_server_store(settings.db_url, settings.db_pool, settings.db_pool_wait)
+    store = open_server_store(settings.db_url, settings.db_pool, settings.db_pool_wait)
+    if _unwritable(home) is None:
+        private_home(home)  # tightened once the board opened, as on SQLite (the web secret, the config)
+    return store
 
 
 def open_server_store(url: str, pool: int = 20, pool_wait: float = 5.0) -> Store:

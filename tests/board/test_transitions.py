@@ -8,12 +8,12 @@ import pytest
 from conftest import call, call_error
 from mcp import Client
 
-from hiveboard.board import Board, Forbidden, IllegalTransition, InvalidInput, NewTask, Store, Synthesis
+from hiveboard.board import Board, Forbidden, IllegalTransition, InvalidInput, NewTask, Synthesis
 from hiveboard.board.machine import TRANSITIONS
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 def review(board: Board, outcome: str, verdict: str) -> None:
@@ -22,8 +22,7 @@ def review(board: Board, outcome: str, verdict: str) -> None:
     board.reviews.finish(job, "worker", Synthesis(verdict=verdict, score=5, brief="fix it"), outcome, verdict, [])
 
 
-async def test_every_move_is_a_row_of_the_table_with_one_version_and_one_history_row(tmp_path):
-    board = Board(Store(tmp_path / "hiveboard.db"), lease_seconds=300)
+async def test_every_move_is_a_row_of_the_table_with_one_version_and_one_history_row(board):
     try:
         server = build_server(board, Identity(board.agents, "memory", agent="alice"), wants_review=lambda t: True)
         async with Client(server) as alice:
@@ -99,8 +98,7 @@ def test_the_table_has_no_move_only_a_person_or_the_system_should_make_open_to_a
             assert "reason" in t.guards
 
 
-def test_only_a_person_decides_a_needs_human_card(tmp_path):
-    board = Board(Store(tmp_path / "hiveboard.db"))
+def test_only_a_person_decides_a_needs_human_card(board):
     try:
         board.agents.new_token("lee", role="human")
         board.agents.new_token("bob", role="coder")
@@ -123,8 +121,7 @@ def test_only_a_person_decides_a_needs_human_card(tmp_path):
         board.store.close()
 
 
-def test_the_referee_cannot_crown_an_attempt_that_did_not_pass_its_review(tmp_path):
-    board = Board(Store(tmp_path / "hiveboard.db"))
+def test_the_referee_cannot_crown_an_attempt_that_did_not_pass_its_review(board):
     try:
         first = board.create("alice", NewTask(title="parse dates", attempts=2))
         attempts = [first.id, first.id + 1]
@@ -146,8 +143,7 @@ def test_the_referee_cannot_crown_an_attempt_that_did_not_pass_its_review(tmp_pa
         board.store.close()
 
 
-def test_an_edit_cannot_move_a_card_only_the_machine_can(tmp_path):
-    board = Board(Store(tmp_path / "hiveboard.db"))
+def test_an_edit_cannot_move_a_card_only_the_machine_can(board):
     try:
         card = board.create("bob", NewTask(title="a"))
         with board.store.write() as db:

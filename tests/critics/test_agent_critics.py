@@ -8,7 +8,7 @@ from reviewing import NO_BUILTINS, critic, hand_in, verdict
 
 from hiveboard.critics.config import ReviewConfig
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 async def requested(critic_client) -> int:

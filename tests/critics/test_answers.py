@@ -12,7 +12,7 @@ from reviewing import NO_BUILTINS, critic, verdict
 
 from hiveboard.critics.config import ReviewConfig
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 # the creator's tests: one of each outcome (a skipped test of the card's fails the check)
 SPEC = """import pytest

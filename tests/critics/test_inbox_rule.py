@@ -7,7 +7,7 @@ import pytest
 from conftest import call
 from reviewing import verdict
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 CLEAN = 'def double(x):\n    """Twice x."""\n    return 2 * x\n'
 BROKEN = 'def double(x):\n    """Twice x."""\n    return x + x + 1\n'

@@ -15,6 +15,8 @@ from hiveboard.critics.lessons import changed_files, changes, hidden, lessons, u
 from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import open_memory
 
+pytestmark = pytest.mark.backends("sqlite", "postgresql")  # for the tests that take a board
+
 OFF = CriticConfig(lens="none", backend="ruff", enabled=False)
 
 

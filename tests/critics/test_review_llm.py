@@ -15,7 +15,7 @@ from hiveboard.critics.config import Endpoint, ReviewConfig, SynthesisConfig
 from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import open_memory
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 def config(fake, *lenses: str, **extra) -> ReviewConfig:

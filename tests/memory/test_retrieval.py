@@ -4,6 +4,7 @@ The items go in through the product (Knowledge.add in a write transaction, then 
 drain) and are searched with Memory.query, with the real offline embedding model and embedded Chroma.
 The table is written to the terminal in a normal `pytest` run; the assertions are about behaviour:
 fusing the two rankings must not lose what either one finds, and each ranking must find something.
+On both stores, each with a keyword search of its own (SQLite's FTS5 BM25, PostgreSQL's ts_rank).
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.backends("sqlite", "postgresql")
 
 SET = json.loads((Path(__file__).parent / "retrieval_set.json").read_text())
 MODES = ("hybrid", "vector", "keyword")

@@ -1,31 +1,64 @@
-"""The `hiveboard` command line: board printout, agent tokens, tool costs, and its documentation."""
+"""The `hiveboard` command line: board printout, agent tokens, the memory's file and vector index, tool
+costs, and its documentation. The commands that read or write a board run on a SQLite board and on a
+PostgreSQL one (HIVEBOARD_DB, with the Chroma server such a board's memory needs)."""
 
 from __future__ import annotations
 
+import json
 import queue
 import re
 import signal
 import subprocess
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import START_TIMEOUT, free_port, hiveboard_cmd, run_cli, stop_process
+from conftest import START_TIMEOUT, call, clean_env, free_port, hiveboard_cmd, run_cli, stop_process
 
 from hiveboard.board import Board, NewTask, Store
 from hiveboard.server.cli import parser
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
 
+pytestmark = pytest.mark.backends("sqlite", "postgresql")  # for the tests that take a board
 
-def test_board_prints_columns_and_cards(tmp_path):
-    board = Board(Store(tmp_path / "hiveboard.db"))
+
+@pytest.fixture
+def node_env(request, backend: str, store_target: str) -> dict[str, str]:
+    """The environment of a command on this test's board, run with --home at the test's tmp_path. On SQLite the
+    board is the file there (the `board` fixture's); on PostgreSQL it is HIVEBOARD_DB, with the Chroma server
+    such a board's memory needs, in a collection of this test's own (the session's tests share the server)."""
+    if backend == "sqlite":
+        return clean_env()
+    return clean_env(
+        HIVEBOARD_DB=store_target,
+        HIVEBOARD_CHROMA_URL=request.getfixturevalue("chroma_server"),
+        HIVEBOARD_CHROMA_COLLECTION=f"t{uuid.uuid4().hex[:16]}",
+    )
+
+
+def open_memory_of(board: Board, home: Path, env: dict[str, str]):
+    """The memory a node with this environment and data directory opens (embedded, or on the Chroma server)."""
+    from hiveboard.memory.embeddings import get_embedder
+    from hiveboard.memory.service import open_memory
+
+    return open_memory(
+        board,
+        get_embedder(),
+        home,
+        chroma_url=env.get("HIVEBOARD_CHROMA_URL"),
+        collection=env.get("HIVEBOARD_CHROMA_COLLECTION"),
+    )
+
+
+def test_board_prints_columns_and_cards(tmp_path, board, node_env):
     board.create("lead", NewTask(title="Design schema", priority="high"))
     board.create("lead", NewTask(title="Write API", depends_on=[1]))
     board.claim("alice", 1)
-    out = run_cli("--home", str(tmp_path), "board")
+    out = run_cli("--home", str(tmp_path), "board", env=node_env)
     assert out.returncode == 0, out.stderr
     assert "2 cards, 0 ready" in out.stdout
     assert re.search(r"IN_PROGRESS \(1\)\n\s+#1 .*Design schema @alice", out.stdout)
@@ -35,16 +68,15 @@ def test_board_prints_columns_and_cards(tmp_path):
     )
 
 
-def test_agent_add_prints_a_working_token(tmp_path):
-    out = run_cli("--home", str(tmp_path), "agent", "add", "Alice", "--role", "coder")
+def test_agent_add_prints_a_working_token(tmp_path, board, node_env):
+    out = run_cli("--home", str(tmp_path), "agent", "add", "Alice", "--role", "coder", env=node_env)
     assert out.returncode == 0, out.stderr
     token = out.stdout.strip()
     assert token.startswith("hb_")
-    board = Board(Store(tmp_path / "hiveboard.db"))
     agent = board.agents.by_token(token)
     assert agent.name == "alice" and agent.role == "coder"
-    assert "alice\tcoder" in run_cli("--home", str(tmp_path), "agent", "list").stdout
-    bad = run_cli("--home", str(tmp_path), "agent", "add", "no spaces allowed")
+    assert "alice\tcoder" in run_cli("--home", str(tmp_path), "agent", "list", env=node_env).stdout
+    bad = run_cli("--home", str(tmp_path), "agent", "add", "no spaces allowed", env=node_env)
     assert bad.returncode == 2 and "not valid" in bad.stderr
 
 
@@ -82,42 +114,136 @@ def test_message_size_limit_is_configurable(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_serve_refuses_an_index_of_another_model_and_reindex_repairs_it(tmp_path):
-    from hiveboard.memory.embeddings import get_embedder
-    from hiveboard.memory.index import VectorIndex, chroma_client
+@pytest.mark.anyio
+async def test_serve_refuses_an_index_of_another_model_and_reindex_repairs_it(tmp_path, board, connect, node_env):
+    """The index is the embedded Chroma of the data directory, or a collection on the Chroma server."""
+    from hiveboard.board.knowledge import NewItem
+    from hiveboard.memory.index import COLLECTION, chroma_client
 
-    assert run_cli("--home", str(tmp_path), "reindex").returncode == 0  # an index for the offline model
+    (note,) = board.knowledge.remember(
+        "lee", [NewItem(kind="note", text="Staging is reset every Sunday at 02:00 UTC.")]
+    )
+    built = run_cli("--home", str(tmp_path), "reindex", env=node_env)  # an index for the offline model
+    assert built.returncode == 0 and "reindexed 1 memory items" in built.stdout, built.stderr
+    chroma_url = node_env.get("HIVEBOARD_CHROMA_URL")
+    client = chroma_client(url=chroma_url) if chroma_url else chroma_client(tmp_path / "chroma")
     # as if it had been built with another model
-    chroma_client(tmp_path / "chroma").get_collection("hiveboard_memory").modify(
+    client.get_collection(node_env.get("HIVEBOARD_CHROMA_COLLECTION", COLLECTION)).modify(
         metadata={"hiveboard_model": "text-embedding-3-large", "hiveboard_dim": 3072}
     )
-    serve = run_cli("--home", str(tmp_path), "serve", "--http", "--port", "1")
+    serve = run_cli("--home", str(tmp_path), "serve", "--http", "--port", "0", env=node_env)
     assert serve.returncode == 2 and "hiveboard reindex" in serve.stderr
-    fixed = run_cli("--home", str(tmp_path), "reindex")
-    assert fixed.returncode == 0 and "all-MiniLM-L6-v2-onnx-int8 (384-d)" in fixed.stdout
-    VectorIndex(get_embedder(), path=tmp_path / "chroma")  # opens without complaint again
+    fixed = run_cli("--home", str(tmp_path), "reindex", env=node_env)
+    assert fixed.returncode == 0 and "reindexed 1 memory items with" in fixed.stdout, fixed.stderr
+    assert "all-MiniLM-L6-v2-onnx-int8 (384-d)" in fixed.stdout
+    memory = open_memory_of(board, tmp_path, node_env)  # opens without complaint again
+    try:
+        assert memory.pending() == 0
+        async with connect("lee", memory=memory) as c:
+            found = await call(c, "query_memory", query="when is the test environment wiped", mode="vector")
+        assert found["hits"][0]["id"] == note.id, found  # found by meaning: the two share no word
+    finally:
+        memory.stop()
 
 
-def test_the_data_directory_and_database_are_private(tmp_path):
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_memory_export_imports_into_a_postgresql_board_as_the_same_items(
+    tmp_path, board, connect, node_env, postgres, chroma_server
+):
+    """From a SQLite board or a PostgreSQL one into another PostgreSQL database: the same items, ids, links,
+    authors and times, indexed on the Chroma server by the import and found by meaning there."""
+    source = open_memory_of(board, tmp_path, node_env)
+    try:
+        async with connect("alice", memory=source) as c:
+            await call(
+                c,
+                "remember",
+                items=[
+                    {"text": "Staging is reset every Sunday at 02:00 UTC.", "task_type": "ops", "tags": ["staging"]},
+                    {"kind": "snippet", "title": "backoff", "text": "for n in range(5):\n    sleep(2 ** n)"},
+                    {
+                        "kind": "document",
+                        "text": "Café menu — naïve façade, 日本語, emoji \U0001f525\n" + "line\n" * 300,
+                    },
+                ],
+            )
+            lesson = dict(problem="Tests hit the real payment API.", task_type="test")
+            old = await call(c, "record_lesson", fix="Skip them in CI.", **lesson)
+            await call(c, "record_lesson", fix="Run a local fake of it.", supersedes=old["item"]["id"], **lesson)
+            await call(c, "create_task", title="Set up staging")
+            await call(c, "publish_message", intent="info", task_id=1, content="Staging uses Postgres 15.")
+    finally:
+        source.stop()
+    dump = tmp_path / "memory.jsonl"
+    exported = run_cli("--home", str(tmp_path), "memory", "export", str(dump), env=node_env)
+    assert exported.returncode == 0 and "exported 6 memory items" in exported.stderr, exported.stderr
+    lines = [json.loads(line) for line in dump.read_text(encoding="utf-8").splitlines()]
+    assert lines[3]["superseded_by"] == lines[4]["id"] and lines[5]["source"] == "message:1"
+
+    url, collection = postgres.database(), f"t{uuid.uuid4().hex[:16]}"
+    target = clean_env(HIVEBOARD_DB=url, HIVEBOARD_CHROMA_URL=chroma_server, HIVEBOARD_CHROMA_COLLECTION=collection)
+    other = tmp_path / "other"
+    imported = run_cli("--home", str(other), "memory", "import", str(dump), env=target)
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 6 memory items" in imported.stderr and "all items are indexed by meaning" in imported.stderr
+    again = run_cli("--home", str(other), "memory", "export", env=target)  # to stdout
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == dump.read_text(encoding="utf-8")  # the same items, ids, links, authors and times
+    assert not (other / "chroma").exists()  # the vectors went to the Chroma server, not beside the node
+
+    copy = Board(Store(url))
+    memory = open_memory_of(copy, other, target)
+    try:
+        assert copy.knowledge.pending() == 0  # the import indexed what it wrote
+        hits = memory.query("when is staging wiped", mode="vector").hits
+        assert hits[0].kind == "note" and hits[0].title.startswith("Staging is reset")
+        payment = memory.query("payment API tests", kinds=["lesson"], include_deprecated=True).hits
+        replaced = next(h for h in payment if h.deprecated)
+        assert replaced.superseded_by == next(h.id for h in payment if not h.deprecated)
+    finally:
+        memory.stop()
+        copy.store.close()
+
+
+def test_on_postgresql_no_command_indexes_into_a_chroma_of_its_node_alone(postgres, tmp_path):
+    """Without HIVEBOARD_CHROMA_URL, `reindex` refuses, as `serve` does, and `memory import` stores the items
+    and leaves them queued for the nodes that serve the board (whose index is the shared one)."""
+    env = clean_env(HIVEBOARD_DB=postgres.database())
     home = tmp_path / "home"
-    assert run_cli("--home", str(home), "agent", "add", "alice").returncode == 0
+    dump = tmp_path / "memory.jsonl"
+    dump.write_text(json.dumps({"text": "Staging is reset every Sunday at 02:00 UTC."}) + "\n", encoding="utf-8")
+    imported = run_cli("--home", str(home), "memory", "import", str(dump), env=env)
+    assert imported.returncode == 0 and "imported 1 memory items" in imported.stderr, imported.stderr
+    assert "not indexed by meaning yet" in imported.stderr and "HIVEBOARD_CHROMA_URL" in imported.stderr
+    shown = run_cli("--home", str(home), "board", env=env)
+    assert "memory: 1 items, 1 waiting for the vector index" in shown.stdout, shown.stdout + shown.stderr
+    reindex = run_cli("--home", str(home), "reindex", env=env)
+    assert reindex.returncode == 2 and "HIVEBOARD_CHROMA_URL" in reindex.stderr and reindex.stdout == ""
+    assert run_cli("--home", str(home), "board", env=env).stdout == shown.stdout  # still queued
+    assert not (home / "chroma").exists()
+
+
+def test_the_data_directory_and_database_are_private(tmp_path, node_env):
+    """On PostgreSQL the data directory still holds the web board's signing secret and the config file."""
+    home = tmp_path / "home"
+    assert run_cli("--home", str(home), "agent", "add", "alice", env=node_env).returncode == 0
     assert home.stat().st_mode & 0o777 == 0o700
     for name in ("hiveboard.db", "hiveboard.db-wal", "hiveboard.db-shm"):
         if (home / name).exists():
             assert (home / name).stat().st_mode & 0o777 == 0o600, name
     loose = tmp_path / "loose"
     loose.mkdir(mode=0o755)
-    run_cli("--home", str(loose), "agent", "list")
+    assert run_cli("--home", str(loose), "agent", "list", env=node_env).returncode == 0
     assert loose.stat().st_mode & 0o777 == 0o700  # an existing data directory is tightened
 
 
-def test_a_lost_token_is_replaced_by_the_operator(tmp_path):
-    first = run_cli("--home", str(tmp_path), "agent", "add", "alice").stdout.strip()
-    again = run_cli("--home", str(tmp_path), "agent", "token", "alice")
+def test_a_lost_token_is_replaced_by_the_operator(tmp_path, board, node_env):
+    first = run_cli("--home", str(tmp_path), "agent", "add", "alice", env=node_env).stdout.strip()
+    again = run_cli("--home", str(tmp_path), "agent", "token", "alice", env=node_env)
     assert again.returncode == 0 and again.stdout.strip().startswith("hb_")
-    board = Board(Store(tmp_path / "hiveboard.db"))
     assert board.agents.by_token(first) is None and board.agents.by_token(again.stdout.strip()).name == "alice"
-    unknown = run_cli("--home", str(tmp_path), "agent", "token", "nobody")
+    unknown = run_cli("--home", str(tmp_path), "agent", "token", "nobody", env=node_env)
     assert unknown.returncode == 2 and "hiveboard agent add nobody" in unknown.stderr
 
 
@@ -139,12 +265,15 @@ def test_the_http_token_comes_from_a_file_and_a_command_line_token_is_warned_abo
     assert "visible to every local user" in out.stderr
 
 
-def test_board_into_a_pipe_that_closes_early_ends_quietly(tmp_path):
-    board = Board(Store(tmp_path / "hiveboard.db"))
+def test_board_into_a_pipe_that_closes_early_ends_quietly(tmp_path, board, node_env):
     for n in range(20):
         board.create("lead", NewTask(title=f"card {n}"))
     proc = subprocess.Popen(
-        hiveboard_cmd("--home", str(tmp_path), "board"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+        hiveboard_cmd("--home", str(tmp_path), "board"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        env=node_env,
     )
     proc.stdout.close()  # `hiveboard board | true`: the reader is gone before the board is printed
     assert proc.wait(timeout=START_TIMEOUT) == 0
@@ -189,16 +318,14 @@ def _read_until(lines: queue.Queue[str], text: str, seen: list[str], within: flo
             return True
 
 
-def test_board_watch_redraws_when_another_process_changes_the_board(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    board = Board(Store(home / "hiveboard.db"))
+def test_board_watch_redraws_when_another_process_changes_the_board(tmp_path, board, node_env):
     board.create("alice", NewTask(title="first card", task_type="code"))
     proc = subprocess.Popen(
-        hiveboard_cmd("--home", str(home), "board", "--watch"),
+        hiveboard_cmd("--home", str(tmp_path), "board", "--watch"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=node_env,
     )
     seen: list[str] = []
     lines = _pump(proc.stdout)
@@ -215,7 +342,7 @@ def test_board_watch_redraws_when_another_process_changes_the_board(tmp_path):
     assert proc.returncode in (0, -signal.SIGINT, 1), proc.stderr.read()
 
 
-def test_web_serves_the_board_and_says_where(tmp_path):
+def test_web_serves_the_board_and_says_where(tmp_path, node_env):
     home = tmp_path / "home"
     port = free_port()
     proc = subprocess.Popen(
@@ -223,6 +350,7 @@ def test_web_serves_the_board_and_says_where(tmp_path):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env=node_env,
     )
     seen: list[str] = []
     try:

@@ -1,23 +1,44 @@
 """The web board over real HTTP (a `hiveboard serve --http` subprocess): access, CSRF, Origin, Host,
 hostile text, a person's decisions through the state machine, human approval, the pool's privacy,
-live events across server processes, the wall-screen mode. Agents act through MCP clients."""
+live events across server processes, the wall-screen mode. Agents act through MCP clients. Each test
+runs on a SQLite board and on a PostgreSQL one (its servers on HIVEBOARD_DB, with a Chroma server)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import threading
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import agent_token, call, call_error, hiveboard_cmd, http_client, serve_http, stop_process
+from conftest import call, call_error, clean_env, http_client, run_cli, serve_http, stop_process
 
 from hiveboard.server.web.text import TOOLS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
+
+
+@pytest.fixture
+def node_env(request, backend: str, store_target: str) -> dict[str, str]:
+    """The environment of this test's hiveboard processes. On SQLite the board is the file in their --home;
+    on PostgreSQL it is HIVEBOARD_DB, with the Chroma server such a node needs, in a collection of this
+    test's own (the session's tests share the server, and every fresh database numbers its items from 1)."""
+    if backend == "sqlite":
+        return clean_env()
+    return clean_env(
+        HIVEBOARD_DB=store_target,
+        HIVEBOARD_CHROMA_URL=request.getfixturevalue("chroma_server"),
+        HIVEBOARD_CHROMA_COLLECTION=f"t{uuid.uuid4().hex[:16]}",
+    )
+
+
+def add_agent(home: Path, env: dict[str, str], name: str, role: str | None = None) -> str:
+    """`hiveboard agent add NAME [--role ROLE]` as the operator runs it; the token it prints."""
+    out = run_cli("--home", str(home), "agent", "add", name, *(["--role", role] if role else []), env=env)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
 
 
 def _base(mcp_url: str) -> str:
@@ -35,20 +56,14 @@ def login(base: str, token: str) -> tuple[httpx.Client, str]:
 
 
 @pytest.fixture
-def site(tmp_path: Path):
-    """A served board with a person (human), a lead, and two coder agents."""
+def site(tmp_path: Path, node_env: dict[str, str]):
+    """A served board with a person (human) and two coder agents: (home, MCP URL, tokens)."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[review.human_approval]\ntask_types = ["docs"]\n')
-    people = {name: agent_token(home, name) for name in ("ann", "coder", "coder2")}
-    out = subprocess.run(
-        hiveboard_cmd("--home", str(home), "agent", "add", "ann", "--role", "human"),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    people["ann"] = out.stdout.strip()
-    proc, url = serve_http(home)
+    people = {name: add_agent(home, node_env, name) for name in ("coder", "coder2")}
+    people["ann"] = add_agent(home, node_env, "ann", "human")
+    proc, url = serve_http(home, env=node_env)
     yield home, url, people
     stop_process(proc)
 
@@ -225,13 +240,14 @@ def _first_event(response: httpx.Response, kind: str, found: dict, ready: thread
                 return
 
 
-async def test_live_events_reach_pages_from_another_server_process(site, tmp_path):
-    """A change made through a second server process on the same data directory reaches a page
-    watching the first one (the cross-process watcher), as rendered cards and column counts."""
+async def test_live_events_reach_pages_from_another_server_process(site, tmp_path, backend, node_env):
+    """A change made through a second server process reaches a page watching the first one, as rendered
+    cards and column counts: on SQLite a process on the same data directory (the cross-process watcher),
+    on PostgreSQL another node, with a data directory of its own (LISTEN/NOTIFY)."""
     home, url, people = site
     base = _base(url)
     web, _ = login(base, people["ann"])
-    proc2, url2 = serve_http(home)
+    proc2, url2 = serve_http(home if backend == "sqlite" else tmp_path / "node2", env=node_env)
     try:
         found: dict = {}
         ready = threading.Event()
@@ -327,9 +343,9 @@ async def test_pages_past_the_filter_bound_are_told_to_count_for_themselves(boar
     assert "event: counts" not in got[2] and '"counts": {"todo": 1' in got[2]  # unfiltered: the whole board's
 
 
-async def test_wall_screen_is_read_only(tmp_path):
+async def test_wall_screen_is_read_only(tmp_path, node_env):
     home = tmp_path / "home"
-    proc, url = serve_http(home, env={**os.environ, "HIVEBOARD_WEB_READ_ONLY": "true"})
+    proc, url = serve_http(home, env={**node_env, "HIVEBOARD_WEB_READ_ONLY": "true"})
     try:
         base = _base(url)
         anon = httpx.Client(base_url=base, timeout=60)
@@ -338,21 +354,19 @@ async def test_wall_screen_is_read_only(tmp_path):
         assert anon.get("/metrics").status_code == 200
         r = anon.post("/tasks", data={"title": "x", "task_type": "code"})
         assert r.status_code == 401  # no person, no action
-        token = agent_token(home, "wally")
+        token = add_agent(home, node_env, "wally")
         async with http_client(url, token) as agent:
             assert (await call(agent, "list_tasks"))["total"] == 0
     finally:
         stop_process(proc)
 
 
-async def test_a_replaced_token_ends_its_sessions(site):
+async def test_a_replaced_token_ends_its_sessions(site, node_env):
     home, url, people = site
     base = _base(url)
     web, _ = login(base, people["ann"])
     assert web.get("/board").status_code == 200
-    subprocess.run(
-        hiveboard_cmd("--home", str(home), "agent", "token", "ann"), capture_output=True, text=True, check=True
-    )
+    assert run_cli("--home", str(home), "agent", "token", "ann", env=node_env).returncode == 0
     assert web.get("/board", follow_redirects=False).status_code == 303
 
 
@@ -382,6 +396,36 @@ async def test_memory_search_and_full_read(site):
     assert web.get("/memory/999999").status_code == 404
 
 
+async def test_a_cards_page_lists_the_lessons_handed_at_claim_and_those_that_helped(site):
+    home, url, people = site
+    web, _ = login(_base(url), people["ann"])
+    async with http_client(url, people["coder"]) as coder:
+        made = await call(
+            coder,
+            "record_lesson",
+            problem="Retries hammered the flaky payment API until it rate-limited us",
+            fix="Back off exponentially with jitter, capped at 30 s",
+            task_type="code",
+        )
+        lesson = made["item"]["id"]
+        found = await call(coder, "query_memory", query="payment API retries", wait_seconds=60)
+        assert "unindexed" not in found, found  # indexed by meaning before the claim
+        card = await call(coder, "create_task", title="Retry the flaky payment API calls", task_type="code")
+        claim = await call(coder, "claim_task", task_id=card["id"])
+        assert [h["id"] for h in claim["lessons"]] == [lesson], claim
+        await call(
+            coder,
+            "complete_task",
+            task_id=card["id"],
+            token=claim["token"],
+            output="retries back off with jitter",
+            helpful_lessons=[lesson],
+        )
+    page = _main(web.get(f"/task/{card['id']}").text)
+    handed = page[page.index("Lessons handed to its agents") :]
+    assert f'href="/memory/{lesson}"' in handed and "marked helpful" in handed, handed
+
+
 # ----------------------------------------------------------------------- what people read
 
 # a tool call an agent would make: "get_task(", "(update_task ...", "call claim_task"
@@ -406,20 +450,16 @@ def _tool_calls(web: httpx.Client, paths: list[str]) -> dict[str, list[str]]:
 
 
 @pytest.fixture
-def reviewed_site(tmp_path: Path):
+def reviewed_site(tmp_path: Path, node_env: dict[str, str]):
     """A board whose review gives up after one round, with an agent critic the review asks."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text("[review]\nmax_rounds = 1\nagent_deadline = 120\n")
-    people = {name: agent_token(home, name) for name in ("coder",)}
-    for name, role in (("ann", "human"), ("crit", "critic")):
-        people[name] = subprocess.run(
-            hiveboard_cmd("--home", str(home), "agent", "add", name, "--role", role),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    proc, url = serve_http(home)
+    people = {
+        name: add_agent(home, node_env, name, role)
+        for name, role in (("coder", None), ("ann", "human"), ("crit", "critic"))
+    }
+    proc, url = serve_http(home, env=node_env)
     yield home, url, people
     stop_process(proc)
 
@@ -504,6 +544,7 @@ async def test_markdown_is_rendered_and_nothing_in_it_runs(site):
     assert "<pre><code>print('&lt;b&gt;code&lt;/b&gt;')" in page  # a code block: monospace, escaped
 
 
+@pytest.mark.backends("sqlite")  # static files: the same whatever holds the board
 async def test_favicon_is_served(site):
     home, url, people = site
     base = _base(url)
@@ -573,6 +614,7 @@ async def test_a_long_reason_is_cut_at_a_word_with_an_ellipsis(site):
     assert reason.startswith(shown[:-1]) and reason[len(shown) - 1] == " "  # cut before a space: whole words
 
 
+@pytest.mark.backends("sqlite")  # static files: the same whatever holds the board
 def test_static_files_are_revalidated_by_etag(site):
     home, url, people = site
     with httpx.Client(base_url=_base(url), timeout=60) as client:

@@ -4,6 +4,11 @@ browser). Agents work through MCP clients against the same `hiveboard serve --ht
 Without chromium these tests skip with one line, unless HIVEBOARD_REQUIRE_BROWSER=1 (set by .ci/run,
 which installs it) makes that a failure. With HIVEBOARD_SCREENSHOTS=DIR the seeded-board test saves
 the README's screenshots there.
+
+The browser is slow, so the tests marked `backends("sqlite", "postgresql")` run on both: a person
+logging in, the board following cards live (through review), and a person's decisions on a card from
+the card's page and from another tab. The rest (page layout, charts, hostile markdown, CSRF in a
+browser) render what the board's views return, which tests/server/test_web.py checks on both.
 """
 
 from __future__ import annotations
@@ -11,14 +16,15 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
-import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import agent_token, call, hiveboard_cmd, http_client, serve_http, stop_process
+import test_web
+from conftest import call, http_client, serve_http, stop_process
+from test_web import add_agent
 
 CHROMIUM = next(
     (
@@ -34,6 +40,7 @@ if CHROMIUM is None:
     pytest.skip("the browser tests need the OS package chromium (apt-get install chromium)", allow_module_level=True)
 
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+node_env = test_web.node_env  # the fixture: each served board is on the backend test_web.py's would be
 WAIT = 60_000  # ms: a generous ceiling for a loaded machine; the bench measures how fast it really is
 
 
@@ -44,18 +51,13 @@ def mcp(fn, *args):
 
 
 @pytest.fixture
-def served(tmp_path: Path):
+def served(tmp_path: Path, node_env: dict[str, str]):
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[review.human_approval]\nlabels = ["needs-sign-off"]\n')
-    tokens = {name: agent_token(home, name) for name in ("coder", "tester")}
-    tokens["lee"] = subprocess.run(
-        hiveboard_cmd("--home", str(home), "agent", "add", "lee", "--role", "human"),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    proc, url = serve_http(home)
+    tokens = {name: add_agent(home, node_env, name) for name in ("coder", "tester")}
+    tokens["lee"] = add_agent(home, node_env, "lee", "human")
+    proc, url = serve_http(home, env=node_env)
     yield url, url.rsplit("/mcp", 1)[0], tokens
     stop_process(proc)
 
@@ -74,6 +76,7 @@ def log_in(page, base: str, token: str) -> None:
     page.click("form button")
 
 
+@pytest.mark.backends("sqlite", "postgresql")
 def test_cards_move_across_an_open_board_without_reload(served, browser):
     url, base, tokens = served
     context = browser.new_context(viewport={"width": 1500, "height": 900})  # one person: two tabs, one session
@@ -142,6 +145,7 @@ def test_cards_move_across_an_open_board_without_reload(served, browser):
     context.close()
 
 
+@pytest.mark.backends("sqlite", "postgresql")
 def test_a_person_resolves_needs_human_and_the_author_is_told(served, browser):
     url, base, tokens = served
 
@@ -435,6 +439,7 @@ def _escalated(url: str, tokens: dict[str, str], reason: str = "ISO 8601 or RFC 
     return mcp(stuck)
 
 
+@pytest.mark.backends("sqlite", "postgresql")
 def test_an_open_card_page_follows_a_decision_made_elsewhere(served, browser):
     """A person passes a card in one tab; the same card open in another tab shows it done, with who decided,
     without a reload, and keeps what the person was typing there."""
