@@ -680,7 +680,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from hiveboard.critics.sandbox import detect
 
     from .config import SetupError, config_file, default_home
-    from .stores import check_data, check_server
+    from .stores import check_data, check_server, check_vectors
 
     print(f"hiveboard doctor — Python {platform.python_version()} on {platform.system()} {platform.release()}")
     settings: Settings | None = None
@@ -695,7 +695,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         db = home / "hiveboard.db" if not raw or "://" in raw else Path(raw)  # a URL it could not read: unchecked
         config = (str(exc), str(config_file()))
     data = check_server(settings) if settings is not None and settings.db_url else check_data(home, db)
-    checks = [*data, ("config", *config)]
+    vectors = check_vectors(settings) if settings is not None else []
+    checks = [*data, *vectors, ("config", *config)]
     for what, problem, seen in checks:
         print(f"{'ok' if problem is None else 'FAIL':<4}  {what}: {problem or seen}")
     failed = any(problem for _, problem, _ in checks)

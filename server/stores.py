@@ -267,6 +267,33 @@ def check_server(settings: Settings) -> list[tuple[str, str | None, str]]:
     return [*checks, ("database", None, f"{settings.database_label} (reachable; schema current)")]
 
 
+def check_vectors(settings: Settings) -> list[tuple[str, str | None, str]]:
+    """`hiveboard doctor` on the memory's vector index when it is not the embedded one (or must not be):
+    the Chroma server answers its heartbeat; a board on a database server without one is a problem."""
+    if problem := shared_memory_problem(settings):
+        return [("vector index", problem, "embedded Chroma")]
+    if not settings.chroma_url:
+        return []
+    import httpx
+
+    from hiveboard.board.errors import first_line
+
+    url = settings.chroma_url.rstrip("/")
+    try:
+        answer = httpx.get(f"{url}/api/v2/heartbeat", timeout=5)
+        answer.raise_for_status()
+    except httpx.HTTPError as exc:
+        return [
+            (
+                "vector index",
+                f"the Chroma server {url} cannot be reached ({first_line(exc)}); start it "
+                "(chroma run) or fix HIVEBOARD_CHROMA_URL",
+                url,
+            )
+        ]
+    return [("vector index", None, f"{url} (Chroma server answers)")]
+
+
 def _inspect(db: Path) -> tuple[str | None, str]:
     """(problem or None, what was found) for an existing database: readable, intact, its schema current."""
     from hiveboard.board import Store

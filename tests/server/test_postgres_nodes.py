@@ -30,9 +30,20 @@ def test_the_cli_runs_on_a_postgresql_url_and_never_shows_its_password(postgres,
     assert "lee" in listed.stdout
     doctor = cli(tmp_path / "home", url, "doctor")
     assert "database: postgresql://postgres:***@" in doctor.stdout and "(reachable; schema current)" in doctor.stdout
+    assert "FAIL  vector index: the board is on postgresql://postgres:***@" in doctor.stdout  # no Chroma server
     for done in (added, shown, listed, doctor):
         assert "pa55-w0rd" not in done.stdout + done.stderr
     assert not (tmp_path / "home" / "hiveboard.db").exists()  # no SQLite file beside it
+
+
+def test_doctor_checks_the_chroma_server(postgres, chroma_server, tmp_path, unreachable_url):
+    env = clean_env(HIVEBOARD_DB=postgres.database(), HIVEBOARD_CHROMA_URL=chroma_server)
+    doctor = run_cli("--home", str(tmp_path / "home"), "doctor", env=env)
+    assert f"ok    vector index: {chroma_server} (Chroma server answers)" in doctor.stdout, doctor.stdout
+    env["HIVEBOARD_CHROMA_URL"] = unreachable_url
+    doctor = run_cli("--home", str(tmp_path / "home"), "doctor", env=env)
+    assert f"FAIL  vector index: the Chroma server {unreachable_url} cannot be reached (" in doctor.stdout
+    assert doctor.returncode == 1
 
 
 def test_a_postgresql_board_without_a_shared_vector_index_does_not_start(postgres, tmp_path):
