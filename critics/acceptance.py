@@ -11,9 +11,11 @@ What runs, in order:
    without one, pytest over the submitted test files (test_*.py, *_test.py or kind "test"). They run in a
    sandbox session of their own, where the creator's files are not.
 
-pytest runs report each test's outcome; a run that ends without that report, or collects no test,
-fails. Where no sandbox works and the operator did not choose `review.execute = "unsafe"`, nothing runs
-and the critic says why (`Unverified`).
+pytest runs report how many tests ended each way and which did not pass (the first ones in full, the
+rest by id while they fit), so a run of any size has its report; a run that ends without it, or collects
+no test, fails. So does a run the kernel stopped at the sandbox's memory budget, whatever its tests said.
+Where no sandbox works and the operator did not choose `review.execute = "unsafe"`, nothing runs and the
+critic says why (`Unverified`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import logging
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from hiveboard.board import Critique, Resolution, ReviewIssue
@@ -266,7 +268,7 @@ class AcceptanceCritic(Critic):
                 "--",
                 *mode,
             ]
-            out, _ = box.run_pair(
+            out, code_out = box.run_pair(
                 judge,
                 argv,
                 host,
@@ -278,6 +280,8 @@ class AcceptanceCritic(Critic):
                     **({"HIVEBOARD_HIDDEN": "1"} if check.hidden else {}),
                 },
             )
+            if code_out.out_of_memory:  # the code's sandbox at its memory budget fails the run, whatever the tests say
+                out = replace(out, out_of_memory=True)
             limit = out.stopped(self.limits, timeout)
             if limit:
                 return [self._limit_issue(check, limit, out, judge)], limit
@@ -302,8 +306,7 @@ class AcceptanceCritic(Critic):
                 return self._script_result(check, report["script"], out, judge, note)
             issues, tally = self._pytest_result(check, out, judge, report)
             if not issues:  # a pass is every collected test passed and pytest ending well, nothing less
-                tests = report.get("tests", {})
-                passed = sum(1 for t in tests.values() if isinstance(t, dict) and t.get("outcome") == "passed")
+                passed = report.get("counts", {}).get("passed")
                 status, collected = report.get("exitstatus"), report.get("collected")
                 if status != 0 or passed != collected:
                     tally = _tally(report.get("counts", {}), collected)
@@ -344,7 +347,7 @@ class AcceptanceCritic(Critic):
     def _limit_issue(self, check: Check, limit: str, out: RunResult, session: Session) -> ReviewIssue:
         return self._issue(
             check,
-            "acceptance-limit" if not out.timed_out else "acceptance-timeout",
+            "acceptance-timeout" if out.timed_out and not out.out_of_memory else "acceptance-limit",
             f"{check.label} {limit}.",
             out,
             "make the tests finish within the limits (an endless loop, a fork bomb, a huge allocation or output?)",
@@ -375,9 +378,11 @@ class AcceptanceCritic(Critic):
         # the creator's tests must all pass: skipped and expected failures count as failures there
         bad_outcomes = ("failed", "error", *(NOT_PASSED if check.spec else ()))
         bad = [(node, t) for node, t in tests.items() if isinstance(t, dict) and t.get("outcome") in bad_outcomes]
-        if not bad and out.returncode == 0 and counts.get("passed"):
+        # the report lists only so many tests that did not pass; its counts hold them all
+        not_passed = max(len(bad), sum(n for k, n in counts.items() if k in bad_outcomes and isinstance(n, int)))
+        if not not_passed and out.returncode == 0 and counts.get("passed"):
             return [], tally
-        if not bad:
+        if not not_passed:
             why = "collected no test" if not counts else f"exited with {out.returncode} ({tally})"
             return [
                 self._issue(
@@ -402,9 +407,13 @@ class AcceptanceCritic(Critic):
                     + ("" if not check.spec else " (it is the card's own acceptance test; it cannot be changed)"),
                 )
             )
-        if len(bad) > SHOWN_FAILURES:
-            more = [str(node) for node, _ in bad[SHOWN_FAILURES:]]
-            names = ", ".join(more)
+        shown = len(issues)
+        if not_passed > shown:
+            names = ", ".join(str(node) for node, _ in bad[shown:])
+            unnamed = not_passed - len(bad)
+            what = f"{_many(not_passed - shown, 'more test')} of {check.label} did not pass, besides the {shown} above"
+            if not shown:
+                what = f"{_many(not_passed, 'test')} of {check.label} did not pass"
             issues.append(
                 ReviewIssue(
                     severity="critical",
@@ -412,8 +421,9 @@ class AcceptanceCritic(Critic):
                     rule=check.label[:40],
                     # nothing else holds their failures: the ids are all there is to point to
                     description=self.scrub(
-                        f"{_many(len(more), 'more test')} of {check.label} did not pass, besides the "
-                        f"{SHOWN_FAILURES} above ({tally}): " + (names if len(names) <= 3000 else names[:2999] + "…"),
+                        f"{what} ({tally})"
+                        + (": " + (names if len(names) <= 3000 else names[:2999] + "…") if names else "")
+                        + (f"; {unnamed} more not named (too many for the report)" if unnamed else ""),
                         session,
                     ),
                     suggestion="make these tests pass too; run them locally to see each failure",

@@ -17,14 +17,18 @@ copy of them and gives back what it printed, capped. What each kind isolates:
   acceptance check only when the operator chose `review.execute = "unsafe"`.
 
 Every command starts under a small launcher that sets the rlimits inside the namespaces (CPU seconds,
-address space, processes, file size, open files); the caller kills the whole sandbox at the wall-clock
-timeout and stops reading output at a cap. `detect()` probes a real Python run in each candidate once,
-so a sandbox that cannot start here (no bwrap, user namespaces disabled) is reported, never half-used.
+address space, processes, file size, open files); on Linux, where a cgroup can be made, the command also
+runs in one of its own, which bounds the memory of all its processes and temporary files together and
+the number of its processes (critics/sandbox_cgroup.py). The caller kills the whole sandbox at the
+wall-clock timeout and stops reading output at a cap. `detect()` probes a real Python run in each
+candidate once, so a sandbox that cannot start here (no bwrap, user namespaces disabled) is reported,
+never half-used.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import selectors
@@ -45,6 +49,10 @@ from pydantic import BaseModel, Field
 
 from hiveboard.board.priority import at_low_priority
 
+from . import sandbox_cgroup
+from .sandbox_cgroup import Group
+
+log = logging.getLogger("hiveboard.critics")
 UID_BASE, UID_SPAN = 2_000_000, 1_000_000  # unprivileged uids for runs when the server is root
 # Read-only system paths a command may need; each is bound if it exists (a symlink is recreated).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -57,6 +65,13 @@ class SandboxLimits(BaseModel):
 
     cpu_seconds: int = Field(60, ge=1, le=3600, description="CPU seconds per process")
     memory_mb: int = Field(2048, ge=64, le=1_048_576, description="address space per process")
+    memory_total_mb: int = Field(
+        1024,
+        ge=64,
+        le=1_048_576,
+        description="memory of one sandboxed command: its processes and its temporary files together (a "
+        "cgroup; where none can be made, only the per-process limits hold)",
+    )
     processes: int = Field(64, ge=4, le=4096, description="processes and threads at once")
     file_mb: int = Field(64, ge=1, le=65_536, description="largest file it may write")
     open_files: int = Field(256, ge=16, le=65_536)
@@ -76,6 +91,8 @@ class RunResult:
     flooded: bool = False  # printed more than MAX_OUTPUT and was stopped
     dropped: int = 0  # output bytes not kept (beyond SandboxLimits.output_kb)
     report: str = ""  # what the command wrote to the report pipe (HIVEBOARD_REPORT_FD), capped
+    out_of_memory: bool = False  # the kernel killed a process of it at its cgroup's memory budget
+    refused_forks: bool = False  # a fork or a new thread was refused at its cgroup's process limit
 
     @property
     def signal(self) -> str | None:
@@ -96,6 +113,8 @@ class RunResult:
 
     def stopped(self, limits: SandboxLimits, wall: float) -> str | None:
         """Why the sandbox or the kernel stopped the command, if one did."""
+        if self.out_of_memory:  # first: a run that lost a process to the budget may then hang or fail
+            return over_budget(limits)
         if self.timed_out:
             return f"did not finish within {wall:.0f} s and was stopped"
         if self.flooded:
@@ -111,6 +130,8 @@ class RunResult:
 
     def hint(self, limits: SandboxLimits) -> str | None:
         """A limit the command's own output says it ran into."""
+        if self.refused_forks:
+            return f"hit the process limit ({limits.processes} processes)"
         text = self.stdout[-20_000:] + self.stderr[-20_000:]
         if "MemoryError" in text or "Cannot allocate memory" in text:
             return f"ran out of memory (limit {limits.memory_mb} MB of address space)"
@@ -118,6 +139,31 @@ class RunResult:
             return f"hit the process limit ({limits.processes} processes)"
         if "No space left on device" in text:
             return f"filled its work space (limit {limits.work_mb} MB)"
+        return None
+
+
+def over_budget(limits: SandboxLimits) -> str:
+    """What a command that the kernel stopped at its memory budget is told."""
+    return (
+        f"used more than the sandbox's {sandbox_cgroup.size(limits.memory_total_mb)} memory budget (processes "
+        "and temporary files together) and was stopped; make it use less"
+    )
+
+
+def limits_line(limits: SandboxLimits) -> str:
+    """How a sandboxed command's memory and processes are bounded on this machine, in a line."""
+    return sandbox_cgroup.describe(limits.memory_total_mb, limits.processes)
+
+
+def _cgroup(limits: SandboxLimits) -> Group | None:
+    """A cgroup of its own for one command, where this machine lets this process make one."""
+    found = sandbox_cgroup.find()
+    if isinstance(found, str):
+        return None
+    try:
+        return found.open(limits.memory_total_mb << 20, limits.processes)
+    except OSError as exc:
+        log.warning("a sandboxed command runs without a cgroup (%s): only its per-process limits hold", exc)
         return None
 
 
@@ -236,6 +282,7 @@ class Box(ABC):
         read_fd = write_fd = None
         if report:
             read_fd, write_fd = os.pipe()
+        groups: list[Group | None] = []
         try:
             try:
                 proc = self._start(
@@ -246,6 +293,7 @@ class Box(ABC):
                     limits,
                     writable,
                     [write_fd] if report else [],
+                    groups,
                 )
             finally:
                 if write_fd is not None:
@@ -253,9 +301,10 @@ class Box(ABC):
             if os.name == "nt":  # no select() on pipes there: read to the end, then cap
                 return _communicate(proc, limits, timeout, started)
             return _collect(
-                [proc], {"out": proc.stdout, "err": proc.stderr, "report": read_fd}, limits, timeout, started
+                [proc], groups, {"out": proc.stdout, "err": proc.stderr, "report": read_fd}, limits, timeout, started
             )[0]
         finally:
+            _remove(groups)
             if read_fd is not None:
                 os.close(read_fd)
 
@@ -282,6 +331,7 @@ class Box(ABC):
         to_judge_r, to_judge_w = os.pipe()
         report_r, report_w = os.pipe()
         procs: list[subprocess.Popen] = []
+        groups: list[Group | None] = []  # each side in a cgroup of its own: the code cannot crowd out the judge
         try:
             procs.append(
                 self._start(
@@ -297,6 +347,7 @@ class Box(ABC):
                     limits,
                     False,
                     [to_judge_r, to_host_w, report_w],
+                    groups,
                 )
             )
             procs.append(
@@ -308,11 +359,13 @@ class Box(ABC):
                     limits,
                     True,
                     [to_host_r, to_judge_w],
+                    groups,
                 )
             )
         except BaseException:
             for proc in procs:
                 _kill_group(proc)
+            _remove(groups)
             os.close(report_r)
             raise
         finally:
@@ -322,6 +375,7 @@ class Box(ABC):
         try:
             return _collect(
                 procs,
+                groups,
                 {
                     "out": judge_proc.stdout,
                     "err": judge_proc.stderr,
@@ -335,6 +389,7 @@ class Box(ABC):
                 until=("out", "err", "report"),
             )
         finally:
+            _remove(groups)
             os.close(report_r)
 
     def _start(
@@ -346,12 +401,16 @@ class Box(ABC):
         limits: SandboxLimits,
         writable: bool,
         fds: list[int],
+        groups: list[Group | None],
     ) -> subprocess.Popen:
+        """Start the command; its cgroup (None: none) is appended to `groups`, for the caller to remove."""
         full, full_env, full_cwd = self.command(session, argv, cwd or session.run, env, limits, writable)
+        group = _cgroup(limits)
+        groups.append(group)
         # started from a low-priority thread, so the process runs below request handling (board/priority.py)
         return at_low_priority(
             subprocess.Popen,
-            full,
+            full if group is None else group.command(full),
             env=full_env,
             cwd=full_cwd,
             stdin=subprocess.DEVNULL,
@@ -375,6 +434,7 @@ def env_of(extra: dict[str, str] | None) -> dict[str, str]:
 
 def _collect(
     procs: list[subprocess.Popen],
+    groups: list[Group | None],
     streams: dict,
     limits: SandboxLimits,
     timeout: float,
@@ -383,7 +443,8 @@ def _collect(
 ) -> list[RunResult]:
     """Read the commands' output (tails capped) until it ends (or, with `until`, until those streams end),
     the deadline passes or they flood; kill their whole process groups on the way out. One RunResult per
-    command: the first gets "out", "err" and "report", the second "host-out" and "host-err"."""
+    command: the first gets "out", "err" and "report", the second "host-out" and "host-err"; each says
+    what its cgroup (`groups`, in the same order) counted."""
     keep = limits.output_kb * 1024
     bufs = {key: bytearray() for key in streams}
     total, timed_out, flooded = 0, False, False
@@ -430,7 +491,7 @@ def _collect(
             pass
     seconds = time.monotonic() - started
     outcomes = []
-    for proc, (out, err) in zip(procs, (("out", "err"), ("host-out", "host-err"))):
+    for proc, group, (out, err) in zip(procs, groups, (("out", "err"), ("host-out", "host-err"))):
         kept = len(bufs.get(out, b"")) + len(bufs.get(err, b""))
         outcomes.append(
             RunResult(
@@ -442,9 +503,17 @@ def _collect(
                 report=bufs.get("report", bytearray()).decode("utf-8", "replace") if out == "out" else "",
                 seconds=seconds,
                 dropped=max(0, total - kept) if len(procs) == 1 else 0,
+                out_of_memory=group is not None and group.oom_kills() > 0,
+                refused_forks=group is not None and group.refused_forks() > 0,
             )
         )
     return outcomes
+
+
+def _remove(groups: list[Group | None]) -> None:
+    for group in groups:
+        if group is not None:
+            group.remove()
 
 
 def _communicate(proc: subprocess.Popen, limits: SandboxLimits, timeout: float, started: float) -> RunResult:

@@ -59,6 +59,11 @@ DEPTH = 200  # nesting encoded as data; deeper parts go by reference
 MESSAGE = 600
 DETAIL = 2500
 VALUE = 200
+# A report counts every test but lists only those that did not pass: the first KEPT in full, then by id
+# while the listing stays under REPORT_BYTES. The server reads 1 MB of a report (critics/sandbox.py), and a
+# run of 100,000 passing tests must fit as well as one with a failure in each.
+KEPT = 50
+REPORT_BYTES = 512 * 1024
 # The exception classes an exception crossing the pipe can become, by name (a class of the code's becomes
 # a local subclass of the nearest of these); the hidden-test report names only these.
 EXCEPTIONS = {
@@ -1172,7 +1177,8 @@ class Report:
 
     def __init__(self, judge):
         self.judge = judge
-        self.tests = {}
+        self.outcomes = {}  # every test's outcome, by id
+        self.details = {}  # the first KEPT tests that did not pass: how each failed
         self.collected = 0
         self.finished = set()  # tests whose body returned here
         self.watched = set()  # tests whose body is watched (plain pytest functions)
@@ -1204,7 +1210,7 @@ class Report:
 
     def pytest_collectreport(self, report):
         if report.failed:
-            self.tests[report.nodeid or "collection"] = self._entry("error", report)
+            self._record(report.nodeid or "collection", "error", report)
 
     def pytest_runtest_setup(self, item):
         self.current = item.nodeid
@@ -1226,8 +1232,27 @@ class Report:
                 outcome = "xfailed" if report.skipped else "xpassed"
             if outcome == "passed" and report.nodeid in self.watched and report.nodeid not in self.finished:
                 outcome = "failed"  # pytest says passed, but the test's body never returned here
-            if report.nodeid not in self.tests or self.tests[report.nodeid]["outcome"] == "passed":
-                self.tests[report.nodeid] = self._entry(outcome, report)
+            if self.outcomes.get(report.nodeid, "passed") == "passed":  # a teardown error outranks a pass
+                self._record(report.nodeid, outcome, report)
+
+    def _record(self, nodeid, outcome, report=None, entry=None):
+        self.outcomes[nodeid] = outcome
+        if outcome != "passed" and (nodeid in self.details or len(self.details) < KEPT):
+            self.details[nodeid] = entry or self._entry(outcome, report)
+
+    def never_ran(self, expected):
+        """Record the tests of `expected` (ids) that pytest never collected or ran as errors."""
+        ran = set()
+        for node in self.outcomes:  # a test's own id, and the function's for each parametrized case
+            ran.add(node)
+            cut = node.find("[")
+            while cut != -1:
+                ran.add(node[:cut])
+                cut = node.find("[", cut + 1)
+        for test in expected:
+            if test not in ran:
+                message = "defined in the card's tests but never collected or run"
+                self._record(test, "error", entry={"outcome": "error", "exception": "Exception", "message": message})
 
     def _entry(self, outcome, report):
         entry = {"outcome": outcome}
@@ -1244,14 +1269,22 @@ class Report:
         return entry
 
     def result(self, exitstatus):
-        counts = {}
-        for entry in self.tests.values():
-            counts[entry["outcome"]] = counts.get(entry["outcome"], 0) + 1
+        """Every test counted by outcome; the tests that did not pass listed, as many as fit (see KEPT)."""
+        counts, tests, size = {}, {}, 0
+        for node, outcome in self.outcomes.items():
+            counts[outcome] = counts.get(outcome, 0) + 1
+            if outcome == "passed":
+                continue
+            entry = self.details.get(node) or {"outcome": outcome}
+            cost = len(json.dumps(node)) + len(json.dumps(entry)) + 2
+            if size + cost <= REPORT_BYTES:
+                size += cost
+                tests[node] = entry
         return {
             "exitstatus": int(exitstatus),
             "collected": self.collected,
             "counts": counts,
-            "tests": self.tests,
+            "tests": tests,
             "decided_by_code": self.judge.decided_by_code if self.judge else 0,
         }
 
@@ -1323,17 +1356,9 @@ def judge(argv):
             ],
             plugins=[report],
         )
-        result = report.result(code)
         if rest == ["-q", root]:  # the default run: every test the files define must have been collected
-            ran = list(report.tests)
-            for test in expected:
-                if not any(node == test or node.startswith(test + "[") for node in ran):
-                    result["tests"][test] = {
-                        "outcome": "error",
-                        "exception": "Exception",
-                        "message": "defined in the card's tests but never collected or run",
-                    }
-                    result["counts"]["error"] = result["counts"].get("error", 0) + 1
+            report.never_ran(expected)
+        result = report.result(code)
     else:
         outcome, exc, message, detail = _script(mode, rest[0], rest[1:])
         result = {

@@ -677,7 +677,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from hiveboard.critics.engine import build_critics, describe, execution
-    from hiveboard.critics.sandbox import detect
+    from hiveboard.critics.sandbox import detect, limits_line
 
     from .config import SetupError, config_file, default_home
     from .stores import check_data, check_server, check_vectors
@@ -724,6 +724,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             f"processes, {limits.file_mb} MB per file, {limits.open_files} open files, {limits.work_mb} MB work "
             f"space, {review.execute_timeout:.0f} s wall clock"
         )
+        print(f"  sandbox limits: {limits_line(limits)}")
     pytest_found = importlib.util.find_spec("pytest") is not None
     print(f"pytest for acceptance runs: {'installed' if pytest_found else 'MISSING (pip install pytest)'}")
     print(
