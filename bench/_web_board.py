@@ -297,7 +297,9 @@ async def settle(db_path: Path, limit: float = 90.0, server: LoggedServer | None
     await asyncio.sleep(0.3)
 
 
-def live_pages(server: LoggedServer) -> int:
+def live_pages(server: LoggedServer, cookie: str) -> int:
+    """How many live pages the server streams to: /health says it to a person (and nothing to anyone else)."""
     import httpx
 
-    return httpx.get(server.base + "/health", timeout=10).json()["live_pages"]
+    answer = httpx.get(server.base + "/health", headers={"cookie": f"hiveboard_session={cookie}"}, timeout=10)
+    return answer.json()["live_pages"]

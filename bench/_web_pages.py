@@ -195,6 +195,7 @@ class Readers:
         if tasks:
             self.args += ["--tasks", ",".join(map(str, tasks))]
         self.mode = mode
+        self.cookie = cookie
         self.env = {**os.environ, COOKIE_ENV: cookie}
         self.n = n
         self.proc: subprocess.Popen | None = None

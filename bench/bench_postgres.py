@@ -111,7 +111,8 @@ def over_nodes(target: str, nodes: int, plan: list[tuple[int, int]], rounds: int
     clients = max(c for c, _ in plan)
     board = Board(Store(target), lease_seconds=300)
     try:
-        names = [f"bench-{i:02d}" for i in range(max(clients, 2))]  # two at least: one's broadcasts fill the other's inbox
+        # two agents at least: one's broadcasts fill the other's inbox
+        names = [f"bench-{i:02d}" for i in range(max(clients, 2))]
         tokens = {n: board.agents.new_token(n) for n in names}
         # cards for every claim (claim_task, and the cards release and complete give back), the warm-up's too
         seed(board, sum(c * (3 * per + 3) for c, per in plan), names[0], "seed card")

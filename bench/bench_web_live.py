@@ -109,7 +109,7 @@ async def live_window(
     await settle(server.home / "hiveboard.db", server=server)
     if readers is not None:
         await asyncio.to_thread(readers.start)
-        seen = await asyncio.to_thread(live_pages, server)
+        seen = await asyncio.to_thread(live_pages, server, readers.cookie)
         if seen != readers.n:
             print(f"  !! /health says {seen} live pages, {readers.n} opened")
         await asyncio.sleep(1.0)
@@ -135,7 +135,7 @@ async def live_window(
             summarize_pages(result)
         )
         await asyncio.sleep(1.0)
-        row.live_pages_after = await asyncio.to_thread(live_pages, server)
+        row.live_pages_after = await asyncio.to_thread(live_pages, server, readers.cookie)
     print(f"  .. {case}: {row.ops_per_s:.1f} ops/s, server {row.server_cpu_pct:.1f}% of a core", flush=True)
     return row
 

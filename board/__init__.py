@@ -10,6 +10,7 @@ from .errors import (
     InvalidInput,
     NotFound,
     NotYourClaim,
+    OverQuota,
     StaleToken,
     Unavailable,
 )
@@ -30,6 +31,7 @@ from .models import (
     TaskEdit,
     TaskSummary,
 )
+from .quotas import QuotaConfig
 from .review_models import (
     BoardStats,
     Critique,
@@ -70,7 +72,9 @@ __all__ = [
     "NewTask",
     "NotFound",
     "NotYourClaim",
+    "OverQuota",
     "Page",
+    "QuotaConfig",
     "STATUSES",
     "StaleToken",
     "Unavailable",

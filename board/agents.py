@@ -5,10 +5,15 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .db import Store, iso, now
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import Agent
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 # "system" and "review" are the names the board itself posts as; the rest are audiences or roles
@@ -44,8 +49,11 @@ SEEN_EVERY = 10.0  # seconds: presence is written at most this often per agent
 
 
 class Agents:
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, admit: Callable[[Database, str], None] | None = None):
+        """`admit(db, name)`: run inside the write that registers a new agent by itself, to refuse it (the
+        board's cap on self-registration, board/quotas.py)."""
         self.store = store
+        self.admit = admit
         self._seen: dict[str, float] = {}  # when this process last wrote each agent's presence
 
     def register(self, name: str, role: str | None = None, token: str | None = None) -> tuple[Agent, str | None]:
@@ -73,6 +81,8 @@ class Agents:
                     db.execute("UPDATE agents SET role = ? WHERE name = ?", [role, name])
                     row["role"] = role
                 return _agent(row), None
+            if self.admit is not None:
+                self.admit(db, name)
             new_token = "hb_" + secrets.token_urlsafe(24)
             ts = now()
             db.execute(
@@ -147,12 +157,6 @@ class Agents:
             "SELECT name, role, created_at FROM agents WHERE token_hash = ?", [_hash(token)]
         ).fetchone()
         return None if row is None else Agent(name=row[0], role=row[1], created_at=iso(row[2]))
-
-    def fingerprint(self, name: str) -> str:
-        """A short digest of the agent's current token hash: it changes when the token is replaced, so
-        whatever was derived from the old token (a web session) can tell."""
-        row = self.store.db.execute("SELECT token_hash FROM agents WHERE name = ?", [name]).fetchone()
-        return hashlib.sha256(f"session:{row[0]}".encode()).hexdigest()[:16] if row else ""
 
     def get(self, name: str, missing_ok: bool = False) -> Agent | None:
         row = self.store.db.execute(

@@ -97,6 +97,10 @@ class Dialect(ABC):
         """Whether a connection still works (a server's connection breaks when the server restarts)."""
         return True
 
+    def size(self, db: Database) -> int:
+        """The database's size in bytes (board/quotas.py's ceiling)."""
+        raise NotImplementedError(f"{self.name} cannot say its size here")
+
     def begin_read(self, db: Database) -> None:
         """Begin a transaction whose reads all see one snapshot."""
         db.execute("BEGIN")
@@ -245,6 +249,10 @@ class SQLite(Dialect):
 
     def commit_counter(self, conn: sqlite3.Connection) -> int:
         return conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def size(self, db: Database) -> int:
+        # the pages of the database as this connection sees it, committed write-ahead log included
+        return db.execute("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()").fetchone()[0]
 
     def watch_connect(self, target: str) -> sqlite3.Connection:
         return sqlite3.connect(target, check_same_thread=False, uri=target.startswith("file:"))

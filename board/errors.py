@@ -8,6 +8,7 @@
     │   ├── NotYourClaim        the card is claimed by another agent
     │   └── StaleToken          the fencing token is from an older claim (or the lease expired)
     ├── Forbidden           the caller may not do this (identity)
+    ├── OverQuota           the caller wrote its share for now, or the database is at its size limit
     └── Unavailable         the database server cannot be reached right now (PostgreSQL); retry
 
 The server turns every BoardError into an MCP tool error with the same text; nothing is written
@@ -44,6 +45,10 @@ class StaleToken(Conflict):
 
 
 class Forbidden(BoardError):
+    pass
+
+
+class OverQuota(BoardError):
     pass
 
 

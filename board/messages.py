@@ -34,6 +34,7 @@ from .db import Store, iso, now, placeholders
 from .errors import InvalidInput
 from .events import InboxChanged
 from .knowledge import Knowledge
+from .quotas import BROADCAST, MESSAGE, Quotas
 
 KNOWN_INTENTS: tuple[str, ...] = (
     "task_assignment",
@@ -153,11 +154,14 @@ def parse_time(value: str, what: str) -> float:
 
 
 class Messages:
-    def __init__(self, store: Store, agents: Agents, knowledge: Knowledge, limits) -> None:
+    def __init__(
+        self, store: Store, agents: Agents, knowledge: Knowledge, limits, quotas: Quotas | None = None
+    ) -> None:
         self.store = store
         self.agents = agents
         self.knowledge = knowledge
         self.limits = limits
+        self.quotas = quotas or Quotas(store)  # none unless the board was given some
 
     # ----------------------------------------------------------------- posting
 
@@ -262,9 +266,12 @@ class Messages:
             raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
         return tuple(card)
 
-    def post(self, db: Database, sender: str, msg: NewMessage, row: dict | None = None) -> tuple[int, set[str]]:
+    def post(
+        self, db: Database, sender: str, msg: NewMessage, row: dict | None = None, charged: bool = False
+    ) -> tuple[int, set[str]]:
         """Store a message inside the caller's write transaction; returns its id and recipients. `row`: the
-        current row of the task it names, when the caller has it."""
+        current row of the task it names, when the caller has it; `charged`: an agent's own message, counted
+        against its quotas (board/quotas.py) once its recipients are known and before anything is written."""
         self._check(msg)
         if row is not None and row["id"] == msg.task_id:
             card: tuple | None = (row["created_by"], row["assignee"], row["reserved_for"], row["task_type"])
@@ -295,6 +302,12 @@ class Messages:
         msg = msg.model_copy(update=dict(recipient=recipient_in))
         recipient, to = self._recipients(db, sender, msg, thread or "", card and card[:3])
         to |= also
+        if charged:
+            size = len(msg.content) + len(msg.summary or "") + len(json.dumps(msg.metadata))
+            if recipient == "everyone" or (recipient or "").startswith("role:"):
+                self.quotas.charge(db, sender, BROADCAST, 1, size, per=max(1, len(to)))
+            else:
+                self.quotas.charge(db, sender, MESSAGE, 1, size)
         summary = (msg.summary or msg.content.strip().splitlines()[0])[: self.limits.message_summary]
         ts = now()
         message_id = db.execute(
@@ -341,7 +354,7 @@ class Messages:
     def publish(self, sender: str, msg: NewMessage) -> Message:
         """Post a message from an agent (its own transaction)."""
         with self.store.write() as db:
-            message_id, _ = self.post(db, sender, msg)
+            message_id, _ = self.post(db, sender, msg, charged=True)
             return self._messages(db, [message_id], full=True)[0]
 
     # ----------------------------------------------------------------- reading

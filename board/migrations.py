@@ -376,6 +376,39 @@ def m016_approval_and_evidence(db: Database) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN evidence TEXT")
 
 
+def m017_quotas(db: Database) -> None:
+    # One row per charged write of an agent (board/quotas.py), with the running totals of its series (agent,
+    # kind): a window's usage is two lookups on the key, in time order; rows are pruned an hour after they were
+    # written. The total of calls grows with every row, so it keeps two rows of one moment apart.
+    db.execute("""
+        CREATE TABLE quota_usage (
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            at REAL NOT NULL,
+            total_units INTEGER NOT NULL,
+            total_chars INTEGER NOT NULL,
+            units INTEGER NOT NULL,
+            chars INTEGER NOT NULL,
+            PRIMARY KEY (agent, kind, at, total_units)
+        ) WITHOUT ROWID""")
+
+
+def m018_web_sessions(db: Database) -> None:
+    # A person's login on the web board (board/web_sessions.py), in the database so that every process and node
+    # sees a logout, a replaced token or an expiry. The browser keeps a random id; this keeps its SHA-256, and
+    # the token hash it was opened with, so a new token ends it. Rows are pruned once they expire.
+    db.execute("""
+        CREATE TABLE web_sessions (
+            id_hash TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            token_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            revoked_at REAL
+        ) WITHOUT ROWID""")
+    db.execute("CREATE INDEX web_sessions_expiry ON web_sessions (expires_at)")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -392,6 +425,8 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m014_digests,
     m015_tasks_by_priority,
     m016_approval_and_evidence,
+    m017_quotas,
+    m018_web_sessions,
 ]
 
 

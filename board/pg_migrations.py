@@ -233,7 +233,36 @@ def p001_schema(db) -> None:
             db.execute(statement)
 
 
-MIGRATIONS: list[Callable] = [p001_schema]
+def p002_quotas(db) -> None:
+    # board/migrations.py m017_quotas; the key also holds the columns the lookups read
+    db.execute("""
+        CREATE TABLE quota_usage (
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            total_units BIGINT NOT NULL,
+            total_chars BIGINT NOT NULL,
+            units INTEGER NOT NULL,
+            chars BIGINT NOT NULL,
+            PRIMARY KEY (agent, kind, at, total_units) INCLUDE (total_chars, units, chars)
+        )""")
+
+
+def p003_web_sessions(db) -> None:
+    # board/migrations.py m018_web_sessions
+    db.execute("""
+        CREATE TABLE web_sessions (
+            id_hash TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            token_hash TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            revoked_at DOUBLE PRECISION
+        )""")
+    db.execute("CREATE INDEX web_sessions_expiry ON web_sessions (expires_at)")
+
+
+MIGRATIONS: list[Callable] = [p001_schema, p002_quotas, p003_web_sessions]
 
 
 def apply_migrations(db, lock: int) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .models import AcceptanceTests, Artifact
+from .quotas import DatabaseSize
 
 Severity = Literal["critical", "major", "minor", "info"]
 Verdict = Literal["PASS", "CONDITIONAL", "FAIL"]
@@ -239,6 +240,7 @@ class BoardStats(BaseModel):
     memory_useful: int
     memory_reuse_rate: float | None
     memory_pending: int = Field(0, description="memory items waiting for the vector index (found by keyword meanwhile)")
+    database: DatabaseSize | None = Field(None, description="the database's size against its ceiling (quotas)")
 
 
 def judged(resolutions: list[Resolution], refs: list[str]) -> list[Resolution]:

@@ -50,8 +50,11 @@ from .models import (
     TaskEdit,
     TaskSummary,
 )
+from .quotas import ARTIFACT, QuotaConfig, Quotas
+from .review_models import BoardStats
 from .reviews import Reviews
 from .views import Views
+from .web_sessions import WebSessions
 
 CREATOR_ASKED = "asked by its creator"  # the one approval requirement its creator may clear again
 ApprovalRule = Callable[[str, list[str]], str | None]
@@ -60,20 +63,30 @@ ApprovalRule = Callable[[str, list[str]], str | None]
 class Board:
     """Tasks on one store, and the parts that keep them: agents, messages, memory, reviews, contests."""
 
-    def __init__(self, store: Store, lease_seconds: int = 300, limits: Limits | None = None):
+    def __init__(
+        self,
+        store: Store,
+        lease_seconds: int = 300,
+        limits: Limits | None = None,
+        quotas: QuotaConfig | None = None,
+    ):
+        """`quotas`: each agent's share of the bulk writes, the database's ceiling, the cap on self-registration
+        (board/quotas.py); None: no quotas."""
         self.store = store
         self.limits = limits = limits or Limits()
         self.lease_seconds = lease_seconds
         self.approval_rule: ApprovalRule | None = None
-        self.agents = Agents(store)
-        self.knowledge = Knowledge(store)
+        self.quotas = Quotas(store, quotas)
+        self.agents = Agents(store, self.quotas.admit)
+        self.knowledge = Knowledge(store, self.quotas)
         self.digests = Digests(store)
-        self.messages = Messages(store, self.agents, self.knowledge, limits)
+        self.messages = Messages(store, self.agents, self.knowledge, limits, self.quotas)
         self.machine = Machine(store, self.agents, self.messages, lease_seconds)
         self.reviews = Reviews(store, self.machine, self.knowledge, limits)
         self.contests = Contests(store, self.machine)
         self.decisions = Decisions(store, self.machine, self.reviews, limits)
         self.views = Views(store)
+        self.web_sessions = WebSessions(store)  # people logged in to the web board
         # what else happens when a card moves, all in one place
         self.machine.when_leaving("review", self.reviews.left_review)
         self.machine.when_entering("done", self.knowledge.remember_output)
@@ -84,6 +97,10 @@ class Board:
         self.approval_rule = rule
 
     # ----------------------------------------------------------------- reading
+
+    def stats(self) -> BoardStats:
+        """How review and memory are working, and the database's size against its ceiling."""
+        return self.reviews.stats().model_copy(update={"database": self.quotas.database()})
 
     def summary(self, task_id: int) -> TaskSummary:
         """One card, compactly: what deciding about it (e.g. whether it needs review) takes."""
@@ -580,6 +597,8 @@ class Board:
                 to_status = to_status(cards.summarize(db, row))
                 if to_status not in ("review", "done", "needs_human"):
                     raise ValueError("to_status must be review, done or needs_human")
+            if artifacts:  # charged before anything is written: a refusal leaves the card as it was
+                self.quotas.charge(db, actor, ARTIFACT, len(artifacts), sum(len(a.content) for a in artifacts))
             # the artifacts first: a card that goes straight to done takes them into the shared memory
             db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
             for a in artifacts:

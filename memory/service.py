@@ -22,6 +22,7 @@ from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded
 from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches, source_ids
 from hiveboard.board.priority import at_low_priority
+from hiveboard.board.quotas import LESSON
 from hiveboard.board.worker import Worker
 
 from .errors import EmbeddingError, IndexUnavailable
@@ -366,6 +367,7 @@ class Memory:
                 best = int(np.argmax(sims))
                 if sims[best] >= DUPLICATE_SIMILARITY and _same_catch(text, self.knowledge.item(ids[best]).text):
                     with self.board.store.write() as db:
+                        self.board.quotas.charge(db, actor, LESSON, 1, len(text))
                         self.knowledge.merge_into(db, ids[best], source, tags or [])
                     return Recorded(
                         item=self.knowledge.item(ids[best]),
@@ -376,6 +378,7 @@ class Memory:
         with self.board.store.write() as db:
             if task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?", [task_id]).fetchone() is None:
                 raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
+            self.board.quotas.charge(db, actor, LESSON, 1, len(text))
             item_id = self.knowledge.add(
                 db,
                 kind="lesson",

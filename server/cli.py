@@ -164,7 +164,6 @@ def http_app(
 
     web = WebBoard(
         board,
-        settings.home,
         memory=memory,
         hosts=hosts,
         origins=settings.allowed_origins,

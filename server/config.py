@@ -31,6 +31,7 @@ from pydantic_settings import (
 )
 
 from hiveboard.board.db import dialect_for, is_url, redact
+from hiveboard.board.quotas import QuotaConfig
 from hiveboard.critics.config import Endpoint, ReviewConfig
 
 Profile = Literal["lean", "full"]  # what results and tools/list carry: see `Settings.tool_profile`
@@ -107,6 +108,11 @@ class Settings(BaseSettings):
     digest: DigestConfig = Field(
         default_factory=DigestConfig,
         description="digests per task type: the [digest] table (HIVEBOARD_DIGEST__MIN_LESSONS=10 and so on)",
+    )
+    quotas: QuotaConfig = Field(
+        default_factory=QuotaConfig,
+        description="each agent's share of the bulk writes, the database's ceiling, the cap on self-registration: "
+        "the [quotas] table (HIVEBOARD_QUOTAS__MESSAGES_PER_MINUTE=120 and so on)",
     )
     review_workers: int = Field(2, ge=0, le=32, description="review jobs this process runs at once (0: none)")
     db_pool: int = Field(

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from hiveboard.board import Agent, Agents
+from hiveboard.board import Agent, Agents, check_name
 
 from .compat import connection_of
 
@@ -118,6 +118,12 @@ class Identity:
                 )
             if current is not None:
                 return self.agents.get(current), None, "already registered on this connection"
+            if self.server_token and self.agents.get(name, missing_ok=True) is None:
+                # an operator who set a server token hands out agents' tokens: nobody mints agents with it
+                raise ToolError(
+                    f"this server does not let agents register themselves (it has a server token); nothing was "
+                    f"written; ask the operator for a token (`hiveboard agent add {check_name(name)}`) and connect with it"
+                )
             agent, new_token = self.agents.register(name, role, token)
             if self.transport == "http":
                 session = _session(ctx)

@@ -134,7 +134,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         mime_type="application/json",
     )
     def stats_resource() -> str:
-        return board.reviews.stats().model_dump_json()
+        return board.stats().model_dump_json()
 
     @mcp.resource(
         "hiveboard://tasks/{task_id}",

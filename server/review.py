@@ -93,7 +93,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def board_stats() -> BoardStats:
         """Review and memory health: PASS rate, rounds, critics, latency, reuse."""
-        return board.reviews.stats()
+        return board.stats()
 
 
 def _plain(reviews: Reviews, trail: ReviewTrail) -> ReviewTrail:

@@ -7,7 +7,6 @@ import json
 import time
 from collections.abc import Callable
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, get_args
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -24,7 +23,7 @@ from hiveboard.memory.service import Mode
 
 from ..boundary import TOOL_ERRORS
 from . import pages
-from .auth import COOKIE, Sessions, host_allowed, load_secret, origin_allowed
+from .auth import COOKIE, Sessions, host_allowed, origin_allowed
 from .live import LiveHub
 from .pages import Viewer
 from .text import for_people
@@ -37,6 +36,19 @@ STATIC = {"app.css": "text/css; charset=utf-8", "app.js": "text/javascript; char
 STATIC |= dict.fromkeys(("charts.js", "chart.umd.min.js"), STATIC["app.js"])  # the charts (static/VENDOR.md)
 STATIC |= {"favicon.svg": "image/svg+xml", "favicon.ico": "image/x-icon"}
 STATUS_OF = {NotFound: 404, Forbidden: 403, Conflict: 409, IllegalTransition: 409}
+# On every web response: the pages run only the board's own script files and styles (no inline script, no
+# style attribute: hostile text that slipped past the sanitiser could run nothing), talk only to this board,
+# post forms only to it, and are shown in no other site's frame.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+]
 
 
 class Refused(Exception):
@@ -53,7 +65,6 @@ class WebBoard:
     def __init__(
         self,
         board: Board,
-        home: Path,
         *,
         memory: Memory | None = None,
         hosts: list[str],
@@ -62,7 +73,7 @@ class WebBoard:
         presence: float = 120.0,
     ):
         self.board, self.memory = board, memory
-        self.sessions = Sessions(board, load_secret(home))
+        self.sessions = Sessions(board)
         self.hub = LiveHub(board)
         self.hosts, self.origins, self.read_only, self.presence = hosts, origins, read_only, presence
 
@@ -356,6 +367,7 @@ def web_routes(web: WebBoard) -> list[Route]:
                 ),
                 status_code=403,
             )
+        await anyio.to_thread.run_sync(web.sessions.logout, cookie)  # on every process and node, not only here
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response
@@ -365,10 +377,17 @@ def web_routes(web: WebBoard) -> list[Route]:
         if viewer is None:
             return JSONResponse({"error": "log in first"}, status_code=401)
         f = _filters(request)
-        # a person with a page open is present (a wall screen is nobody)
-        present = (lambda: board.agents.seen(viewer.name)) if viewer.name else None
+        cookie = request.cookies.get(COOKIE)
+
+        def still() -> bool:
+            """A person with a page open is present; once their session has ended, its stream ends too."""
+            if web.sessions.person(cookie) is None:
+                return False
+            board.agents.seen(viewer.name)
+            return True
+
         return StreamingResponse(
-            web.hub.stream((f["type"], f["agent"], f["label"]), idle=present),
+            web.hub.stream((f["type"], f["agent"], f["label"]), still=still if viewer.name else None),
             media_type="text/event-stream",
             headers={"cache-control": "no-store", "x-accel-buffering": "no"},
         )
@@ -399,8 +418,13 @@ def web_routes(web: WebBoard) -> list[Route]:
         return Response(body, media_type=STATIC["favicon.ico"], headers={"cache-control": "max-age=86400"})
 
     async def health(request: Request) -> Response:
-        total = await anyio.to_thread.run_sync(lambda: sum(board.views.counts().values()))
-        return JSONResponse({"ok": True, "cards": total, "live_pages": web.hub.clients})
+        """Alive, and nothing about the board: load balancers ask without logging in. A person (the web
+        benches) also reads how many live pages this process is streaming to."""
+        said: dict = {"status": "ok"}
+        cookie = request.cookies.get(COOKIE)
+        if cookie and await anyio.to_thread.run_sync(web.sessions.person, cookie) is not None:
+            said["live_pages"] = web.hub.clients
+        return JSONResponse(said)
 
     async def root(request: Request) -> Response:
         return RedirectResponse("/board", status_code=303)
@@ -439,7 +463,8 @@ def _safe_next(target: str | None) -> str:
 
 class Site:
     """One ASGI app on one port: /mcp to the MCP app (with its lifespan), the rest to the web board,
-    every request checked against the allowed Host names first (DNS rebinding)."""
+    every request checked against the allowed Host names first (DNS rebinding), every answer with the
+    browser's security headers."""
 
     def __init__(self, mcp_app, web_app, web: WebBoard):
         self.mcp_app, self.web_app, self.web = mcp_app, web_app, web
@@ -451,6 +476,7 @@ class Site:
         if path == "/mcp" or path.startswith("/mcp/"):
             return await self.mcp_app(scope, receive, send)
         if scope["type"] == "http":
+            send = _secured(send)
             host = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"host"), None)
             if not host_allowed(host, self.web.hosts):
                 body = json.dumps(
@@ -462,3 +488,14 @@ class Site:
                 await send({"type": "http.response.body", "body": body})
                 return
         return await self.web_app(scope, receive, send)
+
+
+def _secured(send):
+    """`send` that adds SECURITY_HEADERS to the response's start."""
+
+    async def secured(message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+        await send(message)
+
+    return secured

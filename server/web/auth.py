@@ -1,24 +1,19 @@
 """Who is looking at the web board, and whether a request may act.
 
 People are agents with an operator role (`hiveboard agent add NAME --role human`). The login page
-takes their token once and answers with a signed session cookie (HttpOnly, SameSite=Strict), so the
-token never sits in the page or in scripts. The cookie is signed with a secret kept in the data
-directory (0600), shared by every server process on that directory, and names the token it came from
-by a fingerprint: `hiveboard agent token NAME` (a new token) ends every session of the old one.
+takes their token once and answers with a session cookie (HttpOnly, SameSite=Strict) that holds only a
+random id, so the token never sits in the page or in scripts. The session itself is a row in the board's
+database (board/web_sessions.py): logging out, a new token (`hiveboard agent token NAME`) or its 12 hours
+running out ends it on every server process and every node, and any node can read it.
 
-Actions (POST) need, besides the cookie: a CSRF token derived from the session (a hidden form field or
+Actions (POST) need, besides the cookie: a CSRF token derived from the session id (a hidden form field or
 the X-CSRF-Token header), and an Origin, when the browser sends one, of the board itself.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import os
-import secrets
-import time
-from pathlib import Path
 
 from hiveboard.board import Agent, Board
 from hiveboard.board.agents import OPERATOR_ROLES
@@ -27,34 +22,14 @@ COOKIE = "hiveboard_session"
 SESSION_SECONDS = 12 * 3600
 
 
-def load_secret(home: Path) -> bytes:
-    """The signing secret of this data directory, made on first use (0600, created exclusively so two
-    processes starting together agree on one)."""
-    path = Path(home) / "web-secret"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        secret = path.read_bytes()
-        if len(secret) >= 32:
-            return secret
-        time.sleep(0.05)  # another process is writing it right now
-        return path.read_bytes()
-    secret = secrets.token_bytes(32)
-    with os.fdopen(fd, "wb") as f:
-        f.write(secret)
-    return secret
-
-
 class Sessions:
-    def __init__(self, board: Board, secret: bytes, seconds: int = SESSION_SECONDS):
-        self.board, self.secret, self.seconds = board, secret, seconds
-
-    def _sign(self, text: str) -> str:
-        return hmac.new(self.secret, text.encode(), hashlib.sha256).hexdigest()[:40]
+    def __init__(self, board: Board, seconds: int = SESSION_SECONDS):
+        self.board, self.seconds = board, seconds
 
     def login(self, token: str) -> tuple[Agent | None, str]:
         """(the person, the cookie value) for a token, or (None, why not)."""
-        agent = self.board.agents.by_token(token.strip()) if token.strip() else None
+        token = token.strip()
+        agent = self.board.agents.by_token(token) if token else None
         if agent is None:
             return (
                 None,
@@ -65,37 +40,25 @@ class Sessions:
                 f"{agent.name} is an agent with the role {agent.role or 'none'}; the web board is for people: "
                 f"ask the operator for `hiveboard agent add YOUR-NAME --role human`"
             )
-        issued = str(int(time.time()))
-        body = f"{agent.name}.{issued}.{self.board.agents.fingerprint(agent.name)}"
-        value = base64.urlsafe_b64encode(body.encode()).decode().rstrip("=") + "." + self._sign(body)
-        return agent, value
+        session_id = self.board.web_sessions.open(agent.name, token, self.seconds)
+        if session_id is None:  # the token was replaced between the two reads
+            return None, "that token was just replaced: paste the new one"
+        return agent, session_id
 
     def person(self, cookie: str | None) -> Agent | None:
-        """The person a session cookie stands for, if it is genuine, fresh and its token still current."""
-        if not cookie or "." not in cookie or len(cookie) > 400:
-            return None
-        encoded, _, signature = cookie.rpartition(".")
-        try:
-            body = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-            name, issued, fingerprint = body.split(".")
-        except (ValueError, UnicodeDecodeError):
-            return None
-        if not hmac.compare_digest(signature, self._sign(body)) or not issued.isdigit():
-            return None
-        if time.time() - int(issued) > self.seconds:
-            return None
-        agent = self.board.agents.get(name, missing_ok=True)
-        if agent is None or agent.role not in OPERATOR_ROLES:
-            return None
-        if not hmac.compare_digest(fingerprint, self.board.agents.fingerprint(name)):
-            return None  # the token it came from was replaced
-        return agent
+        """The person a session cookie stands for, while their session is open and they are still a person."""
+        agent = self.board.web_sessions.person(cookie)
+        return agent if agent is not None and agent.role in OPERATOR_ROLES else None
+
+    def logout(self, cookie: str | None) -> None:
+        self.board.web_sessions.close(cookie)
 
     def csrf(self, cookie: str) -> str:
-        return self._sign("csrf:" + cookie)
+        # keyed by the secret session id itself: any node can check it, and the page's token reveals no id
+        return hmac.new(cookie.encode(), b"csrf", hashlib.sha256).hexdigest()[:40]
 
     def csrf_ok(self, cookie: str | None, sent: str | None) -> bool:
-        return bool(cookie and sent) and hmac.compare_digest(self.csrf(cookie), sent)
+        return bool(cookie and sent) and sent.isascii() and hmac.compare_digest(self.csrf(cookie), sent)
 
 
 def host_allowed(host: str | None, hosts: list[str]) -> bool:

@@ -70,8 +70,9 @@ def chart(
     key = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
     described = ", ".join(f"{name} {_shown(v, unit)}" for name, v in points[:20])
     rows = "".join(f"<tr><th>{escape(name)}</th><td>{_shown(v, unit)}</td></tr>" for name, v in points)
-    # horizontal charts grow with their rows so each name keeps a readable line
-    size = f' style="--rows:{len(points)}"' if horizontal else ""
+    # horizontal charts grow with their rows so each name keeps a readable line (static/charts.js sets the
+    # height from data-rows: the pages' Content-Security-Policy allows no style attribute)
+    size = f' data-rows="{len(points)}"' if horizontal else ""
     return (
         f'<figure class="chart" data-key="{key}"><figcaption>{escape(title)}</figcaption>'
         f'<div class="plot{" rows" if horizontal else ""}"{size}><canvas role="img" '

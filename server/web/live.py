@@ -6,7 +6,8 @@ into one payload per batch, rendered once and shared by every page: the changed 
 column counts (for the board), and which tasks, threads and reviews changed (other pages reload their
 main part when it concerns them). A filtered board also gets its own column counts, counted once per
 batch for each distinct filter that some page watches. Nothing polls: a page with nothing happening
-costs a keep-alive comment every KEEPALIVE seconds.
+costs a keep-alive comment, and a look at its person's session (ended: so is the stream), every KEEPALIVE
+seconds.
 
 A page can miss updates: those committed between its rendering and its stream's start, and those sent
 while its stream was down (a dropped connection, or a page too far behind, whose stream is ended). So
@@ -33,6 +34,7 @@ log = logging.getLogger("hiveboard")
 BATCH_SECONDS = 0.1  # gather a burst of commits into one update
 MIN_GAP = 0.3  # and at most one update per MIN_GAP: a busier board makes bigger updates, not more of them
 KEEPALIVE = 20.0
+KEEPALIVE_LINE = b": keep-alive\n\n"
 QUEUE = 64  # updates a slow page may fall behind before it is dropped (its browser reconnects and reloads)
 
 Filter = tuple[str | None, str | None, str | None]  # a board page's (type, agent, label); all None: unfiltered
@@ -148,10 +150,12 @@ class LiveHub:
         return "".join(out).encode(), counted
 
     async def stream(
-        self, watched: Filter = (None, None, None), idle: Callable[[], None] | None = None
+        self, watched: Filter = (None, None, None), still: Callable[[], bool] | None = None
     ) -> AsyncIterator[bytes]:
-        """One page's event stream, until the page goes away. A filtered board names its filter; `idle` runs
-        (off the loop) with each keep-alive: the person watching is still there.
+        """One page's event stream, until the page goes away. A filtered board names its filter; `still` runs
+        (off the loop) once every KEEPALIVE seconds or so, on a busy board as on a quiet one: the person
+        watching is still there, and while it says True they may still watch (False: their session ended,
+        and so does the stream).
 
         The first event, `hello`, names the newest commit event (`at`), read once this page is listening: a
         page rendered before it (its own `at` is older) or reconnecting after a dropped stream missed the
@@ -162,16 +166,19 @@ class LiveHub:
         try:
             at = await anyio.to_thread.run_sync(self.board.views.last_event)
             yield f"retry: 1000\nevent: hello\ndata: {json.dumps({'at': at})}\n\n".encode()
+            loop = asyncio.get_running_loop()
+            checked = loop.time()
             while True:
                 try:
                     payload = await asyncio.wait_for(queue.get(), KEEPALIVE)
                 except TimeoutError:
-                    if idle is not None:
-                        await anyio.to_thread.run_sync(idle)
-                    yield b": keep-alive\n\n"
-                    continue
+                    payload = KEEPALIVE_LINE
                 if payload is None:
                     return
+                if still is not None and (payload is KEEPALIVE_LINE or loop.time() - checked >= KEEPALIVE):
+                    checked = loop.time()
+                    if not await anyio.to_thread.run_sync(still):
+                        return
                 yield payload
         finally:
             self._clients.pop(queue, None)

@@ -2,7 +2,8 @@
 
 Every value that came from an agent is escaped (`h`): titles, notes, messages and critiques are
 hostile text; what is written as markdown (descriptions, outputs, messages, memory items, review briefs)
-is rendered and sanitised by `text.markdown`. Pages carry no inline script; `static/app.js` reads what it
+is rendered and sanitised by `text.markdown`. Pages carry no inline script, no event handler attribute and
+no style attribute (the Content-Security-Policy, app.py, would refuse them); `static/app.js` reads what it
 needs from data attributes. People read the board's notes to agents in their own words (`text.for_people`)
 and act with buttons, never with tool calls.
 """

@@ -12,6 +12,7 @@ import pytest
 from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable
 from hiveboard.board.db import dialect_for, redact
 from hiveboard.board.events import Topic
+from hiveboard.board.pg_migrations import MIGRATIONS
 from hiveboard.board.postgres import translate
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +47,7 @@ def test_nodes_that_start_together_apply_the_schema_once(postgres):
     try:
         assert len(stores) == 3
         names = stores[0].db.execute("SELECT name FROM migrations").fetchall()
-        assert [n[0] for n in names] == ["p001_schema"]
+        assert [n[0] for n in names] == [m.__name__ for m in MIGRATIONS]
     finally:
         for s in stores:
             s.close()

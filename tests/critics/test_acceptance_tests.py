@@ -11,7 +11,7 @@ from reviewing import critic, verdict
 
 from hiveboard.board.priority import BACKGROUND_NICE
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 SPEC = (
     "from slug import slugify\n\n\ndef test_lowercases_and_joins_words():\n    assert slugify('Hello World') == "

@@ -21,7 +21,7 @@ import pytest
 from conftest import call, call_error, clean_env, http_client, serve_http, stop_process, until, wait_until
 from pg_cluster import free_port
 
-from hiveboard.board import Board, Store
+from hiveboard.board import Agents, Board, Store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -151,10 +151,14 @@ def balanced(nginx, postgres, chroma_server, tmp_path_factory):
         shutil.rmtree(prefix, ignore_errors=True)
 
 
-async def register(url: str, name: str) -> str:
-    """An agent's bearer token, registered with whoami(name=...) under the server token."""
-    async with http_client(url, SERVER_TOKEN, mode=STATELESS) as admin:
-        return (await call(admin, "whoami", name=name))["token"]
+async def register(balanced: Balanced, name: str) -> str:
+    """An agent's bearer token, issued as the operator does (`hiveboard agent add NAME`): a server with a server
+    token takes no self-registration."""
+    store = Store(balanced.database)
+    try:
+        return Agents(store).new_token(name)
+    finally:
+        store.close()
 
 
 @pytest.fixture
@@ -171,7 +175,7 @@ def waiting(board: Board, name: str) -> bool:
 
 
 async def test_stateless_calls_go_round_robin_to_every_node_of_one_board(balanced):
-    bob_token, carol_token = await register(balanced.url, "bob"), await register(balanced.url, "carol")
+    bob_token, carol_token = await register(balanced, "bob"), await register(balanced, "carol")
     mark = balanced.mark()
     async with (
         http_client(balanced.url, bob_token, mode=STATELESS) as bob,
@@ -199,12 +203,13 @@ async def test_stateless_calls_go_round_robin_to_every_node_of_one_board(balance
 
 
 async def test_a_session_stays_on_the_node_that_opened_it_waits_included(balanced, observer):
-    dave_token = await register(balanced.url, "dave")
+    dave_token, alice_token = await register(balanced, "dave"), await register(balanced, "alice")
     mark = balanced.mark()
     async with http_client(balanced.url, SERVER_TOKEN, mode="legacy") as alice:
         # the binding lives in the memory of the node that opened the session: a later call acts as alice
         # only on that node (any other node does not know the session at all)
-        assert (await call(alice, "whoami", name="alice"))["message"] == "this MCP session now acts as alice"
+        welcome = await call(alice, "whoami", name="alice", token=alice_token)
+        assert welcome["message"] == "this MCP session now acts as alice"
         for n in range(10):
             card = await call(alice, "create_task", title=f"alice's card {n}")
             assert (await call(alice, "claim_task", task_id=card["id"]))["task"]["assignee"] == "alice"
@@ -267,6 +272,6 @@ async def test_refusals_through_nginx_are_the_nodes_own(balanced):
         )
         assert large.status_code == 413
     # one under it reaches a node (nginx's default limit, 1 MiB, would refuse it), which answers for itself
-    async with http_client(balanced.url, await register(balanced.url, "erin"), mode=STATELESS) as erin:
+    async with http_client(balanced.url, await register(balanced, "erin"), mode=STATELESS) as erin:
         error = await call_error(erin, "create_task", title="huge", description="x" * 3_000_000)
     assert "is 3000000 characters" in error, error

@@ -141,6 +141,7 @@ async def test_a_forged_session_header_does_not_borrow_an_identity(tmp_path, htt
     from mcp.client.streamable_http import streamable_http_client
 
     url = http_server(home=tmp_path / "home", token="team-secret")
+    vscode = agent_token(tmp_path / "home", "vscode")  # with a server token, agents do not register themselves
     seen: dict = {}
 
     async def keep_session_id(response):
@@ -150,7 +151,7 @@ async def test_a_forged_session_header_does_not_borrow_an_identity(tmp_path, htt
         headers={"Authorization": "Bearer team-secret"}, timeout=60, event_hooks={"response": [keep_session_id]}
     )
     async with Client(streamable_http_client(url, http_client=victim_http), mode="legacy") as victim:
-        await call(victim, "whoami", name="vscode")
+        await call(victim, "whoami", name="vscode", token=vscode)
         forged_http = httpx2.AsyncClient(
             headers={"Authorization": "Bearer team-secret", "Mcp-Session-Id": seen["sid"]}, timeout=60
         )

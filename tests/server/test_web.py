@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import httpx
 import pytest
 from conftest import call, call_error, clean_env, http_client, run_cli, serve_http, stop_process
 
+from hiveboard.board import Store
 from hiveboard.server.web.text import TOOLS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
@@ -77,7 +79,7 @@ async def test_pages_and_actions_need_a_person(site):
     r = anon.post("/tasks", data={"title": "sneaky", "task_type": "code"})
     assert r.status_code == 401 and "log in first" in r.text
     assert anon.get("/events").status_code == 401
-    assert anon.get("/health").json()["ok"] is True
+    assert anon.get("/health").json() == {"status": "ok"}
 
     # an agent's token is not a person's
     r = anon.post("/login", data={"token": people["coder"]})
@@ -368,6 +370,137 @@ async def test_a_replaced_token_ends_its_sessions(site, node_env):
     assert web.get("/board").status_code == 200
     assert run_cli("--home", str(home), "agent", "token", "ann", env=node_env).returncode == 0
     assert web.get("/board", follow_redirects=False).status_code == 303
+
+
+async def test_a_logged_out_session_is_refused_by_every_server_process(site, tmp_path, backend, node_env):
+    """Logging out on one server process ends the session on another at once: the old cookie reads nothing
+    and does nothing there, nor on the first. On PostgreSQL the other node has a data directory of its own,
+    so the session it honoured before the logout was the database's, not a secret of one node."""
+    home, url, people = site
+    base = _base(url)
+    web, csrf = login(base, people["ann"])
+    cookie = {"hiveboard_session": web.cookies["hiveboard_session"]}
+    proc2, url2 = serve_http(home if backend == "sqlite" else tmp_path / "node2", env=node_env)
+    try:
+        other = httpx.Client(base_url=_base(url2), timeout=60, cookies=cookie)
+        assert other.get("/board", follow_redirects=False).status_code == 200  # one session, any process
+        assert web.post("/logout", data={"csrf": csrf}).status_code == 303
+        for client in (other, httpx.Client(base_url=base, timeout=60, cookies=cookie)):
+            r = client.get("/board", follow_redirects=False)
+            assert r.status_code == 303 and r.headers["location"].startswith("/login")
+            r = client.post("/tasks", data={"title": "after logout", "task_type": "code", "csrf": csrf})
+            assert r.status_code == 401 and "log in first" in r.text
+            assert client.get("/events").status_code == 401
+            assert client.get("/health").json() == {"status": "ok"}
+        async with http_client(url2, people["coder"]) as agent:
+            assert (await call(agent, "list_tasks"))["total"] == 0
+    finally:
+        stop_process(proc2)
+
+
+async def test_a_session_ends_when_its_time_is_up(site, node_env):
+    home, url, people = site
+    base = _base(url)
+    web = httpx.Client(base_url=base, timeout=60)
+    r = web.post("/login", data={"token": people["ann"]})
+    assert r.status_code == 303 and "max-age=43200" in r.headers["set-cookie"].lower()  # 12 hours
+    csrf = re.search(r'name="csrf" value="([^"]+)"', web.get("/board").text).group(1)
+    store = Store(node_env.get("HIVEBOARD_DB") or home / "hiveboard.db")  # the board the server keeps
+    try:
+        with store.write() as db:  # 12 hours later
+            db.execute("UPDATE web_sessions SET expires_at = ? WHERE agent = 'ann'", [time.time() - 1])
+    finally:
+        store.close()
+    assert web.get("/board", follow_redirects=False).status_code == 303
+    r = web.post("/tasks", data={"title": "too late", "task_type": "code", "csrf": csrf})
+    assert r.status_code == 401
+
+
+async def test_a_live_stream_ends_once_its_session_has(board, monkeypatch):
+    """An open page's stream asks about once per KEEPALIVE whether its session is still open, on a quiet
+    board (with the keep-alive) and on a busy one (before an update); once it is not, the stream ends."""
+    import asyncio
+
+    import anyio
+
+    from hiveboard.board import NewTask
+    from hiveboard.server.web import live
+
+    monkeypatch.setattr(live, "KEEPALIVE", 0.5)
+    board.agents.register("ann")
+    session_open, asked = [True], []
+
+    def still() -> bool:
+        asked.append(session_open[0])
+        return session_open[0]
+
+    hub = live.LiveHub(board)
+    page = hub.stream(still=still)
+    try:
+        assert b"event: hello" in await page.__anext__()
+        assert await asyncio.wait_for(page.__anext__(), 60) == live.KEEPALIVE_LINE and asked == [True]  # quiet
+        await anyio.to_thread.run_sync(lambda: board.create("ann", NewTask(title="t", task_type="code")))
+        await asyncio.sleep(1.0)  # the update waits for the page, and a KEEPALIVE has passed: busy
+        session_open[0] = False  # logged out
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(page.__anext__(), 60)
+        assert asked == [True, False] and hub.clients == 0
+    finally:
+        await page.aclose()
+        hub.close()
+
+
+@pytest.mark.backends("sqlite")  # the same whatever holds the board
+async def test_every_answer_carries_the_browsers_security_headers(site):
+    """Pages, static files, refusals and the live stream all say: only this board's own scripts and styles,
+    in no other site's frame, no sniffing, no referrer to other sites. And the pages need nothing more:
+    no inline script, no event handler attribute, no style attribute."""
+    home, url, people = site
+    base = _base(url)
+    web, _ = login(base, people["ann"])
+    async with http_client(url, people["coder"]) as coder:
+        made = await call(coder, "create_task", title="Headers", task_type="code", description="**bold**")
+    anon = httpx.Client(base_url=base, timeout=60)
+    pages = {
+        "login": anon.get("/login"),
+        "board": web.get("/board"),
+        "card": web.get(f"/task/{made['id']}"),
+        "messages": web.get("/messages"),
+        "agents": web.get("/agents"),
+        "memory": web.get("/memory?q=headers"),
+        "metrics": web.get("/metrics"),
+    }
+    answers = {
+        **pages,
+        "health": anon.get("/health"),
+        "favicon": anon.get("/favicon.ico"),
+        "a script": anon.get("/static/app.js"),
+        "no such file": anon.get("/static/nope.js"),
+        "to the login": anon.get("/board", follow_redirects=False),
+        "refused": anon.post("/tasks", data={"title": "x"}),
+        "foreign Host": anon.get("/board", headers={"host": "evil.example:80"}),
+    }
+    with web.stream("GET", "/events") as stream:
+        answers["live events"] = stream
+    for what, r in answers.items():
+        csp = r.headers.get("content-security-policy", "")
+        assert "script-src 'self'" in csp and "style-src 'self'" in csp and "'unsafe-" not in csp, (what, csp)
+        assert "frame-ancestors 'none'" in csp and r.headers.get("x-frame-options") == "DENY", what
+        assert r.headers.get("x-content-type-options") == "nosniff", what
+        assert r.headers.get("referrer-policy") == "same-origin", what
+    for what, r in pages.items():
+        assert r.status_code == 200, what
+        assert not re.findall(r"<script(?![^>]*\ssrc=)[^>]*>", r.text), f"{what}: an inline script"
+        assert not re.findall(r"<[^>]*\s(?:on[a-z]+|style)\s*=[^>]*>", r.text), f"{what}: an inline handler or style"
+
+
+@pytest.mark.backends("sqlite")  # it reads no board
+async def test_health_says_only_that_it_is_alive(site):
+    home, url, people = site
+    base = _base(url)
+    assert httpx.get(base + "/health", timeout=60).json() == {"status": "ok"}  # a load balancer's question
+    web, _ = login(base, people["ann"])
+    assert web.get("/health").json() == {"status": "ok", "live_pages": 0}  # a person may see the live pages
 
 
 async def test_memory_search_and_full_read(site):

@@ -76,11 +76,20 @@ def log_in(page, base: str, token: str) -> None:
     page.click("form button")
 
 
+def csp_refusals(page) -> list[str]:
+    """What the page's Content-Security-Policy refused, as chromium logs it on the console (filled as the
+    page runs: assert it is empty at the end)."""
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    return refused
+
+
 @pytest.mark.backends("sqlite", "postgresql")
 def test_cards_move_across_an_open_board_without_reload(served, browser):
     url, base, tokens = served
     context = browser.new_context(viewport={"width": 1500, "height": 900})  # one person: two tabs, one session
     page = context.new_page()
+    refused = csp_refusals(page)  # live updates under the pages' Content-Security-Policy
     page.goto(f"{base}/login")
     page.fill("input[name=token]", tokens["lee"])
     page.click("form button")
@@ -142,7 +151,44 @@ def test_cards_move_across_an_open_board_without_reload(served, browser):
     notes.wait_for_selector(f"#col-todo #card-{third['id']}", timeout=WAIT)
     notes.wait_for_function("document.getElementById('count-todo').textContent === '1'", timeout=WAIT)
     assert notes.query_selector(f"#card-{second['id']}") is None
+    assert not refused, f"the Content-Security-Policy refused: {refused}"
     context.close()
+
+
+@pytest.mark.backends("sqlite", "postgresql")
+def test_after_logging_out_the_old_cookie_reads_and_does_nothing(served, browser):
+    """Log out, then put the session cookie from before back into a fresh browser (as someone who copied
+    it would): the board sends it to the login page, and its actions are refused, nothing written."""
+    url, base, tokens = served
+    context = browser.new_context()
+    page = context.new_page()
+    log_in(page, base, tokens["lee"])
+    page.goto(f"{base}/board")
+    page.wait_for_selector("#col-todo")
+    csrf = page.get_attribute("form[action='/logout'] input[name=csrf]", "value")
+    kept = [c for c in context.cookies() if c["name"] == "hiveboard_session"]
+    assert kept, context.cookies()
+    page.click("form[action='/logout'] button")
+    page.wait_for_selector("input[name=token]")
+    context.close()
+
+    again = browser.new_context()
+    again.add_cookies(kept)
+    stale = again.new_page()
+    stale.goto(f"{base}/board")
+    assert stale.url.startswith(f"{base}/login") and stale.locator("input[name=token]").count() == 1
+    status = stale.evaluate(
+        f"fetch('{base}/tasks', {{method: 'POST', body: 'title=x&task_type=code&csrf={csrf}', headers: "
+        "{'content-type': 'application/x-www-form-urlencoded'}}).then(r => r.status)"
+    )
+    assert status == 401
+    again.close()
+
+    async def count():
+        async with http_client(url, tokens["coder"]) as coder:
+            return (await call(coder, "list_tasks"))["total"]
+
+    assert mcp(count) == 0
 
 
 @pytest.mark.backends("sqlite", "postgresql")
@@ -382,6 +428,7 @@ def test_every_page_fits_from_desktop_to_phone(served, browser):
     for width, height in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": height})
         page = context.new_page()
+        refused = csp_refusals(page)  # every page and chart under the Content-Security-Policy
         elsewhere = []
         page.on("request", lambda r: None if r.url.startswith(base) else elsewhere.append(r.url))
         log_in(page, base, tokens["lee"])
@@ -416,11 +463,15 @@ def test_every_page_fits_from_desktop_to_phone(served, browser):
                 assert canvases.count() == 5
                 # each chart's numbers stay on the page as a table (closed once drawn)
                 assert page.locator("figure.chart details.data table").count() == 5
+                # horizontal charts grow with their rows (set by charts.js: the CSP refuses a style attribute)
+                rows = "ps => ps.length > 0 && ps.every(p => p.style.getPropertyValue('--rows') === p.dataset.rows)"
+                assert page.eval_on_selector_all(".plot[data-rows]", rows), where
             if shots and width != 1024:  # the page's top 2,000 px: a long thread is more of the same
                 tall = min(page.evaluate("document.documentElement.scrollHeight"), 2000)
                 clip = {"x": 0, "y": 0, "width": width, "height": tall}
                 page.screenshot(path=str(Path(shots) / f"{name}-{width}.png"), full_page=True, clip=clip)
         assert not elsewhere, f"pages fetched from another site: {elsewhere}"
+        assert not refused, f"at {width} px the Content-Security-Policy refused: {refused}"
         context.close()
 
 

@@ -50,6 +50,8 @@
 
   function draw(canvas) {
     const spec = JSON.parse(canvas.dataset.chart);
+    const plot = canvas.closest(".plot[data-rows]");
+    if (plot) plot.style.setProperty("--rows", plot.dataset.rows);  // not a style attribute: the CSP refuses those
     const across = spec.horizontal ? "y" : "x", up = spec.horizontal ? "x" : "y";
     const chart = new Chart(canvas, {
       type: spec.kind,
