@@ -2,9 +2,14 @@
 
     python bench/bench_fairness.py [--quick] [--floods reads] [--loops 8] [--calls 100]
 
-One server process (bench/_server.py: the real `hiveboard serve --http` app), a flooding agent in a process
+One server process (bench/_server.py --background: the real `hiveboard serve --http` app with its memory and
+review worker), a flooding agent in a process
 of its own (so its client work does not slow the measuring one), and the measured agent here:
-  reads   `loops` loops of get_task(full=true) on a card of ~4 MB (output and 20 artifacts at their limits)
+  reads     `loops` loops of get_task(full=true) on a card of ~4 MB (output and 20 artifacts at their limits)
+  memory    `loops` loops of remember(50 items of 20,000 characters)
+  messages  `loops` loops of publish_message(64,000 characters to everyone)
+The server runs with its default quotas (board/quotas.py), as `hiveboard serve` does: a flood of writes is
+refused once its agent's share is spent, and the refusals are what keeps coming.
 For each flood: the measured agent's get_board p50/p99 quiet, then while the flood runs, in the same run, and
 the ratio. Target: during a flood the other agent's get_board p50 stays within 2x its quiet value.
 """
@@ -33,7 +38,7 @@ from _harness import (
 
 from hiveboard.board import Board, NewTask, Store
 
-FLOODS = ("reads",)
+FLOODS = ("reads", "memory", "messages")
 
 
 def huge_card(board: Board, agent: str) -> int:
@@ -53,6 +58,13 @@ async def _flood(url: str, token: str, kind: str, loops: int, target: int, stop)
             while not stop.is_set():
                 if kind == "reads":
                     await call(c, "get_task", task_id=target, full=True)
+                elif kind == "memory":
+                    items = [{"text": f"note {n}: " + "m" * 20_000} for n in range(50)]
+                    await c.call_tool("remember", {"items": items})  # refused once the quota is spent
+                elif kind == "messages":
+                    await c.call_tool(
+                        "publish_message", {"intent": "info", "recipient": "everyone", "content": "b" * 64_000}
+                    )
 
     async with anyio.create_task_group() as tg:
         for _ in range(loops):
@@ -97,7 +109,15 @@ def main() -> int:
         finally:
             board.store.close()
         server = LoggedServer(tmp / "server.log", home=home)
-        argv = [sys.executable, str(HERE / "_server.py"), "--home", str(home), "--port", str(server.port)]
+        argv = [
+            sys.executable,
+            str(HERE / "_server.py"),
+            "--home",
+            str(home),
+            "--port",
+            str(server.port),
+            "--background",
+        ]
         with server.start(argv, server_env(home)):
             ctx = multiprocessing.get_context("spawn")
             for kind in args.floods.split(","):

@@ -21,7 +21,7 @@ from .boundary import CHANGE, CREATE, IDEMPOTENT, MAX_ID, READ, Id, TaskId, Toke
 from .deps import Deps
 
 PREVIEW_CHARS = 4_000
-FULL_CHARS = 400_000  # what one get_task(full=true) carries at most: the output and an artifact whole, or more
+FULL_CHARS = 100_000  # what one get_task(full=true) carries at most (about what MCP clients show of one answer)
 log = logging.getLogger("hiveboard")
 
 

@@ -385,21 +385,22 @@ async def test_long_output_is_trimmed_unless_full(connect):
 
 
 async def test_a_full_read_of_a_huge_card_is_bounded_and_says_how_to_read_the_rest(connect):
-    """get_task(full=true) on a card of 4 MB carries at most 400,000 characters of output and artifacts,
+    """get_task(full=true) on a card of 4 MB carries at most 100,000 characters of output and artifacts,
     each whole or cut with the way to the rest: get_task(artifact=name), which gives that one uncut."""
     async with connect("alice") as c:
         card = await call(c, "create_task", title="huge")
         claim = await call(c, "claim_task")
         artifacts = [{"name": f"src/part{n}.py", "content": f"# {n}\n" + "x" * 199_000} for n in range(20)]
         await call(
-            c, "complete_task", task_id=card["id"], token=claim["token"], output="z" * 150_000, artifacts=artifacts
+            c, "complete_task", task_id=card["id"], token=claim["token"], output="z" * 60_000, artifacts=artifacts
         )
         full = await call(c, "get_task", task_id=card["id"], full=True)
         whole = [a for a in full["artifacts"] if len(a["content"]) > 5_000]
-        assert full["output"] == "z" * 150_000 and len(whole) == 1  # 150k + 199k fit in 400k; a second does not
+        assert full["output"] == "z" * 60_000 and len(whole) == 0  # 60k fits in 100k; 60k + 199k does not
         cut = full["artifacts"][1]["content"]
+        assert full["artifacts"][0]["content"].startswith("# 0\n")
         assert f"call get_task with task_id={card['id']} artifact=<name>" in cut and len(cut) < 4_300
-        assert sum(len(a["content"]) for a in full["artifacts"]) + len(full["output"]) < 430_000
+        assert sum(len(a["content"]) for a in full["artifacts"]) + len(full["output"]) < 100_000 + 20 * 4_200
         one = await call(c, "get_task", task_id=card["id"], artifact="src/part7.py")
         assert [a["name"] for a in one["artifacts"]] == ["src/part7.py"]
         assert one["artifacts"][0]["content"] == artifacts[7]["content"] and len(one["output"]) < 4_300
