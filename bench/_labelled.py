@@ -95,10 +95,12 @@ def _top(scores: np.ndarray, allowed: np.ndarray, keys: list[str], positive_only
     return [keys[i] for i in order if np.isfinite(s[i]) and (not positive_only or s[i] > 0)]
 
 
-def evaluate(name: str, embedder, memory_factory=None, methods=METHODS) -> SetResult:
+def evaluate(name: str, embedder, memory_factory=None, methods=METHODS, target=None) -> SetResult:
     """Load one set into a fresh board and memory (a temp data directory) and score every method on it.
 
-    `memory_factory(board, embedder, home)` opens the memory (default: open_memory, as `hiveboard serve` does).
+    `memory_factory(board, embedder, home)` opens the memory (default: open_memory, as `hiveboard serve` does);
+    `target(home)` names the store to open (default: a SQLite file in the temp data directory; a bench on
+    PostgreSQL hands a new empty database's URL).
     """
     from hiveboard.board import Board, Store
     from hiveboard.memory.service import open_memory
@@ -110,7 +112,7 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS) -> SetRe
     keys = [i["key"] for i in items]
     types = np.array([i.get("task_type", "code") for i in items])
     with tempfile.TemporaryDirectory(prefix=f"hiveboard-bench-{name}-") as tmp:
-        board = Board(Store(Path(tmp) / "hiveboard.db"), lease_seconds=300)
+        board = Board(Store(target(Path(tmp)) if target else Path(tmp) / "hiveboard.db"), lease_seconds=300)
         memory = (memory_factory or open_memory)(board, embedder, Path(tmp))
         try:
             ids: dict[int, str] = {}

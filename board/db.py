@@ -242,10 +242,20 @@ class Store:
             yield db
             db.execute("COMMIT")
         except BaseException:
-            if self.dialect.in_transaction(db):  # a failed COMMIT must not leave the write lock held
-                db.execute("ROLLBACK")
             self._local.pending = []
+            try:
+                if self.dialect.in_transaction(db):  # a failed COMMIT must not leave the write lock held
+                    db.execute("ROLLBACK")
+            except Exception:  # the connection is gone too: it is dropped, and the first error stands
+                self._discard()
             raise
+
+    def _discard(self) -> None:
+        """Close this thread's connection for good (its next statement opens another)."""
+        holder, self._local.conn = getattr(self._local, "conn", None), None
+        if holder is not None and holder.db is not None:
+            _close(holder.db)  # closed, it is not handed back to the pool (which frees its place)
+            holder.close()
 
     def _publish(self) -> None:
         events, self._local.pending = self._local.pending, []
@@ -276,7 +286,7 @@ class Store:
         try:
             yield db
         finally:
-            db.execute("COMMIT")
+            db.execute("END")  # COMMIT, as a read says it (nothing it did can have been lost)
 
     def open_connections(self) -> int:
         """How many connections this store holds open (one per live thread that used it)."""

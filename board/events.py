@@ -26,6 +26,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
+from .errors import Unavailable
+
 if TYPE_CHECKING:
     from .dialect import Dialect
 
@@ -299,7 +301,8 @@ class Notifier:
                     version, last_id, backlog, events, gap = await asyncio.to_thread(
                         self._changes, conn, version, last_id, backlog
                     )
-                except self.dialect.Error:
+                # Unavailable: the events query lost its connection (the dialect's own words for it)
+                except (self.dialect.Error, Unavailable):
                     log.exception("cross-process wake-up check failed; reconnecting")
                     conn = await self._reconnect(conn)
                     backlog = True  # what was committed meanwhile is read once connected again

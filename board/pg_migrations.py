@@ -262,7 +262,29 @@ def p003_web_sessions(db) -> None:
     db.execute("CREATE INDEX web_sessions_expiry ON web_sessions (expires_at)")
 
 
-MIGRATIONS: list[Callable] = [p001_schema, p002_quotas, p003_web_sessions]
+def p004_keyword_index_as_fts5(db) -> None:
+    # The keyword index as SQLite's FTS5 table ('porter unicode61') builds it, so that a keyword search finds
+    # the same items on either store: every word kept (the 'english' configuration drops "only", "each",
+    # "same", "between", … even where a query asks for them), stemmed by the same Porter stemmer (English
+    # snowball makes "repeatedly" "repeat", FTS5 "repeatedli"), and split at every punctuation mark first
+    # (PostgreSQL's parser keeps "os.path.join", "psycopg2.ProgrammingError" and "src/app.py" whole, so a
+    # query for "join" or "programmingerror" did not find them).
+    for statement in (
+        "CREATE TEXT SEARCH DICTIONARY hiveboard_porter (TEMPLATE = snowball, LANGUAGE = porter)",
+        "CREATE TEXT SEARCH CONFIGURATION hiveboard (COPY = simple)",
+        "ALTER TEXT SEARCH CONFIGURATION hiveboard ALTER MAPPING FOR asciiword, asciihword, hword_asciipart "
+        "WITH hiveboard_porter",
+        "ALTER TABLE memory_items DROP COLUMN search",  # its GIN index goes with it
+        "ALTER TABLE memory_items ADD COLUMN search tsvector GENERATED ALWAYS AS ("
+        "setweight(to_tsvector('hiveboard', regexp_replace(title, '[[:punct:]]+', ' ', 'g')), 'A') "
+        "|| setweight(to_tsvector('hiveboard', regexp_replace(text, '[[:punct:]]+', ' ', 'g')), 'B') "
+        "|| setweight(to_tsvector('hiveboard', code_words), 'C')) STORED",
+        "CREATE INDEX memory_search ON memory_items USING GIN (search)",
+    ):
+        db.execute(statement)
+
+
+MIGRATIONS: list[Callable] = [p001_schema, p002_quotas, p003_web_sessions, p004_keyword_index_as_fts5]
 
 
 def apply_migrations(db, lock: int) -> list[str]:

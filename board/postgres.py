@@ -9,7 +9,9 @@ What has no common form is here, as in board/dialect.py for SQLite:
   atomic everywhere (claims, leases and fencing keep their guarded UPDATEs on top);
 - consistent reads: REPEATABLE READ for a read that spans several statements;
 - JSON columns (stored as text, read through jsonb);
-- keyword search: a weighted tsvector over title, text and code words, GIN-indexed, ranked by ts_rank;
+- keyword search: a weighted tsvector over title, text and code words, GIN-indexed, its words those FTS5's
+  'porter unicode61' makes (text search configuration `hiveboard`), ranked by ts_rank times each word's
+  IDF, as FTS5's bm25 weighs them;
 - wake-ups across nodes: every committed event is also a NOTIFY; the watcher LISTENs on a dedicated
   connection (reconnecting after a failure) instead of polling;
 - the schema (board/pg_migrations.py), applied under a session advisory lock so nodes that start
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 
@@ -61,30 +63,50 @@ class PgDatabase:
     Statements whose answer nobody reads (BEGIN, the write lock, a NOTIFY) are `defer`red: they travel
     with the next statement in one pipeline, so a transaction's opening costs no round trip of its own."""
 
-    def __init__(self, conn):
+    def __init__(self, conn, reconnect: Callable[[], object] | None = None):
         self._conn = conn
         self.conn = self
         self._deferred: list[tuple[str, tuple | None]] = []
+        self._reconnect = reconnect  # a new psycopg connection to the same database
 
     def defer(self, sql: str, params: Iterable = ()) -> None:
         # always a tuple, even empty: psycopg reads the `%%` of translate() back as `%` only then
         self._deferred.append((translate(sql), tuple(params)))
 
     def execute(self, sql: str, params: Iterable = ()):
-        if sql in ("COMMIT", "ROLLBACK") and self._deferred and not self._begun:
+        """One statement (with what was deferred ahead of it). COMMIT ends a write; END ends a read (so
+        losing the server there is not reported as a commit that may have happened)."""
+        if sql in ("COMMIT", "END", "ROLLBACK") and self._deferred and not self._begun:
             self._deferred = []  # a transaction that never reached the server: nothing to end
             return None
         if sql == "ROLLBACK":
             self._deferred = []  # what was deferred belongs to the transaction being abandoned
+        deferred, self._deferred = self._deferred, []
+        # a transaction's first round trip, or a read: if the connection turns out dead (the server restarted
+        # since its last use), nothing of it took effect, and it goes again on a new connection
+        again = self._reconnect is not None and (
+            (deferred and deferred[0][0].startswith("BEGIN")) or (not deferred and sql.startswith("SELECT"))
+        )
         with _reachable(committing=sql == "COMMIT"):
-            if not self._deferred:
-                return self._conn.execute(translate(sql), tuple(params))
-            deferred, self._deferred = self._deferred, []
-            with self._conn.pipeline():
-                for ahead, args in deferred:
-                    self._conn.execute(ahead, args)
-                cursor = self._conn.execute(translate(sql), tuple(params))
-            return cursor
+            import psycopg
+
+            try:
+                return self._send(deferred, sql, params)
+            except psycopg.OperationalError:
+                if not again or self.alive:
+                    raise
+            self._conn.close()
+            self._conn = self._reconnect()
+            return self._send(deferred, sql, params)
+
+    def _send(self, deferred: list, sql: str, params: Iterable):
+        if not deferred:
+            return self._conn.execute(translate(sql), tuple(params))
+        with self._conn.pipeline():
+            for ahead, args in deferred:
+                self._conn.execute(ahead, args)
+            cursor = self._conn.execute(translate(sql), tuple(params))
+        return cursor
 
     def executemany(self, sql: str, seq: Iterable) -> None:
         if self._deferred:
@@ -101,7 +123,11 @@ class PgDatabase:
 
     @property
     def alive(self) -> bool:
-        return not (self._conn.closed or self._conn.broken)
+        # a pipeline the server broke off mid-way can leave the connection in pipeline mode, unusable
+        from psycopg.pq import PipelineStatus
+
+        conn = self._conn
+        return not (conn.closed or conn.broken) and conn.pgconn.pipeline_status == PipelineStatus.OFF
 
     @property
     def _begun(self) -> bool:
@@ -154,8 +180,11 @@ class PostgreSQL(Dialect):
         import psycopg
 
         # autocommit: the store begins and commits its transactions itself, as on SQLite
+        def connection():
+            return psycopg.connect(target, autocommit=True, application_name="hiveboard")
+
         with _reachable():
-            return PgDatabase(psycopg.connect(target, autocommit=True, application_name="hiveboard"))
+            return PgDatabase(connection(), connection)
 
     def alive(self, db: PgDatabase) -> bool:
         return db.alive
@@ -243,14 +272,23 @@ class PostgreSQL(Dialect):
         return " | ".join(words) or None
 
     def keyword_count(self) -> str:
-        return "SELECT count(*) FROM memory_items WHERE search @@ to_tsquery('english', ?)"
+        return "SELECT count(*) FROM memory_items WHERE search @@ to_tsquery('hiveboard', ?)"
 
     def keyword_ids(self) -> str:
-        return "SELECT id FROM memory_items WHERE search @@ to_tsquery('english', ?)"
+        return "SELECT id FROM memory_items WHERE search @@ to_tsquery('hiveboard', ?)"
 
     def keyword_ranked(self) -> str:
-        # weights: the title (A) counts more than the text (B) and the code words (C)
+        # Ranked as FTS5's bm25 ranks: each query word's weight in the item (ts_rank: its frequency, saturating,
+        # the title (A) counting twice the text (B) and the code words (C) as bm25(memory_fts, 2.0, 1.0) has
+        # it, divided by 1 + the log of the item's length) times the word's IDF, summed over the words. ts_rank
+        # of the whole query has no IDF: a common word counted as much as the rare one the query is about.
+        # One index scan per word finds its rows: their count is its document frequency.
         return (
-            "SELECT m.id FROM memory_items m, to_tsquery('english', ?) q WHERE m.search @@ q "
-            "ORDER BY ts_rank(m.search, q) DESC, m.id"
+            "WITH w AS MATERIALIZED (SELECT x AS word, to_tsquery('hiveboard', x) AS q "
+            "FROM unnest(string_to_array(CAST(? AS text), ' | ')) x), "
+            "s AS MATERIALIZED (SELECT m.id, w.word, ts_rank('{0.1, 0.5, 0.5, 1.0}', m.search, w.q, 1) AS r "
+            "FROM w JOIN memory_items m ON m.search @@ w.q), "
+            "d AS (SELECT word, ln(1 + ((SELECT coalesce(max(id), 0) FROM memory_items) - count(*) + 0.5) "
+            "/ (count(*) + 0.5)) AS idf FROM s GROUP BY word) "
+            "SELECT s.id FROM s JOIN d USING (word) GROUP BY s.id ORDER BY sum(d.idf * s.r) DESC, s.id"
         )

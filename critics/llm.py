@@ -87,6 +87,10 @@ JSON_OBJECT = re.compile(r"\{.*\}", re.S)
 
 
 def _client(base_url: str | None, api_key_env: str | None, timeout: float) -> openai.OpenAI:
+    # openai checks URLs against the legacy httpx module whenever sys.modules holds it, even half-imported:
+    # `serve` opens the memory (whose Chroma client imports httpx) on another thread while it builds the
+    # critics. Importing httpx here waits for that import to finish instead of failing on its partial module.
+    import httpx  # noqa: F401
     import openai  # when a critic is built (a server builds its critics after `initialize`), not on import
 
     key = os.environ.get(api_key_env) if api_key_env else None

@@ -91,29 +91,39 @@ class VectorIndex:
             raise IndexUnavailable(f"cannot open the Chroma index at {url or path}: {exc}") from exc
 
     def _drop(self) -> None:
-        names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
-        if self.name in names:
+        if self._exists():
             self.client.delete_collection(self.name)
 
+    def _exists(self) -> bool:
+        return self.name in {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
+
     def _open(self):
-        names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
-        if self.name in names:
-            collection = self.client.get_collection(self.name)
-            meta = collection.metadata or {}
-            if meta.get("hiveboard_model") != self.embedder.name or meta.get("hiveboard_dim") != self.embedder.dim:
-                raise EmbeddingMismatch(
-                    f"the memory index was built with {meta.get('hiveboard_model')} "
-                    f"({meta.get('hiveboard_dim')}-d) but this server embeds with {self.embedder.name} "
-                    f"({self.embedder.dim}-d); vectors of two models do not compare. Run `hiveboard reindex` "
-                    "to rebuild the index from SQLite with the configured model"
-                )
-            return self.client.get_collection(self.name, embedding_function=self.function)
-        return self.client.create_collection(
-            self.name,
-            embedding_function=self.function,
-            configuration={"hnsw": {"space": "cosine"}},
-            metadata={"hiveboard_model": self.embedder.name, "hiveboard_dim": self.embedder.dim},
-        )
+        if self._exists():
+            return self._existing()
+        try:
+            return self.client.create_collection(
+                self.name,
+                embedding_function=self.function,
+                configuration={"hnsw": {"space": "cosine"}},
+                metadata={"hiveboard_model": self.embedder.name, "hiveboard_dim": self.embedder.dim},
+            )
+        except Exception:
+            if not self._exists():
+                raise
+            # nodes that start together on one Chroma server: another created the collection since we looked
+            return self._existing()
+
+    def _existing(self):
+        collection = self.client.get_collection(self.name)
+        meta = collection.metadata or {}
+        if meta.get("hiveboard_model") != self.embedder.name or meta.get("hiveboard_dim") != self.embedder.dim:
+            raise EmbeddingMismatch(
+                f"the memory index was built with {meta.get('hiveboard_model')} "
+                f"({meta.get('hiveboard_dim')}-d) but this server embeds with {self.embedder.name} "
+                f"({self.embedder.dim}-d); vectors of two models do not compare. Run `hiveboard reindex` "
+                "to rebuild the index from SQLite with the configured model"
+            )
+        return self.client.get_collection(self.name, embedding_function=self.function)
 
     def rebuild(self) -> None:
         """Drop the collection and create it empty for the configured model."""

@@ -98,6 +98,8 @@ class BearerAuth:
             return await self.app(scope, receive, send)
         import anyio
 
+        from hiveboard.board import Unavailable
+
         from .identity import bearer_token
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -106,10 +108,13 @@ class BearerAuth:
         if token is None:
             ok = self.server_token is None and not malformed
         else:
-            ok = (
-                self.server_token is not None
-                and hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
-            ) or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None
+            try:
+                ok = (
+                    self.server_token is not None
+                    and hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
+                ) or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None
+            except Unavailable as exc:  # the token cannot be checked: the client's call fails with the sentence
+                return await _unavailable(send, str(exc))
         if ok:
             return await self.app(scope, receive, send)
         if malformed:
@@ -130,6 +135,17 @@ class BearerAuth:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+async def _unavailable(send, sentence: str) -> None:
+    """503 with a JSON-RPC error, which MCP clients raise with its message (a bare 500 reads "Server returned an
+    error response"); nothing reached a tool, so nothing was written."""
+    from mcp_types import INTERNAL_ERROR
+
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": INTERNAL_ERROR, "message": sentence}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"1")]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def http_app(

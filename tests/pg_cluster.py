@@ -47,6 +47,7 @@ class PostgresCluster:
         quiet = dict(check=True, capture_output=True, timeout=START_TIMEOUT)
         subprocess.run([*as_user, str(initdb), "-D", str(self.data), "-A", "trust", "-U", "postgres"], **quiet)
         options = f"-p {self.port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=300 {settings}"
+        self.options = options
         subprocess.run([*self.ctl, "-o", options, "-l", str(root / "log"), "-w", "start"], **quiet)
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}"
 
@@ -64,6 +65,19 @@ class PostgresCluster:
         log = self.data.parent / "log"  # the server's output goes there, never to this pipe (it outlives pg_ctl)
         subprocess.run(
             [*self.ctl, "-m", "fast", "-w", "-l", str(log), "restart"],
+            check=True,
+            capture_output=True,
+            timeout=START_TIMEOUT,
+        )
+
+    def down(self) -> None:
+        """Stop the server, keeping its data (up() starts it again): the database cannot be reached meanwhile."""
+        subprocess.run([*self.ctl, "-m", "fast", "-w", "stop"], check=True, capture_output=True, timeout=START_TIMEOUT)
+
+    def up(self) -> None:
+        log = self.data.parent / "log"
+        subprocess.run(
+            [*self.ctl, "-o", self.options, "-l", str(log), "-w", "start"],
             check=True,
             capture_output=True,
             timeout=START_TIMEOUT,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import sqlite3
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
@@ -91,17 +92,22 @@ async def test_two_servers_on_one_data_directory_never_run_the_same_job(tmp_path
     (a, url_a), (b, url_b) = serve_http(home), serve_http(home)
     cards = 8
     try:
-        token = await self_registered_token(url_a, "alice")
-        async with http_client(url_a, token) as ca, http_client(url_b, token) as cb:
+        # four agents: one agent's jobs run one at a time (review.per_agent), so four keep both servers busy
+        tokens = [await self_registered_token(url_a, name) for name in ("alice", "bob", "carol", "dave")]
+        async with AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(http_client(url_a if n % 2 else url_b, token))
+                for n, token in enumerate(tokens)
+            ]
             ids = []
             for n in range(cards):
-                client = ca if n % 2 else cb
+                client = clients[n % len(clients)]
                 card = await call(client, "create_task", title=f"card {n}", task_type="code")
                 claim = await call(client, "claim_task", task_id=card["id"])
                 await call(client, "complete_task", task_id=card["id"], token=claim["token"], output=f"work {n}")
                 ids.append(card["id"])
             for task_id in ids:
-                trail = await call(ca, "get_review", task_id=task_id, wait_seconds=START_TIMEOUT, full=True)
+                trail = await call(clients[0], "get_review", task_id=task_id, wait_seconds=START_TIMEOUT, full=True)
                 assert trail["rounds"][0]["status"] == "finished" and trail["rounds"][0]["attempts"] == 1
     finally:
         stop_process(a)
