@@ -44,6 +44,14 @@ node_env = test_web.node_env  # the fixture: each served board is on the backend
 WAIT = 60_000  # ms: a generous ceiling for a loaded machine; the bench measures how fast it really is
 
 
+def shows(page, selector: str, text: str) -> None:
+    """Wait until the element shows this text. Polled from here: a predicate evaluated as a string in the
+    page is an eval, which the board's Content-Security-Policy refuses (as it should)."""
+    from playwright.sync_api import expect
+
+    expect(page.locator(selector)).to_have_text(text, timeout=WAIT)
+
+
 def mcp(fn, *args):
     """Run an async MCP step from a sync (Playwright) test, on its own thread and event loop."""
     with ThreadPoolExecutor(1) as pool:
@@ -129,11 +137,8 @@ def test_cards_move_across_an_open_board_without_reload(served, browser):
     assert page.inner_text("#count-done") == "1" and page.inner_text("#count-in_progress") == "0"
     # the filtered page moved the card too, and its counts came pushed for its filter
     notes.wait_for_selector(f"#col-done #card-{card['id']}", timeout=WAIT)
-    notes.wait_for_function(
-        "document.getElementById('count-done').textContent === '1' && "
-        "document.getElementById('count-in_progress').textContent === '0'",
-        timeout=WAIT,
-    )
+    shows(notes, "#count-done", "1")
+    shows(notes, "#count-in_progress", "0")
 
     async def other():
         async with http_client(url, tokens["tester"]) as tester:
@@ -149,7 +154,7 @@ def test_cards_move_across_an_open_board_without_reload(served, browser):
 
     third = mcp(note)  # once the filtered tab shows this one, it has had the update with the code card too
     notes.wait_for_selector(f"#col-todo #card-{third['id']}", timeout=WAIT)
-    notes.wait_for_function("document.getElementById('count-todo').textContent === '1'", timeout=WAIT)
+    shows(notes, "#count-todo", "1")
     assert notes.query_selector(f"#card-{second['id']}") is None
     assert not refused, f"the Content-Security-Policy refused: {refused}"
     context.close()
@@ -513,7 +518,7 @@ def test_an_open_card_page_follows_a_decision_made_elsewhere(served, browser):
     deciding.wait_for_selector(".flash")
     assert "now done" in deciding.inner_text(".flash") and "passed by a person" in deciding.inner_text("main")
 
-    watcher.wait_for_function("document.querySelector('main .status').textContent === 'Done'", timeout=WAIT)
+    shows(watcher, "main .status", "Done")
     assert watcher.evaluate("window.__same_page") is True  # updated in place
     text = watcher.inner_text("main")
     assert "passed by a person (lee" in text and "not reviewed yet" not in text and "Why it waits" not in text
@@ -533,7 +538,7 @@ def test_a_page_catches_up_on_changes_made_before_it_listened(served, browser):
     held = []
     page.route("**/events*", lambda route: held.append(route))  # its stream waits until the change is made
     page.goto(f"{base}/task/{made['id']}")
-    page.wait_for_function("document.readyState === 'complete'")
+    page.wait_for_load_state("load")
     while not held:
         page.wait_for_timeout(20)
     page.evaluate("window.__same_page = true")
