@@ -60,6 +60,17 @@ def rows(db: Database, sql: str, params: list | tuple = ()) -> list[dict]:
     return [dict(zip(keys, row)) for row in cursor.fetchall()]
 
 
+_borrowed = threading.local()  # the pooled stores whose connection this thread holds
+
+
+def release_connections() -> None:
+    """Hand back every pooled connection this thread holds (see Store's `pool`): a worker thread calls it
+    when it finishes a call, so that threads waiting for their next call hold none."""
+    for store in getattr(_borrowed, "stores", ()):
+        store.release()
+    _borrowed.stores = set()
+
+
 def is_url(target: str) -> bool:
     """Whether a --db target is a URL (scheme://…) rather than a file path."""
     return "://" in target and target.split("://", 1)[0].replace("+", "").isalpha()
@@ -91,9 +102,10 @@ class Store:
     begins; `write` is refused.
 
     pool: at most this many connections at once (a database server's are few and shared by every node);
-    a thread keeps its connection while it lives and hands it back when it ends, the next thread takes a
-    handed-back one before opening another, and a thread that finds all in use waits up to `pool_wait`
-    seconds, then gets `Unavailable` (one sentence). None: a connection per thread, as many as threads."""
+    a thread keeps its connection until it hands it back (`release_connections()` when it finishes a
+    call, or when it ends), the next thread takes a handed-back one before opening another, and a thread
+    that finds all in use waits up to `pool_wait` seconds, then gets `Unavailable` (one sentence). None: a
+    connection per thread, as many as threads."""
 
     def __init__(self, path: str | Path, read_only: bool = False, pool: int | None = None, pool_wait: float = 5.0):
         self.path = str(path)
@@ -110,7 +122,11 @@ class Store:
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
         self.pool, self.pool_wait = pool, pool_wait
-        self._slots = threading.BoundedSemaphore(pool) if pool else None
+        self._pooling = bool(pool)
+        self._opened = 0  # connections of the pool in existence (in threads' hands or idle)
+        # a connection was handed back, or a place freed; reentrant: a connection dropped by the garbage
+        # collector hands itself back on whatever thread that runs, which may be inside the pool already
+        self._returned = threading.Condition(threading.RLock())
         self._idle: list = []  # connections handed back by threads that ended, for the next thread
         self._write_lock = threading.RLock()
         self.pending: list[str] = []
@@ -139,7 +155,7 @@ class Store:
             db.execute("ROLLBACK")
 
     def _connect(self) -> _Connection:
-        if self._slots is None:
+        if not self._pooling:
             holder = _Connection(self.dialect.connect(self.target))
         else:
             holder = _Connection(self._pooled(), self._hand_back)
@@ -148,42 +164,52 @@ class Store:
         return holder
 
     def _pooled(self):
-        """A handed-back connection, or a new one within the pool's size (waiting up to pool_wait for one)."""
-        with self._all_lock:
-            while self._idle:
-                db = self._idle.pop()
-                if self.dialect.alive(db):
-                    return db
-                _close(db)
-                self._slots.release()
-        if not self._slots.acquire(timeout=self.pool_wait):
-            with self._all_lock:  # one may have been handed back meanwhile without freeing a slot
-                if self._idle:
-                    return self._idle.pop()
-            raise Unavailable(
-                f"all {self.pool} database connections of this node are in use (waited {self.pool_wait:g} s); "
-                "nothing was written; retry in a moment",
-                "connection pool exhausted",
-            )
+        """A handed-back connection, or a new one within the pool's size; waits up to pool_wait for either."""
+        deadline = time.monotonic() + self.pool_wait
+        with self._returned:
+            while True:
+                while self._idle:
+                    db = self._idle.pop()
+                    if self.dialect.alive(db):
+                        return db
+                    _close(db)
+                    self._opened -= 1
+                if self._opened < self.pool:
+                    self._opened += 1
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Unavailable(
+                        f"all {self.pool} database connections of this node are in use (waited "
+                        f"{self.pool_wait:g} s); nothing was written; retry in a moment",
+                        "connection pool exhausted",
+                    )
+                self._returned.wait(left)
         try:
             return self.dialect.connect(self.target)
         except BaseException:
-            self._slots.release()
+            self._freed()
             raise
 
+    def _freed(self) -> None:
+        with self._returned:
+            self._opened -= 1
+            self._returned.notify()
+
     def _hand_back(self, db) -> None:
-        """A thread's connection when the thread ends: kept for the next thread if it is sound and idle."""
+        """A thread's connection when it is done with it: kept for the next thread if it is sound and idle."""
         try:
             sound = self.dialect.alive(db) and not self.dialect.in_transaction(db)
         except Exception:
             sound = False
-        if sound and self._slots is not None:
-            with self._all_lock:
+        with self._returned:
+            if sound and self._pooling:
                 self._idle.append(db)
-            return
+                self._returned.notify()
+                return
         _close(db)
-        if self._slots is not None:
-            self._slots.release()
+        if self._pooling:
+            self._freed()
 
     @property
     def db(self) -> Database:
@@ -194,7 +220,20 @@ class Store:
             holder = self._local.conn = None
         if holder is None:
             holder = self._local.conn = self._connect()
+            if self._pooling:
+                stores = getattr(_borrowed, "stores", None)
+                if stores is None:
+                    stores = _borrowed.stores = set()
+                stores.add(self)
         return holder.db
+
+    def release(self) -> None:
+        """Hand this thread's connection back to the pool unless it is inside a transaction."""
+        holder = getattr(self._local, "conn", None)
+        if not self._pooling or holder is None or holder.db is None or self.dialect.in_transaction(holder.db):
+            return
+        self._local.conn = None
+        holder.close()  # kept for the next thread that needs one (_hand_back)
 
     def optimize(self) -> None:
         """Refresh the query planner's statistics; run at open and as data grows."""
@@ -294,9 +333,10 @@ class Store:
             return len(self._all)
 
     def close(self) -> None:
-        self._slots = None  # from now on a connection handed back is closed
+        self._pooling = False  # from now on a connection handed back is closed
         with self._all_lock:
             holders, self._all = list(self._all), weakref.WeakSet()
+        with self._returned:
             idle, self._idle = self._idle, []
         for holder in holders:
             holder.close()

@@ -15,6 +15,7 @@ import logging
 import threading
 from typing import Self
 
+from .db import release_connections
 from .events import Event, Notifier
 
 
@@ -100,6 +101,7 @@ class Worker:
                     continue
                 more = False
             if not more:
+                release_connections()  # a worker asleep holds no database connection (a pool's are few)
                 self._sleep()
 
     def _sleep(self) -> None:

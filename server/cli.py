@@ -96,10 +96,10 @@ class BearerAuth:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        import anyio
 
         from hiveboard.board import Unavailable
 
+        from . import lanes
         from .identity import bearer_token
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -112,7 +112,7 @@ class BearerAuth:
                 ok = (
                     self.server_token is not None
                     and hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
-                ) or await anyio.to_thread.run_sync(self.board.agents.by_token, token) is not None
+                ) or await lanes.off_loop(self.board.agents.by_token, token) is not None
             except Unavailable as exc:  # the token cannot be checked: the client's call fails with the sentence
                 return await _unavailable(send, str(exc))
         if ok:
@@ -414,6 +414,8 @@ def start_digester(settings: Settings, board: Board, memory: Memory) -> Digester
 
 
 def _serve(args: argparse.Namespace, settings: Settings, board: Board, background: Background) -> int:
+    from hiveboard.board.db import release_connections
+
     from .app import build_server
     from .identity import Identity
 
@@ -438,6 +440,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
         # An HTTP server usually waits for its first client longer than the background takes, and it
         # should refuse an unusable memory index on its own, so it starts now rather than at a client.
         background.start()
+        release_connections()  # what start-up borrowed: the event loop's thread holds no connection while it serves
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
         return 0
     identity = Identity(board.agents, "stdio", agent=settings.agent, role=settings.agent_role)
@@ -455,6 +458,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
     )
     server.middleware.append(background.after_initialize())
     freeze_heap(collect=False)
+    release_connections()
     anyio.run(run_stdio, server)
     return 0
 

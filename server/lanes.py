@@ -23,7 +23,6 @@ waits for at most one of its calls.
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from collections.abc import Callable, Hashable
 from contextvars import ContextVar
@@ -32,6 +31,8 @@ from typing import Literal, TypeVar
 import anyio
 import anyio.to_thread
 from anyio.lowlevel import RunVar
+
+from hiveboard.board.db import release_connections
 
 Lane = Literal["read", "write"]
 T = TypeVar("T")
@@ -105,6 +106,19 @@ async def run(lane: Lane, fn: Callable[..., T], *args, **kwargs) -> T:
     fair = lane_of(lane)
     await fair.acquire(caller.get())
     try:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        return await off_loop(fn, *args, **kwargs)
     finally:
         fair.release()
+
+
+async def off_loop(fn: Callable[..., T], *args, **kwargs) -> T:
+    """Call `fn` on a worker thread (no lane), which hands back its database connection when it is done:
+    worker threads outnumber a database server's connections (board/db.py, Store's pool)."""
+
+    def call() -> T:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            release_connections()
+
+    return await anyio.to_thread.run_sync(call)

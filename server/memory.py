@@ -12,7 +12,6 @@ import functools
 import time
 from typing import Annotated
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field, field_validator
 
@@ -97,7 +96,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         """Search team memory by meaning and keyword."""
         if wait_seconds and mode != "keyword":
             await _indexed(now(), time.monotonic() + wait_seconds)
-        return await anyio.to_thread.run_sync(
+        return await lanes.off_loop(
             functools.partial(
                 memory.query,
                 query,
@@ -115,7 +114,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         from the process that owns the index), or at the deadline."""
         while True:
             mark = notifier.mark(Topic.MEMORY_INDEXED)  # before the count, so a batch indexed in between wakes us
-            waiting = await anyio.to_thread.run_sync(memory.pending, queued_by)  # may open the memory: off the lanes
+            waiting = await lanes.off_loop(memory.pending, queued_by)  # may open the memory: off the lanes
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0:
                 return
@@ -146,7 +145,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         """Teach the team a lesson for this type of task (duplicates merge)."""
         agent = await lanes.run("write", identity.require, ctx)
         # embeds the lesson to find near-duplicates: off the board's lanes
-        return await anyio.to_thread.run_sync(
+        return await lanes.off_loop(
             functools.partial(
                 memory.record_lesson,
                 agent,

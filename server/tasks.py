@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Literal
 
-import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
@@ -215,7 +214,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         lessons: list[Hit] = []
         if memory is not None and claim.claimed:
             try:  # embeds the card's text: off the board's lanes
-                lessons = await anyio.to_thread.run_sync(memory.context_for, agent, claim.task)
+                lessons = await lanes.off_loop(memory.context_for, agent, claim.task)
             except Exception:  # the claim has committed: its holder must still learn its token
                 log.exception("lessons for task %s could not be read", claim.task.id)
                 claim = claim.model_copy(

@@ -10,7 +10,6 @@ from importlib import resources
 from typing import TYPE_CHECKING, get_args
 from urllib.parse import parse_qs, quote, urlencode
 
-import anyio
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
@@ -21,6 +20,7 @@ from hiveboard.board.knowledge import MAX_TAGS
 from hiveboard.board.messages import NewMessage
 from hiveboard.memory.service import Mode
 
+from .. import lanes
 from ..boundary import TOOL_ERRORS
 from . import pages
 from .auth import COOKIE, Sessions, host_allowed, origin_allowed
@@ -90,7 +90,7 @@ class WebBoard:
     async def acting(self, request: Request) -> tuple[Viewer, dict[str, str]]:
         """The person behind an action and its form, or Refused. Checks, in order: logged in, the board
         is not read-only, the Origin is the board's own, the CSRF token, the form itself."""
-        viewer = await anyio.to_thread.run_sync(self.viewer, request)
+        viewer = await lanes.off_loop(self.viewer, request)
         if viewer is None or viewer.name is None:
             raise Refused(401, "log in first: actions need a person's session (the login page takes your token)")
         if viewer.read_only:
@@ -148,13 +148,13 @@ def web_routes(web: WebBoard) -> list[Route]:
         """A GET page: the viewer (or the login page), the rendering off the event loop."""
 
         async def endpoint(request: Request) -> Response:
-            viewer = await anyio.to_thread.run_sync(web.viewer, request)
+            viewer = await lanes.off_loop(web.viewer, request)
             if viewer is None:
                 return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", status_code=303)
             try:
                 # read before rendering: whatever the page shows is at least this new
-                viewer.at = await anyio.to_thread.run_sync(board.views.last_event)
-                html = await anyio.to_thread.run_sync(render, request, viewer)
+                viewer.at = await lanes.off_loop(board.views.last_event)
+                html = await lanes.off_loop(render, request, viewer)
             except BoardError as exc:
                 return HTMLResponse(
                     pages.message_page("Not possible", for_people(str(exc))), status_code=STATUS_OF.get(type(exc), 400)
@@ -169,7 +169,7 @@ def web_routes(web: WebBoard) -> list[Route]:
         async def endpoint(request: Request) -> Response:
             try:
                 viewer, form = await web.acting(request)
-                return await anyio.to_thread.run_sync(run, viewer, form, request)
+                return await lanes.off_loop(run, viewer, form, request)
             except Refused as exc:
                 return HTMLResponse(
                     pages.message_page("Refused", exc.text, request.headers.get("referer") or "/board"),
@@ -339,7 +339,7 @@ def web_routes(web: WebBoard) -> list[Route]:
         origin = request.headers.get("origin")
         if origin is not None and not origin_allowed(origin, request.headers.get("host", ""), web.origins):
             return HTMLResponse(pages.login_page(f"a login from another site ({origin}) is refused"), status_code=403)
-        person, value = await anyio.to_thread.run_sync(web.sessions.login, form.get("token", ""))
+        person, value = await lanes.off_loop(web.sessions.login, form.get("token", ""))
         if person is None:
             return HTMLResponse(pages.login_page(value), status_code=401)
         response = RedirectResponse(_safe_next(form.get("next")), status_code=303)
@@ -367,13 +367,13 @@ def web_routes(web: WebBoard) -> list[Route]:
                 ),
                 status_code=403,
             )
-        await anyio.to_thread.run_sync(web.sessions.logout, cookie)  # on every process and node, not only here
+        await lanes.off_loop(web.sessions.logout, cookie)  # on every process and node, not only here
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response
 
     async def events(request: Request) -> Response:
-        viewer = await anyio.to_thread.run_sync(web.viewer, request)
+        viewer = await lanes.off_loop(web.viewer, request)
         if viewer is None:
             return JSONResponse({"error": "log in first"}, status_code=401)
         f = _filters(request)
@@ -393,11 +393,11 @@ def web_routes(web: WebBoard) -> list[Route]:
         )
 
     async def counts(request: Request) -> Response:
-        viewer = await anyio.to_thread.run_sync(web.viewer, request)
+        viewer = await lanes.off_loop(web.viewer, request)
         if viewer is None:
             return JSONResponse({"error": "log in first"}, status_code=401)
         f = _filters(request)
-        found = await anyio.to_thread.run_sync(
+        found = await lanes.off_loop(
             lambda: board.views.counts(task_type=f["type"], agent=f["agent"], label=f["label"])
         )
         return JSONResponse(found)
@@ -422,7 +422,7 @@ def web_routes(web: WebBoard) -> list[Route]:
         benches) also reads how many live pages this process is streaming to."""
         said: dict = {"status": "ok"}
         cookie = request.cookies.get(COOKIE)
-        if cookie and await anyio.to_thread.run_sync(web.sessions.person, cookie) is not None:
+        if cookie and await lanes.off_loop(web.sessions.person, cookie) is not None:
             said["live_pages"] = web.hub.clients
         return JSONResponse(said)
 

@@ -22,11 +22,10 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable
 
-import anyio
-
 from hiveboard.board import Board
 from hiveboard.board.events import Event, InboxChanged, ReviewChanged, TaskChanged
 
+from .. import lanes
 from . import pages
 
 log = logging.getLogger("hiveboard")
@@ -106,7 +105,7 @@ class LiveHub:
             async with self._rendering:
                 # the filters watched now, inside the lock: a page that connected during the last render counts too
                 filters = set(list(dict.fromkeys(f for f in self._clients.values() if any(f)))[:MAX_FILTERS])
-                payload, counted = await anyio.to_thread.run_sync(self._render, tasks, reviews, messages, filters)
+                payload, counted = await lanes.off_loop(self._render, tasks, reviews, messages, filters)
         except Exception:  # a failed update must not end the hub; pages catch up on the next one
             log.exception("live update failed")
             return
@@ -164,7 +163,7 @@ class LiveHub:
         queue: asyncio.Queue = asyncio.Queue(QUEUE)
         self._clients[queue] = watched
         try:
-            at = await anyio.to_thread.run_sync(self.board.views.last_event)
+            at = await lanes.off_loop(self.board.views.last_event)
             yield f"retry: 1000\nevent: hello\ndata: {json.dumps({'at': at})}\n\n".encode()
             loop = asyncio.get_running_loop()
             checked = loop.time()
@@ -177,7 +176,7 @@ class LiveHub:
                     return
                 if still is not None and (payload is KEEPALIVE_LINE or loop.time() - checked >= KEEPALIVE):
                     checked = loop.time()
-                    if not await anyio.to_thread.run_sync(still):
+                    if not await lanes.off_loop(still):
                         return
                 yield payload
         finally:

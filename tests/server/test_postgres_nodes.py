@@ -245,3 +245,45 @@ def _connections(url: str) -> int:
         return conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hiveboard' AND datname = current_database()"
         ).fetchone()[0]
+
+
+async def test_thirty_two_clients_share_a_node_of_four_connections(postgres, chroma_server, tmp_path):
+    """Worker threads outnumber a small pool: each hands its connection back when its call is done (the
+    token check included), so 32 agents calling at once through one node with 4 connections all get
+    answers, and the node never holds more than 4."""
+    from conftest import serve_http, stop_process
+
+    url = postgres.database()
+    env = clean_env(
+        HIVEBOARD_DB=url, HIVEBOARD_CHROMA_URL=chroma_server, HIVEBOARD_REVIEW__ENABLED="false", HIVEBOARD_DB_POOL="4"
+    )
+    names = [f"a{n:02d}" for n in range(32)]
+    tokens = {
+        name: run_cli("--home", str(tmp_path / "node"), "agent", "add", name, env=env).stdout.strip() for name in names
+    }
+    node, node_url = serve_http(tmp_path / "node", env=env)
+    most = 0
+    try:
+
+        async def agent(name: str) -> None:
+            async with http_client(node_url, tokens[name]) as c:
+                for n in range(5):
+                    made = await call(c, "create_task", title=f"{name} {n}")
+                    assert (await call(c, "claim_task", task_id=made["id"]))["claimed"]
+                    await call(c, "get_board")
+
+        async def watch() -> None:
+            nonlocal most
+            while True:
+                most = max(most, await anyio.to_thread.run_sync(_connections, url))
+                await anyio.sleep(0.05)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            async with anyio.create_task_group() as agents:
+                for name in names:
+                    agents.start_soon(agent, name)
+            tg.cancel_scope.cancel()
+    finally:
+        stop_process(node)
+    assert 1 <= most <= 4, most
