@@ -17,16 +17,19 @@ What has no common form is here, as in board/dialect.py for SQLite:
 - the schema (board/pg_migrations.py), applied under a session advisory lock so nodes that start
   together migrate once.
 
-psycopg is imported here only, and only when a `postgresql://` target is used.
+psycopg is imported here only, and this module only when a `postgresql://` target is used
+(board/db.py dialect_for).
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+
+import psycopg
+from psycopg.pq import PipelineStatus, TransactionStatus
 
 from .dialect import Dialect
 from .errors import Unavailable, first_line
@@ -88,8 +91,6 @@ class PgDatabase:
             (deferred and deferred[0][0].startswith("BEGIN")) or (not deferred and sql.startswith("SELECT"))
         )
         with _reachable(committing=sql == "COMMIT"):
-            import psycopg
-
             try:
                 return self._send(deferred, sql, params)
             except psycopg.OperationalError:
@@ -124,15 +125,11 @@ class PgDatabase:
     @property
     def alive(self) -> bool:
         # a pipeline the server broke off mid-way can leave the connection in pipeline mode, unusable
-        from psycopg.pq import PipelineStatus
-
         conn = self._conn
         return not (conn.closed or conn.broken) and conn.pgconn.pipeline_status == PipelineStatus.OFF
 
     @property
     def _begun(self) -> bool:
-        from psycopg.pq import TransactionStatus
-
         return self.alive and self._conn.info.transaction_status != TransactionStatus.IDLE
 
     @property
@@ -147,8 +144,6 @@ class PgDatabase:
 @contextmanager
 def _reachable(committing: bool = False) -> Iterator[None]:
     """The driver's "cannot reach the server" as Unavailable (its other errors pass through)."""
-    import psycopg
-
     try:
         yield
     except psycopg.OperationalError as exc:
@@ -171,14 +166,9 @@ class PostgreSQL(Dialect):
     pushes = True
 
     def __init__(self) -> None:
-        import psycopg
-
         self.Error = psycopg.Error
-        self._listen_lock = threading.Lock()
 
     def connect(self, target: str) -> PgDatabase:
-        import psycopg
-
         # autocommit: the store begins and commits its transactions itself, as on SQLite
         def connection():
             return psycopg.connect(target, autocommit=True, application_name="hiveboard")
@@ -239,8 +229,6 @@ class PostgreSQL(Dialect):
         return db.execute("SELECT pg_database_size(current_database())").fetchone()[0]
 
     def watch_connect(self, target: str) -> PgDatabase:
-        import psycopg
-
         conn = psycopg.connect(target, autocommit=True, application_name="hiveboard-watch")
         conn.execute(f"LISTEN {CHANNEL}")
         return PgDatabase(conn)
