@@ -88,6 +88,21 @@ def store_target(request, tmp_path: Path, backend: str) -> str:
 
 
 @pytest.fixture
+def node_env(request, backend: str, store_target: str) -> dict[str, str]:
+    """The environment of this test's hiveboard processes (serve, web, the CLI) with --home at a directory of
+    the test's. On SQLite the board is the file in that --home; on PostgreSQL it is HIVEBOARD_DB, with the
+    Chroma server such a node needs, in a collection of this test's own (the session's tests share the
+    server, and every fresh database numbers its items from 1)."""
+    if backend == "sqlite":
+        return clean_env()
+    return clean_env(
+        HIVEBOARD_DB=store_target,
+        HIVEBOARD_CHROMA_URL=request.getfixturevalue("chroma_server"),
+        HIVEBOARD_CHROMA_COLLECTION=f"t{uuid.uuid4().hex[:16]}",
+    )
+
+
+@pytest.fixture
 def board(store_target: str):
     b = Board(Store(store_target), lease_seconds=300)
     yield b

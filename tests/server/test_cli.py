@@ -26,20 +26,6 @@ REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
 pytestmark = pytest.mark.backends("sqlite", "postgresql")  # for the tests that take a board
 
 
-@pytest.fixture
-def node_env(request, backend: str, store_target: str) -> dict[str, str]:
-    """The environment of a command on this test's board, run with --home at the test's tmp_path. On SQLite the
-    board is the file there (the `board` fixture's); on PostgreSQL it is HIVEBOARD_DB, with the Chroma server
-    such a board's memory needs, in a collection of this test's own (the session's tests share the server)."""
-    if backend == "sqlite":
-        return clean_env()
-    return clean_env(
-        HIVEBOARD_DB=store_target,
-        HIVEBOARD_CHROMA_URL=request.getfixturevalue("chroma_server"),
-        HIVEBOARD_CHROMA_COLLECTION=f"t{uuid.uuid4().hex[:16]}",
-    )
-
-
 def open_memory_of(board: Board, home: Path, env: dict[str, str]):
     """The memory a node with this environment and data directory opens (embedded, or on the Chroma server)."""
     from hiveboard.memory.embeddings import get_embedder

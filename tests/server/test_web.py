@@ -9,31 +9,16 @@ import json
 import re
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import call, call_error, clean_env, http_client, run_cli, serve_http, stop_process
+from conftest import call, call_error, http_client, run_cli, serve_http, stop_process
 
 from hiveboard.board import Store
 from hiveboard.server.web.text import TOOLS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
-
-
-@pytest.fixture
-def node_env(request, backend: str, store_target: str) -> dict[str, str]:
-    """The environment of this test's hiveboard processes. On SQLite the board is the file in their --home;
-    on PostgreSQL it is HIVEBOARD_DB, with the Chroma server such a node needs, in a collection of this
-    test's own (the session's tests share the server, and every fresh database numbers its items from 1)."""
-    if backend == "sqlite":
-        return clean_env()
-    return clean_env(
-        HIVEBOARD_DB=store_target,
-        HIVEBOARD_CHROMA_URL=request.getfixturevalue("chroma_server"),
-        HIVEBOARD_CHROMA_COLLECTION=f"t{uuid.uuid4().hex[:16]}",
-    )
 
 
 def add_agent(home: Path, env: dict[str, str], name: str, role: str | None = None) -> str:

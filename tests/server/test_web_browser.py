@@ -22,7 +22,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-import test_web
 from conftest import call, http_client, serve_http, stop_process
 from test_web import add_agent
 
@@ -40,7 +39,6 @@ if CHROMIUM is None:
     pytest.skip("the browser tests need the OS package chromium (apt-get install chromium)", allow_module_level=True)
 
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-node_env = test_web.node_env  # the fixture: each served board is on the backend test_web.py's would be
 WAIT = 60_000  # ms: a generous ceiling for a loaded machine; the bench measures how fast it really is
 
 
