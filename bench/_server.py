@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         log_level="WARNING",
     )
+    cli.configure_logging(settings)  # as cmd_serve does
     served = bench_app(settings, args.background)
     cli.freeze_heap(collect=False)  # as `hiveboard serve` does before it serves (no long full collections)
     uvicorn.run(served, host=settings.host, port=settings.port, log_level="warning")

@@ -105,18 +105,32 @@ class BearerAuth:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         token = bearer_token(headers.get("authorization"))
         malformed = token is None and "authorization" in headers  # Basic, a bare "Bearer", …: not a token we check
-        if token is None:
-            ok = self.server_token is None and not malformed
-        else:
-            try:
-                ok = (
-                    self.server_token is not None
-                    and hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
-                ) or await lanes.off_loop(self.board.agents.by_token, token) is not None
-            except Unavailable as exc:  # the token cannot be checked: the client's call fails with the sentence
-                return await _unavailable(send, str(exc))
-        if ok:
-            return await self.app(scope, receive, send)
+        operator = (
+            token is not None
+            and self.server_token is not None
+            and hmac.compare_digest(token.encode("latin-1"), self.server_token.encode())
+        )
+        # one request per agent token in service at a time (lanes.Turns): calls, not the notification streams
+        # (GET, subscriptions/listen) nor notifications (a cancellation must not queue behind what it cancels);
+        # the server token is shared by whoever holds it, so it is not told apart
+        method = headers.get("mcp-method", "")  # on 2026-07-28 requests; older ones say it in the body only
+        served_in_turn = (
+            token is not None
+            and not operator
+            and scope.get("method") == "POST"
+            and method != "subscriptions/listen"
+            and not method.startswith("notifications/")
+        )
+        async with lanes.turn(("token", token) if served_in_turn else None):
+            if token is None:
+                ok = self.server_token is None and not malformed
+            else:
+                try:
+                    ok = operator or await lanes.off_loop(self.board.agents.by_token, token) is not None
+                except Unavailable as exc:  # the token cannot be checked: the client's call fails with the sentence
+                    return await _unavailable(send, str(exc))
+            if ok:
+                return await self.app(scope, receive, send)
         if malformed:
             why = "the Authorization header is not 'Bearer <token>'"
         elif token is None:
@@ -200,11 +214,17 @@ def freeze_heap(collect: bool = True) -> None:
     gc.enable()
 
 
+def configure_logging(settings: Settings) -> None:
+    """Plain lines on stderr at the configured level, set before the MCP SDK would install its own (rich)
+    handler, whose rendering costs more than a short call."""
+    logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from hiveboard.memory.lazy import LazyMemory
 
     settings = _settings(args)
-    logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(settings)
     if problem := shared_memory_problem(settings):
         from .config import SetupError
 

@@ -19,12 +19,22 @@ A lane takes its callers in turn, not first come first served: calls wait in a q
 agent's token, its MCP session, or the process), and the lane goes round the callers with a call
 waiting, one call each. An agent that floods a lane with calls queues behind itself; any other agent
 waits for at most one of its calls.
+
+Most of an HTTP call's work is not in a lane: reading and checking the request, and encoding and
+writing the answer (4/5 of a get_task(full=true)'s CPU, measured with py-spy). So the HTTP entry also
+gives each agent token one request in service at a time (`Turns`, taken in cli.BearerAuth): an agent
+that sends eight calls at once has one served and seven waiting, unread, and everyone else shares the
+interpreter with one of its calls, not eight. A call that waits (get_messages, get_review or
+query_memory with wait_seconds) steps aside for the wait (`stepped_aside`), so the same agent's other
+calls are not held up by it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Literal, TypeVar
 
@@ -87,6 +97,139 @@ class FairLane:
         return sum(len(q) for q in self._waiting.values())
 
 
+class Turns:
+    """One request of each caller in service at a time; its other requests wait in order of arrival.
+
+    A caller with requests waiting (a backlog) lets the others' requests finish before its next one
+    starts ("yields"), for at most `yield_for` seconds, and callers that yield take turns, longest
+    yielding first: whoever arrives during a flood shares the interpreter with the rest of one of the
+    flood's requests, not with the next ones too."""
+
+    def __init__(self, yield_for: float = 0.02) -> None:
+        self.yield_for = yield_for
+        self._serving: set[Hashable] = set()  # callers with a request in service, or a turn kept while they yield
+        self._waiting: dict[Hashable, deque[anyio.Event]] = {}
+        self._yielding: dict[Hashable, asyncio.TimerHandle] = {}  # oldest first
+        self._deferred: list[anyio.Event] = []
+
+    async def acquire(self, who: Hashable) -> None:
+        if who not in self._serving:
+            self._serving.add(who)
+            return
+        turn = anyio.Event()
+        self._waiting.setdefault(who, deque()).append(turn)
+        try:
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():  # handed this turn as it was cancelled: pass it on
+                self.release(who)
+            else:
+                queue = self._waiting[who]
+                queue.remove(turn)
+                if not queue:
+                    del self._waiting[who]
+                    if who in self._yielding:  # the turn it kept has no request left to serve
+                        self._stop_yielding(who)
+                        self._serving.discard(who)
+                        self._wake()
+            raise
+
+    def release(self, who: Hashable) -> None:
+        """A request of `who` is done: its next one, or its turn, goes on."""
+        self._others_done()
+        if not self._waiting.get(who):
+            self._serving.discard(who)
+        elif any(c != who for c in self._serving):  # someone else is served or yields: wait for them
+            self._yielding[who] = asyncio.get_running_loop().call_later(self.yield_for, self._hand_on, who)
+        else:
+            self._hand_on(who)
+        self._wake()
+
+    def _wake(self) -> None:
+        """When nobody is served but callers yield, the longest yielding goes on."""
+        if self._yielding and all(c in self._yielding for c in self._serving):
+            self._hand_on(next(iter(self._yielding)))
+
+    def _hand_on(self, who: Hashable) -> None:
+        """The caller's next request is served in its turn."""
+        self._stop_yielding(who)
+        queue = self._waiting.get(who)
+        if queue:
+            queue.popleft().set()
+            if not queue:
+                del self._waiting[who]
+
+    def _stop_yielding(self, who: Hashable) -> None:
+        timer = self._yielding.pop(who, None)
+        if timer is not None:
+            timer.cancel()
+
+    async def defer(self, who: Hashable) -> None:
+        """A request of a caller with a backlog, about to start its work, first lets the others' requests
+        in service finish (for at most `yield_for` seconds)."""
+        if not self._waiting.get(who) or not any(c != who and c not in self._yielding for c in self._serving):
+            return
+        done = anyio.Event()
+        self._deferred.append(done)
+        with anyio.move_on_after(self.yield_for):
+            await done.wait()
+
+    def _others_done(self) -> None:
+        if self._deferred:
+            for event in self._deferred:
+                event.set()
+            self._deferred.clear()
+
+    def holds(self, who: Hashable) -> bool:
+        """Whether `who` has a request in service."""
+        return who in self._serving and who not in self._yielding
+
+    def waiting(self, who: Hashable) -> int:
+        return len(self._waiting.get(who, ()))
+
+
+_TURNS: RunVar[Turns] = RunVar("hiveboard_turns")
+
+
+def turns() -> Turns:
+    """The HTTP entry's turns on the running event loop."""
+    gate = _TURNS.get(None)
+    if gate is None:
+        gate = Turns()
+        _TURNS.set(gate)
+    return gate
+
+
+@asynccontextmanager
+async def turn(who: Hashable | None) -> AsyncIterator[None]:
+    """Serve a request in its caller's turn (None: a caller that is not told apart, served at once)."""
+    if who is None:
+        yield
+        return
+    gate = turns()
+    await gate.acquire(who)
+    try:
+        yield
+    finally:
+        gate.release(who)
+
+
+@asynccontextmanager
+async def stepped_aside() -> AsyncIterator[None]:
+    """Let the caller's next request be served while this call waits, then take a turn again."""
+    who = caller.get()
+    gate = turns()
+    if who is None or not gate.holds(who):  # not served in turns (stdio, in-process, the server token)
+        yield
+        return
+    gate.release(who)
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):  # the entry gives back one turn when the request ends
+            await gate.acquire(who)
+
+
 _LANES: RunVar[dict[str, FairLane]] = RunVar("hiveboard_lanes")
 
 
@@ -104,7 +247,10 @@ def lane_of(lane: Lane) -> FairLane:
 async def run(lane: Lane, fn: Callable[..., T], *args, **kwargs) -> T:
     """Call `fn` on a worker thread in its caller's turn on `lane`."""
     fair = lane_of(lane)
-    await fair.acquire(caller.get())
+    who = caller.get()
+    if who is not None:
+        await turns().defer(who)
+    await fair.acquire(who)
     try:
         return await off_loop(fn, *args, **kwargs)
     finally:

@@ -118,7 +118,8 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             remaining = deadline - time.monotonic()
             if not waiting or remaining <= 0:
                 return
-            await notifier.wait(Topic.MEMORY_INDEXED, mark, remaining)
+            async with lanes.stepped_aside():
+                await notifier.wait(Topic.MEMORY_INDEXED, mark, remaining)
 
     @mcp.tool(annotations=CREATE)
     @tool_boundary

@@ -113,7 +113,8 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 if not waiting:  # a waiting agent is present (reviews ask present critics only)
                     waiting = True
                     await lanes.run("write", board.agents.seen, agent, now() + remaining)
-                await notifier.wait(Topic.inbox(agent), mark, remaining)
+                async with lanes.stepped_aside():
+                    await notifier.wait(Topic.inbox(agent), mark, remaining)
                 mark = notifier.mark(Topic.inbox(agent))
                 page = await lanes.run(lane, board.messages.inbox, agent, unread_only=unread_only, **filters)
         finally:

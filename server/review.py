@@ -65,7 +65,8 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                     len(latest.critiques) or None,
                     f"round {latest.round}: {done} of {len(latest.critiques)} critics done",
                 )
-            await notifier.wait(topic, mark, remaining)
+            async with lanes.stepped_aside():
+                await notifier.wait(topic, mark, remaining)
 
     @mcp.tool(annotations=CREATE)
     @tool_boundary

@@ -59,3 +59,49 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
         assert done["complete"]["status"] == "done"
         assert done["publish"]["id"] > 0
         assert (await call(bob, "get_task", task_id=lapsed["id"]))["status"] == "todo"
+
+
+async def test_turns_serve_one_request_per_caller_and_a_backlog_yields_to_others():
+    gate = lanes.Turns(yield_for=60)  # long: only the others finishing hands a yielding caller on here
+    started: list[str] = []
+    done = {name: anyio.Event() for name in ("a1", "a2", "a3", "b1")}
+
+    async def request(who: str, name: str) -> None:
+        await gate.acquire(who)
+        started.append(name)
+        try:
+            await done[name].wait()
+        finally:
+            gate.release(who)
+
+    async with anyio.create_task_group() as tg:
+        for name in ("a1", "a2", "a3"):
+            tg.start_soon(request, "a", name)
+        await until(lambda: gate.waiting("a") == 2, 10, "a's next two requests to wait")
+        tg.start_soon(request, "b", "b1")
+        await until(lambda: started == ["a1", "b1"], 10, "b served beside a, at once")
+        done["a1"].set()  # a has a backlog and b is served: a's next request waits for b
+        await anyio.sleep(0.05)
+        assert started == ["a1", "b1"] and not gate.holds("a") and gate.holds("b")
+        done["b1"].set()
+        await until(lambda: started == ["a1", "b1", "a2"], 10, "a's next request once b is done")
+        done["a2"].set()
+        await until(lambda: started[-1] == "a3", 10, "a's last request (nobody else to yield to)")
+        done["a3"].set()
+    assert not gate.holds("a") and not gate.holds("b")
+
+
+async def test_turns_a_cancelled_waiting_request_gives_its_kept_turn_back():
+    gate = lanes.Turns(yield_for=60)
+    await gate.acquire("a")
+    await gate.acquire("b")
+    with anyio.move_on_after(0.1):  # a's second request waits, then its client goes away
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gate.acquire, "a")
+            await until(lambda: gate.waiting("a") == 1, 10, "a's request to wait")
+            gate.release("a")  # a yields to b, keeping its turn for the waiting request
+            await anyio.sleep(60)
+    assert gate.waiting("a") == 0 and not gate.holds("a")
+    gate.release("b")
+    await gate.acquire("a")  # a's turn came back: served at once
+    assert gate.holds("a")
