@@ -1,6 +1,6 @@
-"""Fair share: one agent floods the server; another agent's get_board, measured quiet and during the flood.
+"""Fair share: one agent floods the server; another agent's get_board (or review), quiet and during the flood.
 
-    python bench/bench_fairness.py [--quick] [--floods reads] [--loops 8] [--calls 100]
+    python bench/bench_fairness.py [--quick] [--floods reads] [--loops 8] [--calls 100] [--reviews 5]
 
 One server process (bench/_server.py --background: the real `hiveboard serve --http` app with its memory and
 review worker), a flooding agent in a process
@@ -8,13 +8,16 @@ of its own (so its client work does not slow the measuring one), and the measure
   reads     `loops` loops of get_task(full=true) on a card of ~4 MB (output and 20 artifacts at their limits)
   memory    `loops` loops of remember(50 items of 20,000 characters)
   messages  `loops` loops of publish_message(64,000 characters to everyone)
+  reviews   one loop handing in a card whose acceptance test sleeps 10 s, every 0.5 s; here the measured
+            agent's review (hand-in of a card with one quick test to its verdict) is timed instead
 The flooding process runs at nice 10: on a team each agent's client runs on its own machine, and here its
 client work (making 1 MB bodies, reading 100k-character answers) would otherwise take a core of this 2-core
 machine from the server and the measured client, which is not what the bench measures.
 The server runs with its default quotas (board/quotas.py), as `hiveboard serve` does: a flood of writes is
 refused once its agent's share is spent, and the refusals are what keeps coming.
 For each flood: the measured agent's get_board p50/p99 quiet, then while the flood runs, in the same run, and
-the ratio. Target: during a flood the other agent's get_board p50 stays within 2x its quiet value.
+the ratio. Target: during a flood the other agent's get_board p50 (or review time) stays within 2x its quiet
+value.
 """
 
 from __future__ import annotations
@@ -42,7 +45,20 @@ from _harness import (
 
 from hiveboard.board import Board, NewTask, Store
 
-FLOODS = ("reads", "memory", "messages")
+FLOODS = ("reads", "memory", "messages", "reviews")
+SLEEPY = "import time\n\n\ndef test_takes_its_time():\n    time.sleep(10)\n"
+QUICK = "def test_adds():\n    assert 1 + 1 == 2\n"
+WORK = [{"name": "calc.py", "kind": "code", "content": "def add(a, b):\n    return a + b\n"}]
+
+
+async def hand_in(c, title: str, tests: str) -> int:
+    """A card with acceptance tests, claimed and completed: its review is queued."""
+    card = await call(
+        c, "create_task", title=title, acceptance_tests={"files": [{"name": "test_a.py", "content": tests}]}
+    )
+    claim = await call(c, "claim_task", task_id=card["id"])
+    await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="add written", artifacts=WORK)
+    return card["id"]
 
 
 def huge_card(board: Board, agent: str) -> int:
@@ -70,9 +86,20 @@ async def _flood(url: str, token: str, kind: str, loops: int, target: int, stop)
                         "publish_message", {"intent": "info", "recipient": "everyone", "content": "b" * 64_000}
                     )
 
+    async def slow_reviews() -> None:
+        async with http_client(url, token, timeout=120) as c:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                await hand_in(c, f"slow {n}", SLEEPY)
+                await anyio.sleep(0.5)  # its backlog grows faster than two workers can take it
+
     async with anyio.create_task_group() as tg:
-        for _ in range(loops):
-            tg.start_soon(loop)
+        if kind == "reviews":
+            tg.start_soon(slow_reviews)
+        else:
+            for _ in range(loops):
+                tg.start_soon(loop)
 
 
 def flood_process(url: str, token: str, kind: str, loops: int, target: int, stop) -> None:
@@ -94,15 +121,29 @@ async def measure(url: str, token: str, calls: int) -> list[float]:
     return lat
 
 
+async def review_times(url: str, token: str, n: int) -> list[float]:
+    """The measured agent's review wall times: hand in a card with one quick test, wait for its verdict."""
+    lat = []
+    async with http_client(url, token, timeout=600) as c:
+        for k in range(n):
+            started = time.perf_counter()
+            task_id = await hand_in(c, f"quick {time.time()} {k}", QUICK)
+            trail = await call(c, "get_review", task_id=task_id, wait_seconds=600)
+            assert trail["rounds"] and trail["rounds"][-1]["status"] == "finished", trail
+            lat.append(time.perf_counter() - started)
+    return lat
+
+
 def main() -> int:
     p = bench_parser(__doc__, quick="fewer calls, for a smoke run")
     p.add_argument("--floods", default=",".join(FLOODS), help="which floods, comma-separated")
     p.add_argument("--loops", type=int, default=8, help="the flooding agent's concurrent loops")
     p.add_argument("--calls", type=int, default=100, help="the measured agent's get_board calls per phase")
+    p.add_argument("--reviews", type=int, default=5, help="the measured agent's reviews per phase (reviews flood)")
     args = p.parse_args()
     calls = 20 if args.quick else args.calls
     print(machine_line(machine_info("uvicorn")))
-    rows = []
+    rows, reviews = [], []
     with scratch("hiveboard-fair-") as tmp:
         home = tmp / "home"
         board = Board(Store(home / "hiveboard.db"))
@@ -126,23 +167,30 @@ def main() -> int:
         with server.start(argv, server_env(home)):
             ctx = multiprocessing.get_context("spawn")
             for kind in args.floods.split(","):
-                quiet = anyio.run(measure, server.url, tokens["worker"], calls)
+                measured = (review_times, args.reviews) if kind == "reviews" else (measure, calls)
+                quiet = anyio.run(*measured[:1], server.url, tokens["worker"], measured[1])
                 stop = ctx.Event()
                 flooder = ctx.Process(
                     target=flood_process, args=(server.url, tokens["flooder"], kind, args.loops, target, stop)
                 )
                 flooder.start()
                 try:
-                    time.sleep(2)  # the flood under way
-                    loud = anyio.run(measure, server.url, tokens["worker"], calls)
+                    time.sleep(2 if kind != "reviews" else 8)  # the flood under way (for reviews: a backlog queued)
+                    loud = anyio.run(*measured[:1], server.url, tokens["worker"], measured[1])
                 finally:
                     stop.set()
                     flooder.join(60)
                     if flooder.is_alive():
                         flooder.kill()
-                rows.append(
-                    (kind, pct(quiet, 50), pct(loud, 50), pct(loud, 50) / pct(quiet, 50), pct(quiet, 99), pct(loud, 99))
+                row = (
+                    kind,
+                    pct(quiet, 50),
+                    pct(loud, 50),
+                    pct(loud, 50) / pct(quiet, 50),
+                    pct(quiet, 99),
+                    pct(loud, 99),
                 )
+                (reviews if kind == "reviews" else rows).append(row)
     cols = [
         Col("flood", 10, left=True),
         Col("quiet p50", 10, ".2f"),
@@ -151,8 +199,13 @@ def main() -> int:
         Col("quiet p99", 10, ".2f"),
         Col("flood p99", 10, ".2f"),
     ]
-    table(cols, rows, f"the other agent's get_board, ms ({args.loops} flooding loops)")
-    worst = max(r[3] for r in rows)
+    if rows:
+        table(cols, rows, f"the other agent's get_board, ms ({args.loops} flooding loops)")
+    if reviews:
+        print()
+        title = "the other agent's review, hand-in to verdict, ms (the flooder hands in a card whose test sleeps "
+        table(cols, reviews, title + "10 s every 0.5 s)")
+    worst = max(r[3] for r in rows + reviews)
     print(f"\ntarget flood p50 <= 2x quiet: {'met' if worst <= 2 else 'MISSED'} (worst {worst:.2f}x)")
     return 0
 

@@ -60,6 +60,7 @@ MESSAGE_PRIORITY_RANK: dict[str, int] = {p: rank for rank, p in enumerate(get_ar
 RANK_MESSAGE_PRIORITY: dict[int, str] = {rank: p for p, rank in MESSAGE_PRIORITY_RANK.items()}
 SubscriptionKind = Literal["intent", "task", "channel"]
 PREVIEW_CHARS = 280
+FULL_PAGE_CHARS = 100_000  # the content one get_messages(full=true) page carries at most (one message at least)
 
 
 # what the shared log shows: never a direct message between two agents
@@ -105,6 +106,27 @@ class MessagePage(BaseModel):
     unread: int = Field(description="your unread messages in all (inbox), before this call marked any read")
     next_cursor: str | None = None
     acked: int | None = Field(None, description="how many of the ack ids were acknowledged")
+    hint: str | None = Field(None, description="why the page ends early, and how to get the rest")
+
+
+def _within_budget(messages: list[Message], full: bool) -> int:
+    """How many of a page's messages fit in one answer: with full=true, as many as FULL_PAGE_CHARS of content
+    hold (at least one), so a page of 100 messages of 64,000 characters is not one 6 MB answer."""
+    if not full:
+        return len(messages)
+    total = 0
+    for n, m in enumerate(messages):
+        total += len(m.content)
+        if total > FULL_PAGE_CHARS and n > 0:
+            return n
+    return len(messages)
+
+
+def _budget_hint(kept: int) -> str:
+    return (
+        f"this page stops after {kept} message(s): full=true pages carry at most {FULL_PAGE_CHARS:,} characters; "
+        "call get_messages again with cursor=next_cursor for the rest"
+    )
 
 
 class Subscription(BaseModel):
@@ -486,6 +508,10 @@ class Messages:
             picked = picked[:limit]
             state = {p[0]: (p[1] is not None, p[2] is not None) for p in picked}
             messages = self._messages(db, [p[0] for p in picked], full, state)
+            kept = _within_budget(messages, full)
+            cut = kept < len(messages)
+            if cut:  # the rest stay unread, for the next page
+                messages, picked, more = messages[:kept], picked[:kept], True
             fresh = [m.id for m in messages if not m.read]
             if marking and fresh:
                 ts = now()
@@ -497,7 +523,8 @@ class Messages:
         if more:
             last = picked[-1]
             next_cursor = encode_cursor(1 if last[1] is not None else 0, last[0])
-        return MessagePage(messages=messages, unread=unread, next_cursor=next_cursor)
+        hint = _budget_hint(len(messages)) if cut else None
+        return MessagePage(messages=messages, unread=unread, next_cursor=next_cursor, hint=hint)
 
     def pool(
         self,
@@ -534,7 +561,16 @@ class Messages:
             more = len(ids) > limit
             ids = ids[:limit]
             messages = self._messages(db, ids, full)
-        return MessagePage(messages=messages, unread=0, next_cursor=encode_cursor(0, ids[-1]) if more else None)
+        kept = _within_budget(messages, full)
+        cut = kept < len(messages)
+        if cut:
+            messages, ids, more = messages[:kept], ids[:kept], True
+        return MessagePage(
+            messages=messages,
+            unread=0,
+            next_cursor=encode_cursor(0, ids[-1]) if more else None,
+            hint=_budget_hint(kept) if cut else None,
+        )
 
     def latest(
         self, *, task_id: int | None = None, intent: str | None = None, before: int | None = None, limit: int = 50

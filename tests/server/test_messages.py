@@ -227,6 +227,33 @@ async def test_filters_previews_and_cursor(connect):
         assert told["summary"] == "parser done" and told["content"] == "The parser handles nested lists now."
 
 
+async def test_full_pages_are_bounded_and_say_how_to_get_the_rest(connect):
+    await register(connect, ("a", None), ("b", None))
+    async with connect("a") as a, connect("b") as b:
+        for i in range(5):
+            await call(a, "publish_message", intent="info", recipient="b", content=f"long {i} " + "y" * 45_000)
+        await call(a, "publish_message", intent="info", content="to the pool " + "p" * 60_000)
+        await call(a, "publish_message", intent="info", content="to the pool too " + "q" * 60_000)
+        got, pages = [], 0
+        while True:  # full=true pages hold two of these (100,000 characters at most), the rest stays unread
+            page = await call(b, "get_messages", full=True, limit=10)
+            if not page["messages"]:
+                break
+            pages += 1
+            got += page["messages"]
+            assert sum(len(m["content"]) for m in page["messages"]) <= 100_000
+            if len(got) < 5:
+                assert "cursor=next_cursor for the rest" in page["hint"] and page["next_cursor"], page
+        assert pages == 3 and [m["content"][:6] for m in got] == [f"long {i}" for i in range(5)]
+        assert all(len(m["content"]) == m["content_chars"] for m in got)  # whole, not previews
+        first = await call(b, "get_messages", box="pool", full=True, limit=10)
+        assert len(first["messages"]) == 1 and first["hint"]
+        rest = await call(b, "get_messages", box="pool", full=True, limit=10, cursor=first["next_cursor"])
+        assert rest["messages"][0]["content"].startswith("to the pool too") and "hint" not in rest
+        one = await call(b, "get_messages", unread_only=False, full=True, limit=1)  # one message always fits
+        assert len(one["messages"]) == 1
+
+
 async def test_bad_messages_are_refused_and_nothing_is_written(connect, board):
     await register(connect, ("a", "coder"), ("b", None))
     async with connect("a") as a:
