@@ -10,7 +10,7 @@ import json
 
 from sqlite_utils import Database
 
-from .db import iso, placeholders, rows
+from .db import iso, placeholders, rows, rows_many
 from .errors import NotFound
 from .models import RANK_PRIORITY, AcceptanceTests, Artifact, HistoryEntry, Task, TaskSummary
 
@@ -28,12 +28,7 @@ def dependencies(db: Database, ids: list[int]) -> dict[int, list[tuple[int, str]
     out: dict[int, list[tuple[int, str]]] = {i: [] for i in ids}
     if not ids:
         return out
-    marks = placeholders(ids)
-    for r in db.execute(
-        f"SELECT d.task_id, d.depends_on, t.status FROM task_deps d JOIN tasks t "
-        f"ON t.id = d.depends_on WHERE d.task_id IN ({marks}) ORDER BY d.depends_on",
-        ids,
-    ):
+    for r in db.execute(DEPENDENCIES.format(placeholders(ids)), ids):
         out[r[0]].append((r[1], r[2]))
     return out
 
@@ -65,22 +60,53 @@ def acceptance_tests(row: dict) -> AcceptanceTests | None:
     return AcceptanceTests.model_validate_json(row["acceptance_tests"]) if row["acceptance_tests"] else None
 
 
+DEPENDENCIES = (
+    "SELECT d.task_id, d.depends_on, t.status FROM task_deps d JOIN tasks t ON t.id = d.depends_on "
+    "WHERE d.task_id IN ({}) ORDER BY d.depends_on"
+)
+# the current claim's artifacts: by the card's fencing token, looked up in the same statement (so that it
+# needs no answer read before it)
+ARTIFACTS = (
+    "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND "
+    "fencing_token = (SELECT fencing_token FROM tasks WHERE id = ?) ORDER BY id"
+)
+HISTORY = "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) AS h ORDER BY id"
+
+
 def task(db: Database, row: dict, history: int, viewer: str | None = None, artifacts: bool = True) -> Task:
     """The whole card as `viewer` may see it, with its newest `history` entries (oldest first): hidden
     acceptance tests only for their creator. `artifacts=False`: the caller knows the current claim has none."""
-    needs = dependencies(db, [row["id"]])[row["id"]]
-    attached = (
-        [
-            Artifact(name=a["name"], kind=a["kind"], content=a["content"])
-            for a in rows(
-                db,
-                "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
-                [row["id"], row["fencing_token"]],
-            )
-        ]
-        if artifacts
-        else []
-    )
+    return _whole(row, *_parts(db, row["id"], history, artifacts), viewer)
+
+
+def task_by_id(db: Database, task_id: int, history: int, viewer: str | None = None) -> Task:
+    """`task` of the card `task_id`, its row read with the rest (one round trip on a database server)."""
+    found, *parts = _parts(db, task_id, history, True, with_row=True)
+    if not found:
+        raise NotFound(f"task {task_id} does not exist; call list_tasks or get_board to see task ids")
+    return _whole(found[0], *parts, viewer)
+
+
+def _parts(db: Database, task_id: int, history: int, artifacts: bool, with_row: bool = False) -> list:
+    """The statements a whole card is read with, together; their rows."""
+    statements = [("SELECT * FROM tasks WHERE id = ?", [task_id])] if with_row else []
+    statements.append((DEPENDENCIES.format("?"), [task_id]))
+    if artifacts:
+        statements.append((ARTIFACTS, [task_id, task_id]))
+    if history:
+        statements.append((HISTORY, [task_id, history]))
+    got = rows_many(db, statements)
+    head = got[:1] if with_row else []
+    rest = got[1:] if with_row else got
+    deps = rest.pop(0)
+    attached = rest.pop(0) if artifacts else []
+    hist = rest.pop(0) if history else []
+    return [*head, deps, attached, hist]
+
+
+def _whole(row: dict, deps: list[dict], attached: list[dict], hist_rows: list[dict], viewer) -> Task:
+    needs = [(d["depends_on"], d["status"]) for d in deps]
+    attached = [Artifact(name=a["name"], kind=a["kind"], content=a["content"]) for a in attached]
     hist = [
         HistoryEntry(
             at=iso(h["at"]),
@@ -90,15 +116,7 @@ def task(db: Database, row: dict, history: int, viewer: str | None = None, artif
             to_status=h["to_status"],
             note=h["note"],
         )
-        for h in (
-            rows(
-                db,
-                "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) AS h ORDER BY id",
-                [row["id"], history],
-            )
-            if history
-            else ()
-        )
+        for h in hist_rows
     ]
     waiting = [d for d, status in needs if status != "done"]
     tests, hidden = acceptance_tests(row), 0

@@ -31,7 +31,7 @@ from sqlite_utils import Database
 
 from .dialect import Dialect, SQLite
 from .errors import Unavailable
-from .events import KEEP_EVENTS, Event, Notifier, encode
+from .events import Event, Notifier, encode
 
 
 def now() -> float:
@@ -58,6 +58,15 @@ def rows(db: Database, sql: str, params: list | tuple = ()) -> list[dict]:
     cursor = db.conn.execute(sql, params)
     keys = [d[0] for d in cursor.description]
     return [dict(zip(keys, row)) for row in cursor.fetchall()]
+
+
+def rows_many(db: Database, statements: list[tuple[str, list | tuple]]) -> list[list[dict]]:
+    """Several statements' rows, each as `rows` gives them: statements that need none of each other's
+    answers, which a database server gets in one round trip (PostgreSQL's pipeline)."""
+    together = getattr(db, "rows_many", None)
+    if together is not None:
+        return together(statements)
+    return [rows(db, sql, params) for sql, params in statements]
 
 
 _borrowed = threading.local()  # the pooled stores whose connection this thread holds
@@ -279,7 +288,9 @@ class Store:
         self._local.pending = []
         try:
             yield db
-            db.execute("COMMIT")
+            events = self._local.pending
+            rows = [(event.kind, encode(event, self.notifier.origin)) for event in events]
+            self._local.pending = list(zip(self.dialect.commit(db, rows), events))
         except BaseException:
             self._local.pending = []
             try:
@@ -301,17 +312,10 @@ class Store:
         self.notifier.publish(events)
 
     def emit(self, event: Event) -> None:
-        """Record an event in the current write transaction; the notifier hears of it once that commits
-        (other processes through the `events` table), and never if it rolls back."""
-        db = self.db
-        event_id = db.execute(
-            "INSERT INTO events (kind, data) VALUES (?, ?) RETURNING id", [event.kind, encode(event)]
-        ).fetchall()[0][0]
-        self.notifier.expect(event_id)
-        self.dialect.committed(db, event_id)
-        if event_id % 1000 == 0:
-            db.execute("DELETE FROM events WHERE id <= ?", [event_id - KEEP_EVENTS])
-        self._local.pending.append((event_id, event))
+        """Record an event in the current write transaction: its row is written with the commit (one
+        statement for all of a transaction's events), the notifier hears of it once that commits (other
+        processes through the `events` table), and never if it rolls back."""
+        self._local.pending.append(event)
 
     def in_transaction(self) -> bool:
         """Whether this thread's connection is inside a transaction (its own writes are visible only to it)."""

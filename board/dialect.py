@@ -27,9 +27,16 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
+from .events import KEEP_EVENTS
 from .migrations import apply_migrations
 
 BUSY_TIMEOUT_MS = 30_000
+
+
+def prune_from(ids: list[int]) -> int | None:
+    """After the events `ids` (ascending) are written: the id up to which older rows go, about every
+    thousandth event (when one of them is a multiple of 1000), else None."""
+    return ids[-1] - KEEP_EVENTS if any(i % 1000 == 0 for i in ids) else None
 
 
 def fts5_match(words: list[str]) -> str | None:
@@ -119,9 +126,17 @@ class Dialect(ABC):
         """`send` for each parameter list of `seq`."""
         db.conn.executemany(sql, seq)
 
-    @abstractmethod
-    def committed(self, db: Database, event_id: int) -> None:
-        """Inside a write transaction that stored event `event_id`: tell other nodes once it commits."""
+    def commit(self, db: Database, events: list[tuple[str, str]]) -> list[int]:
+        """Commit the write transaction with its events' rows, (kind, data) each, written in it; their ids,
+        in order. Here: a statement each (SQLite's statements cost no round trip), then COMMIT."""
+        ids = [
+            db.execute("INSERT INTO events (kind, data) VALUES (?, ?) RETURNING id", row).fetchall()[0][0]
+            for row in events
+        ]
+        if (upto := prune_from(ids)) is not None:
+            db.execute("DELETE FROM events WHERE id <= ?", [upto])
+        db.execute("COMMIT")
+        return ids
 
     # JSON in a column holding a JSON array or object
     @abstractmethod
@@ -268,9 +283,6 @@ class SQLite(Dialect):
 
     def after_copy(self, db: Database, tables: tuple[str, ...]) -> None:
         pass  # AUTOINCREMENT continues after the largest id there is
-
-    def committed(self, db: Database, event_id: int) -> None:
-        pass  # other processes notice the file's data_version move (commit_counter)
 
     def json_texts(self, column: str, alias: str) -> str:
         return f"json_each({column}) AS {alias}"

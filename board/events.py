@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
@@ -128,10 +129,12 @@ KINDS: dict[str, type] = {
 }
 
 
-def encode(event: Event) -> str:
+def encode(event: Event, origin: str = "") -> str:
+    """An event as its row's JSON, with the notifier that published it (`_o`): the watchers of other
+    notifiers publish it, its own does not."""
     # field by field: dataclasses.asdict deep-copies every value first, which cost more than the JSON
-    values = ((f.name, getattr(event, f.name)) for f in fields(event))
-    return json.dumps({k: sorted(v) if isinstance(v, frozenset) else v for k, v in values})
+    values = {f.name: getattr(event, f.name) for f in fields(event)}
+    return json.dumps({**{k: sorted(v) if isinstance(v, frozenset) else v for k, v in values.items()}, "_o": origin})
 
 
 def decode(kind: str, data: str) -> Event | None:
@@ -139,6 +142,7 @@ def decode(kind: str, data: str) -> Event | None:
     if cls is None:  # written by a newer version of hiveboard; its waiters are not here
         return None
     values = json.loads(data)
+    values.pop("_o", None)
     for f in fields(cls):
         if f.type in ("frozenset[str]", frozenset):
             values[f.name] = frozenset(values[f.name])
@@ -158,7 +162,8 @@ class Notifier:
         self._seq: dict[str, int] = {}
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._callbacks: list[Callable[[list[Event]], None]] = []
-        self._published_here: set[int] = set()  # ids of events this process published at commit
+        self.origin = secrets.token_hex(8)  # in the rows of the events published here (encode)
+        self._mine = f'"_o": "{self.origin}"}}'  # how such a row's data ends
         self._watcher: asyncio.Task | None = None
         self._ready: asyncio.Future | None = None  # set once the watcher has read its baseline
         self._watching = 0
@@ -175,15 +180,12 @@ class Notifier:
         if callback in self._callbacks:
             self._callbacks.remove(callback)
 
-    def publish(self, events: list[tuple[int, Event]], *, here: bool = True) -> None:
-        """Wake the waiters of these events' topics and run the callbacks. `here`: written by this
-        process (the watcher then skips their rows)."""
+    def publish(self, events: list[tuple[int, Event]]) -> None:
+        """Wake the waiters of these events' topics and run the callbacks."""
         if not events:
             return
         topics = {topic for _, event in events for topic in event.topics()}
         with self._lock:
-            if here:
-                self._published_here.update(event_id for event_id, _ in events)
             self._bump(topics)
             targets = [w for topic in topics for w in self._waiters.get(topic, ())]
         self._wake(targets)
@@ -193,12 +195,6 @@ class Notifier:
                 callback(typed)
             except Exception:  # the change is committed; a failed wake-up must not turn it into an error
                 log.exception("event callback failed")
-
-    def expect(self, event_id: int) -> None:
-        """An event this process is about to commit: the watcher must not publish it again when it reads it
-        back, which a pushing watcher (a NOTIFY at commit) can do before the committing thread publishes."""
-        with self._lock:
-            self._published_here.add(event_id)
 
     def wake_everyone(self) -> None:
         """Something changed that could not be told in detail (a watcher fell behind)."""
@@ -310,7 +306,7 @@ class Notifier:
                     continue
                 if gap:
                     self.wake_everyone()
-                self.publish(events, here=False)
+                self.publish(events)
         finally:
             with self._conn_lock:  # a cancelled check may still be running on its thread
                 conn.close()
@@ -350,8 +346,6 @@ class Notifier:
         if not rows:
             return current, last_id, False, [], False
         gap = rows[0][0] > last_id + 1  # the rows in between were pruned before we read them
-        with self._lock:
-            mine = self._published_here
-            events = [(i, e) for i, kind, data in rows if i not in mine and (e := decode(kind, data)) is not None]
-            self._published_here = {i for i in mine if i > rows[-1][0]}
+        mine = self._mine  # published by the committing thread here, maybe after this read (a NOTIFY is quick)
+        events = [(i, e) for i, kind, data in rows if not data.endswith(mine) and (e := decode(kind, data)) is not None]
         return current, rows[-1][0], len(rows) == 1000, events, gap

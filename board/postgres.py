@@ -31,7 +31,7 @@ from functools import lru_cache
 import psycopg
 from psycopg.pq import PipelineStatus, TransactionStatus
 
-from .dialect import Dialect
+from .dialect import Dialect, prune_from
 from .errors import Unavailable, first_line
 from .pg_migrations import apply_migrations
 
@@ -108,6 +108,31 @@ class PgDatabase:
                 self._conn.execute(ahead, args)
             cursor = self._conn.execute(translate(sql), tuple(params))
         return cursor
+
+    def rows_many(self, statements: list[tuple[str, Iterable]]) -> list[list[dict]]:
+        """Statements that do not depend on each other's answers, in one round trip (with what was
+        deferred); each one's rows as dicts."""
+        deferred, self._deferred = self._deferred, []
+        with _reachable(), self._conn.pipeline():
+            for ahead, args in deferred:
+                self._conn.execute(ahead, args)
+            cursors = [self._conn.execute(translate(sql), tuple(params)) for sql, params in statements]
+        out = []
+        for cursor in cursors:
+            keys = [c.name for c in cursor.description]
+            out.append([dict(zip(keys, row)) for row in cursor.fetchall()])
+        return out
+
+    def commit_after(self, sql: str, params: Iterable, then: tuple[str, Iterable]) -> list[tuple]:
+        """What was deferred, `sql`, `then` and COMMIT in one round trip; the rows `sql` returned."""
+        deferred, self._deferred = self._deferred, []
+        with _reachable(committing=True), self._conn.pipeline():
+            for ahead, args in deferred:
+                self._conn.execute(ahead, args)
+            cursor = self._conn.execute(translate(sql), tuple(params))
+            self._conn.execute(translate(then[0]), tuple(then[1]))
+            self._conn.execute("COMMIT")
+        return cursor.fetchall()
 
     def executemany(self, sql: str, seq: Iterable) -> None:
         if self._deferred:
@@ -216,11 +241,24 @@ class PostgreSQL(Dialect):
         for params in seq:
             db.defer(sql, params)
 
-    def committed(self, db: PgDatabase, event_id: int) -> None:
-        # delivered to every listener when (and only if) the transaction commits
-        db.defer(
-            "SELECT pg_notify(?, ?)", [CHANNEL, str(event_id)]
-        )  # sent with the next statement (at the latest COMMIT)
+    def commit(self, db: PgDatabase, events: list[tuple[str, str]]) -> list[int]:
+        """One round trip: what was deferred, the events' rows in one statement, a NOTIFY (delivered to every
+        node's watcher when, and only if, the transaction commits; the watchers read the rows), COMMIT."""
+        if not events:
+            db.execute("COMMIT")
+            return []
+        values = ", ".join(["(?, ?)"] * len(events))
+        ids = sorted(
+            row[0]
+            for row in db.commit_after(
+                f"INSERT INTO events (kind, data) VALUES {values} RETURNING id",
+                [v for row in events for v in row],
+                ("SELECT pg_notify(?, '')", [CHANNEL]),
+            )
+        )  # a sequence numbers the rows in the order they are written: sorted, the ids are the events'
+        if (upto := prune_from(ids)) is not None:
+            db.execute("DELETE FROM events WHERE id <= ?", [upto])  # after the commit, on its own
+        return ids
 
     def commit_counter(self, conn) -> int:
         return 0  # nodes are woken by NOTIFY (wait_for_commit), not by a counter

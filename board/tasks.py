@@ -110,7 +110,7 @@ class Board:
     def get(self, task_id: int, history: int | None = None, viewer: str | None = None) -> Task:
         """One whole card with its recent history (newest `history` entries, oldest first)."""
         with self.machine.reading() as db:
-            return cards.task(db, cards.row(db, task_id), self.limits.history if history is None else history, viewer)
+            return cards.task_by_id(db, task_id, self.limits.history if history is None else history, viewer)
 
     def list(
         self,

@@ -100,7 +100,7 @@ class BearerAuth:
         from hiveboard.board import Unavailable
 
         from . import lanes
-        from .identity import bearer_token
+        from .identity import CHECKED, bearer_token
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         token = bearer_token(headers.get("authorization"))
@@ -126,9 +126,12 @@ class BearerAuth:
                 ok = self.server_token is None and not malformed
             else:
                 try:
-                    ok = operator or await lanes.off_loop(self.board.agents.by_token, token) is not None
+                    agent = None if operator else await lanes.off_loop(self.board.agents.by_token, token)
                 except Unavailable as exc:  # the token cannot be checked: the client's call fails with the sentence
                     return await _unavailable(send, str(exc))
+                ok = operator or agent is not None
+                if agent is not None:  # the tools' Identity reads it from here instead of looking again
+                    scope.setdefault("state", {})[CHECKED] = (token, agent)
             if ok:
                 return await self.app(scope, receive, send)
         if malformed:

@@ -50,6 +50,20 @@ def _session(ctx: Context | None):
     return connection_of(ctx.session)
 
 
+CHECKED = "hiveboard.agent"  # the ASGI scope's state key under which cli.BearerAuth leaves (token, agent)
+
+
+def _checked(ctx: Context | None, token: str) -> Agent | None:
+    """The agent the HTTP entry found for this request's token (cli.BearerAuth looked it up already: one
+    lookup per request, not one per layer), if it did."""
+    try:
+        state = ctx.request_context.request.scope.get("state") or {}
+    except (AttributeError, ValueError):
+        return None
+    found = state.get(CHECKED)
+    return found[1] if found is not None and found[0] == token else None
+
+
 def caller_key(ctx: Context | None) -> Hashable:
     """Who a call is for, as the lanes tell callers apart without a lookup: its bearer token, else its MCP
     session, else None (stdio and in-process: the process's one agent)."""
@@ -83,7 +97,7 @@ class Identity:
         """The acting agent's name, or None if this connection has not said who it is."""
         token = _bearer(ctx)
         if token and not (self.server_token and hmac.compare_digest(token.encode(), self.server_token.encode())):
-            agent = self.agents.by_token(token)
+            agent = _checked(ctx, token) or self.agents.by_token(token)
             if agent is None:
                 raise ToolError(
                     "the bearer token sent with this request belongs to no agent; ask the operator for the "
