@@ -7,6 +7,7 @@ board/dialect.py). Events emitted inside a write reach the notifier once it has 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -31,7 +32,7 @@ from sqlite_utils import Database
 
 from .dialect import Dialect, SQLite
 from .errors import Unavailable
-from .events import Event, Notifier, encode
+from .events import Event, Notifier, encode, prune_from
 
 
 def now() -> float:
@@ -69,6 +70,7 @@ def rows_many(db: Database, statements: list[tuple[str, list | tuple]]) -> list[
     return [rows(db, sql, params) for sql, params in statements]
 
 
+log = logging.getLogger("hiveboard")
 _borrowed = threading.local()  # the pooled stores whose connection this thread holds
 
 
@@ -290,7 +292,8 @@ class Store:
             yield db
             events = self._local.pending
             rows = [(event.kind, encode(event, self.notifier.origin)) for event in events]
-            self._local.pending = list(zip(self.dialect.commit(db, rows), events))
+            ids = self.dialect.commit(db, rows)
+            self._local.pending = list(zip(ids, events))
         except BaseException:
             self._local.pending = []
             try:
@@ -299,6 +302,11 @@ class Store:
             except Exception:  # the connection is gone too: it is dropped, and the first error stands
                 self._discard()
             raise
+        if (upto := prune_from(ids)) is not None:  # after the commit, on its own: it never fails the write
+            try:
+                db.execute("DELETE FROM events WHERE id <= ?", [upto])
+            except Exception:  # the next thousandth event prunes them
+                log.warning("could not prune old events", exc_info=True)
 
     def _discard(self) -> None:
         """Close this thread's connection for good (its next statement opens another)."""

@@ -27,16 +27,9 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
-from .events import KEEP_EVENTS
 from .migrations import apply_migrations
 
 BUSY_TIMEOUT_MS = 30_000
-
-
-def prune_from(ids: list[int]) -> int | None:
-    """After the events `ids` (ascending) are written: the id up to which older rows go, about every
-    thousandth event (when one of them is a multiple of 1000), else None."""
-    return ids[-1] - KEEP_EVENTS if any(i % 1000 == 0 for i in ids) else None
 
 
 def fts5_match(words: list[str]) -> str | None:
@@ -133,8 +126,6 @@ class Dialect(ABC):
             db.execute("INSERT INTO events (kind, data) VALUES (?, ?) RETURNING id", row).fetchall()[0][0]
             for row in events
         ]
-        if (upto := prune_from(ids)) is not None:
-            db.execute("DELETE FROM events WHERE id <= ?", [upto])
         db.execute("COMMIT")
         return ids
 

@@ -38,6 +38,12 @@ PUSH_WAIT = 0.5  # seconds a pushing watcher blocks before it checks whether it 
 KEEP_EVENTS = 20_000  # rows kept in the events table: a watcher further behind than this wakes everyone
 
 
+def prune_from(ids: list[int]) -> int | None:
+    """After the events `ids` (ascending) are committed: the id up to which older rows go, about every
+    thousandth event (when one of them is a multiple of 1000), else None."""
+    return ids[-1] - KEEP_EVENTS if any(i % 1000 == 0 for i in ids) else None
+
+
 class Topic:
     """The names of what a waiter can wait on. Publishers (the events below) and waiters both build them
     here: a name spelled two ways would leave its waiters asleep, with no error anywhere. (An event's `kind`

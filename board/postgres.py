@@ -31,7 +31,7 @@ from functools import lru_cache
 import psycopg
 from psycopg.pq import PipelineStatus, TransactionStatus
 
-from .dialect import Dialect, prune_from
+from .dialect import Dialect
 from .errors import Unavailable, first_line
 from .pg_migrations import apply_migrations
 
@@ -256,8 +256,6 @@ class PostgreSQL(Dialect):
                 ("SELECT pg_notify(?, '')", [CHANNEL]),
             )
         )  # a sequence numbers the rows in the order they are written: sorted, the ids are the events'
-        if (upto := prune_from(ids)) is not None:
-            db.execute("DELETE FROM events WHERE id <= ?", [upto])  # after the commit, on its own
         return ids
 
     def commit_counter(self, conn) -> int:
