@@ -43,6 +43,7 @@ from _harness import clean_env as without_settings
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 TARGET_RATIO = 1.5
+TARGET_HOOK_S = 0.150  # issue 24: a hook runs at every prompt, tool call and stop
 TARGET_CLI_S = 0.5
 
 BARE_SERVER = '''\
@@ -93,13 +94,12 @@ def clean_env(home: Path | None = None) -> dict:
 CPU: dict[str, list[float]] = {}  # CPU seconds (user + system) of the commands run to their end
 
 
-def timed_run(name: str, cmd: list[str], env: dict) -> float:
+def timed_run(name: str, cmd: list[str], env: dict, stdin: bytes | None = None) -> float:
     """Seconds from spawn to exit (its CPU seconds go to CPU[name]); a failure stops the bench."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(
-        cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120
-    )
+    feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
+    out = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120, **feed)
     elapsed = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
@@ -207,6 +207,13 @@ def cli_round(scratch: Path, n: int) -> dict[str, float]:
         "hiveboard board": timed_run(
             "hiveboard board", hiveboard_cmd("--home", str(home), "board", installed=True), clean_env(home)
         ),
+        # what Claude Code runs at every session start (and, alike, at every prompt and stop)
+        "hiveboard hook session-start": timed_run(
+            "hiveboard hook session-start",
+            hiveboard_cmd("--home", str(home), "hook", "session-start", installed=True),
+            {**clean_env(home), "HIVEBOARD_AGENT": f"agent{n}"},
+            stdin=b'{"session_id": "bench", "hook_event_name": "SessionStart", "source": "startup"}',
+        ),
     }
 
 
@@ -222,6 +229,7 @@ ORDER = [
     "hiveboard --help",
     "hiveboard agent add",
     "hiveboard board",
+    "hiveboard hook session-start",
 ]
 
 
@@ -288,6 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\ntargets: serve initialize {ratio:.2f}x the bare MCPServer (target <= {TARGET_RATIO}x): "
         f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}"
+    )
+    hook = samples["hiveboard hook session-start"]
+    p95 = sorted(hook)[max(0, round(0.95 * len(hook)) - 1)]
+    print(
+        f"         hiveboard hook session-start median {med['hiveboard hook session-start'] * 1000:.0f} ms, "
+        f"p95 {p95 * 1000:.0f} ms (target median <= {TARGET_HOOK_S * 1000:.0f} ms): "
+        f"{'met' if med['hiveboard hook session-start'] <= TARGET_HOOK_S else 'NOT met'}"
     )
     for name in ("hiveboard --help", "hiveboard agent add", "hiveboard board"):
         print(

@@ -30,6 +30,7 @@ TABLES = (
     "memory_digests",
     "reviews",
     "critiques",
+    "token_usage",
 )
 KEYS = {
     "agents": "name",
@@ -39,7 +40,17 @@ KEYS = {
     "memory_digests": "task_type",
 }
 LATER = {"memory_items": ("superseded_by",)}  # columns naming a later row of the same table: set afterwards
-IDENTITY = ("tasks", "task_history", "artifacts", "messages", "memory_items", "memory_surfaced", "reviews", "critiques")
+IDENTITY = (
+    "tasks",
+    "task_history",
+    "artifacts",
+    "messages",
+    "memory_items",
+    "memory_surfaced",
+    "reviews",
+    "critiques",
+    "token_usage",
+)
 
 
 @dataclass(frozen=True)

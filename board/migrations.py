@@ -409,6 +409,28 @@ def m018_web_sessions(db: Database) -> None:
     db.execute("CREATE INDEX web_sessions_expiry ON web_sessions (expires_at)")
 
 
+def m019_token_usage(db: Database) -> None:
+    # What agents' sessions cost, read from their clients' transcripts by `hiveboard hook stop|session-end`
+    # (server/hook.py): tokens of one model, summed over a stretch of a session, against the card the agent held
+    # while it spent them (NULL: no card). `message_ids` of the last rows keep a transcript from being counted twice.
+    db.execute("""
+        CREATE TABLE token_usage (
+            id INTEGER PRIMARY KEY,
+            agent TEXT NOT NULL,
+            task_id INTEGER,
+            session_id TEXT NOT NULL DEFAULT '',
+            model TEXT NOT NULL DEFAULT '',
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_creation_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+            messages INTEGER NOT NULL DEFAULT 0,
+            recorded_at REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX token_usage_task ON token_usage (task_id)")
+    db.execute("CREATE INDEX token_usage_agent ON token_usage (agent)")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -427,6 +449,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m016_approval_and_evidence,
     m017_quotas,
     m018_web_sessions,
+    m019_token_usage,
 ]
 
 

@@ -284,7 +284,33 @@ def p004_keyword_index_as_fts5(db) -> None:
         db.execute(statement)
 
 
-MIGRATIONS: list[Callable] = [p001_schema, p002_quotas, p003_web_sessions, p004_keyword_index_as_fts5]
+def p005_token_usage(db) -> None:
+    # board/migrations.py m019_token_usage
+    db.execute("""
+        CREATE TABLE token_usage (
+            id BIGSERIAL PRIMARY KEY,
+            agent TEXT NOT NULL,
+            task_id BIGINT,
+            session_id TEXT NOT NULL DEFAULT '',
+            model TEXT NOT NULL DEFAULT '',
+            input_tokens BIGINT NOT NULL DEFAULT 0,
+            output_tokens BIGINT NOT NULL DEFAULT 0,
+            cache_creation_tokens BIGINT NOT NULL DEFAULT 0,
+            cache_read_tokens BIGINT NOT NULL DEFAULT 0,
+            messages BIGINT NOT NULL DEFAULT 0,
+            recorded_at DOUBLE PRECISION NOT NULL
+        )""")
+    db.execute("CREATE INDEX token_usage_task ON token_usage (task_id)")
+    db.execute("CREATE INDEX token_usage_agent ON token_usage (agent)")
+
+
+MIGRATIONS: list[Callable] = [
+    p001_schema,
+    p002_quotas,
+    p003_web_sessions,
+    p004_keyword_index_as_fts5,
+    p005_token_usage,
+]
 
 
 def apply_migrations(db, lock: int) -> list[str]:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from .models import AcceptanceTests, Artifact
 from .quotas import DatabaseSize
+from .usage import TokenStats
 
 Severity = Literal["critical", "major", "minor", "info"]
 Verdict = Literal["PASS", "CONDITIONAL", "FAIL"]
@@ -241,6 +242,9 @@ class BoardStats(BaseModel):
     memory_reuse_rate: float | None
     memory_pending: int = Field(0, description="memory items waiting for the vector index (found by keyword meanwhile)")
     database: DatabaseSize | None = Field(None, description="the database's size against its ceiling (quotas)")
+    tokens: TokenStats | None = Field(
+        None, description="tokens agents' sessions spent, by card, agent and task type (recorded by hiveboard hook)"
+    )
 
 
 def judged(resolutions: list[Resolution], refs: list[str]) -> list[Resolution]:

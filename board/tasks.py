@@ -53,6 +53,7 @@ from .models import (
 from .quotas import ARTIFACT, QuotaConfig, Quotas
 from .review_models import BoardStats
 from .reviews import Reviews
+from .usage import token_stats
 from .views import Views
 from .web_sessions import WebSessions
 
@@ -100,7 +101,9 @@ class Board:
 
     def stats(self) -> BoardStats:
         """How review and memory are working, and the database's size against its ceiling."""
-        return self.reviews.stats().model_copy(update={"database": self.quotas.database()})
+        with self.machine.reading() as db:
+            tokens = token_stats(db)
+        return self.reviews.stats().model_copy(update={"database": self.quotas.database(), "tokens": tokens})
 
     def summary(self, task_id: int) -> TaskSummary:
         """One card, compactly: what deciding about it (e.g. whether it needs review) takes."""

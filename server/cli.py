@@ -950,7 +950,28 @@ def parser() -> argparse.ArgumentParser:
         "submitted tests run, and why",
     )
     d.set_defaults(fn=cmd_doctor)
+
+    h = add(
+        "hook",
+        help="a Claude Code hook: reads the hook's JSON on stdin, tells the agent (HIVEBOARD_AGENT) about its "
+        "cards, mail and verdicts, and records its token usage; never fails the session (docs/hooks.md)",
+    )
+    h.add_argument(
+        "event",
+        help="session-start, user-prompt-submit, post-tool-use, stop, session-end, task-completed or teammate-idle",
+    )
+    h.set_defaults(fn=cmd_hook)
     return p
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    from . import hook
+
+    if getattr(args, "home", None):
+        os.environ["HIVEBOARD_HOME"] = args.home
+    if getattr(args, "db", None):
+        os.environ["HIVEBOARD_DB"] = args.db
+    return hook.main(args.event)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -960,6 +981,8 @@ def main(argv: list[str] | None = None) -> int:
         args = p.parse_args([*(argv if argv is not None else sys.argv[1:]), "serve"])
     if args.command == "agent" and args.action in ("add", "token") and not args.name:
         p.error(f"agent {args.action} needs a NAME, e.g. hiveboard agent {args.action} alice")
+    if args.command == "hook":  # at every prompt and tool call: before the board's modules are imported
+        return args.fn(args)
     # Start-up imports allocate hundreds of thousands of objects and free almost none, so the
     # collector's passes over them are wasted: it is off until `serve` is ready to serve
     # (freeze_heap) or a long command starts its work; the other commands end first.

@@ -14,7 +14,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import sys
 import tomllib
 import types
 import typing
@@ -34,23 +33,9 @@ from hiveboard.board.db import dialect_for, is_url, redact
 from hiveboard.board.quotas import QuotaConfig
 from hiveboard.critics.config import Endpoint, ReviewConfig
 
+from .paths import config_file, default_home
+
 Profile = Literal["lean", "full"]  # what results and tools/list carry: see `Settings.tool_profile`
-
-
-def default_home() -> Path:
-    """A per-user data directory: XDG on Linux, Application Support on macOS, LOCALAPPDATA on Windows."""
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "hiveboard"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "hiveboard"
-    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "hiveboard"
-
-
-def config_file() -> Path:
-    explicit = os.environ.get("HIVEBOARD_CONFIG")
-    if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("HIVEBOARD_HOME") or default_home()) / "config.toml"
 
 
 class SetupError(Exception):

@@ -1,0 +1,154 @@
+"""What `hiveboard hook` (server/hook.py) reads and writes, with nothing but the database driver.
+
+A Claude Code hook runs as a new process on every prompt, tool call and stop, so it must start in well under
+150 ms: this module imports only the standard library (and psycopg for a `postgresql://` board), not the board's
+models, sqlite-utils or the store. Its statements are plain SQL both databases speak; a connection is opened per
+hook run and closed at its end. It reads cards, the inbox and lessons, and writes only `token_usage` rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+VERDICT_INTENTS = ("approval", "critique", "needs_human")  # a review's verdict reaching the card's author
+HELD = ("in_progress", "blocked", "needs_human", "review")
+
+
+class View:
+    """One connection to the board's database (SQLite file or PostgreSQL URL)."""
+
+    def __init__(self, target: str, timeout: float = 2.0):
+        self.postgres = target.startswith(("postgresql://", "postgres://"))
+        if self.postgres:
+            import psycopg
+
+            self.conn = psycopg.connect(target, autocommit=True, connect_timeout=max(1, int(timeout)))
+        else:
+            if not Path(target).is_file():
+                raise FileNotFoundError(f"no board at {target}")
+            self.conn = sqlite3.connect(target, timeout=timeout, isolation_level=None)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def rows(self, sql: str, params: list | tuple = ()) -> list[dict]:
+        if self.postgres:
+            sql = sql.replace("?", "%s")
+        cursor = self.conn.execute(sql, tuple(params))
+        keys = [d[0] for d in cursor.description]
+        return [dict(zip(keys, row)) for row in cursor.fetchall()]
+
+    def execute(self, sql: str, params: list | tuple = ()) -> None:
+        self.conn.execute(sql.replace("?", "%s") if self.postgres else sql, tuple(params))
+
+    # ------------------------------------------------------------------ reads
+
+    def agent_exists(self, agent: str) -> bool:
+        return bool(self.rows("SELECT 1 AS one FROM agents WHERE name = ?", [agent]))
+
+    def cards(self, agent: str) -> list[dict]:
+        """The agent's cards: those it holds (claimed, blocked, waiting for a person or a review) and those
+        reserved for it in todo; in progress first."""
+        marks = ", ".join("?" * len(HELD))
+        return self.rows(
+            "SELECT id, title, status, task_type, lease_expires_at FROM tasks WHERE "
+            f"(assignee = ? AND status IN ({marks})) OR (reserved_for = ? AND status = 'todo') "
+            "ORDER BY CASE status WHEN 'in_progress' THEN 0 ELSE 1 END, priority DESC, id LIMIT 20",
+            [agent, *HELD, agent],
+        )
+
+    def mail_after(self, agent: str, after: int, limit: int = 10) -> list[dict]:
+        """The agent's direct messages and the verdicts on its cards newer than message `after`, oldest first."""
+        marks = ", ".join("?" * len(VERDICT_INTENTS))
+        return self.rows(
+            "SELECT m.id, m.sender, m.intent, m.task_id, m.summary, m.recipient FROM inbox i JOIN messages m ON "
+            f"m.id = i.message_id WHERE i.agent = ? AND m.id > ? AND (m.recipient = ? OR m.intent IN ({marks})) "
+            "ORDER BY m.id LIMIT ?",
+            [agent, after, agent, *VERDICT_INTENTS, limit],
+        )
+
+    def newest_message(self) -> int:
+        return self.rows("SELECT coalesce(max(id), 0) AS n FROM messages")[0]["n"]
+
+    def unread_direct(self, agent: str) -> int:
+        return self.rows(
+            "SELECT count(*) AS n FROM inbox i JOIN messages m ON m.id = i.message_id "
+            "WHERE i.agent = ? AND i.read_at IS NULL AND m.recipient = ?",
+            [agent, agent],
+        )[0]["n"]
+
+    def top_lesson(self, task_type: str) -> dict | None:
+        """The lesson of this task type others found most useful (merged most often), newest among equals."""
+        found = self.rows(
+            "SELECT id, title, text FROM memory_items WHERE kind = 'lesson' AND task_type = ? AND deprecated = 0 "
+            "AND superseded_by IS NULL ORDER BY merged_count DESC, created_at DESC LIMIT 1",
+            [task_type],
+        )
+        return found[0] if found else None
+
+    def last_failed(self, task_ids: list[int]) -> set[int]:
+        """Of these cards, those whose latest review round ended in FAIL (the card came back to its holder)."""
+        if not task_ids:
+            return set()
+        marks = ", ".join("?" * len(task_ids))
+        latest = self.rows(
+            f"SELECT task_id, note FROM task_history WHERE id IN (SELECT max(id) FROM task_history WHERE task_id IN "
+            f"({marks}) AND actor = 'review' GROUP BY task_id)",
+            task_ids,
+        )
+        return {r["task_id"] for r in latest if (r["note"] or "").startswith("FAIL")}
+
+    def ready(self, agent: str) -> int:
+        """Cards in todo this agent may claim now (not reserved for another, dependencies done)."""
+        return self.rows(
+            "SELECT count(*) AS n FROM tasks t WHERE t.status = 'todo' AND (t.reserved_for IS NULL OR "
+            "t.reserved_for = ?) AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks dt ON dt.id = d.depends_on "
+            "WHERE d.task_id = t.id AND dt.status != 'done')",
+            [agent],
+        )[0]["n"]
+
+    def holdings(self, agent: str, since: float) -> list[tuple[float, float, int]]:
+        """(from, until, card) for each stretch since `since` in which the agent held a card, from the cards'
+        history: a claim by the agent starts one, the next move of that card out of in_progress ends it."""
+        moves = self.rows(
+            "SELECT h.task_id, h.at, h.actor, h.to_status, h.from_status FROM task_history h WHERE h.task_id IN "
+            "(SELECT DISTINCT task_id FROM task_history WHERE actor = ? AND to_status = 'in_progress' AND at >= ?) "
+            "ORDER BY h.id",
+            [agent, since - 86_400],
+        )
+        open_: dict[int, float] = {}
+        out: list[tuple[float, float, int]] = []
+        for m in moves:
+            card = m["task_id"]
+            if m["to_status"] == "in_progress" and m["from_status"] != "in_progress" and m["actor"] == agent:
+                open_[card] = m["at"]
+            elif card in open_ and m["from_status"] == "in_progress" and m["to_status"] != "in_progress":
+                out.append((open_.pop(card), m["at"], card))
+        out += [(start, float("inf"), card) for card, start in open_.items()]
+        return out
+
+    # ------------------------------------------------------------------ writes
+
+    def record_usage(self, agent: str, session_id: str, rows: list[dict]) -> None:
+        """Token usage of a stretch of a session: one row per (card, model)."""
+        ts = time.time()
+        for r in rows:
+            self.execute(
+                "INSERT INTO token_usage (agent, task_id, session_id, model, input_tokens, output_tokens, "
+                "cache_creation_tokens, cache_read_tokens, messages, recorded_at) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    agent,
+                    r["task_id"],
+                    session_id,
+                    r["model"],
+                    r["input_tokens"],
+                    r["output_tokens"],
+                    r["cache_creation_tokens"],
+                    r["cache_read_tokens"],
+                    r["messages"],
+                    ts,
+                ],
+            )

@@ -1,0 +1,366 @@
+"""`hiveboard hook EVENT`: Claude Code command hooks that tell an agent about its work.
+
+Claude Code runs the command with the hook's JSON on stdin and reads what it prints (the hooks reference:
+`hookSpecificOutput.additionalContext` adds to the model's context; `{"decision": "block", "reason": …}` keeps
+a Stop from ending the turn; exit code 2 with a line on stderr sends feedback on TaskCompleted and
+TeammateIdle). The agent is `HIVEBOARD_AGENT` on the board at `HIVEBOARD_DB`, else the config file's `db`,
+else `HIVEBOARD_HOME/hiveboard.db`.
+
+  session-start       who you are, your cards, unread direct mail, the top lesson for your current card's type
+                      (at most ~1,500 characters of context)
+  user-prompt-submit  new direct mail and verdicts on your cards since the last time, once each; silent when
+  post-tool-use       nothing is new; post-tool-use looks at most every POST_TOOL_EVERY seconds
+  stop                blocks while you hold an unfinished claimed card (or a FAIL sent one back), at most
+                      STOP_CAP times in a row per session, never when stop_hook_active has been blocked that
+                      often; records the session's token usage since the last read
+  session-end         records the session's token usage since the last read
+  task-completed      agent teams: refuses to mark a team task done while a hiveboard card you hold is unfinished
+  teammate-idle       agent teams: keeps a teammate working while ready cards or new mail wait for it
+
+Fast: the standard library and board/hook_view.py only (no models, no store), one connection per run.
+Fail-open: whatever goes wrong (no board, the database down, a broken input), the hook exits 0 and says so in
+one line on stderr, so a session is never broken by it. What it has shown is kept per agent in
+`HIVEBOARD_HOME/hooks/<agent>.json` (message marks, stop counts, transcript offsets), under a file lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import tomllib
+from contextlib import contextmanager
+from pathlib import Path
+
+from .paths import config_file, default_home
+
+EVENTS = (
+    "session-start",
+    "user-prompt-submit",
+    "post-tool-use",
+    "stop",
+    "session-end",
+    "task-completed",
+    "teammate-idle",
+)
+CONTEXT_CHARS = 1_500  # session-start's additionalContext at most
+POST_TOOL_EVERY = 30.0  # seconds between two looks at the inbox from post-tool-use
+STOP_CAP = 3  # consecutive Stop blocks in one session, after which the agent may stop
+HOOK_NAMES = {  # the hookEventName Claude Code expects back in hookSpecificOutput
+    "session-start": "SessionStart",
+    "user-prompt-submit": "UserPromptSubmit",
+    "post-tool-use": "PostToolUse",
+}
+TRANSCRIPT_READ_MAX = 8_000_000  # bytes of a transcript one run reads at most (the rest: next time)
+
+
+class Skip(Exception):
+    """Nothing to do for this agent (not configured): exit 0, one line on stderr."""
+
+
+def home() -> Path:
+    return Path(os.environ.get("HIVEBOARD_HOME") or default_home())
+
+
+def target() -> str:
+    """The board's database: HIVEBOARD_DB, the config file's `db`, or HOME/hiveboard.db."""
+    explicit = os.environ.get("HIVEBOARD_DB")
+    if explicit:
+        return explicit
+    path = config_file()
+    if path.is_file():
+        with path.open("rb") as f:
+            db = tomllib.load(f).get("db")
+        if isinstance(db, str) and db:
+            return db
+    return str(home() / "hiveboard.db")
+
+
+# ---------------------------------------------------------------------------- state
+
+
+@contextmanager
+def state_of(agent: str):
+    """The agent's hook state (a dict), read and written back under an exclusive lock."""
+    folder = home() / "hooks"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / f"{agent}.json"
+    with open(folder / f"{agent}.lock", "a") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except ImportError:  # Windows: hooks of one agent rarely overlap; the write below is still atomic
+            pass
+        try:
+            state = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):
+            state = {}
+        yield state
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------- text
+
+
+def _line(text: str | None, width: int = 120) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _card(c: dict) -> str:
+    return f"#{c['id']} [{c['status']}] {_line(c['title'], 80)}"
+
+
+def _mail(m: dict) -> str:
+    about = f" on #{m['task_id']}" if m["task_id"] else ""
+    if m["intent"] in ("approval", "critique", "needs_human"):
+        verdict = {"approval": "PASS", "critique": "FAIL", "needs_human": "waits for a person"}[m["intent"]]
+        return f"review verdict{about}: {verdict} — {_line(m['summary'], 100)}"
+    return f"from {m['sender']}{about}: {_line(m['summary'], 100)}"
+
+
+def _context(event: str, text: str) -> dict:
+    return {"hookSpecificOutput": {"hookEventName": HOOK_NAMES[event], "additionalContext": text}}
+
+
+# ---------------------------------------------------------------------------- events
+
+
+def session_start(view, agent: str, state: dict) -> dict | None:
+    cards = view.cards(agent)
+    lines = [f"You are {agent} on the hiveboard team board (MCP server 'hiveboard')."]
+    if cards:
+        lines.append("Your cards: " + "; ".join(_card(c) for c in cards[:6]) + ".")
+    else:
+        lines.append("You hold no card: claim_task takes the next ready one.")
+    unread = view.unread_direct(agent)
+    if unread:
+        lines.append(f"Unread direct messages: {unread} (get_messages).")
+    current = next((c for c in cards if c["status"] == "in_progress"), None)
+    if current is not None and (lesson := view.top_lesson(current["task_type"])) is not None:
+        lines.append(f"Top lesson for {current['task_type']} work: {_line(lesson['title'] or lesson['text'], 300)}")
+    state["mail_mark"] = view.newest_message()  # what is older was summed up above, not shown one by one
+    text = "\n".join(lines)
+    return _context("session-start", text[: CONTEXT_CHARS - 1] + "…" if len(text) > CONTEXT_CHARS else text)
+
+
+def news(view, agent: str, state: dict, event: str) -> dict | None:
+    now = time.time()
+    if event == "post-tool-use":
+        if now - state.get("post_tool_at", 0) < POST_TOOL_EVERY:
+            return None
+        state["post_tool_at"] = now
+    mark = state.get("mail_mark")
+    if mark is None:  # the first look of a session that had no session-start: from now on
+        state["mail_mark"] = view.newest_message()
+        return None
+    new = view.mail_after(agent, mark)
+    if not new:
+        return None
+    state["mail_mark"] = new[-1]["id"]
+    lines = ["hiveboard: " + _mail(m) for m in new]
+    return _context(event, "\n".join(lines) + "\n(get_messages for the whole messages)")
+
+
+def unfinished(view, agent: str) -> tuple[list[dict], set[int]]:
+    held = [c for c in view.cards(agent) if c["status"] == "in_progress"]
+    return held, view.last_failed([c["id"] for c in held])
+
+
+def stop(view, agent: str, state: dict, payload: dict) -> dict | None:
+    session = str(payload.get("session_id") or "")
+    blocks = state.setdefault("stop_blocks", {})
+    held, failed = unfinished(view, agent)
+    # stop_hook_active: this stop follows a block of ours; such a chain is cut after STOP_CAP blocks, and a
+    # stop that does not follow one starts a new chain
+    count = blocks.get(session, 0) if payload.get("stop_hook_active") else 0
+    if not held or count >= STOP_CAP:
+        blocks.pop(session, None)
+        return None
+    blocks[session] = count + 1
+    if len(blocks) > 50:  # sessions long gone
+        for old in list(blocks)[:-50]:
+            del blocks[old]
+    card = held[0]
+    why = (
+        f"the review of card #{card['id']} failed and sent it back to you: read get_review(task_id={card['id']}), "
+        "fix what it names and complete_task again"
+        if card["id"] in failed
+        else f"you still hold card #{card['id']} '{_line(card['title'], 80)}' (in progress): finish it with "
+        "complete_task, or hand it back with release_task"
+    )
+    return {"decision": "block", "reason": f"hiveboard: {why} before you stop."}
+
+
+def task_completed(view, agent: str) -> str | None:
+    held, failed = unfinished(view, agent)
+    if not held:
+        return None
+    card = held[0]
+    state = "its review failed" if card["id"] in failed else "it is not completed"
+    return (
+        f"hiveboard card #{card['id']} '{_line(card['title'], 80)}' is still yours and {state}: "
+        "complete_task it (or release_task) first"
+    )
+
+
+def teammate_idle(view, agent: str, state: dict) -> str | None:
+    mark = state.get("mail_mark", view.newest_message())
+    new = view.mail_after(agent, mark)
+    if new:
+        state["mail_mark"] = new[-1]["id"]
+        return "hiveboard: new for you — " + "; ".join(_mail(m) for m in new[:3]) + " (get_messages)"
+    ready = view.ready(agent)
+    if ready:
+        return f"hiveboard: {ready} ready card(s) wait on the board: claim_task takes the next one"
+    return None
+
+
+# ---------------------------------------------------------------------------- cost
+
+
+def usage_since(path: Path, offset: int) -> tuple[list[dict], int]:
+    """Assistant messages' usage in a Claude Code transcript (JSONL) after byte `offset`: one entry per message
+    id (a message written as several lines counts once, with its largest figures); the new offset (complete
+    lines only)."""
+    with path.open("rb") as f:
+        f.seek(offset)
+        chunk = f.read(TRANSCRIPT_READ_MAX)
+    end = chunk.rfind(b"\n") + 1
+    by_id: dict[str, dict] = {}
+    for raw in chunk[:end].splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) else None
+        if entry.get("type") != "assistant" or not isinstance(message, dict):
+            continue
+        usage = message.get("usage")
+        if not isinstance(usage, dict):
+            continue
+        key = str(message.get("id") or entry.get("uuid") or len(by_id))
+        seen = by_id.setdefault(
+            key,
+            {"model": str(message.get("model") or ""), "at": _when(entry.get("timestamp")), "usage": {}},
+        )
+        for field in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            value = usage.get(field)
+            if isinstance(value, int) and value >= 0:
+                seen["usage"][field] = max(seen["usage"].get(field, 0), value)
+    return list(by_id.values()), offset + end
+
+
+def _when(stamp) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def record_cost(view, agent: str, state: dict, payload: dict) -> None:
+    """The transcript's usage since the last read, summed per (card held at the time, model), recorded."""
+    path = payload.get("transcript_path")
+    if not isinstance(path, str) or not path or not Path(path).is_file():
+        return
+    offsets = state.setdefault("transcript_offsets", {})
+    messages, offset = usage_since(Path(path), offsets.get(path, 0))
+    offsets[path] = offset
+    if len(offsets) > 20:
+        for old in list(offsets)[:-20]:
+            del offsets[old]
+    if not messages:
+        return
+    first = min((m["at"] for m in messages if m["at"] is not None), default=time.time())
+    spans = view.holdings(agent, first)
+    current = next((c["id"] for c in view.cards(agent) if c["status"] == "in_progress"), None)
+    totals: dict[tuple, dict] = {}
+    for m in messages:
+        at = m["at"]
+        if at is None:
+            card = current
+        else:
+            held = [(start, card) for start, until, card in spans if start <= at < until]
+            card = max(held)[1] if held else None
+        row = totals.setdefault(
+            (card, m["model"]),
+            {
+                "task_id": card,
+                "model": m["model"],
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_creation_tokens": 0,
+                "cache_read_tokens": 0,
+                "messages": 0,
+            },
+        )
+        u = m["usage"]
+        row["input_tokens"] += u.get("input_tokens", 0)
+        row["output_tokens"] += u.get("output_tokens", 0)
+        row["cache_creation_tokens"] += u.get("cache_creation_input_tokens", 0)
+        row["cache_read_tokens"] += u.get("cache_read_input_tokens", 0)
+        row["messages"] += 1
+    view.record_usage(agent, str(payload.get("session_id") or ""), list(totals.values()))
+
+
+# ---------------------------------------------------------------------------- entry
+
+
+def run(event: str, raw: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) for one hook run; never raises."""
+    if event not in EVENTS:
+        return 0, "", f"hiveboard hook: unknown event {event!r}; one of {', '.join(EVENTS)}\n"
+    try:
+        payload = json.loads(raw) if raw.strip() else {}
+        if not isinstance(payload, dict):
+            raise ValueError("the hook input is not a JSON object")
+        agent = (os.environ.get("HIVEBOARD_AGENT") or "").strip().lower()
+        if not agent:
+            raise Skip("HIVEBOARD_AGENT is not set, so the hook does not know which agent this session is")
+        from hiveboard.board.hook_view import View
+
+        view = View(target())
+        try:
+            if not view.agent_exists(agent):
+                raise Skip(f"no agent {agent!r} on the board yet (it registers on its first call)")
+            with state_of(agent) as state:
+                out: dict | None = None
+                feedback = None
+                if event == "session-start":
+                    out = session_start(view, agent, state)
+                elif event in ("user-prompt-submit", "post-tool-use"):
+                    out = news(view, agent, state, event)
+                elif event == "stop":
+                    record_cost(view, agent, state, payload)
+                    out = stop(view, agent, state, payload)
+                elif event == "session-end":
+                    record_cost(view, agent, state, payload)
+                elif event == "task-completed":
+                    feedback = task_completed(view, agent)
+                elif event == "teammate-idle":
+                    feedback = teammate_idle(view, agent, state)
+        finally:
+            view.close()
+    except Skip as exc:
+        return 0, "", f"hiveboard hook: {exc}; nothing to do\n"
+    except Exception as exc:  # fail-open: the session goes on
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return 0, "", f"hiveboard hook: the board could not be read ({reason}); the session goes on without it\n"
+    if feedback:
+        return 2, "", feedback + "\n"
+    return 0, (json.dumps(out) + "\n") if out else "", ""
+
+
+def main(event: str) -> int:
+    code, out, err = run(event, sys.stdin.read() if not sys.stdin.isatty() else "")
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return code

@@ -1,0 +1,218 @@
+"""`hiveboard hook EVENT` as Claude Code runs it: a new process with the hook's documented JSON on stdin, its
+answer on stdout (and exit code 2 with stderr for the agent-team events). The board is changed through MCP
+clients in the test; each hook run reads it from the same database (SQLite file or PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import datetime, timedelta
+
+import pytest
+from conftest import START_TIMEOUT, call, clean_env, hiveboard_cmd
+
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
+
+
+def hook(tmp_path, store_target: str, event: str, payload: dict, agent: str = "alice", **env: str):
+    """(exit code, parsed stdout or None, stderr) of one `hiveboard hook EVENT` run as agent."""
+    variables = clean_env(HIVEBOARD_HOME=str(tmp_path / "home"), HIVEBOARD_DB=store_target, HIVEBOARD_AGENT=agent)
+    variables.update(env)
+    done = subprocess.run(
+        hiveboard_cmd("hook", event),
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        env=variables,
+    )
+    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else None, done.stderr
+
+
+def base(event: str, **fields) -> dict:
+    return {"session_id": "sess-1", "transcript_path": "", "cwd": "/work", "hook_event_name": event, **fields}
+
+
+def context(out: dict, event: str) -> str:
+    assert out["hookSpecificOutput"]["hookEventName"] == event, out
+    return out["hookSpecificOutput"]["additionalContext"]
+
+
+async def test_session_start_names_the_agents_card_and_the_top_lesson(tmp_path, store_target, connect, board):
+    async with connect("alice") as alice:
+        for n in range(12):
+            await call(alice, "create_task", title=f"Another card {n} " + "x" * 150, assignee="alice")
+        card = await call(alice, "create_task", title="Write the parser", task_type="code", priority="critical")
+        await call(alice, "claim_task", task_id=card["id"])
+    with board.store.write() as db:
+        board.knowledge.add(
+            db,
+            kind="lesson",
+            text="Test the empty input first.",
+            title="Empty input first",
+            created_by="bob",
+            task_type="code",
+        )
+    code, out, err = hook(tmp_path, store_target, "session-start", base("SessionStart", source="startup"))
+    assert code == 0 and err == "", err
+    text = context(out, "SessionStart")
+    assert "You are alice" in text and f"#{card['id']} [in_progress] Write the parser" in text
+    assert "Top lesson for code work: Empty input first" in text
+    assert len(text) <= 1_500
+
+
+async def test_a_direct_message_and_a_verdict_show_once_in_the_next_prompt(tmp_path, store_target, connect):
+    async with connect("alice") as alice, connect("bob") as bob:
+        await call(alice, "whoami")
+        hook(tmp_path, store_target, "session-start", base("SessionStart", source="startup"))
+        assert hook(tmp_path, store_target, "user-prompt-submit", base("UserPromptSubmit", prompt="go"))[1] is None
+        await call(bob, "publish_message", intent="question", recipient="alice", content="Which parser do we use?")
+        await call(bob, "publish_message", intent="info", content="to the pool, not alice's news")
+        code, out, _ = hook(tmp_path, store_target, "user-prompt-submit", base("UserPromptSubmit", prompt="go"))
+        text = context(out, "UserPromptSubmit")
+        assert code == 0 and "from bob: Which parser do we use?" in text and "pool" not in text
+        assert hook(tmp_path, store_target, "user-prompt-submit", base("UserPromptSubmit", prompt="go"))[1] is None
+
+        # post-tool-use looks at most every 30 s: the second message waits for the next prompt
+        await call(bob, "publish_message", intent="info", recipient="alice", content="First after the tool")
+        tool = base("PostToolUse", tool_name="Bash", tool_input={"command": "ls"}, tool_response={})
+        assert "First after the tool" in context(hook(tmp_path, store_target, "post-tool-use", tool)[1], "PostToolUse")
+        await call(bob, "publish_message", intent="info", recipient="alice", content="Second after the tool")
+        assert hook(tmp_path, store_target, "post-tool-use", tool)[1] is None  # rate-limited
+        later = hook(tmp_path, store_target, "user-prompt-submit", base("UserPromptSubmit", prompt="go"))[1]
+        assert "Second after the tool" in context(later, "UserPromptSubmit")
+
+
+async def test_stop_blocks_while_a_claimed_card_is_unfinished_and_never_traps(tmp_path, store_target, connect):
+    async with connect("alice") as alice:
+        card = await call(alice, "create_task", title="Write the parser")
+        claim = await call(alice, "claim_task", task_id=card["id"])
+        code, out, _ = hook(tmp_path, store_target, "stop", base("Stop", stop_hook_active=False))
+        assert code == 0 and out["decision"] == "block"
+        assert f"card #{card['id']} 'Write the parser'" in out["reason"] and "complete_task" in out["reason"]
+        # the model keeps going because of the block, and wants to stop again: at most 3 blocks in a row
+        blocks = [hook(tmp_path, store_target, "stop", base("Stop", stop_hook_active=True))[1] for _ in range(3)]
+        assert [b is not None for b in blocks] == [True, True, False]
+        assert hook(tmp_path, store_target, "stop", base("Stop", stop_hook_active=False))[1]["decision"] == "block"
+
+        await call(alice, "complete_task", task_id=card["id"], token=claim["token"], output="parser written")
+        code, out, err = hook(tmp_path, store_target, "stop", base("Stop", stop_hook_active=False))
+        assert (code, out, err) == (0, None, "")
+
+
+async def test_agent_team_events_keep_a_teammate_on_the_boards_work(tmp_path, store_target, connect):
+    async with connect("alice") as alice:
+        card = await call(alice, "create_task", title="Write the parser")
+        claim = await call(alice, "claim_task", task_id=card["id"])
+        done = base("TaskCompleted", task_id="7", task_subject="parser", teammate_name="alice", team_name="t")
+        code, out, err = hook(tmp_path, store_target, "task-completed", done)
+        assert code == 2 and out is None and f"card #{card['id']}" in err and "complete_task" in err
+        await call(alice, "complete_task", task_id=card["id"], token=claim["token"], output="parser written")
+        assert hook(tmp_path, store_target, "task-completed", done) == (0, None, "")
+
+        idle = base("TeammateIdle", teammate_name="alice", team_name="t")
+        assert hook(tmp_path, store_target, "teammate-idle", idle)[0] == 0  # nothing waits for alice
+        await call(alice, "create_task", title="Write the docs")
+        code, _, err = hook(tmp_path, store_target, "teammate-idle", idle)
+        assert code == 2 and "1 ready card(s)" in err
+
+
+async def test_token_usage_goes_to_the_card_held_when_it_was_spent(tmp_path, store_target, connect, board):
+    async with connect("alice") as alice:
+        first = await call(alice, "create_task", title="First card")
+        second = await call(alice, "create_task", title="Second card")
+        one = await call(alice, "claim_task", task_id=first["id"])
+        await call(alice, "complete_task", task_id=first["id"], token=one["token"], output="done")
+        await call(alice, "claim_task", task_id=second["id"])
+        history = {c: (await call(alice, "get_task", task_id=c))["history"] for c in (first["id"], second["id"])}
+
+    def at(entry: dict, seconds: float) -> str:
+        when = datetime.fromisoformat(entry["at"].replace("Z", "+00:00")) + timedelta(seconds=seconds)
+        return when.isoformat().replace("+00:00", "Z")
+
+    claimed_first = next(h for h in history[first["id"]] if h["to_status"] == "in_progress")
+    claimed_second = next(h for h in history[second["id"]] if h["to_status"] == "in_progress")
+    transcript = tmp_path / "session.jsonl"
+
+    def assistant(msg_id: str, when: str, output: int, model: str = "claude-sonnet-4-5") -> str:
+        usage = {"input_tokens": 10, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000}
+        return json.dumps(
+            {
+                "type": "assistant",
+                "sessionId": "sess-1",
+                "uuid": f"u-{msg_id}-{output}",
+                "timestamp": when,
+                "message": {
+                    "id": msg_id,
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "usage": {**usage, "output_tokens": output},
+                },
+            }
+        )
+
+    lines = [
+        json.dumps({"type": "user", "timestamp": at(claimed_first, -5), "message": {"role": "user", "content": "go"}}),
+        assistant("msg_a", at(claimed_first, -1), 7),  # before any claim: no card
+        assistant("msg_b", at(claimed_first, 0.001), 20),  # one message written as two lines counts once
+        assistant("msg_b", at(claimed_first, 0.002), 50),
+        assistant("msg_c", at(claimed_second, 0.001), 30),
+        "not json at all",
+    ]
+    transcript.write_text("\n".join(lines) + "\n")
+    stop = base("Stop", stop_hook_active=False, transcript_path=str(transcript))
+    hook(tmp_path, store_target, "stop", stop)
+    hook(
+        tmp_path, store_target, "session-end", {**base("SessionEnd", reason="exit"), "transcript_path": str(transcript)}
+    )
+    with transcript.open("a") as f:  # the session goes on: only what is new is read next time
+        f.write(assistant("msg_d", at(claimed_second, 0.003), 5) + "\n")
+    hook(
+        tmp_path, store_target, "session-end", {**base("SessionEnd", reason="exit"), "transcript_path": str(transcript)}
+    )
+
+    rows = board.store.db.execute(
+        "SELECT task_id, sum(output_tokens), sum(input_tokens), sum(cache_read_tokens), sum(messages) "
+        "FROM token_usage WHERE agent = 'alice' GROUP BY task_id"
+    ).fetchall()
+    got = {r[0]: tuple(r[1:]) for r in rows}
+    assert got == {
+        None: (7, 10, 1000, 1),
+        first["id"]: (50, 10, 1000, 1),
+        second["id"]: (35, 20, 2000, 2),
+    }, got
+    async with connect("bob") as bob:  # board_stats shows what the cards cost
+        tokens = (await call(bob, "board_stats"))["tokens"]
+    assert tokens["total"]["output"] == 92 and tokens["total"]["messages"] == 4
+    assert [(u["key"], u["output"]) for u in tokens["by_card"]] == [
+        (f"#{first['id']}", 50),
+        (f"#{second['id']}", 35),
+        ("no card", 7),
+    ]
+    assert tokens["by_agent"][0]["key"] == "alice" and tokens["by_task_type"][0] == {
+        **tokens["by_task_type"][0],
+        "key": "code",
+    }
+
+
+async def test_the_hook_never_breaks_a_session(tmp_path, store_target, connect):
+    async with connect("alice") as alice:
+        await call(alice, "whoami")
+    for env in (
+        {"HIVEBOARD_DB": str(tmp_path / "gone" / "hiveboard.db")},
+        {"HIVEBOARD_DB": "postgresql://nobody@127.0.0.1:1/x"},
+    ):
+        code, out, err = hook(tmp_path, store_target, "stop", base("Stop"), **env)
+        assert (code, out) == (0, None) and "the session goes on" in err, err
+    code, out, err = hook(tmp_path, store_target, "session-start", base("SessionStart"), agent="")
+    assert (code, out) == (0, None) and "HIVEBOARD_AGENT is not set" in err
+    done = subprocess.run(
+        hiveboard_cmd("hook", "user-prompt-submit"),
+        input="{not json",
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT,
+        env=clean_env(HIVEBOARD_HOME=str(tmp_path / "home"), HIVEBOARD_DB=store_target, HIVEBOARD_AGENT="alice"),
+    )
+    assert done.returncode == 0 and done.stdout == "" and "the session goes on" in done.stderr
