@@ -13,7 +13,7 @@ from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import Agent
 
 if TYPE_CHECKING:
-    from sqlite_utils import Database
+    from ._sqlite_utils import Database
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 # "system" and "review" are the names the board itself posts as; the rest are audiences or roles

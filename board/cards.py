@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 
-from sqlite_utils import Database
-
+from ._sqlite_utils import Database
 from .db import iso, placeholders, rows, rows_many
 from .errors import NotFound
 from .models import RANK_PRIORITY, AcceptanceTests, Artifact, HistoryEntry, Task, TaskSummary

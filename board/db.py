@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import sys
 import threading
 import time
 import weakref
@@ -19,17 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-if "numpy" not in sys.modules and "sqlite_utils" not in sys.modules:
-    # sqlite-utils imports numpy when it is installed, only to give numpy scalars column types, and
-    # the board hands it none; so it imports with numpy hidden (it expects the ImportError), and the
-    # commands and the server's start-up that need no numpy do not load it.
-    sys.modules["numpy"] = None
-    try:
-        import sqlite_utils  # noqa: F401
-    finally:
-        del sys.modules["numpy"]
-from sqlite_utils import Database
-
+from ._sqlite_utils import Database
 from .dialect import Dialect, SQLite
 from .errors import Unavailable
 from .events import Event, Notifier, encode, prune_from

@@ -25,8 +25,7 @@ from abc import ABC, abstractmethod
 from contextlib import closing
 from pathlib import Path
 
-from sqlite_utils import Database
-
+from ._sqlite_utils import Database
 from .migrations import apply_migrations
 
 BUSY_TIMEOUT_MS = 30_000

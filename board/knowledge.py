@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import BaseModel, Field
-from sqlite_utils import Database
 
+from ._sqlite_utils import Database
 from .db import Store, iso, now, placeholders, rows
 from .dialect import fts5_match
 from .errors import InvalidInput, NotFound
@@ -237,8 +237,7 @@ class Knowledge:
         self.store.emit(MemoryAdded(item_id))
         return item_id
 
-    @staticmethod
-    def _insert(db: Database, item: NewItem, embedding: bytes | None = None, model: str | None = None) -> int:
+    def _insert(self, db: Database, item: NewItem, embedding: bytes | None = None, model: str | None = None) -> int:
         ts = now()
         item_id = db.execute(
             "INSERT INTO memory_items (kind, task_type, task_id, title, text, code_words, tags, source, created_by, "
@@ -261,7 +260,7 @@ class Knowledge:
                 model,
             ],
         ).fetchall()[0][0]
-        db.execute("INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, ts])
+        self.store.dialect.send(db, "INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, ts])
         return item_id
 
     def add_many(self, db: Database, items: list[NewItem], created_by: str) -> list[int]:

@@ -45,9 +45,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlite_utils import Database
-
 from . import cards
+from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
 from .db import Store, iso, now, placeholders, rows
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim, StaleToken
@@ -364,6 +363,7 @@ class Machine:
                 "status_update",
                 task_id,
                 f"task {task_id} is back in todo: the lease of {row['assignee']} ran out",
+                row=row,
             )
             self.move(
                 db,

@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
-from sqlite_utils import Database
 
+from ._sqlite_utils import Database
 from .agents import Agents
 from .cursor import decode_cursor, encode_cursor
 from .db import Store, iso, now, placeholders

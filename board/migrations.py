@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from sqlite_utils import Database
+from ._sqlite_utils import Database
 
 
 def m001_tasks(db: Database) -> None:

@@ -47,7 +47,7 @@ from .db import Store
 from .errors import OverQuota
 
 if TYPE_CHECKING:
-    from sqlite_utils import Database
+    from ._sqlite_utils import Database
 
 log = logging.getLogger("hiveboard")
 

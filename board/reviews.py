@@ -13,9 +13,8 @@ import json
 import statistics
 from datetime import UTC, datetime
 
-from sqlite_utils import Database
-
 from . import cards
+from ._sqlite_utils import Database
 from .db import Store, iso, now, placeholders
 from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
 from .events import ReviewChanged

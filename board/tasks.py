@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from sqlite_utils import Database
-
 from . import cards
+from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
 from .contests import Contests
 from .cursor import decode_cursor, encode_cursor
@@ -403,6 +402,7 @@ class Board:
                 "status_update",
                 task_id,
                 f"{actor} released task {task_id} back to todo" + (f": {reason}" if reason else ""),
+                row=row,
             )
             row = self.machine.move(db, row, "todo", "release_task", actor, token=token, note=reason, ts=ts)
             return cards.summarize(db, row)
@@ -596,20 +596,23 @@ class Board:
         if not output.strip() and not artifacts:
             raise InvalidInput("complete_task needs output= describing what was done (or at least one artifact)")
         with self.machine.holding(actor, task_id, token, "complete", running=True) as (db, row, ts):
+            needs = None  # the card's dependencies, once read (completing changes none of them)
             if callable(to_status):
-                to_status = to_status(cards.summarize(db, row))
+                needs = cards.dependencies(db, [task_id])[task_id]
+                to_status = to_status(cards.summarize(db, row, needs))
                 if to_status not in ("review", "done", "needs_human"):
                     raise ValueError("to_status must be review, done or needs_human")
             if artifacts:  # charged before anything is written: a refusal leaves the card as it was
                 self.quotas.charge(db, actor, ARTIFACT, len(artifacts), sum(len(a.content) for a in artifacts))
             # the artifacts first: a card that goes straight to done takes them into the shared memory
-            db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
-            for a in artifacts:
-                db.execute(
-                    "INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    [task_id, token, a.name, a.kind, a.content, ts],
-                )
+            sql = self.store.dialect  # writes nobody reads an answer of: sent with the next statement
+            sql.send(db, "DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
+            sql.send_many(
+                db,
+                "INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [[task_id, token, a.name, a.kind, a.content, ts] for a in artifacts],
+            )
             moved = self.machine.move(
                 db,
                 row,
@@ -635,5 +638,6 @@ class Board:
                 task_id,
                 f"task {task_id} complete ({to_status}): {summary or output.strip()[:200]}",
                 output,
+                row=moved,
             )
-            return cards.summarize(db, moved)  # nothing after the move changes the card's row
+            return cards.summarize(db, moved, needs)  # nothing after the move changes the card's row

@@ -4,7 +4,8 @@ and the largest spenders by card, agent and task type, for board_stats."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
-from sqlite_utils import Database
+
+from ._sqlite_utils import Database
 
 TOP = 5
 
