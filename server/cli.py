@@ -855,6 +855,27 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_setup(args: argparse.Namespace) -> int:
+    """Write (or take out) hiveboard in an MCP client's config: server/setup_clients.py."""
+    from pathlib import Path
+
+    from hiveboard.board.agents import check_name
+
+    from .config import default_home
+    from .setup_clients import setup
+
+    home = _settings(args).home  # --home, HIVEBOARD_HOME or config.toml, as `serve` would read them
+    setup(
+        args.client,
+        project=Path(args.project) if args.project else None,
+        agent=check_name(args.agent) if args.agent else None,
+        home=None if Path(home).absolute() == default_home().absolute() else Path(home),
+        dry_run=args.dry_run,
+        uninstall=args.uninstall,
+    )
+    return 0
+
+
 HOME_HELP = "data directory (env HIVEBOARD_HOME; default per-user data dir)"
 DB_HELP = "SQLite file (env HIVEBOARD_DB; default <home>/hiveboard.db)"
 
@@ -950,6 +971,18 @@ def parser() -> argparse.ArgumentParser:
         "submitted tests run, and why",
     )
     d.set_defaults(fn=cmd_doctor)
+
+    c = add(
+        "setup",
+        help="write hiveboard into an MCP client's config (and, for claude-code, its hooks into "
+        ".claude/settings.json): merged, backed up, printed as a diff",
+    )
+    c.add_argument("client", choices=["claude-code", "cursor", "vscode", "claude-desktop"])
+    c.add_argument("--project", help="the project folder (default: the current one; cursor: else ~/.cursor)")
+    c.add_argument("--agent", help="the agent the client acts as (default: the client's name)")
+    c.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    c.add_argument("--uninstall", action="store_true", help="take out what setup added, leave the rest")
+    c.set_defaults(fn=cmd_setup)
 
     h = add(
         "hook",

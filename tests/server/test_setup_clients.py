@@ -1,0 +1,277 @@
+"""`hiveboard setup CLIENT` as a user runs it: the client's config file written or merged (others' servers,
+hooks and settings kept), idempotent, backed up, printed as a diff, taken out again by --uninstall; files
+it cannot merge refused with nothing written; and the entry it writes starts a server the official Python
+MCP client can use. HOME and the XDG directories point into the test's own folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import START_TIMEOUT, call, clean_env, run_cli
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+EVENTS = {
+    "SessionStart": "session-start",
+    "UserPromptSubmit": "user-prompt-submit",
+    "PostToolUse": "post-tool-use",
+    "Stop": "stop",
+    "SessionEnd": "session-end",
+    "TaskCompleted": "task-completed",
+    "TeammateIdle": "teammate-idle",
+}
+
+THEIR_MCP = {"mcpServers": {"github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"]}}}
+THEIR_SETTINGS = {
+    "permissions": {"allow": ["Bash(npm test)"]},
+    "env": {"FOO": "1"},
+    "hooks": {
+        "PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "./lint.sh"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "say done", "timeout": 5}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./guard.sh"}]}],
+    },
+}
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> dict[str, str]:
+    """The environment of a user whose home and XDG directories are the test's."""
+    home = tmp_path / "user"
+    home.mkdir()
+    return clean_env(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        APPDATA=str(home / "AppData" / "Roaming"),
+    )
+
+
+def setup(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    out = run_cli("setup", *args, env=env)
+    assert "Traceback" not in out.stderr, out.stderr
+    return out
+
+
+def files(root: Path) -> dict[str, bytes]:
+    """Every file under `root` with its bytes: to show what a run did and did not change."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def backups(root: Path) -> list[str]:
+    return [name for name in files(root) if ".hiveboard-backup-" in name]
+
+
+def our_hooks(settings: dict) -> dict[str, list[dict]]:
+    """Claude Code's event -> the handlers in it that run `hiveboard hook`."""
+    return {
+        event: [h for group in groups for h in group["hooks"] if " hook " in h["command"]]
+        for event, groups in settings.get("hooks", {}).items()
+    }
+
+
+def test_claude_code_on_a_fresh_directory_gets_the_server_and_seven_hooks(tmp_path, user):
+    project = tmp_path / "project"
+    project.mkdir()
+    out = setup(user, "claude-code", "--project", str(project))
+    assert out.returncode == 0, out.stderr
+    mcp = json.loads((project / ".mcp.json").read_text())
+    entry = mcp["mcpServers"]["hiveboard"]
+    assert Path(entry["command"]).is_absolute() and entry["args"][-1] == "serve"
+    assert entry["env"] == {"HIVEBOARD_AGENT": "claude-code"}  # the default home: no HIVEBOARD_HOME
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert list(settings) == ["hooks"] and list(settings["hooks"]) == list(EVENTS)
+    for event, name in EVENTS.items():
+        (group,) = settings["hooks"][event]
+        assert group.get("matcher") == ("*" if event == "PostToolUse" else None)
+        (handler,) = group["hooks"]
+        assert handler["type"] == "command" and handler["timeout"] > 0
+        assert handler["command"] == f"HIVEBOARD_AGENT=claude-code {entry['command']} hook {name}"
+    # the user sees each change as a diff, with the path, and no backup is made of files that did not exist
+    assert f"+++ {project / '.mcp.json'}" in out.stdout and f"+++ {project / '.claude' / 'settings.json'}" in out.stdout
+    assert '+    "hiveboard": {' in out.stdout
+    assert backups(project) == []
+
+    again = setup(user, "claude-code", "--project", str(project))
+    assert again.returncode == 0 and "already set up" in again.stdout and "+++" not in again.stdout
+    assert backups(project) == []
+
+
+def test_existing_config_is_merged_backed_up_idempotent_and_restored_by_uninstall(tmp_path, user):
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".mcp.json").write_text(json.dumps(THEIR_MCP, indent=4) + "\n")
+    (project / ".claude" / "settings.json").write_text(json.dumps(THEIR_SETTINGS, indent=2) + "\n")
+    original = files(project)
+
+    out = setup(user, "claude-code", "--project", str(project), "--agent", "cc-1")
+    assert out.returncode == 0, out.stderr
+    mcp = json.loads((project / ".mcp.json").read_text())
+    assert mcp["mcpServers"]["github"] == THEIR_MCP["mcpServers"]["github"]
+    assert mcp["mcpServers"]["hiveboard"]["env"]["HIVEBOARD_AGENT"] == "cc-1"
+    assert (project / ".mcp.json").read_text().startswith('{\n    "mcpServers"')  # the file's own indent
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert settings["permissions"] == THEIR_SETTINGS["permissions"] and settings["env"] == {"FOO": "1"}
+    assert settings["hooks"]["PreToolUse"] == THEIR_SETTINGS["hooks"]["PreToolUse"]
+    assert settings["hooks"]["PostToolUse"][0] == THEIR_SETTINGS["hooks"]["PostToolUse"][0]
+    assert settings["hooks"]["Stop"][0] == THEIR_SETTINGS["hooks"]["Stop"][0]
+    assert {event: len(found) for event, found in our_hooks(settings).items() if found} == dict.fromkeys(EVENTS, 1)
+    # the diff shows what was added, not the whole file rewritten
+    assert '-        "github"' not in out.stdout and '+        "hiveboard": {' in out.stdout
+    # a backup of each file as it was, beside it
+    kept = backups(project)
+    assert len(kept) == 2, kept
+    for name in kept:
+        assert files(project)[name] == original[name.split(".hiveboard-backup-")[0]]
+
+    after_first = files(project)
+    again = setup(user, "claude-code", "--project", str(project), "--agent", "cc-1")
+    assert again.returncode == 0 and "already set up" in again.stdout
+    assert files(project) == after_first  # nothing changed, no new backup
+
+    gone = setup(user, "claude-code", "--project", str(project), "--uninstall")
+    assert gone.returncode == 0, gone.stderr
+    assert json.loads((project / ".mcp.json").read_text()) == THEIR_MCP
+    assert json.loads((project / ".claude" / "settings.json").read_text()) == THEIR_SETTINGS
+    assert "-" + '        "hiveboard": {' in gone.stdout
+
+
+def test_a_moved_installation_and_an_older_entry_are_updated_in_place(tmp_path, user):
+    """An entry from another path (a moved venv) is ours too: updated, its other keys and variables kept,
+    never duplicated."""
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    old_entry = {
+        "command": "hiveboard",
+        "args": ["serve"],
+        "env": {"HIVEBOARD_AGENT": "x", "HIVEBOARD_LOG_LEVEL": "INFO"},
+    }
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"hiveboard": old_entry}}))
+    old_hook = {"type": "command", "command": "HIVEBOARD_AGENT=x /old/venv/bin/hiveboard hook stop", "timeout": 3}
+    (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": {"Stop": [{"hooks": [old_hook]}]}}))
+
+    assert setup(user, "claude-code", "--project", str(project)).returncode == 0
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["hiveboard"]
+    assert Path(entry["command"]).is_absolute()
+    assert entry["env"] == {"HIVEBOARD_AGENT": "claude-code", "HIVEBOARD_LOG_LEVEL": "INFO"}
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    (stop,) = our_hooks(settings)["Stop"]
+    assert stop["command"] == f"HIVEBOARD_AGENT=claude-code {entry['command']} hook stop"
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing(tmp_path, user):
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "settings.json").write_text(json.dumps(THEIR_SETTINGS))
+    before = files(project)
+    out = setup(user, "claude-code", "--project", str(project), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert "+++ " in out.stdout and "hook session-start" in out.stdout and "--dry-run" in out.stdout
+    assert files(project) == before
+
+
+def test_uninstall_removes_the_files_setup_created(tmp_path, user):
+    project = tmp_path / "project"
+    project.mkdir()
+    assert setup(user, "claude-code", "--project", str(project)).returncode == 0
+    out = setup(user, "claude-code", "--project", str(project), "--uninstall")
+    assert out.returncode == 0, out.stderr
+    assert files(project) == {}
+    again = setup(user, "claude-code", "--project", str(project), "--uninstall")
+    assert again.returncode == 0 and "not set up" in again.stdout
+
+
+@pytest.mark.parametrize("broken", ["mcp", "settings"])
+def test_a_file_that_is_not_json_is_refused_and_nothing_is_written(tmp_path, user, broken):
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    bad = project / ".mcp.json" if broken == "mcp" else project / ".claude" / "settings.json"
+    bad.write_text('{\n  // my servers\n  "mcpServers": {}\n}\n')  # JSON with comments
+    before = files(project)
+    out = setup(user, "claude-code", "--project", str(project))
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"hiveboard: {bad} is not valid JSON (") and out.stderr.count("\n") == 1
+    assert "nothing was written" in out.stderr
+    assert files(project) == before
+
+
+def test_a_table_of_the_wrong_type_is_refused(tmp_path, user):
+    project = tmp_path / "project"
+    (project / ".vscode").mkdir(parents=True)
+    (project / ".vscode" / "mcp.json").write_text('{"servers": ["hiveboard"]}')
+    out = setup(user, "vscode", "--project", str(project))
+    assert out.returncode == 2 and '"servers" is not a JSON object' in out.stderr
+    assert out.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("client", "where", "table"),
+    [
+        ("cursor", "user/.cursor/mcp.json", "mcpServers"),
+        ("claude-desktop", "user/.config/Claude/claude_desktop_config.json", "mcpServers"),
+        ("vscode", "project/.vscode/mcp.json", "servers"),
+    ],
+)
+def test_each_client_gets_its_own_file_and_shape(tmp_path, user, client, where, table):
+    (tmp_path / "project").mkdir()
+    args = ["--project", str(tmp_path / "project")] if client == "vscode" else []
+    out = setup(user, "--home", str(tmp_path / "board"), client, *args)
+    assert out.returncode == 0, out.stderr
+    entry = json.loads((tmp_path / where).read_text())[table]["hiveboard"]
+    assert entry["env"] == {"HIVEBOARD_AGENT": client, "HIVEBOARD_HOME": str(tmp_path / "board")}
+    assert Path(entry["command"]).is_absolute() and entry["args"][-1] == "serve"
+    assert entry.get("type") == ("stdio" if client == "vscode" else None)
+
+
+def test_cursor_with_a_project_writes_the_projects_file(tmp_path, user):
+    (tmp_path / "project").mkdir()
+    assert setup(user, "cursor", "--project", str(tmp_path / "project")).returncode == 0
+    assert (tmp_path / "project" / ".cursor" / "mcp.json").is_file()
+    assert not (tmp_path / "user" / ".cursor").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (["claude-desktop", "--project", "."], "claude-desktop has one configuration for the whole app"),
+        (["vscode", "--project", "/nonexistent/dir"], "--project /nonexistent/dir is not a directory"),
+        (["cursor", "--agent", "Not A Name"], "agent name 'Not A Name' is not valid"),
+    ],
+)
+def test_wrong_arguments_are_refused_in_one_sentence(user, args, sentence):
+    out = setup(user, *args)
+    assert out.returncode == 2 and out.stderr.startswith(f"hiveboard: {sentence}") and out.stderr.count("\n") == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_the_written_entry_starts_a_server_the_python_client_uses(tmp_path, user):
+    project = tmp_path / "project"
+    project.mkdir()
+    out = setup(
+        user, "--home", str(tmp_path / "board"), "claude-code", "--project", str(project), "--agent", "setup-bot"
+    )
+    assert out.returncode == 0, out.stderr
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["hiveboard"]
+    server = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"])
+    async with Client(server) as client:
+        assert (await call(client, "whoami"))["agent"] == "setup-bot"
+    assert (tmp_path / "board" / "hiveboard.db").is_file()  # the data directory the entry named
+
+    # the hook commands run as written, in a shell (the hook itself fails open: exit 0 whatever it finds)
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    (handler,) = our_hooks(settings)["SessionStart"]
+    hook_input = {"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(project)}
+    ran = subprocess.run(
+        ["sh", "-c", handler["command"]],
+        input=json.dumps(hook_input),
+        capture_output=True,
+        text=True,
+        env=user,
+        cwd=project,
+        timeout=START_TIMEOUT,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "setup-bot" in ran.stdout, ran.stdout + ran.stderr  # the agent and data directory it was given
