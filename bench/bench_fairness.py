@@ -167,8 +167,8 @@ def main() -> int:
         with server.start(argv, server_env(home)):
             ctx = multiprocessing.get_context("spawn")
             for kind in args.floods.split(","):
-                measured = (review_times, args.reviews) if kind == "reviews" else (measure, calls)
-                quiet = anyio.run(*measured[:1], server.url, tokens["worker"], measured[1])
+                timed, n = (review_times, args.reviews) if kind == "reviews" else (measure, calls)
+                quiet = anyio.run(timed, server.url, tokens["worker"], n)
                 stop = ctx.Event()
                 flooder = ctx.Process(
                     target=flood_process, args=(server.url, tokens["flooder"], kind, args.loops, target, stop)
@@ -176,7 +176,7 @@ def main() -> int:
                 flooder.start()
                 try:
                     time.sleep(2 if kind != "reviews" else 8)  # the flood under way (for reviews: a backlog queued)
-                    loud = anyio.run(*measured[:1], server.url, tokens["worker"], measured[1])
+                    loud = anyio.run(timed, server.url, tokens["worker"], n)
                 finally:
                     stop.set()
                     flooder.join(60)

@@ -18,8 +18,12 @@ def row(db: Database, task_id: int) -> dict:
     """The card's database row; NotFound if there is none."""
     found = next(iter(rows(db, "SELECT * FROM tasks WHERE id = ?", [task_id])), None)
     if found is None:
-        raise NotFound(f"task {task_id} does not exist; call list_tasks or get_board to see task ids")
+        raise _missing(task_id)
     return found
+
+
+def _missing(task_id: int) -> NotFound:
+    return NotFound(f"task {task_id} does not exist; call list_tasks or get_board to see task ids")
 
 
 def dependencies(db: Database, ids: list[int]) -> dict[int, list[tuple[int, str]]]:
@@ -75,32 +79,30 @@ HISTORY = "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY 
 def task(db: Database, row: dict, history: int, viewer: str | None = None, artifacts: bool = True) -> Task:
     """The whole card as `viewer` may see it, with its newest `history` entries (oldest first): hidden
     acceptance tests only for their creator. `artifacts=False`: the caller knows the current claim has none."""
-    return _whole(row, *_parts(db, row["id"], history, artifacts), viewer)
+    _, *parts = _parts(db, row["id"], history, artifacts)
+    return _whole(row, *parts, viewer)
 
 
 def task_by_id(db: Database, task_id: int, history: int, viewer: str | None = None) -> Task:
     """`task` of the card `task_id`, its row read with the rest (one round trip on a database server)."""
     found, *parts = _parts(db, task_id, history, True, with_row=True)
     if not found:
-        raise NotFound(f"task {task_id} does not exist; call list_tasks or get_board to see task ids")
+        raise _missing(task_id)
     return _whole(found[0], *parts, viewer)
 
 
-def _parts(db: Database, task_id: int, history: int, artifacts: bool, with_row: bool = False) -> list:
-    """The statements a whole card is read with, together; their rows."""
+def _parts(db: Database, task_id: int, history: int, artifacts: bool, with_row: bool = False) -> tuple:
+    """A whole card's statements, read together: (its row's rows or None, dependencies, artifacts, history)."""
     statements = [("SELECT * FROM tasks WHERE id = ?", [task_id])] if with_row else []
     statements.append((DEPENDENCIES.format("?"), [task_id]))
     if artifacts:
         statements.append((ARTIFACTS, [task_id, task_id]))
     if history:
         statements.append((HISTORY, [task_id, history]))
-    got = rows_many(db, statements)
-    head = got[:1] if with_row else []
-    rest = got[1:] if with_row else got
-    deps = rest.pop(0)
-    attached = rest.pop(0) if artifacts else []
-    hist = rest.pop(0) if history else []
-    return [*head, deps, attached, hist]
+    got = iter(rows_many(db, statements))
+    found = next(got) if with_row else None
+    deps = next(got)
+    return found, deps, next(got) if artifacts else [], next(got) if history else []
 
 
 def _whole(row: dict, deps: list[dict], attached: list[dict], hist_rows: list[dict], viewer) -> Task:

@@ -209,8 +209,8 @@ def task_completed(view, agent: str) -> str | None:
 
 
 def teammate_idle(view, agent: str, state: dict) -> str | None:
-    mark = state.get("mail_mark", view.newest_message())
-    new = view.mail_after(agent, mark)
+    mark = state.get("mail_mark")
+    new = view.mail_after(agent, view.newest_message() if mark is None else mark)
     if new:
         state["mail_mark"] = new[-1]["id"]
         return "hiveboard: new for you — " + "; ".join(_mail(m) for m in new[:3]) + " (get_messages)"
@@ -281,7 +281,12 @@ def record_cost(view, agent: str, state: dict, payload: dict) -> None:
         return
     first = min((m["at"] for m in messages if m["at"] is not None), default=time.time())
     spans = view.holdings(agent, first)
-    current = next((c["id"] for c in view.cards(agent) if c["status"] == "in_progress"), None)
+    # a message without a time goes to the card held now (read only if there is one)
+    current = (
+        next((c["id"] for c in view.cards(agent) if c["status"] == "in_progress"), None)
+        if any(m["at"] is None for m in messages)
+        else None
+    )
     totals: dict[tuple, dict] = {}
     for m in messages:
         at = m["at"]

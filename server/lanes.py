@@ -51,6 +51,31 @@ T = TypeVar("T")
 caller: ContextVar[Hashable] = ContextVar("hiveboard_caller", default=None)
 
 
+async def _wait_in_line(
+    waiting: dict[Hashable, deque[anyio.Event]],
+    who: Hashable,
+    handed: Callable[[], None],
+    emptied: Callable[[], None] = lambda: None,
+) -> None:
+    """Wait in `who`'s line of `waiting` until the turn is handed to this call (its event set). Cancelled
+    while waiting, the call leaves the line (`emptied` once the line is empty); cancelled just as the turn
+    was handed to it, it hands the turn on (`handed`)."""
+    turn = anyio.Event()
+    waiting.setdefault(who, deque()).append(turn)
+    try:
+        await turn.wait()
+    except BaseException:
+        if turn.is_set():
+            handed()
+        else:
+            queue = waiting[who]  # still in it: only a set event leaves the line
+            queue.remove(turn)
+            if not queue:
+                del waiting[who]
+                emptied()
+        raise
+
+
 class FairLane:
     """A lane of one call at a time, handed round the callers with calls waiting (round-robin)."""
 
@@ -62,20 +87,7 @@ class FairLane:
         if not self._busy:
             self._busy = True
             return
-        turn = anyio.Event()
-        self._waiting.setdefault(who, deque()).append(turn)
-        try:
-            await turn.wait()
-        except BaseException:
-            if turn.is_set():  # the lane was handed to this call as it was cancelled: hand it on
-                self.release()
-            else:
-                queue = self._waiting.get(who)
-                if queue is not None:
-                    queue.remove(turn)
-                    if not queue:
-                        del self._waiting[who]
-            raise
+        await _wait_in_line(self._waiting, who, handed=self.release)
 
     def release(self) -> None:
         if not self._waiting:
@@ -116,23 +128,15 @@ class Turns:
         if who not in self._serving:
             self._serving.add(who)
             return
-        turn = anyio.Event()
-        self._waiting.setdefault(who, deque()).append(turn)
-        try:
-            await turn.wait()
-        except BaseException:
-            if turn.is_set():  # handed this turn as it was cancelled: pass it on
-                self.release(who)
-            else:
-                queue = self._waiting[who]
-                queue.remove(turn)
-                if not queue:
-                    del self._waiting[who]
-                    if who in self._yielding:  # the turn it kept has no request left to serve
-                        self._stop_yielding(who)
-                        self._serving.discard(who)
-                        self._wake()
-            raise
+        await _wait_in_line(self._waiting, who, handed=lambda: self.release(who), emptied=lambda: self._line_gone(who))
+
+    def _line_gone(self, who: Hashable) -> None:
+        """The caller's last waiting request went away (its client did): a turn it kept while yielding has no
+        request left to serve."""
+        if who in self._yielding:
+            self._stop_yielding(who)
+            self._serving.discard(who)
+            self._wake()
 
     def release(self, who: Hashable) -> None:
         """A request of `who` is done: its next one, or its turn, goes on."""
