@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hiveboard.memory.embeddings import EMBED_BATCH, get_embedder, minilm_files, quantized_minilm
+from hiveboard.memory.embeddings import get_embedder, minilm_files, quantized_minilm
 
 
 def _package_dir(name: str) -> Path | None:
@@ -19,7 +19,8 @@ def _package_dir(name: str) -> Path | None:
 
 
 class OnnxMeanPool:
-    """A BERT-style sentence model in ONNX, mean-pooled and L2-normalised (as the default MiniLM runs)."""
+    """A BERT-style sentence model in ONNX, mean-pooled and L2-normalised, one text a run (as the default MiniLM
+    runs: a dynamically quantized model's vector of a text would otherwise depend on the texts run with it)."""
 
     def __init__(
         self, name: str, model: Path | bytes, tokenizer: Path, max_tokens: int, output: int = 0, threads: int = 1
@@ -30,7 +31,7 @@ class OnnxMeanPool:
         self.name = name
         self.tokenizer = Tokenizer.from_file(str(tokenizer))
         self.tokenizer.enable_truncation(max_tokens)
-        self.tokenizer.enable_padding()
+        self.tokenizer.no_padding()
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.log_severity_level = 3
@@ -43,13 +44,10 @@ class OnnxMeanPool:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         out = []
-        for k in range(0, len(texts), EMBED_BATCH):
-            encoded = self.tokenizer.encode_batch([t or " " for t in texts[k : k + EMBED_BATCH]])
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[self.output]
-            w = mask[..., None].astype(np.float32)
-            pooled = (hidden * w).sum(axis=1) / np.clip(w.sum(axis=1), 1e-9, None)
+        for encoded in self.tokenizer.encode_batch([t or " " for t in texts]):
+            ids = np.array([encoded.ids], dtype=np.int64)
+            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[self.output]
+            pooled = hidden.mean(axis=1)
             out.append(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
         return np.vstack(out).astype(np.float32) if out else np.zeros((0, self.dim), dtype=np.float32)
 

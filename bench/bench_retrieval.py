@@ -5,11 +5,20 @@ raw model's cosine computed in the same run; with `--backend both`, on SQLite an
     .venv/bin/python bench/bench_retrieval.py --sets retrieval_set --misses
     .venv/bin/python bench/bench_retrieval.py --sets /tmp/cosqa.json --json out.json
     .venv/bin/python bench/bench_retrieval.py --backend both       # each set on SQLite, then on PostgreSQL
+    .venv/bin/python bench/bench_retrieval.py --sets cosqa_web,algorithms_docstrings --loads remember,lesson
+    .venv/bin/python bench/bench_retrieval.py --shapes --loads set,remember,lesson  # what an item's vector reads
 
-Per set (bench/_labelled.py: its items go in through Knowledge.add and the indexing worker's drain into the
-embedded Chroma, its queries through Memory.query): R@1, R@5, R@10 and MRR@10 of hybrid, vector and keyword
-search with the product's embedder, of a plain Okapi BM25 and of the raw model's exact cosine. Target: hybrid's
-R@5 and MRR@10 at least the better of its two halves' less 0.01 (PASS/FAIL per set).
+Per set (bench/_labelled.py: its items go in through the product — as the set gives them, or as an agent's
+`remember` or `record_lesson` stores them, `--loads` — and the indexing worker's drain into the embedded
+Chroma, its queries through Memory.query): R@1, R@5, R@10 and MRR@10 of hybrid, vector and keyword search with
+the product's embedder, of a plain Okapi BM25 and of the raw model's exact cosine on each item's text alone.
+Targets (PASS/FAIL per set): hybrid's R@5 and MRR@10 at least the better of its two halves' less 0.01; vector's
+at least the raw model's less 0.005, and hybrid's at least vector's (issue 26).
+
+`--shapes` measures instead what an item's vector is made of (_labelled.shapes): for each set and load, the
+raw model's exact cosine ranking with each item embedded as its raw text, as "title\\ntext" (what the indexer
+embedded before issue 26), as memory.service.embedded_text (what it embeds now), in windows of 254 tokens
+scored by the best, and cut at 126 tokens.
 
 On PostgreSQL (`--backend postgresql` or `both`) each set gets a new database on a throwaway cluster
 (tests/pg_cluster.py, as bench_postgres.py) and its vectors a collection on a Chroma server (`chroma run`
@@ -85,7 +94,7 @@ def print_comparison(lite: list[_labelled.SetResult], pg: list[_labelled.SetResu
                 if abs(d) > abs(worst[mode][0]):
                     worst[mode] = (d, f"{a.name} {c}")
             print(
-                f"{a.name if n == 0 else '':<15} {mode:<8}"
+                f"{(a.name if a.load == 'set' else f'{a.name}/{a.load}') if n == 0 else '':<15} {mode:<8}"
                 + "".join(f" {x[c]:>7.3f}" for c in cols)
                 + "   "
                 + "".join(f" {y[c]:>7.3f}" for c in cols)
@@ -100,13 +109,33 @@ def print_comparison(lite: list[_labelled.SetResult], pg: list[_labelled.SetResu
         )
 
 
+def print_shapes(sets: list[str], loads: list[str], json_path) -> int:
+    found = {}
+    for name in sets:
+        for load in loads:
+            print(f"\n[labelled set {name}, loaded by {load}] reading back and embedding", flush=True)
+            found[f"{name}/{load}"] = _labelled.shapes(name, get_embedder(), load)
+    print("\nwhat an item's vector is made of: the raw model's exact cosine, R@5/MRR@10 (set/load)")
+    print(f"{'set/load':<32}" + "".join(f" {shape:>17}" for shape in _labelled.SHAPES))
+    for where, metrics in found.items():
+        print(f"{where:<32}" + "".join(f"      {m['R@5']:.3f}/{m['MRR@10']:.3f}" for m in metrics.values()))
+    write_json(json_path, found)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = bench_parser(__doc__, quick="retrieval_set only", keep=None)
     p.add_argument(
         "--sets",
-        default=",".join(_labelled.SETS),
+        default=None,
         help=f"labelled sets (default: {','.join(_labelled.SETS)}; a path names a set file of the same shape)",
     )
+    p.add_argument(
+        "--loads",
+        default="set",
+        help=f"how the items go in, comma-separated: {', '.join(f'{k} ({v})' for k, v in _labelled.LOADS.items())}",
+    )
+    p.add_argument("--shapes", action="store_true", help="compare what an item's vector is made of (see above)")
     p.add_argument(
         "--misses", action="store_true", help="list the queries vector search has in its top 5 and hybrid not"
     )
@@ -122,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     print(machine_line(machine_info("chromadb", "onnxruntime", "numpy", "psycopg")))
     logging.getLogger("hiveboard").setLevel(logging.WARNING)  # "this process owns the memory index", per set
-    sets = ["retrieval_set"] if args.quick else [s for s in args.sets.split(",") if s]
+    sets = ["retrieval_set"] if args.quick else (args.sets.split(",") if args.sets else _labelled.default_sets())
+    if args.shapes:
+        return print_shapes(sets, args.loads.split(","), args.json)
     found: dict[str, list[_labelled.SetResult]] = {}
     with ExitStack() as stack:
         for backend in BACKENDS[args.backend]:
@@ -130,10 +161,11 @@ def main(argv: list[str] | None = None) -> int:
             # the baselines do not depend on the store: computed once, beside the first backend's modes
             methods = _labelled.METHODS if not found else MODES
             for name in sets:
-                print(f"\n[labelled set {name} on {backend}] loading and searching", flush=True)
-                found.setdefault(backend, []).append(
-                    _labelled.evaluate(name, get_embedder(), methods=methods, **options)
-                )
+                for load in args.loads.split(","):
+                    print(f"\n[labelled set {name} on {backend}, loaded by {load}] loading and searching", flush=True)
+                    found.setdefault(backend, []).append(
+                        _labelled.evaluate(name, get_embedder(), methods=methods, load=load, **options)
+                    )
     for backend, results in found.items():
         if len(found) > 1:
             print(f"\n===== {backend}")

@@ -10,6 +10,13 @@ the MatMuls, per channel: MatMulInteger), which takes seconds once and makes eve
 (bench/README.md has both models' throughput); the result is cached on disk, keyed by the source file's
 hash and the onnxruntime version. Its vectors differ slightly from the export's, so it is a model of
 its own name: an index built with the other is refused until `hiveboard reindex`.
+
+Each text is a run of its own. The quantized model scales each activation to int8 by its range over the
+whole run, padding included, so a text embedded beside others, or padded to a longer one, got a vector that
+depended on its neighbours: the same snippet ranked differently depending on what it was indexed with, and
+differently from the query, which is always embedded alone. Alone, a text's vector depends on the text only,
+and without padding the indexer's mixed lengths embed faster too (bench/README.md, "Code search: the memory
+against its own model", has both).
 """
 
 from __future__ import annotations
@@ -33,13 +40,7 @@ log = logging.getLogger("hiveboard.memory")
 MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"  # the configured name of the offline model (the package's name)
 MINILM_DYNAMIC_NAME = f"int8-dynamic:{MINILM_NAME}"  # what it computes with, recorded with the vectors
 MINILM_DIM = 384
-MAX_TOKENS = 256
-# Texts per onnxruntime run. Memory for one run grows with batch × tokens² (attention), and onnxruntime's
-# CPU arena keeps the peak of the largest run: it never hands memory back. So runs are small and the arena
-# is off, and a run holds at most EMBED_TOKENS padded tokens: 8 texts of up to 128 tokens, 4 of 256
-# (bench/README.md, "Memory while indexing", has the numbers).
-EMBED_BATCH = 8
-EMBED_TOKENS = 1024
+MAX_TOKENS = 256  # what the model reads of a text: its start (a longer text's rest is found by keyword)
 QUANTIZE_RECIPE = "dynamic-qint8-matmul-per-channel-v1"  # change it when the recipe below changes
 
 
@@ -164,11 +165,13 @@ class MiniLM:
         model, tokenizer = minilm_files()
         self.tokenizer = Tokenizer.from_file(str(tokenizer))
         self.tokenizer.enable_truncation(MAX_TOKENS)
-        self.tokenizer.enable_padding()  # to the longest text of the batch, not a fixed length
+        self.tokenizer.no_padding()  # the file pads to 128: a text is embedded alone, as long as it is
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.log_severity_level = 3
-        options.enable_cpu_mem_arena = False  # see EMBED_BATCH
+        # onnxruntime's CPU arena keeps the peak of the largest run and never hands memory back (bench/README.md,
+        # "Memory while indexing"); a run is one text, so the peak is small anyway
+        options.enable_cpu_mem_arena = False
         self.session = None
         if quantized:
             try:
@@ -189,22 +192,10 @@ class MiniLM:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
             encoded = self.tokenizer.encode_batch([t or " " for t in texts])
-        ids = np.array([e.ids for e in encoded], dtype=np.int64)  # padded on the right, to the longest
-        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-        lengths = mask.sum(axis=1)
-        out, start = [], 0
-        while start < len(texts):  # consecutive runs within EMBED_BATCH texts and EMBED_TOKENS padded tokens
-            end, longest = start + 1, int(lengths[start])
-            while (
-                end < len(texts)
-                and end - start < EMBED_BATCH
-                and (end - start + 1) * max(longest, int(lengths[end])) <= EMBED_TOKENS
-            ):
-                longest = max(longest, int(lengths[end]))
-                end += 1
-            out.append(self._run(ids[start:end, :longest], mask[start:end, :longest]))
-            start = end
-        return out[0] if len(out) == 1 else np.vstack(out)
+        # one text a run (see the module docstring): its own tokens, no padding
+        return np.vstack(
+            [self._run(np.array([e.ids], dtype=np.int64), np.ones((1, len(e.ids)), np.int64)) for e in encoded]
+        )
 
     def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         feeds = {"input_ids": ids, "attention_mask": mask}

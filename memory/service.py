@@ -134,6 +134,29 @@ def _hit(item: MemoryItem, **found) -> Hit:
     )
 
 
+LESSON_TEXT = re.compile(r"\AProblem: (?P<problem>.*?)\nFix: (?P<fix>.*)\Z", re.S)  # record_lesson's text
+
+
+def embedded_text(kind: str, title: str, text: str) -> str:
+    """What the model reads for an item: its title, then its text, but never the same opening twice.
+
+    `remember` titles an untitled item with its first line: that title is not read again in front of it. A
+    lesson whose fix opens with its problem (a snippet sent as the fix, its first line as the problem) is read
+    as its fix alone: read twice, and framed by "Problem: "/"Fix: ", that line outweighs the code and moves
+    the vector away from the code's own (bench/README.md, "Code search: the memory against its own model").
+    Any other title is read first, as a summary, and other lessons as stored: the relevance floor of claims
+    was measured on those.
+    """
+    if kind == "lesson" and (parts := LESSON_TEXT.match(text)) and _opens(parts["fix"], parts["problem"]):
+        text = parts["fix"]
+    return text if _opens(text, title) else f"{title}\n{text}"
+
+
+def _opens(text: str, start: str) -> bool:
+    """Whether `text` opens with `start` (a blank `start` too), whitespace and case aside."""
+    return " ".join(text.split()).casefold().startswith(" ".join(start.split()).casefold())
+
+
 def _unindexed_note(count: int, mode: str) -> str:
     if mode == "vector":
         return (
@@ -355,7 +378,7 @@ class Memory:
         task_type = task_type.strip().lower()
         text = f"Problem: {problem.strip()}\nFix: {fix.strip()}"
         title = title or problem.strip().splitlines()[0][:120]
-        vector = self.embedder.embed([f"{title}\n{text}"])[0]  # what the indexer embeds for any other item
+        vector = self.embedder.embed([embedded_text("lesson", title, text)])[0]  # as the indexer would
         source = f"task:{task_id}" if task_id else None
         if supersedes is None:
             import numpy as np
@@ -463,7 +486,7 @@ class Memory:
         stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
         missing = [i for i in items if i.id not in stored]
         if missing:
-            texts = [f"{i.title}\n{i.text}" for i in missing]
+            texts = [embedded_text(i.kind, i.title, i.text) for i in missing]
             # only the embedding runs at low priority: this thread's SQLite writes and Chroma calls do not
             fresh = at_low_priority(self.embedder.embed, texts) if background else self.embedder.embed(texts)
             stored.update({i.id: v for i, v in zip(missing, fresh)})

@@ -12,11 +12,10 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 # Run in a fresh interpreter, so the measurement is this embedder's alone: load the model, embed one short
 # text, then the worst the indexer can hand it, three times over: texts long enough to fill MAX_TOKENS (the
-# longest runs, within EMBED_TOKENS) and texts of half that (the fullest runs, EMBED_BATCH texts each). Peak
-# and resident growth are read from the kernel.
+# longest runs) and texts of half that, 32 in one call. Peak and resident growth are read from the kernel.
 PRELUDE = """
 import json, resource
-from hiveboard.memory.embeddings import EMBED_BATCH, EMBED_TOKENS, MAX_TOKENS, get_embedder
+from hiveboard.memory.embeddings import MAX_TOKENS, get_embedder
 
 def rss_mb():
     return int(open("/proc/self/statm").read().split()[1]) * 4096 / 1e6
@@ -74,7 +73,7 @@ def measure(script: str) -> dict:
 def test_the_worst_batches_do_not_grow_the_embedder_past_a_bound():
     rss = measure(EMBED)
     # 64 long texts in one onnxruntime run with its CPU arena on took the process up 2.6 GB and kept it;
-    # 8 per run with the arena off up 380 MB; runs within EMBED_TOKENS: ~210 MB
+    # 8 per run with the arena off up 380 MB; runs within 1,024 padded tokens ~210 MB; one text a run, less
     grew_peak = rss["peak"] - max(rss["start"], rss["start_peak"])
     assert grew_peak < 400, f"embedding the worst batches raised the peak RSS by {grew_peak:.0f} MB: {rss}"
     kept = rss["end"] - rss["start"]

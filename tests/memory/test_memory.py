@@ -60,6 +60,49 @@ async def test_lessons_are_found_by_meaning_and_by_keyword(connect, memory):
         assert "f-string" in top["snippet"]
 
 
+SNIPPET = (
+    "def is_iterable(obj):\n    try:\n        iter(obj)\n    except TypeError:\n        return False\n    return True\n"
+)
+
+
+async def test_a_snippet_scores_as_the_model_scores_its_text(connect, memory):
+    """An untitled snippet is titled with its first line, but the model reads that line once, and the
+    snippet's vector is the one it has alone, whatever was stored with it: its similarity to a query is the
+    raw model's."""
+    model, query = get_embedder(), "python check if a variable is iterable"
+    long = " ".join(f"step_{n} parses the header and retries the request" for n in range(60))
+    async with connect("alice", memory=memory) as c:
+        await call(c, "remember", items=[{"kind": "snippet", "text": SNIPPET, "tags": ["alone"]}])
+        await call(
+            c,
+            "remember",
+            items=[{"text": long}, {"kind": "snippet", "text": SNIPPET, "tags": ["among"]}, {"text": "on call: bo"}],
+        )
+        memory.drain()
+        found = await call(c, "query_memory", query=query, kinds=["snippet"], mode="vector")
+    assert [h["title"] for h in found["hits"]] == ["def is_iterable(obj):"] * 2
+    raw = float(model.embed([query])[0] @ model.embed([SNIPPET])[0])
+    assert [h["similarity"] for h in found["hits"]] == [pytest.approx(raw, abs=2e-4)] * 2
+
+
+async def test_a_snippet_sent_as_a_lessons_fix_is_read_as_the_snippet(connect, memory):
+    """A snippet recorded as a lesson's fix, its first line as the problem, scores as the raw model scores the
+    snippet; a lesson in prose is read as before: its title (the problem's first line), then its text."""
+    model, query = get_embedder(), "check whether an object can be iterated"
+    code = dict(problem="def is_iterable(obj):", fix=SNIPPET, task_type="code")
+    prose = dict(problem="Iterating a number raised TypeError.", fix="Check with iter() first.", task_type="docs")
+    async with connect("alice", memory=memory) as c:
+        await call(c, "record_lesson", **code)
+        await call(c, "record_lesson", **prose)
+        memory.drain()
+        found = await call(c, "query_memory", query=query, mode="vector", kinds=["lesson"])
+    similarity = {h["task_type"]: h["similarity"] for h in found["hits"]}
+    q = model.embed([query])[0]
+    assert similarity["code"] == pytest.approx(float(q @ model.embed([SNIPPET])[0]), abs=2e-4)
+    read = f"{prose['problem']}\nProblem: {prose['problem']}\nFix: {prose['fix']}"
+    assert similarity["docs"] == pytest.approx(float(q @ model.embed([read])[0]), abs=2e-4)
+
+
 async def test_task_type_kind_and_tag_filters(connect, memory):
     async with connect("alice", memory=memory) as c:
         for lesson in (SQL_LESSON, DOCS_LESSON, CACHE_LESSON):

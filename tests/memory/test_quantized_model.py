@@ -33,6 +33,17 @@ def test_the_quantized_model_stays_close_to_the_export():
     assert int(np.argmax(ranking)) == 0
 
 
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it():
+    # the quantized model scales activations by their range over a whole run: a text run beside a longer one
+    # (padded to it) came out differently from the same text alone, which is how a query is embedded
+    model = get_embedder()
+    longer = " ".join(f"step_{n} parses the header and retries the request" for n in range(40))
+    alone = model.embed([SENTENCES[2]])
+    among = model.embed([longer, SENTENCES[2], SENTENCES[0]])
+    assert np.array_equal(among[1], alone[0])
+    assert np.array_equal(among[0], model.embed([longer])[0])
+
+
 def test_two_processes_quantize_into_one_cached_file(tmp_path):
     script = (
         "from hiveboard.memory.embeddings import minilm_files, quantized_minilm; "
