@@ -594,6 +594,60 @@ class Knowledge:
             )
             return db.execute("SELECT count(*) FROM memory_outbox").fetchone()[0]
 
+    # ----------------------------------------------------------------- cards' lessons, ahead of claims
+
+    def guidance_mark(self) -> int:
+        """The newest lesson's or critique's id (0: none yet): what a card's lessons computed ahead are as
+        new as (memory_kind_id makes each half one index step)."""
+        return (
+            self.store.db.execute(
+                "SELECT max(m) FROM (SELECT max(id) AS m FROM memory_items WHERE kind = 'lesson' "
+                "UNION ALL SELECT max(id) AS m FROM memory_items WHERE kind = 'critique') AS g"
+            ).fetchone()[0]
+            or 0
+        )
+
+    def card_context(self, task_id: int) -> dict | None:
+        """What was computed ahead for a card: model, digest (of the card's text), vector, hits, as_of."""
+        row = self.store.db.execute(
+            "SELECT model, digest, vector, hits, as_of FROM card_context WHERE task_id = ?", [task_id]
+        ).fetchone()
+        if row is None:
+            return None
+        return {
+            "model": row[0],
+            "digest": row[1],
+            "vector": from_blob(row[2]),
+            "hits": json.loads(row[3]),
+            "as_of": row[4],
+        }
+
+    def save_card_context(self, task_id: int, *, model: str, digest: str, vector, hits: list, as_of: int) -> None:
+        with self.store.write() as db:
+            db.execute(
+                "INSERT INTO card_context (task_id, model, digest, vector, hits, as_of, computed_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET model = excluded.model, "
+                "digest = excluded.digest, vector = excluded.vector, hits = excluded.hits, as_of = excluded.as_of, "
+                "computed_at = excluded.computed_at",
+                [task_id, model, digest, to_blob(vector), json.dumps(hits), as_of, now()],
+            )
+
+    def cards_needing_context(self, model: str, mark: int, limit: int, ahead: int) -> list[dict]:
+        """Cards waiting to be claimed (todo), in the order claims take them, whose lessons were never computed
+        ahead with `model` or not since the card last changed, and of the first `ahead` of them those computed
+        before the guidance as of `mark`."""
+        found = rows(
+            self.store.db,
+            "SELECT t.id, t.title, t.description, t.acceptance_criteria, t.task_type FROM tasks t LEFT JOIN "
+            "card_context c ON c.task_id = t.id WHERE t.status = 'todo' AND (c.task_id IS NULL OR c.model != ? OR "
+            "c.computed_at < t.updated_at OR (c.as_of < ? AND t.id IN (SELECT id FROM tasks WHERE status = 'todo' "
+            "ORDER BY priority DESC, id LIMIT ?))) ORDER BY t.priority DESC, t.id LIMIT ?",
+            [model, mark, ahead, limit],
+        )
+        for card in found:
+            card["acceptance_criteria"] = json.loads(card["acceptance_criteria"])
+        return found
+
     # ----------------------------------------------------------------- reuse
 
     def surfaced(self, agent: str, task_id: int | None, ids: list[int]) -> None:

@@ -431,6 +431,23 @@ def m019_token_usage(db: Database) -> None:
     db.execute("CREATE INDEX token_usage_agent ON token_usage (agent)")
 
 
+def m020_card_context(db: Database) -> None:
+    # The lessons a claim hands out, computed ahead in the background when a card is created or changed
+    # (memory/service.py `Memory.prepare`): the card's vector, the hits, and the newest lesson or critique they
+    # saw (as_of). A claim reads them when nothing newer came since; derived data, so `migrate` leaves it behind.
+    db.execute("""
+        CREATE TABLE card_context (
+            task_id INTEGER PRIMARY KEY,
+            model TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            vector BLOB NOT NULL,
+            hits TEXT NOT NULL,
+            as_of INTEGER NOT NULL,
+            computed_at REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX memory_kind_id ON memory_items (kind, id)")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -450,6 +467,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m017_quotas,
     m018_web_sessions,
     m019_token_usage,
+    m020_card_context,
 ]
 
 

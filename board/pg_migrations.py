@@ -304,12 +304,28 @@ def p005_token_usage(db) -> None:
     db.execute("CREATE INDEX token_usage_agent ON token_usage (agent)")
 
 
+def p006_card_context(db) -> None:
+    # board/migrations.py m020_card_context
+    db.execute("""
+        CREATE TABLE card_context (
+            task_id BIGINT PRIMARY KEY,
+            model TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            vector BYTEA NOT NULL,
+            hits TEXT NOT NULL,
+            as_of BIGINT NOT NULL,
+            computed_at DOUBLE PRECISION NOT NULL
+        )""")
+    db.execute("CREATE INDEX memory_kind_id ON memory_items (kind, id)")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
     p003_web_sessions,
     p004_keyword_index_as_fts5,
     p005_token_usage,
+    p006_card_context,
 ]
 
 

@@ -9,9 +9,11 @@ rebuilds the Chroma collection from SQLite.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field, PrivateAttr
 
 from hiveboard.board import Board, InvalidInput, Task
-from hiveboard.board.events import Event, MemoryAdded
+from hiveboard.board.events import Event, MemoryAdded, TaskChanged
 from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches, source_ids
 from hiveboard.board.priority import at_low_priority
 from hiveboard.board.quotas import LESSON
@@ -47,14 +49,22 @@ SMALL_FETCH = 100  # the first fetch when no filter but `deprecated` narrows the
 # with ef = max(100, n): up to 100 neighbours cost the same)
 TAGGED_SCAN = 5_000  # the newest items with the asked-for tags whose stored vectors a rare-tag search ranks
 DUPLICATE_SIMILARITY = 0.9
-# Below this cosine similarity a vector "match" is noise; kept, it would lend rank-fusion credit to
-# weak keyword hits and push better ones down (tests/memory/test_retrieval.py scores the labelled set).
+# Below this cosine similarity a vector "match" is noise to a hybrid search: kept, it would lend fusion credit to
+# weak keyword hits and push better ones down (tests/memory/test_retrieval.py scores the labelled set). A search
+# by meaning alone ranks by similarity only and keeps them: its weakest hits are its own order's tail, and the
+# similarity each hit carries says how weak (dropping them cost R@5 0.04 on retrieval_set against the model).
 MIN_SIMILARITY = 0.2
 # The least relevance (hybrid score: cosine similarity plus the keyword bonus) a lesson or critique needs to be
 # handed to an agent claiming a card: below it an item is about other work, and the claim gets nothing rather
 # than noise. Chosen with bench/bench_lessons.py, which prints the scores of related and unrelated claims.
 RELEVANCE_FLOOR = 0.32
 SNIPPET_CHARS = 300
+CONTEXT_K = 3  # lessons a claim hands out
+PREPARE_BATCH = 16  # cards whose lessons one indexer step computes ahead
+# Cards kept fresh ahead of claims when new lessons or critiques come in: the next ones in claim order (a card
+# further down, claimed by id, gets its lessons computed at its claim, from its stored vector).
+PREPARE_AHEAD = 200
+GATHER_SECONDS = 0.05  # an idle indexer woken by a new item waits this long, so a burst is embedded together
 Mode = Literal["hybrid", "vector", "keyword"]
 
 
@@ -152,6 +162,15 @@ def embedded_text(kind: str, title: str, text: str) -> str:
     return text if _opens(text, title) else f"{title}\n{text}"
 
 
+def card_query(title: str, description: str, criteria: list[str]) -> str:
+    """What a card's lessons are searched with: its title, description and acceptance criteria."""
+    return f"{title}\n{description}\n" + "\n".join(criteria)
+
+
+def _digest(query: str) -> str:
+    return hashlib.sha256(query.encode("utf-8", "replace")).hexdigest()[:32]
+
+
 def _opens(text: str, start: str) -> bool:
     """Whether `text` opens with `start` (a blank `start` too), whitespace and case aside."""
     return " ".join(text.split()).casefold().startswith(" ".join(start.split()).casefold())
@@ -193,8 +212,13 @@ class Memory:
         embedder: Embedder,
         index: SharedIndex | VectorIndex,
         relevance_floor: float = RELEVANCE_FLOOR,
+        background_embedder: Embedder | None = None,
     ):
+        """`background_embedder`: what embeds the work nobody waits on (new items, cards ahead of their
+        claims) — the same model in a process of its own (memory/embed_process.py); by default `embedder`
+        on a low-priority thread."""
         self.board = board
+        self.background_embedder = background_embedder
         self.relevance_floor = relevance_floor
         self.knowledge = board.knowledge
         self.embedder = embedder
@@ -258,9 +282,10 @@ class Memory:
                 # Without a narrowing filter only deprecated items drop out, and rarely: a smaller first
                 # fetch nearly always holds the CANDIDATES best, and the full over-fetch follows if not.
                 # (Past SMALL_FETCH neighbours, Chroma's cost grows with how many it is asked for.)
+                least = MIN_SIMILARITY if mode == "hybrid" else -1.0
                 for fetch in (OVERFETCH,) if narrowing else (SMALL_FETCH, OVERFETCH):
                     fetched = self._vector(vector, fetch, include_deprecated=True)
-                    vector_hits = [(i, sim) for i, sim in fetched if sim >= MIN_SIMILARITY]
+                    vector_hits = [(i, sim) for i, sim in fetched if sim >= least]
                     allowed = self.knowledge.allowed([i for i, _ in vector_hits], **filters)
                     kept = [(i, sim) for i, sim in vector_hits if i in allowed][:CANDIDATES]
                     if len(kept) == CANDIDATES or len(vector_hits) < fetch:  # enough, or nothing more to find
@@ -273,7 +298,7 @@ class Memory:
                         filtered = self._vector(
                             vector, CANDIDATES, task_type=task_type, kinds=kinds, include_deprecated=include_deprecated
                         )
-                    filtered = [(i, sim) for i, sim in filtered if sim >= MIN_SIMILARITY][:CANDIDATES]
+                    filtered = [(i, sim) for i, sim in filtered if sim >= least][:CANDIDATES]
                     allowed = self.knowledge.allowed([i for i, _ in filtered], **filters)
                     kept = [(i, sim) for i, sim in filtered if i in allowed]
                 rankings["vector"] = [i for i, _ in kept]
@@ -419,33 +444,85 @@ class Memory:
                 self.knowledge.supersede(db, supersedes, item_id)
         return Recorded(item=self.knowledge.item(item_id), merged=False)
 
-    def context_for(self, agent: str, task: Task, k: int = 3) -> list[Hit]:
+    def context_for(self, agent: str, task: Task, k: int = CONTEXT_K) -> list[Hit]:
         """Lessons for a card just claimed — same task type first, then any — and critiques only where no
         lesson fits; none scoring under `relevance_floor` (nothing rather than unrelated lessons; when search
         by meaning is unavailable, keyword matches are handed as they rank). Recorded as surfaced (once per card).
 
+        Nothing is embedded or searched here when it need not be: with no lesson or critique in the memory
+        there is nothing to hand, and the lessons computed ahead for the card (`prepare`) are handed as they
+        are while no lesson or critique came in since and none of them was deprecated. Otherwise they are
+        searched now, from the card's stored vector when it has one.
+
         Never fails: the claim is already made, and a card must not be lost to a memory hiccup.
         """
         try:
-            query = f"{task.title}\n{task.description}\n" + "\n".join(task.acceptance_criteria)
-            try:
-                vector = self.embedder.embed([query])[0]
-            except EmbeddingError:
-                vector = None  # keyword matches still help
-            hits: list[Hit] = []
-            for kinds, task_type in ((["lesson"], task.task_type), (["lesson"], None), (["critique"], task.task_type)):
-                if len(hits) >= k:
-                    break
-                seen = {h.id for h in hits}
-                found = self.query(query, task_type=task_type, kinds=kinds, k=k, vector=vector)
-                hits += [
-                    h for h in found.hits if h.id not in seen and (not found._fused or h.score >= self.relevance_floor)
-                ][: k - len(hits)]
+            mark = self.knowledge.guidance_mark()
+            if not mark:
+                return []
+            query = card_query(task.title, task.description, task.acceptance_criteria)
+            ahead = self.knowledge.card_context(task.id)
+            vector = None
+            if ahead and (ahead["model"], ahead["digest"]) == (self.embedder.name, _digest(query)):
+                if ahead["as_of"] >= mark and k == CONTEXT_K and (hits := self._stored_hits(ahead["hits"])) is not None:
+                    self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
+                    return hits
+                vector = ahead["vector"]
+            if vector is None:
+                try:
+                    vector = self.embedder.embed([query])[0]
+                except EmbeddingError:
+                    vector = None  # keyword matches still help
+            hits = self._gather(query, task.task_type, vector, k)
             self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
             return hits
         except Exception:
             log.exception("could not gather lessons for task %s; the claim stands without them", task.id)
             return []
+
+    def _gather(self, query: str, task_type: str, vector: np.ndarray | None, k: int) -> list[Hit]:
+        hits: list[Hit] = []
+        for kinds, of_type in ((["lesson"], task_type), (["lesson"], None), (["critique"], task_type)):
+            if len(hits) >= k:
+                break
+            seen = {h.id for h in hits}
+            found = self.query(query, task_type=of_type, kinds=kinds, k=k, vector=vector)
+            hits += [
+                h for h in found.hits if h.id not in seen and (not found._fused or h.score >= self.relevance_floor)
+            ][: k - len(hits)]
+        return hits
+
+    def _stored_hits(self, stored: list) -> list[Hit] | None:
+        """The hits computed ahead, with their items as they are now; None when one of them is gone or
+        deprecated since (then they are searched again)."""
+        items = self.knowledge.get([i for i, *_ in stored])
+        if any(i not in items or items[i].deprecated for i, *_ in stored):
+            return None
+        return [_hit(items[i], score=score, matched=matched, similarity=sim) for i, score, matched, sim in stored]
+
+    def prepare(self, limit: int = PREPARE_BATCH) -> int:
+        """Compute ahead the lessons of cards waiting to be claimed (new or changed cards, and the next ones
+        in claim order after new lessons or critiques came in), so that their claims need no embedding or
+        search; returns how many cards it computed. Nothing while the memory holds no lesson or critique."""
+        mark = self.knowledge.guidance_mark()
+        if not mark:
+            return 0
+        cards = self.knowledge.cards_needing_context(self.embedder.name, mark, limit, ahead=PREPARE_AHEAD)
+        if not cards:
+            return 0
+        queries = [card_query(c["title"], c["description"], c["acceptance_criteria"]) for c in cards]
+        vectors = self._embed_background(queries)
+        for card, query, vector in zip(cards, queries, vectors):
+            hits = self._gather(query, card["task_type"], vector, CONTEXT_K)
+            self.knowledge.save_card_context(
+                card["id"],
+                model=self.embedder.name,
+                digest=_digest(query),
+                vector=vector,
+                hits=[[h.id, h.score, h.matched, h.similarity] for h in hits],
+                as_of=mark,
+            )
+        return len(cards)
 
     # ----------------------------------------------------------------- indexing
 
@@ -487,11 +564,17 @@ class Memory:
         missing = [i for i in items if i.id not in stored]
         if missing:
             texts = [embedded_text(i.kind, i.title, i.text) for i in missing]
-            # only the embedding runs at low priority: this thread's SQLite writes and Chroma calls do not
-            fresh = at_low_priority(self.embedder.embed, texts) if background else self.embedder.embed(texts)
+            fresh = self._embed_background(texts) if background else self.embedder.embed(texts)
             stored.update({i.id: v for i, v in zip(missing, fresh)})
         index.upsert(items, np.vstack([stored[i.id] for i in items]))
         self.knowledge.indexed(stored, self.embedder.name, lease)
+
+    def _embed_background(self, texts: list[str]) -> np.ndarray:
+        """Embed for work nobody waits on: in the embedding process, else at low priority on a thread (only the
+        embedding: this thread's SQLite writes and Chroma calls do not run at low priority)."""
+        if self.background_embedder is not None:
+            return self.background_embedder.embed(texts)
+        return at_low_priority(self.embedder.embed, texts)
 
     def pending(self, queued_by: float | None = None) -> int:
         """Items waiting for the vector index (`queued_by`: only those queued by then)."""
@@ -513,6 +596,9 @@ class Memory:
         self.indexer.stop()
         if isinstance(self.index, SharedIndex):
             self.index.close()
+        close = getattr(self.background_embedder, "close", None)
+        if close is not None:
+            close()
 
     def reindex(self) -> int:
         """Rebuild the vector index from SQLite with the configured model; returns the items indexed."""
@@ -542,12 +628,23 @@ class Indexer(Worker):
             error_pause=2,
         )
         self.memory = memory
+        self._idle = True
 
     def heard(self, events: list[Event]) -> bool:
-        return any(isinstance(event, MemoryAdded) for event in events)
+        return any(
+            isinstance(event, MemoryAdded) or (isinstance(event, TaskChanged) and event.status == "todo")
+            for event in events
+        )
 
     def step(self, n: int) -> bool:
-        return self.memory.index_pending(background=True) > 0
+        """Index a batch of new items; when none wait, compute a few cards' lessons ahead of their claims."""
+        if self._idle:  # woken by a first new item: let the rest of its burst come, to embed them together
+            time.sleep(GATHER_SECONDS)
+        done = self.memory.index_pending(background=True)
+        if not done and self.memory._local_index() is not None:  # the process that indexes prepares too
+            done = self.memory.prepare()
+        self._idle = not done
+        return done > 0
 
 
 def open_memory(
@@ -559,6 +656,7 @@ def open_memory(
     rebuild: bool = False,
     collection: str | None = None,
     relevance_floor: float = RELEVANCE_FLOOR,
+    background_embedder: Embedder | None = None,
 ) -> Memory:
     """The memory of a data directory: the embedded Chroma shared through one owner, or a Chroma server.
 
@@ -575,8 +673,9 @@ def open_memory(
             embedder,
             VectorIndex(embedder, url=chroma_url, base_url=base_url, rebuild=rebuild, collection=collection),
             relevance_floor,
+            background_embedder,
         )
     shared = SharedIndex(
         home, lambda: VectorIndex(embedder, path=Path(home) / "chroma", base_url=base_url, rebuild=rebuild)
     )
-    return Memory(board, embedder, shared, relevance_floor)
+    return Memory(board, embedder, shared, relevance_floor, background_embedder)

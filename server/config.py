@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     )
     embedding_base_url: str | None = Field(None, description="an OpenAI-compatible /v1 endpoint for embeddings")
     embedding_api_key: str | None = None
+    embedding_process: bool = Field(
+        True, description="embed new memory items in a process of its own at low priority (the offline model)"
+    )
     max_message_chars: int = Field(64_000, ge=100, le=10_000_000, description="largest message content")
     max_output_chars: int = Field(200_000, ge=100, le=50_000_000, description="largest complete_task output")
     review: ReviewConfig = Field(

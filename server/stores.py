@@ -330,6 +330,11 @@ def open_memory_for(settings: Settings, board: Board, rebuild: bool = False) -> 
     from hiveboard.memory.service import open_memory
 
     embedder = get_embedder(settings.embedding_model, settings.embedding_base_url, settings.embedding_api_key)
+    background = None
+    if settings.embedding_process and settings.embedding_base_url is None:  # the offline model: see embed_process
+        from hiveboard.memory.embed_process import ProcessEmbedder
+
+        background = ProcessEmbedder(embedder.name, embedder.dim)
     return open_memory(
         board,
         embedder,
@@ -338,4 +343,5 @@ def open_memory_for(settings: Settings, board: Board, rebuild: bool = False) -> 
         base_url=settings.embedding_base_url,
         rebuild=rebuild,
         collection=settings.chroma_collection,
+        background_embedder=background,
     )
