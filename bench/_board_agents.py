@@ -49,13 +49,13 @@ TOOL_OF = {"publish_pool": "publish_message"}  # publish_pool: publish_message w
 
 
 def bench_server(
-    home: Path, log: Path, script: Path = HERE / "_server.py", extra: tuple[str, ...] = ()
+    home: Path, log: Path, script: Path = HERE / "_server.py", extra: tuple[str, ...] = (), **variables: str
 ) -> LoggedServer:
     """bench/_server.py (or an A/B copy of it) serving `home` in its own process, so it does not share a GIL with
-    the load generator; started and listening."""
+    the load generator; started and listening. `variables`: HIVEBOARD_* settings of the server process."""
     server = LoggedServer(log)
     argv = [sys.executable, str(script), "--home", str(home), "--port", str(server.port), *extra]
-    return server.start(argv, server_env(home))
+    return server.start(argv, server_env(home, **variables))
 
 
 @dataclass
@@ -203,14 +203,16 @@ async def measure(agents: list[Agent], op: str, per_client: int, acc: Sample, se
         acc.result_bytes = len(last.model_dump_json(by_alias=True, exclude_none=True))
 
 
-async def open_agents(stack, url: str | list[str], tokens: dict[str, str]) -> list[Agent]:
-    """One client per agent; with several URLs (nodes), the agents spread over them in turn."""
+async def open_agents(
+    stack, url: str | list[str], tokens: dict[str, str], agent_class: type[Agent] = Agent
+) -> list[Agent]:
+    """One client per agent (an `agent_class`); with several URLs (nodes), the agents spread over them in turn."""
     agents = []
     names = list(tokens)
     urls = [url] if isinstance(url, str) else url
     for i, name in enumerate(names):
         client = await stack.enter_async_context(http_client(urls[i % len(urls)], tokens[name]))
-        agents.append(Agent(name, client, peer=names[(i + 1) % len(names)]))
+        agents.append(agent_class(name, client, peer=names[(i + 1) % len(names)]))
     return agents
 
 

@@ -229,6 +229,23 @@ def status_mb(pid: int | str, field: str) -> float:
     return float("nan")
 
 
+def process_tree(pid: int) -> list[int]:
+    """pid and the processes it started, and theirs (Linux /proc: every thread's children), parents first;
+    [] once pid has exited."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        try:
+            children = [
+                int(c) for task in Path(f"/proc/{p}/task").iterdir() for c in (task / "children").read_text().split()
+            ]
+        except (OSError, ValueError):
+            continue  # exited meanwhile
+        found.append(p)
+        todo += children
+    return found
+
+
 class RssSampler:
     """A thread that reads `read()` (default: VmRSS of `pid`) every `every` seconds while the block runs."""
 

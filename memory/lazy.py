@@ -59,6 +59,11 @@ class LazyMemory:
         """`Memory.pending`, once the memory is open (and indexing)."""
         return self.get().pending(queued_by)
 
+    def lessons_ahead(self, agent: str, task: Task) -> list[Hit] | None:
+        """`Memory.lessons_ahead` when the memory is open; None (search them: `context_for`) until then."""
+        memory = self._memory
+        return None if memory is None else memory.lessons_ahead(agent, task)
+
     def context_for(self, agent: str, task: Task, k: int = 3) -> list[Hit]:
         """As `Memory.context_for`, which never fails: a claim made stands even when the memory cannot open."""
         try:

@@ -162,9 +162,11 @@ def embedded_text(kind: str, title: str, text: str) -> str:
     return text if _opens(text, title) else f"{title}\n{text}"
 
 
-def card_query(title: str, description: str, criteria: list[str]) -> str:
+def card_query(card: Task | dict) -> str:
     """What a card's lessons are searched with: its title, description and acceptance criteria."""
-    return f"{title}\n{description}\n" + "\n".join(criteria)
+    if isinstance(card, dict):
+        return f"{card['title']}\n{card['description']}\n" + "\n".join(card["acceptance_criteria"])
+    return f"{card.title}\n{card.description}\n" + "\n".join(card.acceptance_criteria)
 
 
 def _digest(query: str) -> str:
@@ -444,31 +446,48 @@ class Memory:
                 self.knowledge.supersede(db, supersedes, item_id)
         return Recorded(item=self.knowledge.item(item_id), merged=False)
 
+    def lessons_ahead(self, agent: str, task: Task) -> list[Hit] | None:
+        """A claimed card's lessons when they need no embedding or search, recorded as surfaced; None when they
+        do (then `context_for`). With no lesson or critique in the memory there is nothing to hand; the lessons
+        computed ahead for the card (`prepare`) are handed as they are while no lesson or critique came in since
+        and none of them was deprecated. A few reads and one write: fit for the claim's own lane."""
+        try:
+            mark = self.knowledge.guidance_mark()
+            if not mark:
+                return []
+            ahead = self.knowledge.card_context(task.id)
+            if (
+                ahead is None
+                or ahead["as_of"] < mark
+                or (ahead["model"], ahead["digest"]) != (self.embedder.name, _digest(card_query(task)))
+                or (hits := self._stored_hits(ahead["hits"])) is None
+            ):
+                return None
+            self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
+            return hits
+        except Exception:
+            log.exception("could not read the lessons computed ahead for task %s; searching them", task.id)
+            return None
+
     def context_for(self, agent: str, task: Task, k: int = CONTEXT_K) -> list[Hit]:
         """Lessons for a card just claimed — same task type first, then any — and critiques only where no
         lesson fits; none scoring under `relevance_floor` (nothing rather than unrelated lessons; when search
         by meaning is unavailable, keyword matches are handed as they rank). Recorded as surfaced (once per card).
 
-        Nothing is embedded or searched here when it need not be: with no lesson or critique in the memory
-        there is nothing to hand, and the lessons computed ahead for the card (`prepare`) are handed as they
-        are while no lesson or critique came in since and none of them was deprecated. Otherwise they are
-        searched now, from the card's stored vector when it has one.
+        What `lessons_ahead` can hand is handed without embedding or searching; otherwise the card is searched
+        now, from its stored vector when it has one.
 
         Never fails: the claim is already made, and a card must not be lost to a memory hiccup.
         """
         try:
-            mark = self.knowledge.guidance_mark()
-            if not mark:
-                return []
-            query = card_query(task.title, task.description, task.acceptance_criteria)
+            if k == CONTEXT_K and (hits := self.lessons_ahead(agent, task)) is not None:
+                return hits
+            query = card_query(task)
             ahead = self.knowledge.card_context(task.id)
             vector = None
             if ahead and (ahead["model"], ahead["digest"]) == (self.embedder.name, _digest(query)):
-                if ahead["as_of"] >= mark and k == CONTEXT_K and (hits := self._stored_hits(ahead["hits"])) is not None:
-                    self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
-                    return hits
                 vector = ahead["vector"]
-            if vector is None:
+            else:
                 try:
                     vector = self.embedder.embed([query])[0]
                 except EmbeddingError:
@@ -510,7 +529,7 @@ class Memory:
         cards = self.knowledge.cards_needing_context(self.embedder.name, mark, limit, ahead=PREPARE_AHEAD)
         if not cards:
             return 0
-        queries = [card_query(c["title"], c["description"], c["acceptance_criteria"]) for c in cards]
+        queries = [card_query(c) for c in cards]
         vectors = self._embed_background(queries)
         for card, query, vector in zip(cards, queries, vectors):
             hits = self._gather(query, card["task_type"], vector, CONTEXT_K)

@@ -205,18 +205,28 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     ) -> ClaimAnswer:
         """Take a card atomically: a lease, a fencing token, lessons from past work."""
 
-        def take() -> tuple[str, Claim, Digest | None]:
+        def take() -> tuple[str, Claim, Digest | None, list[Hit] | None]:
             agent = identity.require(ctx)
             claim = board.claim(agent, task_id=task_id, task_type=task_type)
-            return agent, claim, board.digests.get(claim.task.task_type) if claim.claimed else None
+            if not claim.claimed:
+                return agent, claim, None, []
+            lessons: list[Hit] | None = []
+            if memory is not None:
+                # lessons computed ahead (or none to hand) are read here; searching them waits for the lane's end
+                try:
+                    lessons = memory.lessons_ahead(agent, claim.task)
+                except Exception:  # the claim has committed: search them below, which never fails the call
+                    log.exception("lessons computed ahead for task %s could not be read", claim.task.id)
+                    lessons = None
+            return agent, claim, board.digests.get(claim.task.task_type), lessons
 
-        agent, claim, digest = await lanes.run("write", take)
-        lessons: list[Hit] = []
-        if memory is not None and claim.claimed:
-            try:  # embeds the card's text: off the board's lanes
+        agent, claim, digest, lessons = await lanes.run("write", take)
+        if lessons is None:
+            try:  # embeds the card's text and searches: off the board's lanes
                 lessons = await lanes.off_loop(memory.context_for, agent, claim.task)
             except Exception:  # the claim has committed: its holder must still learn its token
                 log.exception("lessons for task %s could not be read", claim.task.id)
+                lessons = []
                 claim = claim.model_copy(
                     update={"message": claim.message + "; past lessons could not be read just now (query_memory later)"}
                 )
