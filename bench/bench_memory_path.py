@@ -666,22 +666,8 @@ def report(res: Results) -> None:
                 Col("missed", 7),
             ],
             [
-                (
-                    "publish answer -> listed by vector search",
-                    len(f.lat),
-                    pct(f.lat, 50),
-                    pct(f.lat, 99),
-                    max(f.lat, default=float("nan")) * 1000,
-                    f.missed,
-                ),
-                (
-                    "query_memory(mode=vector, k=5) while polling",
-                    f.queries,
-                    pct(f.query_lat, 50),
-                    pct(f.query_lat, 99),
-                    max(f.query_lat, default=float("nan")) * 1000,
-                    None,
-                ),
+                _latency_row("publish answer -> listed by vector search", len(f.lat), f.lat, f.missed),
+                _latency_row("query_memory(mode=vector, k=5) while polling", f.queries, f.query_lat, None),
             ],
             f"[freshness] {f.n} pool messages, {f.spacing_s * 1000:.0f} ms apart, polled every 20 ms",
         )
@@ -700,6 +686,11 @@ def report(res: Results) -> None:
         ],
         "[rss] the server process's peak; over it and its children: the sum of their peaks, the largest sum at one time",
     )
+
+
+def _latency_row(label: str, n: int, lat: list[float], missed: int | None) -> tuple:
+    """A freshness table row: label, count, p50/p99/max in ms, misses."""
+    return (label, n, pct(lat, 50), pct(lat, 99), max(lat, default=float("nan")) * 1000, missed)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -162,11 +162,9 @@ def embedded_text(kind: str, title: str, text: str) -> str:
     return text if _opens(text, title) else f"{title}\n{text}"
 
 
-def card_query(card: Task | dict) -> str:
+def card_query(title: str, description: str, acceptance_criteria: list[str]) -> str:
     """What a card's lessons are searched with: its title, description and acceptance criteria."""
-    if isinstance(card, dict):
-        return f"{card['title']}\n{card['description']}\n" + "\n".join(card["acceptance_criteria"])
-    return f"{card.title}\n{card.description}\n" + "\n".join(card.acceptance_criteria)
+    return f"{title}\n{description}\n" + "\n".join(acceptance_criteria)
 
 
 def _digest(query: str) -> str:
@@ -448,26 +446,32 @@ class Memory:
 
     def lessons_ahead(self, agent: str, task: Task) -> list[Hit] | None:
         """A claimed card's lessons when they need no embedding or search, recorded as surfaced; None when they
-        do (then `context_for`). With no lesson or critique in the memory there is nothing to hand; the lessons
-        computed ahead for the card (`prepare`) are handed as they are while no lesson or critique came in since
-        and none of them was deprecated. A few reads and one write: fit for the claim's own lane."""
+        do (then `context_for`). A few reads and one write: fit for the claim's own lane."""
         try:
-            mark = self.knowledge.guidance_mark()
-            if not mark:
-                return []
-            ahead = self.knowledge.card_context(task.id)
-            if (
-                ahead is None
-                or ahead["as_of"] < mark
-                or (ahead["model"], ahead["digest"]) != (self.embedder.name, _digest(card_query(task)))
-                or (hits := self._stored_hits(ahead["hits"])) is None
-            ):
-                return None
-            self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
+            hits, _ = self._ahead(task)
+            if hits is not None:
+                self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
             return hits
         except Exception:
             log.exception("could not read the lessons computed ahead for task %s; searching them", task.id)
             return None
+
+    def _ahead(self, task: Task) -> tuple[list[Hit] | None, np.ndarray | None]:
+        """(the card's lessons to hand without a search, else None; the card's stored vector when its text and
+        the model are the ones it was computed with, else None).
+
+        With no lesson or critique in the memory there is nothing to hand; the lessons computed ahead for the card
+        (`prepare`) are handed as they are while no lesson or critique came in since and none of them was
+        deprecated."""
+        mark = self.knowledge.guidance_mark()
+        if not mark:
+            return [], None
+        ahead = self.knowledge.card_context(task.id)
+        query = card_query(task.title, task.description, task.acceptance_criteria)
+        if ahead is None or (ahead["model"], ahead["digest"]) != (self.embedder.name, _digest(query)):
+            return None, None
+        hits = self._stored_hits(ahead["hits"]) if ahead["as_of"] >= mark else None
+        return hits, ahead["vector"]
 
     def context_for(self, agent: str, task: Task, k: int = CONTEXT_K) -> list[Hit]:
         """Lessons for a card just claimed — same task type first, then any — and critiques only where no
@@ -480,19 +484,15 @@ class Memory:
         Never fails: the claim is already made, and a card must not be lost to a memory hiccup.
         """
         try:
-            if k == CONTEXT_K and (hits := self.lessons_ahead(agent, task)) is not None:
-                return hits
-            query = card_query(task)
-            ahead = self.knowledge.card_context(task.id)
-            vector = None
-            if ahead and (ahead["model"], ahead["digest"]) == (self.embedder.name, _digest(query)):
-                vector = ahead["vector"]
-            else:
-                try:
-                    vector = self.embedder.embed([query])[0]
-                except EmbeddingError:
-                    vector = None  # keyword matches still help
-            hits = self._gather(query, task.task_type, vector, k)
+            hits, vector = self._ahead(task)
+            if hits is None or (hits and k != CONTEXT_K):
+                query = card_query(task.title, task.description, task.acceptance_criteria)
+                if vector is None:
+                    try:
+                        vector = self.embedder.embed([query])[0]
+                    except EmbeddingError:
+                        vector = None  # keyword matches still help
+                hits = self._gather(query, task.task_type, vector, k)
             self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
             return hits
         except Exception:
@@ -529,7 +529,7 @@ class Memory:
         cards = self.knowledge.cards_needing_context(self.embedder.name, mark, limit, ahead=PREPARE_AHEAD)
         if not cards:
             return 0
-        queries = [card_query(c) for c in cards]
+        queries = [card_query(c["title"], c["description"], c["acceptance_criteria"]) for c in cards]
         vectors = self._embed_background(queries)
         for card, query, vector in zip(cards, queries, vectors):
             hits = self._gather(query, card["task_type"], vector, CONTEXT_K)
