@@ -238,14 +238,15 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS, target=N
     return res
 
 
-SHAPES = ("raw text", "title + text", "embedded_text", "chunks, max", "first 128 tokens")
+SHAPES = ("raw text", "title + text", "embedded_text", "embedded or text, max", "chunks, max", "first 128 tokens")
 
 
 def shapes(name: str, embedder, load: str = "set") -> dict[str, dict[str, float]]:
     """What an item's vector is made of, compared (issue 26): the set's items go in as `load` says and are
     read back as stored; then, exact cosine with the raw model, each text alone, ranked over the stored items:
     the raw text; "title\\ntext" as stored (what the indexer embedded before); memory.service.embedded_text
-    (what it embeds now); the whole text in windows of 254 tokens (stride 192), an item scoring its best
+    (what it embeds now); two vectors, embedded_text and the stored text alone, an item scoring the better (a
+    titled item indexed twice); the whole text in windows of 254 tokens (stride 192), an item scoring its best
     window; and only its first 126 tokens (the model was trained on 128). No filter, no similarity floor."""
     from tokenizers import Tokenizer
 
@@ -282,6 +283,10 @@ def shapes(name: str, embedder, load: str = "set") -> dict[str, dict[str, float]
         "raw text": [[raw[k]] for k in keys],
         "title + text": [[f"{found[i].title}\n{found[i].text}"] for i in order],
         "embedded_text": [[embedded_text(found[i].kind, found[i].title, found[i].text)] for i in order],
+        "embedded or text, max": [
+            list(dict.fromkeys([embedded_text(found[i].kind, found[i].title, found[i].text), found[i].text]))
+            for i in order
+        ],
         "chunks, max": [
             windows(embedded_text(found[i].kind, found[i].title, found[i].text), MAX_TOKENS - 2, 192) for i in order
         ],

@@ -116,9 +116,9 @@ def print_shapes(sets: list[str], loads: list[str], json_path) -> int:
             print(f"\n[labelled set {name}, loaded by {load}] reading back and embedding", flush=True)
             found[f"{name}/{load}"] = _labelled.shapes(name, get_embedder(), load)
     print("\nwhat an item's vector is made of: the raw model's exact cosine, R@5/MRR@10 (set/load)")
-    print(f"{'set/load':<32}" + "".join(f" {shape:>17}" for shape in _labelled.SHAPES))
+    print(f"{'set/load':<32}" + "".join(f" {shape:>22}" for shape in _labelled.SHAPES))
     for where, metrics in found.items():
-        print(f"{where:<32}" + "".join(f"      {m['R@5']:.3f}/{m['MRR@10']:.3f}" for m in metrics.values()))
+        print(f"{where:<32}" + "".join(f"           {m['R@5']:.3f}/{m['MRR@10']:.3f}" for m in metrics.values()))
     write_json(json_path, found)
     return 0
 

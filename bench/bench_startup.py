@@ -21,9 +21,13 @@ Rows:
   memory: Chroma and the embedding model, opened after `initialize`).
 - `hiveboard --help`, `hiveboard agent add NAME` (a fresh data directory), `hiveboard board`
   (that directory, one agent, no cards).
+- `hiveboard hook session-start`: on that directory's database (HIVEBOARD_AGENT), and over HTTP
+  (HIVEBOARD_URL and a token file) against one `hiveboard serve --http` the bench starts on loopback before
+  the first round and keeps for the whole run (it idles between the hook's requests).
 
 Targets (issue 10): `initialize` answered within 1.5x the bare MCPServer; `--help`, `agent add`
-and `board` under 0.5 s. Printed as met or not; the exit code is 0 either way (no timed asserts).
+and `board` under 0.5 s; (issue 24) each hook row's median at most 150 ms. Printed as met or not; the exit
+code is 0 either way (no timed asserts).
 """
 
 from __future__ import annotations
@@ -38,7 +42,16 @@ import threading
 import time
 from pathlib import Path
 
-from _harness import bench_parser, hiveboard_cmd, machine_info, machine_line, scratch, write_json
+from _harness import (
+    LoggedServer,
+    bench_parser,
+    hiveboard_cmd,
+    machine_info,
+    machine_line,
+    scratch,
+    server_env,
+    write_json,
+)
 from _harness import clean_env as without_settings
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
@@ -94,15 +107,16 @@ def clean_env(home: Path | None = None) -> dict:
 CPU: dict[str, list[float]] = {}  # CPU seconds (user + system) of the commands run to their end
 
 
-def timed_run(name: str, cmd: list[str], env: dict, stdin: bytes | None = None) -> float:
-    """Seconds from spawn to exit (its CPU seconds go to CPU[name]); a failure stops the bench."""
+def timed_run(name: str, cmd: list[str], env: dict, stdin: bytes | None = None, quiet: bool = False) -> float:
+    """Seconds from spawn to exit (its CPU seconds go to CPU[name]); a failure stops the bench, and so does a
+    line on stderr when `quiet` (a hook fails open: exit 0 and a note)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
     out = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120, **feed)
     elapsed = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
+    if out.returncode != 0 or (quiet and out.stderr):
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr.decode()[-2000:]}")
     CPU.setdefault(name, []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return elapsed
@@ -194,8 +208,29 @@ def serve_round(scratch: Path, n: int, script: Path | None = None) -> dict[str, 
     return times
 
 
-def cli_round(scratch: Path, n: int) -> dict[str, float]:
+def hook_server(scratch: Path) -> tuple[LoggedServer, Path]:
+    """`hiveboard serve --http` on a free loopback port with one agent, and the file holding its token."""
+    home = scratch / "hook-server"
+    added = subprocess.run(
+        hiveboard_cmd("--home", str(home), "agent", "add", "bench", installed=True),
+        env=server_env(home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if added.returncode:
+        raise SystemExit(f"hiveboard agent add bench failed:\n{added.stderr[-2000:]}")
+    token = scratch / "bench.token"
+    token.write_text(added.stdout.strip())
+    token.chmod(0o600)
+    server = LoggedServer(scratch / "hook-server.log", home=home)
+    argv = hiveboard_cmd("--home", str(home), "serve", "--http", "--port", str(server.port), installed=True)
+    return server.start(argv, server_env(home), timeout=180, health=True), token
+
+
+def cli_round(scratch: Path, n: int, server: LoggedServer, token: Path) -> dict[str, float]:
     home = scratch / f"cli-{n}"
+    session_start = b'{"session_id": "bench", "hook_event_name": "SessionStart", "source": "startup"}'
     return {
         "python -c pass": timed_run("python -c pass", [sys.executable, "-c", "pass"], clean_env()),
         "hiveboard --help": timed_run("hiveboard --help", hiveboard_cmd("--help", installed=True), clean_env(home)),
@@ -212,7 +247,16 @@ def cli_round(scratch: Path, n: int) -> dict[str, float]:
             "hiveboard hook session-start",
             hiveboard_cmd("--home", str(home), "hook", "session-start", installed=True),
             {**clean_env(home), "HIVEBOARD_AGENT": f"agent{n}"},
-            stdin=b'{"session_id": "bench", "hook_event_name": "SessionStart", "source": "startup"}',
+            stdin=session_start,
+            quiet=True,
+        ),
+        # the same over HTTP: no database here, the server runs the hook on its own
+        "hiveboard hook over HTTP": timed_run(
+            "hiveboard hook over HTTP",
+            hiveboard_cmd("hook", "session-start", installed=True),
+            {**clean_env(home), "HIVEBOARD_URL": server.base, "HIVEBOARD_TOKEN_FILE": str(token)},
+            stdin=session_start,
+            quiet=True,
         ),
     }
 
@@ -230,6 +274,7 @@ ORDER = [
     "hiveboard agent add",
     "hiveboard board",
     "hiveboard hook session-start",
+    "hiveboard hook over HTTP",
 ]
 
 
@@ -253,19 +298,21 @@ def main(argv: list[str] | None = None) -> int:
         script.write_text(BARE_SERVER)
         eager = tmp / "warm_at_start.py"
         eager.write_text(WARM_AT_START)
-        for n in range(-1, args.runs):  # round -1 warms up (.pyc files, the page cache) and is not counted
-            rounds = (
-                bare_round(script, tmp),
-                serve_round(tmp, n + 1),
-                cli_round(tmp, n + 1),
-                *([serve_round(tmp, n + 1, eager)] if args.warm_at_start else []),
-            )
-            if n < 0:
-                CPU.clear()
-                continue
-            for round_ in rounds:
-                for name, seconds in round_.items():
-                    samples[name].append(seconds)
+        server, token = hook_server(tmp)
+        with server:
+            for n in range(-1, args.runs):  # round -1 warms up (.pyc files, the page cache) and is not counted
+                rounds = (
+                    bare_round(script, tmp),
+                    serve_round(tmp, n + 1),
+                    cli_round(tmp, n + 1, server, token),
+                    *([serve_round(tmp, n + 1, eager)] if args.warm_at_start else []),
+                )
+                if n < 0:
+                    CPU.clear()
+                    continue
+                for round_ in rounds:
+                    for name, seconds in round_.items():
+                        samples[name].append(seconds)
 
     med = {name: statistics.median(s) for name, s in samples.items()}
     print(machine_line(machine_info("chromadb", "onnxruntime", "pydantic")))
@@ -297,13 +344,13 @@ def main(argv: list[str] | None = None) -> int:
         f"\ntargets: serve initialize {ratio:.2f}x the bare MCPServer (target <= {TARGET_RATIO}x): "
         f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}"
     )
-    hook = samples["hiveboard hook session-start"]
-    p95 = sorted(hook)[max(0, round(0.95 * len(hook)) - 1)]
-    print(
-        f"         hiveboard hook session-start median {med['hiveboard hook session-start'] * 1000:.0f} ms, "
-        f"p95 {p95 * 1000:.0f} ms (target median <= {TARGET_HOOK_S * 1000:.0f} ms): "
-        f"{'met' if med['hiveboard hook session-start'] <= TARGET_HOOK_S else 'NOT met'}"
-    )
+    for name in ("hiveboard hook session-start", "hiveboard hook over HTTP"):
+        hook = samples[name]
+        p95 = sorted(hook)[max(0, round(0.95 * len(hook)) - 1)]
+        print(
+            f"         {name} median {med[name] * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms (target median <= "
+            f"{TARGET_HOOK_S * 1000:.0f} ms): {'met' if med[name] <= TARGET_HOOK_S else 'NOT met'}"
+        )
     for name in ("hiveboard --help", "hiveboard agent add", "hiveboard board"):
         print(
             f"         {name} {med[name]:.3f} s (target < {TARGET_CLI_S} s): "

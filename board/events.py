@@ -235,12 +235,18 @@ class Notifier:
 
     async def wait(self, topic: str, mark: int, timeout: float) -> bool:
         """Wait until an event of `topic` is published after `mark` was taken, or the timeout passes."""
+        return await self.wait_any({topic: mark}, timeout)
+
+    async def wait_any(self, marks: dict[str, int], timeout: float) -> bool:
+        """Wait until an event of any topic in `marks` is published after its mark was taken (mark()), or the
+        timeout passes."""
         event = asyncio.Event()
         entry = (asyncio.get_running_loop(), event)
         with self._lock:
-            if self._seq.get(topic, 0) != mark:
+            if any(self._seq.get(topic, 0) != mark for topic, mark in marks.items()):
                 return True
-            self._waiters.setdefault(topic, set()).add(entry)
+            for topic in marks:
+                self._waiters.setdefault(topic, set()).add(entry)
         try:
             await asyncio.wait_for(event.wait(), timeout)
             return True
@@ -248,11 +254,12 @@ class Notifier:
             return False
         finally:
             with self._lock:
-                waiters = self._waiters.get(topic)
-                if waiters is not None:
-                    waiters.discard(entry)
-                    if not waiters:
-                        del self._waiters[topic]
+                for topic in marks:
+                    waiters = self._waiters.get(topic)
+                    if waiters is not None:
+                        waiters.discard(entry)
+                        if not waiters:
+                            del self._waiters[topic]
 
     @asynccontextmanager
     async def watching(self):

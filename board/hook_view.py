@@ -129,6 +129,18 @@ class View:
         out += [(start, float("inf"), card) for card, start in open_.items()]
         return out
 
+    def claimed(self, agent: str, task_ids: list[int]) -> set[int]:
+        """Of these cards, those the agent has claimed at some time (what usage may be recorded against)."""
+        if not task_ids:
+            return set()
+        marks = ", ".join("?" * len(task_ids))
+        found = self.rows(
+            f"SELECT DISTINCT task_id FROM task_history WHERE actor = ? AND to_status = 'in_progress' AND task_id IN "
+            f"({marks})",
+            [agent, *task_ids],
+        )
+        return {r["task_id"] for r in found}
+
     # ------------------------------------------------------------------ writes
 
     def record_usage(self, agent: str, session_id: str, rows: list[dict]) -> None:

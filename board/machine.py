@@ -17,7 +17,8 @@ Who may:
 - anyone    any registered agent
 - holder    the agent holding the claim, with its current fencing token
 - steward   the card's holder, its creator, or an agent with an operator role (board/agents.py)
-- system    the lease sweep (no tool can ask for it)
+- system    the lease sweep, and the budget check of recorded token usage (board/usage.py); no tool can ask
+            for either
 - review    the review worker's verdict (no tool can ask for it), including a job it gives up on
 - person    an agent with an operator role (human/lead): a person's decision on the web board, or taking a
             card out of a review that cannot finish
@@ -54,7 +55,9 @@ from .events import TaskChanged
 from .messages import Messages
 
 Who = Literal["anyone", "holder", "steward", "system", "review", "person"]
-Via = Literal["create_task", "claim_task", "release_task", "update_task", "complete_task", "lease", "review", "decide"]
+Via = Literal[
+    "create_task", "claim_task", "release_task", "update_task", "complete_task", "lease", "review", "decide", "budget"
+]
 NEW = None  # the source of a card's first row: it did not exist
 
 
@@ -88,6 +91,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     # a review that cannot finish (no worker runs): a person takes it, and the job's verdict no longer moves it
     Transition("review", "needs_human", "update_task", "person", "escalated", ("reason",)),
     Transition("in_progress", "todo", "lease", "system", "expired"),
+    # its agents' recorded tokens reached the card's budget, and budget_action = "needs_human": a person decides
+    Transition("in_progress", "needs_human", "budget", "system", "over budget", ("reason",)),
+    Transition("blocked", "needs_human", "budget", "system", "over budget", ("reason",)),
     Transition("review", "done", "review", "review", "reviewed"),
     Transition("review", "in_progress", "review", "review", "reviewed"),
     Transition("review", "needs_human", "review", "review", "reviewed"),
@@ -107,7 +113,10 @@ DOING: dict[str, str] = {
     "lease": "expire",
     "review": "review",
     "decide": "decide",
+    "budget": "hold over budget",
 }
+
+DOER = {"lease": "lease sweep", "budget": "budget check"}  # who makes the system's moves
 
 # hooks: leaving(db, row, target, via, actor, ts) before the write; entering(db, new_row) after it
 Leaving = Callable[[Database, dict, str, Via, str, float], None]
@@ -287,8 +296,7 @@ class Machine:
                 )
         elif rule.who in ("system", "review") and actor != rule.who:
             raise Forbidden(
-                f"only the {'lease sweep' if rule.who == 'system' else 'review'} moves task "
-                f"{row['id']} from {rule.source} to {rule.target}"
+                f"only the {DOER.get(rule.via, 'review')} moves task {row['id']} from {rule.source} to {rule.target}"
             )
 
     def _guard(self, guard: str, db: Database, row: dict, actor: str, target: str, reason: str | None) -> None:

@@ -448,6 +448,35 @@ def m020_card_context(db: Database) -> None:
     db.execute("CREATE INDEX memory_kind_id ON memory_items (kind, id)")
 
 
+def m021_mcp_tasks(db: Database) -> None:
+    # MCP Tasks (io.modelcontextprotocol/tasks): a long call (wait_for_work, a wait for messages or a verdict) run
+    # in the background for a client that declared the extension; its handle answers tasks/get from any node.
+    # runner_until: the running node's lease (it renews it); past it, nobody runs the task any more.
+    db.execute("""
+        CREATE TABLE mcp_tasks (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            status TEXT NOT NULL,
+            status_message TEXT,
+            result TEXT,
+            error TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            runner_until REAL NOT NULL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0
+        )""")
+    db.execute("CREATE INDEX mcp_tasks_expiry ON mcp_tasks (expires_at)")
+
+
+def m022_card_budget(db: Database) -> None:
+    # A card's token budget (create_task budget_tokens; NULL: none), and when its recorded usage was first found
+    # to reach it (board/usage.py): noted once, so its creator is told once.
+    db.execute("ALTER TABLE tasks ADD COLUMN budget_tokens INTEGER")
+    db.execute("ALTER TABLE tasks ADD COLUMN budget_noted_at REAL")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -468,6 +497,8 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m018_web_sessions,
     m019_token_usage,
     m020_card_context,
+    m021_mcp_tasks,
+    m022_card_budget,
 ]
 
 

@@ -128,6 +128,7 @@ class NewTask(BaseModel):
     waive: list[str] = []
     attempts: int = 1  # >1: competing attempts, one card each, compared by a referee
     needs_approval: bool = False  # a person approves it after the critics pass it, whatever its labels
+    budget_tokens: int | None = None  # its agents' recorded tokens that get its creator told (board/usage.py)
 
 
 class TaskEdit(BaseModel):

@@ -319,6 +319,32 @@ def p006_card_context(db) -> None:
     db.execute("CREATE INDEX memory_kind_id ON memory_items (kind, id)")
 
 
+def p007_mcp_tasks(db) -> None:
+    # board/migrations.py m021_mcp_tasks
+    db.execute("""
+        CREATE TABLE mcp_tasks (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            status TEXT NOT NULL,
+            status_message TEXT,
+            result TEXT,
+            error TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            runner_until DOUBLE PRECISION NOT NULL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0
+        )""")
+    db.execute("CREATE INDEX mcp_tasks_expiry ON mcp_tasks (expires_at)")
+
+
+def p008_card_budget(db) -> None:
+    # board/migrations.py m022_card_budget
+    db.execute("ALTER TABLE tasks ADD COLUMN budget_tokens BIGINT")
+    db.execute("ALTER TABLE tasks ADD COLUMN budget_noted_at DOUBLE PRECISION")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -326,6 +352,8 @@ MIGRATIONS: list[Callable] = [
     p004_keyword_index_as_fts5,
     p005_token_usage,
     p006_card_context,
+    p007_mcp_tasks,
+    p008_card_budget,
 ]
 
 

@@ -33,6 +33,7 @@ from .limits import (
     check_text,
 )
 from .machine import Machine, Via, find, illegal
+from .mcp_tasks import McpTasks
 from .messages import Messages
 from .models import (
     PRIORITY_RANK,
@@ -52,7 +53,7 @@ from .models import (
 from .quotas import ARTIFACT, QuotaConfig, Quotas
 from .review_models import BoardStats
 from .reviews import Reviews
-from .usage import token_stats
+from .usage import MAX_BUDGET, Price, Usage
 from .views import Views
 from .web_sessions import WebSessions
 
@@ -69,9 +70,11 @@ class Board:
         lease_seconds: int = 300,
         limits: Limits | None = None,
         quotas: QuotaConfig | None = None,
+        prices: dict[str, Price] | None = None,
     ):
         """`quotas`: each agent's share of the bulk writes, the database's ceiling, the cap on self-registration
-        (board/quotas.py); None: no quotas."""
+        (board/quotas.py); None: no quotas. `prices`: what tokens cost per model (board/usage.py); None: the
+        defaults."""
         self.store = store
         self.limits = limits = limits or Limits()
         self.lease_seconds = lease_seconds
@@ -80,11 +83,13 @@ class Board:
         self.agents = Agents(store, self.quotas.admit)
         self.knowledge = Knowledge(store, self.quotas)
         self.digests = Digests(store)
+        self.mcp_tasks = McpTasks(store)
         self.messages = Messages(store, self.agents, self.knowledge, limits, self.quotas)
         self.machine = Machine(store, self.agents, self.messages, lease_seconds)
         self.reviews = Reviews(store, self.machine, self.knowledge, limits)
         self.contests = Contests(store, self.machine)
         self.decisions = Decisions(store, self.machine, self.reviews, limits)
+        self.usage = Usage(store, self.machine, self.messages, prices)  # tokens, their cost, card budgets
         self.views = Views(store)
         self.web_sessions = WebSessions(store)  # people logged in to the web board
         # what else happens when a card moves, all in one place
@@ -99,9 +104,8 @@ class Board:
     # ----------------------------------------------------------------- reading
 
     def stats(self) -> BoardStats:
-        """How review and memory are working, and the database's size against its ceiling."""
-        with self.machine.reading() as db:
-            tokens = token_stats(db)
+        """How review and memory are working, the database's size against its ceiling, and what tokens cost."""
+        tokens = self.usage.stats()
         return self.reviews.stats().model_copy(update={"database": self.quotas.database(), "tokens": tokens})
 
     def summary(self, task_id: int) -> TaskSummary:
@@ -249,6 +253,11 @@ class Board:
             )
         if new.attempts > 1 and new.assignee:
             raise InvalidInput("competing attempts are for different agents: leave assignee out, or use attempts=1")
+        if new.budget_tokens is not None and not 1 <= new.budget_tokens <= MAX_BUDGET:
+            raise InvalidInput(
+                f"budget_tokens must be a whole number of tokens from 1 to {MAX_BUDGET} (e.g. 2000000), or left out "
+                f"for no budget; got {new.budget_tokens}"
+            )
         assignee = (
             self.agents.registered(new.assignee, f"assignee {new.assignee!r} is not a registered agent")
             if new.assignee
@@ -290,6 +299,7 @@ class Board:
                     "reserved_for": assignee,
                     "contest": first,
                     "approval": approval,
+                    "budget_tokens": new.budget_tokens,
                 }
                 created = self.machine.create(db, actor, values, note, ts)
                 task_id = created["id"]
@@ -320,19 +330,7 @@ class Board:
         with self.store.write() as db:
             self.machine.sweep(db, ts)
             if task_id is None:
-                params: list = [actor]
-                type_clause = ""
-                if task_type:
-                    type_clause, params = " AND t.task_type = ?", [actor, task_type.strip().lower()]
-                found = rows(
-                    db,
-                    f"SELECT * FROM tasks t WHERE t.status = 'todo' AND (t.reserved_for IS NULL OR t.reserved_for = ?)"
-                    f"{type_clause} AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks dt ON dt.id = d.depends_on "
-                    f"WHERE d.task_id = t.id AND dt.status != 'done') AND (t.contest IS NULL OR NOT EXISTS (SELECT 1 "
-                    f"FROM tasks o WHERE o.contest = t.contest AND o.assignee = ?)) ORDER BY t.priority DESC, t.id "
-                    f"LIMIT 1",
-                    [*params, actor],
-                )
+                found = self._claimable(db, actor, [task_type] if task_type else [])
                 if not found:
                     what = f" of type {task_type!r}" if task_type else ""
                     return Claim(
@@ -369,6 +367,31 @@ class Board:
                 db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}", row=row
             )
             return self._granted(db, row, expires, fresh=True)
+
+    def _claimable(self, db: Database, actor: str, types: list[str], labels: list[str] = ()) -> list[dict]:
+        """The row of the card claim-next would give `actor` (of one of `types`, carrying one of `labels`, when
+        given): ready, in todo, not reserved for another, not a contest it already has an entry in."""
+        where, params = ["t.status = 'todo'", "(t.reserved_for IS NULL OR t.reserved_for = ?)"], [actor]
+        if types:
+            where.append(f"t.task_type IN ({placeholders(types)})"), params.extend(t.strip().lower() for t in types)
+        if labels:
+            where.append("(" + " OR ".join([self.store.dialect.json_has("t.labels")] * len(labels)) + ")")
+            params.extend(labels)
+        return rows(
+            db,
+            f"SELECT * FROM tasks t WHERE {' AND '.join(where)} AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks "
+            "dt ON dt.id = d.depends_on WHERE d.task_id = t.id AND dt.status != 'done') AND (t.contest IS NULL OR NOT "
+            "EXISTS (SELECT 1 FROM tasks o WHERE o.contest = t.contest AND o.assignee = ?)) ORDER BY t.priority DESC, "
+            "t.id LIMIT 1",
+            [*params, actor],
+        )
+
+    def next_ready(self, actor: str, types: list[str] = (), labels: list[str] = ()) -> TaskSummary | None:
+        """The card claim-next would give `actor` now (of one of `types`, carrying one of `labels`), without
+        claiming it; None when there is none."""
+        with self.machine.reading() as db:
+            found = self._claimable(db, actor, list(types), list(labels))
+            return cards.summarize(db, found[0]) if found else None
 
     def _renew(self, db: Database, row: dict, actor: str, ts: float, note: str | None, via: Via) -> Claim:
         # the caller has established that the actor holds the card (by token, or by claiming it again)

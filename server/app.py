@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 from hiveboard.board import Board, TaskSummary
 
 from . import memory as memory_tools
-from . import messages, prompts, resources, tasks
+from . import messages, prompts, resources, tasks, work
 from . import review as review_tools
 from .boundary import Profile, StrictServer, tool_token_costs
 from .deps import Deps
 from .identity import Identity
+from .task_ext import TasksExtension
 
 if TYPE_CHECKING:
     from hiveboard.critics.engine import ReviewEngine
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["build_server", "tool_token_costs", "INSTRUCTIONS"]
 
 INSTRUCTIONS = """hiveboard: a Kanban board shared by a team of agents.
-Start with whoami (set your name once if the operator did not), then get_board or claim_task.
+Start with whoami (set your name once if the operator did not), then get_board or claim_task. With nothing to
+do, wait_for_work waits for a card you may claim or mail for you (an MCP task where your client supports them).
 claim_task gives you a card and a fencing token; pass the token to update_task, release_task
 and complete_task. It also hands you the task type's digest (its common rules, with how many lessons
 back each) when it has one, then single lessons: read both first. Your lease is renewed by update_task (a note, or the token alone); an expired lease returns the
@@ -88,6 +90,7 @@ def build_server(
             notifier.unsubscribe(inboxes.changed)
             inboxes.serve_on(None)
 
+    tasks_extension = TasksExtension(board, identity)
     mcp = StrictServer(
         "hiveboard",
         instructions=INSTRUCTIONS,
@@ -95,11 +98,14 @@ def build_server(
         lifespan=lifespan,
         subscriptions=inboxes.bus,
         profile=profile,
+        extensions=[tasks_extension],
     )
+    tasks_extension.server = mcp
     inboxes.install(mcp, deps)
     tasks.register(mcp, deps)
     review_tools.register(mcp, deps)
     messages.register(mcp, deps)
+    work.register(mcp, deps)
     memory_tools.register(mcp, deps)
     resources.register(mcp, deps)
     prompts.register(mcp)

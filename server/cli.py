@@ -193,6 +193,7 @@ def http_app(
     app = BearerAuth(app, settings.http_token, board)  # an unknown token is refused even without a server token
     from starlette.applications import Starlette
 
+    from .hook_http import hook_routes
     from .web.app import Site, WebBoard, web_routes
 
     web = WebBoard(
@@ -203,7 +204,7 @@ def http_app(
         read_only=settings.web_read_only,
         presence=settings.review.critic_presence,
     )
-    return Site(app, Starlette(routes=web_routes(web)), web)
+    return Site(app, Starlette(routes=[*hook_routes(settings, board), *web_routes(web)]), web)
 
 
 def freeze_heap(collect: bool = True) -> None:
@@ -872,6 +873,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
         home=None if Path(home).absolute() == default_home().absolute() else Path(home),
         dry_run=args.dry_run,
         uninstall=args.uninstall,
+        url=args.url,
+        token_file=Path(args.agent_token_file) if args.agent_token_file else None,
     )
     return 0
 
@@ -982,6 +985,16 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--agent", help="the agent the client acts as (default: the client's name)")
     c.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     c.add_argument("--uninstall", action="store_true", help="take out what setup added, leave the rest")
+    c.add_argument(
+        "--url",
+        help="claude-code: the board is the `hiveboard serve --http` at this URL (the MCP entry and the hooks "
+        "talk to it; docs/hooks.md)",
+    )
+    c.add_argument(  # not args.token_file: that is `serve`'s own token, which _settings reads
+        "--token-file",
+        dest="agent_token_file",
+        help="with --url: the file holding the agent's token (never written in a config)",
+    )
     c.set_defaults(fn=cmd_setup)
 
     h = add(

@@ -131,3 +131,16 @@ async def run_stdio(server: MCPServer) -> None:
         await lowlevel.run(
             _AnsweringReader(read_stream, write_stream), write_stream, lowlevel.create_initialization_options()
         )
+
+
+def arguments_valid(server: MCPServer, name: str, arguments: dict) -> bool:
+    """Whether a call's arguments pass its tool's own validation (what the call would refuse first), checked
+    without calling it; False for an unknown tool."""
+    tool = server._tool_manager.get_tool(name)
+    if tool is None:
+        return False
+    try:
+        tool.fn_metadata.validate_arguments(arguments)
+    except (ValidationError, ValueError):
+        return False
+    return True

@@ -31,6 +31,7 @@ from pydantic_settings import (
 
 from hiveboard.board.db import dialect_for, is_url, redact
 from hiveboard.board.quotas import QuotaConfig
+from hiveboard.board.usage import DEFAULT_PRICES, BudgetAction, Price
 from hiveboard.critics.config import Endpoint, ReviewConfig
 
 from .paths import config_file, default_home
@@ -102,6 +103,17 @@ class Settings(BaseSettings):
         description="each agent's share of the bulk writes, the database's ceiling, the cap on self-registration: "
         "the [quotas] table (HIVEBOARD_QUOTAS__MESSAGES_PER_MINUTE=120 and so on)",
     )
+    prices: dict[str, Price] = Field(
+        default_factory=lambda: dict(DEFAULT_PRICES),
+        description="USD per million tokens (input, output, cache_read, cache_creation) per model, keyed by the "
+        'start of its name, the longest key winning: the [prices] table ([prices."claude-sonnet-4"] input = 3 …); '
+        "adds to and overrides the defaults, Anthropic's list prices when hiveboard was written",
+    )
+    budget_action: BudgetAction = Field(
+        "message",
+        description="when a card's recorded tokens reach its budget_tokens: message its creator, or also move it "
+        "to needs_human (a person decides whether it goes on)",
+    )
     review_workers: int = Field(2, ge=0, le=32, description="review jobs this process runs at once (0: none)")
     db_pool: int = Field(
         20, ge=1, le=1000, description="PostgreSQL: database connections this process holds at most (its pool)"
@@ -127,6 +139,11 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ):
         return (init_settings, env_settings, _ConfigFile(settings_cls, toml_file=config_file()))
+
+    @field_validator("prices")
+    @classmethod
+    def _over_the_defaults(cls, value: dict[str, Price]) -> dict[str, Price]:
+        return {**DEFAULT_PRICES, **value}  # a table that names one model keeps the others' prices
 
     @field_validator("db")
     @classmethod

@@ -3,8 +3,15 @@
 Claude Code runs the command with the hook's JSON on stdin and reads what it prints (the hooks reference:
 `hookSpecificOutput.additionalContext` adds to the model's context; `{"decision": "block", "reason": …}` keeps
 a Stop from ending the turn; exit code 2 with a line on stderr sends feedback on TaskCompleted and
-TeammateIdle). The agent is `HIVEBOARD_AGENT` on the board at `HIVEBOARD_DB`, else the config file's `db`,
-else `HIVEBOARD_HOME/hiveboard.db`.
+TeammateIdle). Two ways to reach the board:
+
+  local  the agent is `HIVEBOARD_AGENT` on the board at `HIVEBOARD_DB`, else the config file's `db`, else
+         `HIVEBOARD_HOME/hiveboard.db`; the hook opens that database itself.
+  HTTP   `HIVEBOARD_URL` is set: the hook opens no database. It posts the event to the server's
+         `/hooks/EVENT` (server/hook_http.py) with the agent's token (`HIVEBOARD_TOKEN_FILE`, else
+         `HIVEBOARD_TOKEN`); the server runs `on_board` below on its own store, as the token's agent, and answers
+         what the hook prints. The transcript is on this machine, so its usage is read here and recorded
+         through the server (`RemoteView`).
 
   session-start       who you are, your cards, unread direct mail, the top lesson for your current card's type
                       (at most ~1,500 characters of context)
@@ -17,10 +24,12 @@ else `HIVEBOARD_HOME/hiveboard.db`.
   task-completed      agent teams: refuses to mark a team task done while a hiveboard card you hold is unfinished
   teammate-idle       agent teams: keeps a teammate working while ready cards or new mail wait for it
 
-Fast: the standard library and board/hook_view.py only (no models, no store), one connection per run.
-Fail-open: whatever goes wrong (no board, the database down, a broken input), the hook exits 0 and says so in
-one line on stderr, so a session is never broken by it. What it has shown is kept per agent in
-`HIVEBOARD_HOME/hooks/<agent>.json` (message marks, stop counts, transcript offsets), under a file lock.
+Fast: the standard library and board/hook_view.py only (no models, no store), one connection per run; over
+HTTP, http.client and a 2-second timeout per request. Fail-open: whatever goes wrong (no board, the database or
+the server down, a refused token, a broken input), the hook exits 0 and says so in one line on stderr, so a
+session is never broken by it. What it has shown is kept per agent in `HOME/hooks/<agent>.json` (message
+marks, stop counts, transcript offsets), under a file lock: HOME is HIVEBOARD_HOME locally, the server's data
+directory over HTTP (where this machine keeps only the offsets of its transcripts).
 """
 
 from __future__ import annotations
@@ -81,9 +90,8 @@ def target() -> str:
 
 
 @contextmanager
-def state_of(agent: str):
-    """The agent's hook state (a dict), read and written back under an exclusive lock."""
-    folder = home() / "hooks"
+def state_of(folder: Path, agent: str):
+    """The agent's hook state (a dict) in `folder`, read and written back under an exclusive lock."""
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / f"{agent}.json"
     with open(folder / f"{agent}.lock", "a") as lock:
@@ -314,6 +322,256 @@ def record_cost(view, agent: str, state: dict, payload: dict) -> None:
         row["cache_read_tokens"] += u.get("cache_read_input_tokens", 0)
         row["messages"] += 1
     view.record_usage(agent, str(payload.get("session_id") or ""), list(totals.values()))
+    from hiveboard.board.hook_view import View
+
+    spent_on = sorted({card for card, _ in totals if card is not None})
+    if spent_on and isinstance(view, View):  # over HTTP, the server checks budgets as it records
+        try:
+            note_budgets(view, spent_on)
+        except Exception as exc:  # the usage is recorded: the offsets must still be kept, or it is counted twice
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            sys.stderr.write(f"hiveboard hook: card budgets not checked ({reason}); checked again next time\n")
+
+
+# Tokens of a card against its budget. The board's check (board/usage.py) decides; this only spares the hook the
+# board's import, the one slow thing it would do, while no card it recorded for can have reached an unnoted budget.
+OVER_BUDGET = (
+    "SELECT t.id FROM tasks t WHERE t.id IN ({marks}) AND t.budget_tokens IS NOT NULL AND t.budget_noted_at IS NULL "
+    "AND t.budget_tokens <= (SELECT coalesce(sum(u.input_tokens + u.output_tokens + u.cache_creation_tokens + "
+    "u.cache_read_tokens), 0) FROM token_usage u WHERE u.task_id = t.id) LIMIT 1"
+)
+
+
+def note_budgets(view, cards: list[int]) -> None:
+    """Tell the creators of these cards whose recorded tokens reached their budget (once per card), and with
+    budget_action = "needs_human" move each to needs_human: the board does it, opened only when one may have."""
+    if not view.rows(OVER_BUDGET.format(marks=", ".join("?" * len(cards))), cards):
+        return
+    from hiveboard.board import Board, Store
+
+    from .config import load_settings
+
+    board = Board(Store(target()))
+    try:
+        board.usage.check_budgets(cards, load_settings().budget_action)
+    finally:
+        board.store.close()
+
+
+# ---------------------------------------------------------------------------- one run
+
+
+COST_EVENTS = ("stop", "session-end")  # the events that record the transcript's token usage
+
+
+class Unreachable(Exception):
+    """The board's server could not be asked, or refused the hook: its sentence says which (fail-open)."""
+
+
+def answer(view, agent: str, state: dict, event: str, payload: dict) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `event` for `agent` on the board `view` reads, marking in `state` what it
+    showed: the one place where an event's logic runs, for the local hook and for the server's `/hooks/EVENT`."""
+    out: dict | None = None
+    feedback = None
+    if event == "session-start":
+        out = session_start(view, agent, state)
+    elif event in ("user-prompt-submit", "post-tool-use"):
+        out = news(view, agent, state, event)
+    elif event == "stop":
+        out = stop(view, agent, state, payload)
+    elif event == "task-completed":
+        feedback = task_completed(view, agent)
+    elif event == "teammate-idle":
+        feedback = teammate_idle(view, agent, state)
+    if feedback:
+        return 2, "", feedback + "\n"
+    return 0, (json.dumps(out) + "\n") if out else "", ""
+
+
+def on_board(target: str, folder: Path, agent: str, event: str, payload: dict, *, cost: bool) -> tuple[int, str, str]:
+    """One hook run on the database at `target`, with the agent's state kept in `folder`; with `cost`, stop and
+    session-end first record the usage of the transcript the input names. The server runs it without `cost`:
+    the transcript is on the hook's machine, which records its usage through RemoteView."""
+    from hiveboard.board.hook_view import View
+
+    view = View(target)
+    try:
+        if not view.agent_exists(agent):
+            raise Skip(f"no agent {agent!r} on the board yet (it registers on its first call)")
+        with state_of(folder, agent) as state:
+            if cost and event in COST_EVENTS:
+                record_cost(view, agent, state, payload)
+            return answer(view, agent, state, event, payload)
+    finally:
+        view.close()
+
+
+def fail_open(run, *args) -> tuple[int, str, str]:
+    """`run(*args)`'s (exit code, stdout, stderr); whatever goes wrong, exit 0 and one line on stderr."""
+    try:
+        return run(*args)
+    except Skip as exc:
+        return 0, "", f"hiveboard hook: {exc}; nothing to do\n"
+    except Unreachable as exc:
+        return 0, "", f"hiveboard hook: {exc}; the session goes on without it\n"
+    except Exception as exc:  # fail-open: the session goes on
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return 0, "", f"hiveboard hook: the board could not be read ({reason}); the session goes on without it\n"
+
+
+# ---------------------------------------------------------------------------- over HTTP
+
+URL_TIMEOUT = 2.0  # seconds per request: past that, the session is better off without the board's news
+ANSWER_MAX = 256_000  # bytes of an answer read at most
+WIRE_FIELDS = ("session_id", "stop_hook_active")  # all the events' logic reads of the input: nothing else is sent
+
+
+def server_base(url: str) -> str:
+    """The server's address in HIVEBOARD_URL (its MCP URL will do) without a trailing / or /mcp; ValueError with a
+    clause saying what is wrong (which never repeats a URL that carries a password)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    if "@" in parts.netloc:
+        raise ValueError("must not carry a user or password (the token goes in a token file)")
+    try:
+        parts.port  # noqa: B018  (raises for a port that is not a number)
+    except ValueError:
+        raise ValueError("has a port that is not a number") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError("is not a server's http:// or https:// address (e.g. http://127.0.0.1:8765)")
+    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/').removesuffix('/mcp')}"
+
+
+class RemoteView:
+    """The board's server at HIVEBOARD_URL, as the agent whose token this is: `hook` posts an event, and the
+    view methods record_cost calls (cards, holdings, record_usage) ask the server's view of that agent. Their
+    `agent` argument is not sent: the server acts for the token's agent and no other.
+
+    Plain http.client (imported here, not by the local hook): one connection per request, no redirect followed
+    and no proxy from the environment, so the token goes to HIVEBOARD_URL and nowhere else."""
+
+    def __init__(self, url: str, token: str):
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(server_base(url))
+        except ValueError as exc:
+            raise Skip(f"HIVEBOARD_URL {exc}") from None
+        self.https, self.host, self.port, self.path = parts.scheme == "https", parts.hostname, parts.port, parts.path
+        self.where = f"{parts.scheme}://{parts.netloc}"  # what the notes name
+        self.token = token
+
+    @classmethod
+    def from_environment(cls) -> RemoteView:
+        """HIVEBOARD_URL with the token in the file HIVEBOARD_TOKEN_FILE names, else in HIVEBOARD_TOKEN."""
+        path = os.environ.get("HIVEBOARD_TOKEN_FILE")
+        if path:
+            try:
+                token = Path(path).read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise Skip(
+                    f"cannot read HIVEBOARD_TOKEN_FILE {path} ({getattr(exc, 'strerror', None) or 'not text'})"
+                ) from None
+            source = f"HIVEBOARD_TOKEN_FILE {path}"
+        else:
+            token = (os.environ.get("HIVEBOARD_TOKEN") or "").strip()
+            source = "HIVEBOARD_TOKEN"
+        if not token:
+            raise Skip(
+                "HIVEBOARD_URL is set but no token is: put the agent's token in the file HIVEBOARD_TOKEN_FILE names "
+                "(or in HIVEBOARD_TOKEN)"
+            )
+        if not (token.isascii() and token.isprintable()) or " " in token:
+            raise Skip(f"{source} does not hold a bearer token (it has spaces or characters a header cannot carry)")
+        return cls(os.environ["HIVEBOARD_URL"], token)
+
+    def post(self, path: str, body: dict) -> dict:
+        """The server's JSON answer to `body` at `path`; Unreachable in a sentence (never with the token)."""
+        import http.client
+
+        connection = (http.client.HTTPSConnection if self.https else http.client.HTTPConnection)(
+            self.host, self.port, timeout=URL_TIMEOUT
+        )
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
+        try:
+            connection.request("POST", self.path + path, body=json.dumps(body).encode(), headers=headers)
+            response = connection.getresponse()
+            raw = response.read(ANSWER_MAX + 1)
+        except (OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise Unreachable(f"the board at {self.where} could not be reached ({self._clean(reason)})") from None
+        finally:
+            connection.close()
+        if response.status != 200:
+            said = self._said(raw[:4_096])
+            raise Unreachable(f"the board at {self.where} answered {response.status}{': ' + said if said else ''}")
+        try:
+            data = json.loads(raw) if len(raw) <= ANSWER_MAX else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise Unreachable(f"the board at {self.where} did not answer as a hiveboard server does (HIVEBOARD_URL?)")
+        return data
+
+    def _clean(self, text: str) -> str:
+        return " ".join(text.replace(self.token, "<token>").split())[:200]
+
+    def _said(self, raw: bytes) -> str:
+        """The sentence of an error answer ({"error": "..."}), if it has one."""
+        try:
+            error = json.loads(raw).get("error")
+        except (ValueError, AttributeError):
+            return ""
+        return self._clean(error) if isinstance(error, str) else ""
+
+    def hook(self, event: str, payload: dict) -> tuple[int, str, str, str]:
+        """The server's run of `event`: (exit code, stdout, stderr, the token's agent)."""
+        data = self.post(f"/hooks/{event}", {k: payload[k] for k in WIRE_FIELDS if k in payload})
+        code, out, err, agent = (data.get(k) for k in ("exit_code", "stdout", "stderr", "agent"))
+        if code not in (0, 2) or not all(isinstance(v, str) for v in (out, err, agent)):
+            raise Unreachable(f"the board at {self.where} answered something that is not a hook's answer")
+        return code, out, err, agent
+
+    def agent(self) -> str:
+        """The token's agent, as the server names it (a name that can name a file here)."""
+        agent = self.post("/hooks/agent", {}).get("agent")
+        if not isinstance(agent, str) or not agent or agent.startswith(".") or any(c in agent for c in "/\\"):
+            raise Unreachable(f"the board at {self.where} answered something that is not an agent's name")
+        return agent
+
+    def cards(self, agent: str) -> list[dict]:
+        return self.post("/hooks/view/cards", {})["cards"]
+
+    def holdings(self, agent: str, since: float) -> list[tuple[float, float, int]]:
+        spans = self.post("/hooks/view/holdings", {"since": since})["holdings"]
+        return [(start, float("inf") if until is None else until, card) for start, until, card in spans]
+
+    def record_usage(self, agent: str, session_id: str, rows: list[dict]) -> None:
+        self.post("/hooks/view/record-usage", {"session_id": session_id, "rows": rows})
+
+
+def over_http(event: str, payload: dict) -> tuple[int, str, str]:
+    """The hook run by the server at HIVEBOARD_URL. Stop and session-end first record the usage of the transcript
+    (a file of this machine) through it, in the local hook's order, keeping how far each transcript was read in
+    HIVEBOARD_HOME/hooks/<agent>.json here."""
+    remote = RemoteView.from_environment()
+    noted = ""
+    if event in COST_EVENTS and payload.get("transcript_path"):
+        agent = remote.agent()  # the state file's name; an unreachable server ends the run here, in one line
+        noted = fail_open(_record_over_http, remote, agent, payload)[2]  # the event is answered whatever this finds
+    code, out, err, _ = remote.hook(event, payload)
+    return code, out, noted + err
+
+
+def _record_over_http(remote: RemoteView, agent: str, payload: dict) -> tuple[int, str, str]:
+    with state_of(home() / "hooks", agent) as state:  # an error leaves the offsets: read again next time
+        record_cost(remote, agent, state, payload)
+    return 0, "", ""
 
 
 # ---------------------------------------------------------------------------- entry
@@ -323,45 +581,19 @@ def run(event: str, raw: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) for one hook run; never raises."""
     if event not in EVENTS:
         return 0, "", f"hiveboard hook: unknown event {event!r}; one of {', '.join(EVENTS)}\n"
-    try:
-        payload = json.loads(raw) if raw.strip() else {}
-        if not isinstance(payload, dict):
-            raise ValueError("the hook input is not a JSON object")
-        agent = (os.environ.get("HIVEBOARD_AGENT") or "").strip().lower()
-        if not agent:
-            raise Skip("HIVEBOARD_AGENT is not set, so the hook does not know which agent this session is")
-        from hiveboard.board.hook_view import View
+    return fail_open(_run, event, raw)
 
-        view = View(target())
-        try:
-            if not view.agent_exists(agent):
-                raise Skip(f"no agent {agent!r} on the board yet (it registers on its first call)")
-            with state_of(agent) as state:
-                out: dict | None = None
-                feedback = None
-                if event == "session-start":
-                    out = session_start(view, agent, state)
-                elif event in ("user-prompt-submit", "post-tool-use"):
-                    out = news(view, agent, state, event)
-                elif event == "stop":
-                    record_cost(view, agent, state, payload)
-                    out = stop(view, agent, state, payload)
-                elif event == "session-end":
-                    record_cost(view, agent, state, payload)
-                elif event == "task-completed":
-                    feedback = task_completed(view, agent)
-                elif event == "teammate-idle":
-                    feedback = teammate_idle(view, agent, state)
-        finally:
-            view.close()
-    except Skip as exc:
-        return 0, "", f"hiveboard hook: {exc}; nothing to do\n"
-    except Exception as exc:  # fail-open: the session goes on
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        return 0, "", f"hiveboard hook: the board could not be read ({reason}); the session goes on without it\n"
-    if feedback:
-        return 2, "", feedback + "\n"
-    return 0, (json.dumps(out) + "\n") if out else "", ""
+
+def _run(event: str, raw: str) -> tuple[int, str, str]:
+    payload = json.loads(raw) if raw.strip() else {}
+    if not isinstance(payload, dict):
+        raise ValueError("the hook input is not a JSON object")
+    if os.environ.get("HIVEBOARD_URL"):
+        return over_http(event, payload)
+    agent = (os.environ.get("HIVEBOARD_AGENT") or "").strip().lower()
+    if not agent:
+        raise Skip("HIVEBOARD_AGENT is not set, so the hook does not know which agent this session is")
+    return on_board(target(), home() / "hooks", agent, event, payload, cost=True)
 
 
 def main(event: str) -> int:

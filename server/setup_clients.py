@@ -11,6 +11,13 @@ data directory is not the default one. The Claude Code hooks run `hiveboard hook
 variables as assignments in front of the command, so the hooks carry their own settings and the session's
 environment ("env" in settings.json) stays the user's.
 
+claude-code with --url: the board is a `hiveboard serve --http` elsewhere. The entry is an HTTP one (URL/mcp)
+and the hooks run `hiveboard hook EVENT` with HIVEBOARD_URL (and HIVEBOARD_HOME, where this machine keeps how
+far it read each transcript). The agent is the one whose token the server is sent. With --token-file the hooks
+name the file (HIVEBOARD_TOKEN_FILE) and the entry's `headersHelper` reads it when Claude Code connects, so the
+token is in no config file and no command line; without it, both take HIVEBOARD_TOKEN from the environment
+Claude Code runs in.
+
 Merge, never clobber: what is not ours stays as it was, and a file's indentation is kept. Ours is the
 "hiveboard" server entry and the hook handlers whose command runs `hiveboard hook EVENT` (found by the words
 of the command, so a moved installation is updated, not duplicated). Before a file that exists is changed,
@@ -40,7 +47,8 @@ from .config import SetupError
 CLIENTS = ("claude-code", "cursor", "vscode", "claude-desktop")
 SERVER = "hiveboard"  # the entry's key in the client's table of servers
 OUR_ENV = ("HIVEBOARD_AGENT", "HIVEBOARD_HOME")  # env keys setup sets or removes; others in the entry stay
-HTTP_KEYS = ("url", "headers")  # an HTTP entry's keys, which contradict the stdio command we write
+HTTP_KEYS = ("url", "headers", "headersHelper")  # an HTTP entry's keys, which contradict the stdio command we write
+STDIO_KEYS = ("command", "args", "env")  # a stdio entry's keys, which contradict the HTTP entry we write
 
 # Claude Code's event -> `hiveboard hook` event, seconds Claude Code waits for it, matcher (only where the
 # event takes one and it is not "every occurrence", which an absent matcher already means)
@@ -73,11 +81,13 @@ def setup(
     home: Path | None = None,
     dry_run: bool = False,
     uninstall: bool = False,
+    url: str | None = None,
+    token_file: Path | None = None,
     out: TextIO = sys.stdout,
 ) -> None:
     """Set hiveboard up in `client` (or take it out), print each change as a diff, and write it unless
     dry_run; SetupError in one sentence, with nothing written, when a file cannot be merged."""
-    changes = plan(client, project=project, agent=agent, home=home, uninstall=uninstall)
+    changes = plan(client, project=project, agent=agent, home=home, uninstall=uninstall, url=url, token_file=token_file)
     todo = [c for c in changes if c.before != c.after]
     if not todo:
         where = " and ".join(str(c.path) for c in changes)
@@ -92,6 +102,8 @@ def setup(
             print(_apply(change), file=out)
     if not dry_run and not uninstall:
         print(NEXT_STEP[client], file=out)
+    if token_file is not None and not uninstall and token_file.stat().st_mode & 0o077:
+        print(f"note: other users of this machine can read {token_file}; chmod 600 it", file=out)
 
 
 NEXT_STEP = {
@@ -109,10 +121,18 @@ def plan(
     agent: str | None = None,
     home: Path | None = None,
     uninstall: bool = False,
+    url: str | None = None,
+    token_file: Path | None = None,
 ) -> list[Change]:
     """Every file `client` needs, as it is and as setup (or --uninstall) leaves it; reads, never writes."""
     if client not in CLIENTS:
         raise SetupError(f"setup knows {', '.join(CLIENTS)}, not {client!r}")
+    if url is not None and client != "claude-code":
+        raise SetupError(f"--url sets up Claude Code's hooks against a server; for {client}, leave it out")
+    if token_file is not None and url is None:
+        raise SetupError("--token-file goes with --url (the server the token is for); add --url or leave it out")
+    if url is not None and agent is not None:
+        raise SetupError("--agent does not go with --url: the agent is the one whose token the server is sent")
     if project is not None and client == "claude-desktop":
         raise SetupError(
             "claude-desktop has one configuration for the whole app, not one per project; leave out --project"
@@ -120,12 +140,15 @@ def plan(
     if project is not None and not project.is_dir():
         raise SetupError(f"--project {project} is not a directory; name the project's folder")
     directory = (project or Path.cwd()).absolute()
-    env = {"HIVEBOARD_AGENT": agent or client}
-    if home is not None:
-        env["HIVEBOARD_HOME"] = str(home.expanduser().absolute())
     command = launcher()
     table = "servers" if client == "vscode" else "mcpServers"
-    ours = {"command": command[0], "args": [*command[1:], "serve"], "env": env}
+    if url is not None:
+        env, ours = remote(url, token_file)
+    else:
+        env = {"HIVEBOARD_AGENT": agent or client}
+        ours = {"command": command[0], "args": [*command[1:], "serve"], "env": env}
+    if home is not None:
+        env["HIVEBOARD_HOME"] = str(home.expanduser().absolute())
     if client == "vscode":
         ours = {"type": "stdio", **ours}
 
@@ -143,6 +166,32 @@ def plan(
     if client == "vscode":
         return [_change(directory / ".vscode" / "mcp.json", server)]
     return [_change(desktop_config(), server)]
+
+
+def remote(url: str, token_file: Path | None) -> tuple[dict[str, str], dict]:
+    """For a board at `url`: the hooks' variables, and the HTTP entry (the token read from `token_file` when
+    Claude Code connects, else from HIVEBOARD_TOKEN)."""
+    from .hook import server_base
+
+    try:
+        base = server_base(url)
+    except ValueError as exc:
+        raise SetupError(f"--url {exc}; nothing was written") from None
+    env = {"HIVEBOARD_URL": base}
+    ours: dict = {"type": "http", "url": base + "/mcp"}
+    if token_file is None:
+        ours["headers"] = {"Authorization": "Bearer ${HIVEBOARD_TOKEN}"}  # Claude Code expands it when it connects
+        return env, ours
+    token_file = token_file.expanduser().absolute()
+    if not token_file.is_file():
+        raise SetupError(
+            f"--token-file {token_file} is not a file; write the agent's token into it first "
+            f"(hiveboard agent add NAME > {token_file}; chmod 600 {token_file})"
+        )
+    env["HIVEBOARD_TOKEN_FILE"] = str(token_file)
+    # Claude Code runs the helper in a shell and sends the JSON object it prints as headers
+    helper = 'printf \'{"Authorization": "Bearer %s"}\' "$(cat ' + shlex.quote(str(token_file)) + ')"'
+    return env, ours | {"headersHelper": helper}
 
 
 def launcher() -> list[str]:
@@ -288,7 +337,9 @@ def _diff(change: Change) -> list[str]:
 def _with_server(data: dict, table: str, ours: dict, path: Path) -> dict:
     servers = _table(data, table, path)
     old = servers.get(SERVER)
-    if isinstance(old, dict):  # updated in place: the user's other keys and env variables stay
+    if isinstance(old, dict) and "url" in ours:  # to an HTTP entry: the user's other keys stay
+        entry = {k: v for k, v in old.items() if k not in (*STDIO_KEYS, *HTTP_KEYS)} | ours
+    elif isinstance(old, dict):  # updated in place: the user's other keys and env variables stay
         entry = {k: v for k, v in old.items() if k not in HTTP_KEYS} | ours
         if "type" in entry:
             entry["type"] = "stdio"

@@ -40,7 +40,11 @@ def open_board(settings: Settings, read_only: bool = False) -> Board:
 
     limits = Limits(message_chars=settings.max_message_chars, output=settings.max_output_chars)
     return Board(
-        open_store(settings, read_only), lease_seconds=settings.lease_seconds, limits=limits, quotas=settings.quotas
+        open_store(settings, read_only),
+        lease_seconds=settings.lease_seconds,
+        limits=limits,
+        quotas=settings.quotas,
+        prices=settings.prices,
     )
 
 

@@ -129,6 +129,9 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         waive: Annotated[list[str], Field(max_length=20)] = [],
         attempts: Annotated[int, Field(ge=1, le=5)] = 1,
         needs_approval: bool = False,  # a person approves it after its review passes, whatever its labels become
+        budget_tokens: Annotated[
+            int | None, Field(ge=1, le=MAX_ID)
+        ] = None,  # tokens its agents may spend (hook-recorded) before you are told
     ) -> TaskSummary:
         """Add a card to todo."""
         actor = identity.require(ctx)
@@ -152,6 +155,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 attempts=attempts,
                 needs_approval=needs_approval,
                 acceptance_tests=acceptance_tests,
+                budget_tokens=budget_tokens,
             ),
         )
 

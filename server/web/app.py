@@ -212,6 +212,7 @@ def web_routes(web: WebBoard) -> list[Route]:
             board.agents.names(500),
             viewer,
             request.query_params.get("said"),
+            board.usage.card(task_id),
         )
 
     def messages_view(request: Request, viewer: Viewer) -> str:
@@ -257,7 +258,7 @@ def web_routes(web: WebBoard) -> list[Route]:
         return pages.memory_item_page(board.knowledge.item(request.path_params["item_id"]), viewer)
 
     def metrics_view(request: Request, viewer: Viewer) -> str:
-        return pages.metrics_page(board.reviews.stats(), board.views.round_counts(), viewer)
+        return pages.metrics_page(board.reviews.stats(), board.views.round_counts(), viewer, board.usage.stats())
 
     # ------------------------------------------------------------------ actions
 

@@ -23,6 +23,7 @@ from hiveboard.board.knowledge import KINDS
 from hiveboard.board.machine import TRANSITIONS
 from hiveboard.board.messages import Message
 from hiveboard.board.review_models import BoardStats, ReviewTrail
+from hiveboard.board.usage import CardUsage, TokenStats, TokenUse
 from hiveboard.board.views import AgentView, CardView, ColumnPage, LessonLink
 from hiveboard.memory.service import Mode
 
@@ -380,6 +381,34 @@ def _unreviewed(task: Task) -> str:
     return "done without a review" if task.status == "done" else "not reviewed yet"
 
 
+def usd(cost: float) -> str:
+    """An estimated cost: cents above a dollar, hundredths of a cent below."""
+    return f"${cost:,.2f}" if cost >= 1 else f"${cost:.4f}"
+
+
+TOKEN_COLUMNS = "<th>input</th><th>output</th><th>cache write</th><th>cache read</th><th>estimated cost</th>"
+
+
+def _token_cells(u: TokenUse) -> str:
+    return (
+        f"<td>{u.input:,}</td><td>{u.output:,}</td><td>{u.cache_creation:,}</td><td>{u.cache_read:,}</td>"
+        f"<td>{usd(u.cost_usd)}{f' + {u.unpriced:,} unpriced tokens' if u.unpriced else ''}</td>"
+    )
+
+
+def tokens_html(use: CardUsage | None) -> str:
+    """A card's tokens as its agents' sessions recorded them (hiveboard hook), their estimated cost, its budget."""
+    if use is None:
+        return ""
+    parts = [f'<h3>Tokens</h3><table class="tokens"><tr>{TOKEN_COLUMNS}</tr><tr>{_token_cells(use)}</tr></table>']
+    if use.budget_tokens is not None:
+        over = " — over budget" if use.tokens >= use.budget_tokens else ""
+        parts.append(f'<p class="budget">Budget: {use.tokens:,} of {use.budget_tokens:,} tokens used{over}</p>')
+    if use.unpriced:
+        parts.append('<p class="note">Tokens of models without a price are not in the estimated cost.</p>')
+    return "".join(parts)
+
+
 def task_page(
     task: Task,
     trail: ReviewTrail,
@@ -388,6 +417,7 @@ def task_page(
     agents: list[str],
     viewer: Viewer,
     flash: str | None = None,
+    tokens: CardUsage | None = None,
 ) -> str:
     produced, handed = lessons
     meta = [
@@ -426,6 +456,7 @@ def task_page(
             f"<h3>Work</h3>{'<p>' + h(task.summary) + '</p>' if task.summary else ''}"
             f"{markdown(shorten(task.output, OUTPUT_CHARS), 'output')}"
         )
+    parts.append(tokens_html(tokens))
     parts.append(f"<h3>Review</h3>{trail_html(trail, _unreviewed(task))}")
     parts.append(
         f'<div class="cols2"><div><h3>Lessons it produced</h3>{_lessons(produced, "none")}</div>'
@@ -587,7 +618,41 @@ def memory_item_page(item, viewer: Viewer) -> str:
 # ----------------------------------------------------------------------- metrics
 
 
-def metrics_page(stats: BoardStats, rounds: dict[int, int], viewer: Viewer) -> str:
+def _spend(title: str, uses: list[TokenUse], link: bool = False) -> str:
+    rows = "".join(
+        "<tr><td>"
+        + (f'<a href="/task/{h(u.key[1:])}">{h(u.key)}</a>' if link and u.key.startswith("#") else h(u.key))
+        + f"</td>{_token_cells(u)}</tr>"
+        for u in uses
+    )
+    return f'<h3>{h(title)}</h3><table class="tokens"><tr><th></th>{TOKEN_COLUMNS}</tr>{rows}</table>'
+
+
+def tokens_section(tokens: TokenStats | None) -> str:
+    """Tokens and their estimated cost per agent, task type and card (the largest spenders of each)."""
+    if tokens is None:
+        return (
+            "<h2>Tokens</h2><p>None recorded yet: the Claude Code hooks record them "
+            "(<code>hiveboard setup claude-code</code>).</p>"
+        )
+    total = tokens.total
+    all_tokens = total.input + total.output + total.cache_creation + total.cache_read
+    body = (
+        f'<h2>Tokens</h2><div class="figures"><div class="figure"><b>{all_tokens:,}</b><span>tokens recorded</span>'
+        f'</div><div class="figure"><b>{usd(total.cost_usd)}</b><span>estimated cost</span></div></div>'
+        + _spend("By agent", tokens.by_agent)
+        + _spend("By task type", tokens.by_task_type)
+        + _spend("By card", tokens.by_card, link=True)
+    )
+    if tokens.unpriced_models:
+        body += (
+            '<p class="note">No price for ' + ", ".join(h(m) for m in tokens.unpriced_models) + ": their tokens are "
+            "not in the estimated cost (add them to the <code>prices</code> setting).</p>"
+        )
+    return body
+
+
+def metrics_page(stats: BoardStats, rounds: dict[int, int], viewer: Viewer, tokens: TokenStats | None = None) -> str:
     def figure(label: str, value, unit: str = "") -> str:
         shown = "—" if value is None else (f"{value:.0%}" if unit == "%" else f"{value:g}{unit}")
         return f'<div class="figure"><b>{shown}</b><span>{h(label)}</span></div>'
@@ -647,6 +712,7 @@ def metrics_page(stats: BoardStats, rounds: dict[int, int], viewer: Viewer) -> s
     )
     body = (
         f'<h1>Metrics</h1><div class="figures">{figures}</div>'
-        f'<div class="charts">{by_day}{per_round}{scores}{critics}{reuse}</div>{charts.SCRIPTS}'
+        f'<div class="charts">{by_day}{per_round}{scores}{critics}{reuse}</div>{tokens_section(tokens)}'
+        f"{charts.SCRIPTS}"
     )
     return layout("Metrics", body, viewer, active="metrics", live={"page": "metrics"})

@@ -38,6 +38,7 @@ TOOLS = frozenset(
         "submit_critique",
         "subscribe",
         "update_task",
+        "wait_for_work",
         "whoami",
     }
 )

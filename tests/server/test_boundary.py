@@ -23,13 +23,13 @@ BAD = [
     ("create_task", {"title": ""}),
     ("create_task", {"title": "x" * 201}),
     ("create_task", {"title": "t", "priority": "urgent"}),
-    ("create_task", {"title": "t", "depends_on": [MAX_ID + 1]}),
+    ("create_task", {"title": "t", "depends_on": [0]}),
     ("create_task", {"title": "t", "acceptance_tests": {"files": [{"name": "", "content": "x"}]}}),
     ("create_task", {"description": "no title"}),
     ("list_tasks", {"status": "doing"}),
     ("list_tasks", {"limit": 0}),
     ("get_task", {"task_id": 0}),
-    ("claim_task", {"task_id": MAX_ID + 1}),
+    ("claim_task", {"task_id": 0}),
     ("update_task", {"task_id": 1, "status": "done"}),
     ("complete_task", {"task_id": 1, "token": -1, "output": "x"}),
     ("complete_task", {"task_id": 1, "token": 1, "output": "x", "artifacts": [{"name": "a", "kind": "pdf"}]}),
@@ -66,7 +66,7 @@ BAD = [
 async def test_tools_list_fits_the_budget_and_carries_no_output_schemas(connect, with_memory):
     async with connect("alice", memory=with_memory) as c:
         tools = (await c.list_tools()).tools
-    assert len(tools) == 18
+    assert len(tools) == 19
     assert all(t.output_schema is None for t in tools)
     total = sum(cost + output for _, cost, output in tool_token_costs(tools))
     assert total <= TOOLS_BUDGET, f"tools/list is ~{total} tokens, over the {TOOLS_BUDGET} budget"
@@ -103,6 +103,22 @@ async def test_advertised_schemas_refuse_what_the_server_refuses(connect, with_m
         )
         assert jsonschema.Draft202012Validator(tools["get_task"].input_schema).is_valid({"task_id": card["id"]})
         assert (await call(c, "get_task", task_id=card["id"]))["id"] == card["id"]
+
+
+async def test_ids_past_what_json_carries_exactly_are_refused_though_the_bound_is_not_advertised(connect):
+    async with connect("alice") as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert tools["claim_task"].input_schema["properties"]["task_id"] == {
+            "minimum": 1,
+            "type": "integer",
+            "description": "omit: the next ready card",
+        }
+        for tool, args in (
+            ("claim_task", {"task_id": MAX_ID + 1}),
+            ("create_task", {"title": "t", "depends_on": [MAX_ID + 1]}),
+        ):
+            result = await c.call_tool(tool, args)
+            assert result.is_error and "less than or equal to 9007199254740991" in result.content[0].text, result
 
 
 async def test_compaction_keeps_what_the_arguments_model_requires(board):

@@ -275,3 +275,176 @@ async def test_the_written_entry_starts_a_server_the_python_client_uses(tmp_path
     )
     assert ran.returncode == 0, ran.stderr
     assert "setup-bot" in ran.stdout, ran.stdout + ran.stderr  # the agent and data directory it was given
+
+
+# ---------------------------------------------------------------- --url: the board on a server
+
+
+def url_setup(tmp_path: Path, user: dict[str, str], *extra: str) -> tuple[Path, Path, str]:
+    """A project set up with --url and a token file only its owner reads: (project, token file, token)."""
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    token_file = tmp_path / "alice.token"
+    token = "hb_secret-token-of-alice"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    out = setup(
+        user,
+        "claude-code",
+        "--project",
+        str(project),
+        "--url",
+        "http://127.0.0.1:8765/mcp",
+        "--token-file",
+        str(token_file),
+        *extra,
+    )
+    assert out.returncode == 0, out.stderr
+    assert token not in out.stdout + out.stderr and "other users" not in out.stdout
+    return project, token_file, token
+
+
+def test_url_mode_writes_an_http_entry_and_hooks_that_name_the_token_file(tmp_path, user):
+    project, token_file, token = url_setup(tmp_path, user)
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["hiveboard"]
+    assert set(entry) == {"type", "url", "headersHelper"}
+    assert entry["type"] == "http" and entry["url"] == "http://127.0.0.1:8765/mcp"
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    command = None
+    for event, name in EVENTS.items():
+        (handler,) = our_hooks(settings)[event]
+        words = handler["command"].split(" ")
+        assert words[:2] == ["HIVEBOARD_URL=http://127.0.0.1:8765", f"HIVEBOARD_TOKEN_FILE={token_file}"]
+        assert Path(words[2]).is_absolute() and words[3:] == ["hook", name]
+        command = words[2]
+    assert all(token not in content.decode() for content in files(project).values())  # the token is in no file
+    # when Claude Code connects, the helper reads the file and prints the header
+    helper = subprocess.run(["sh", "-c", entry["headersHelper"]], capture_output=True, text=True, env=user, timeout=60)
+    assert json.loads(helper.stdout) == {"Authorization": f"Bearer {token}"}
+
+    again = setup(
+        user,
+        "claude-code",
+        "--project",
+        str(project),
+        "--url",
+        "http://127.0.0.1:8765",
+        "--token-file",
+        str(token_file),
+    )
+    assert again.returncode == 0 and "already set up" in again.stdout  # the MCP URL or the server's: one setup
+
+    # back to a local board: the same entry and handlers, updated in place
+    local = setup(user, "claude-code", "--project", str(project))
+    assert local.returncode == 0, local.stderr
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["hiveboard"]
+    assert set(entry) == {"type", "command", "args", "env"} and entry["type"] == "stdio"
+    assert entry["env"] == {"HIVEBOARD_AGENT": "claude-code"}
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert {e: [h["command"] for h in found] for e, found in our_hooks(settings).items()} == {
+        event: [f"HIVEBOARD_AGENT=claude-code {command} hook {name}"] for event, name in EVENTS.items()
+    }
+    assert setup(user, "claude-code", "--project", str(project), "--uninstall").returncode == 0
+    # backups of their earlier versions sit beside them, so the emptied files stay, emptied
+    assert json.loads((project / ".mcp.json").read_text()) == {}
+    assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
+
+
+def test_url_mode_without_a_token_file_takes_the_token_from_the_environment(tmp_path, user):
+    project = tmp_path / "project"
+    project.mkdir()
+    out = setup(user, "claude-code", "--project", str(project), "--url", "http://127.0.0.1:8765/")
+    assert out.returncode == 0, out.stderr
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["hiveboard"]
+    assert entry["headers"] == {"Authorization": "Bearer ${HIVEBOARD_TOKEN}"}  # expanded by Claude Code
+    (stop,) = our_hooks(json.loads((project / ".claude" / "settings.json").read_text()))["Stop"]
+    assert stop["command"].startswith("HIVEBOARD_URL=http://127.0.0.1:8765 /")
+
+
+def test_a_token_file_others_can_read_is_pointed_out(tmp_path, user):
+    token_file = tmp_path / "t.token"
+    token_file.write_text("hb_x")
+    token_file.chmod(0o644)
+    (tmp_path / "project").mkdir()
+    out = setup(
+        user,
+        "claude-code",
+        "--project",
+        str(tmp_path / "project"),
+        "--url",
+        "http://127.0.0.1:1",
+        "--token-file",
+        str(token_file),
+    )
+    assert out.returncode == 0 and f"other users of this machine can read {token_file}; chmod 600 it" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (["cursor", "--url", "http://127.0.0.1:8765"], "--url sets up Claude Code's hooks against a server"),
+        (["claude-code", "--token-file", "/etc/hostname"], "--token-file goes with --url"),
+        (["claude-code", "--url", "http://127.0.0.1:8765", "--agent", "bob"], "--agent does not go with --url"),
+        (["claude-code", "--url", "ftp://127.0.0.1/"], "--url is not a server's http:// or https:// address"),
+        (["claude-code", "--url", "http://127.0.0.1:port"], "--url has a port that is not a number"),
+        (["claude-code", "--url", "http://alice:pw-secret@127.0.0.1:8765"], "--url must not carry a user or password"),
+        (["claude-code", "--url", "http://127.0.0.1:8765", "--token-file", "/nonexistent/t"], "--token-file "),
+    ],
+)
+def test_url_mode_refuses_what_does_not_fit_in_one_sentence(tmp_path, user, args, sentence):
+    (tmp_path / "project").mkdir()
+    out = setup(user, *args, "--project", str(tmp_path / "project")) if args[0] != "cursor" else setup(user, *args)
+    assert out.returncode == 2 and out.stderr.startswith(f"hiveboard: {sentence}"), out.stderr
+    assert out.stderr.count("\n") == 1 and "pw-secret" not in out.stderr
+    assert files(tmp_path / "project") == {}
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_the_url_mode_hooks_and_entry_work_against_a_real_server(tmp_path, user, http_server):
+    from conftest import http_client, self_registered_token
+
+    url = http_server(home=tmp_path / "server")
+    token = await self_registered_token(url, "alice")
+    project = tmp_path / "project"
+    project.mkdir()
+    token_file = tmp_path / "alice.token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    out = setup(
+        user,
+        "--home",
+        str(tmp_path / "client"),
+        "claude-code",
+        "--project",
+        str(project),
+        "--url",
+        url,
+        "--token-file",
+        str(token_file),
+    )
+    assert out.returncode == 0, out.stderr
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["hiveboard"]
+    headers = json.loads(
+        subprocess.run(
+            ["sh", "-c", entry["headersHelper"]], capture_output=True, text=True, env=user, timeout=60
+        ).stdout
+    )
+    async with http_client(entry["url"], headers["Authorization"].removeprefix("Bearer ")) as alice:
+        card = await call(alice, "create_task", title="Set up over HTTP")
+        await call(alice, "claim_task", task_id=card["id"])
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    (handler,) = our_hooks(settings)["SessionStart"]
+    ran = subprocess.run(
+        ["sh", "-c", handler["command"]],
+        input=json.dumps({"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup"}),
+        capture_output=True,
+        text=True,
+        env=user,
+        cwd=project,
+        timeout=START_TIMEOUT,
+    )
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    text = json.loads(ran.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "You are alice" in text and f"#{card['id']} [in_progress] Set up over HTTP" in text
+    assert not (tmp_path / "client").exists() or "hiveboard.db" not in files(tmp_path / "client")
