@@ -49,6 +49,10 @@ T = TypeVar("T")
 
 # who the running tool call is for (set where a call enters the server: StrictServer.call_tool)
 caller: ContextVar[Hashable] = ContextVar("hiveboard_caller", default=None)
+# a call that runs on after its request has ended (an MCP task: server/task_ext.py): it holds no turn of the HTTP
+# entry, so it neither steps aside from one nor takes one back (which would take another request's, or keep one
+# that no entry gives back)
+detached: ContextVar[bool] = ContextVar("hiveboard_detached", default=False)
 
 
 async def _wait_in_line(
@@ -223,7 +227,7 @@ async def stepped_aside() -> AsyncIterator[None]:
     """Let the caller's next request be served while this call waits, then take a turn again."""
     who = caller.get()
     gate = turns()
-    if who is None or not gate.holds(who):  # not served in turns (stdio, in-process, the server token)
+    if who is None or detached.get() or not gate.holds(who):  # not served in turns (stdio, in-process, a task)
         yield
         return
     gate.release(who)
@@ -252,7 +256,7 @@ async def run(lane: Lane, fn: Callable[..., T], *args, **kwargs) -> T:
     """Call `fn` on a worker thread in its caller's turn on `lane`."""
     fair = lane_of(lane)
     who = caller.get()
-    if who is not None:
+    if who is not None and not detached.get():
         await turns().defer(who)
     await fair.acquire(who)
     try:

@@ -94,6 +94,7 @@ class TasksExtension(Extension):
         return _wire(task, "task")
 
     async def _run(self, task_id: str, ctx, call_next) -> None:
+        lanes.detached.set(True)  # this task's own context: its request has ended, and with it its turn
         store = self.board.mcp_tasks
         outcome: tuple[str, dict | None, dict | None, str | None]
         async with anyio.create_task_group() as renewing:

@@ -105,3 +105,26 @@ async def test_turns_a_cancelled_waiting_request_gives_its_kept_turn_back():
     gate.release("b")
     await gate.acquire("a")  # a's turn came back: served at once
     assert gate.holds("a")
+
+
+async def test_a_call_that_outlives_its_request_neither_gives_nor_takes_a_turn():
+    """An MCP task's wait runs after its request ended (server/task_ext.py): stepping aside while another request
+    of the same agent is served must leave that request's turn alone, and leave no turn held afterwards."""
+    gate = lanes.turns()
+    stepped, request_done = anyio.Event(), anyio.Event()
+
+    async def task_wait():
+        lanes.caller.set("dev")
+        lanes.detached.set(True)
+        async with lanes.stepped_aside():
+            assert gate.holds("dev")  # the request in service still has its turn
+            stepped.set()
+            await request_done.wait()
+
+    async with anyio.create_task_group() as tg:
+        async with lanes.turn("dev"):  # a request of dev, in service
+            tg.start_soon(task_wait)
+            await stepped.wait()
+            assert gate.holds("dev")
+        request_done.set()
+    assert not gate.holds("dev") and gate.waiting("dev") == 0  # no turn left held by nobody

@@ -182,6 +182,11 @@ async def test_tasks_over_streamable_http_across_two_agents(http_server, tmp_pat
     ):
         handle = await a_handle(dev, "wait_for_work", types=["code"])
         other = await a_handle(dev, "wait_for_work", types=["docs"])
+        with anyio.fail_after(30):  # the waits run on in the server, and the agent's own calls go on being served
+            for n in range(6):
+                extra = await a_handle(dev, "wait_for_work", types=[f"kind-{n}"])
+                assert (await call(dev, "whoami"))["agent"] == "dev"
+                await cancel(dev.session, extra.task_id)
         with pytest.raises(MCPError):
             await get(eve.session, handle.task_id)  # the bearer token decides whose tasks one reads
         await cancel(dev.session, other.task_id)
