@@ -34,7 +34,7 @@ from hiveboard.board import BoardError
 from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 
 from . import lanes
-from .compat import check_headers_only_where_declared, rejected_arguments
+from .compat import arguments_valid, check_headers_only_where_declared, rejected_arguments
 from .config import Profile
 from .identity import caller_key
 
@@ -203,7 +203,8 @@ class StrictServer(MCPServer):
             ]
         return self._listed
 
-    async def call_tool(self, name: str, arguments: dict, context=None):
+    async def _check_shape(self, name: str, arguments: dict) -> None:
+        """Refuse unknown and oversized arguments (before the SDK's validation, whose messages are long)."""
         if self._parameters is None:
             self._parameters = {t.name: t.input_schema.get("properties", {}) for t in await self.list_tools()}
         known = self._parameters.get(name)
@@ -214,6 +215,19 @@ class StrictServer(MCPServer):
             for key, value in arguments.items():
                 if (problem := oversized(value, key, bound=_own_bound(known[key], value))) is not None:
                     raise ToolError(f"{name}: {problem}; nothing was done")
+
+    async def would_refuse(self, name: str, arguments: dict) -> bool:
+        """Whether a call would be refused before its tool runs (an unknown, oversized, invalid or unstorable
+        argument), checked without calling it: what must not start work that outlives the call (an MCP task)."""
+        try:
+            await self._check_shape(name, arguments)
+            _check_arguments(arguments)
+        except ToolError:
+            return True
+        return not arguments_valid(self, name, arguments)
+
+    async def call_tool(self, name: str, arguments: dict, context=None):
+        await self._check_shape(name, arguments)
         lanes.caller.set(caller_key(context))  # this call's task only: the lanes take callers in turn
         try:
             return await super().call_tool(name, arguments, context)

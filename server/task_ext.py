@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 from mcp.server.extension import Extension, MethodBinding
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.server import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
@@ -30,7 +30,7 @@ from pydantic import Field
 from hiveboard.board import Board, iso
 
 from . import lanes
-from .compat import arguments_valid
+from .boundary import StrictServer
 from .identity import Identity
 
 IDENTIFIER = "io.modelcontextprotocol/tasks"
@@ -65,7 +65,7 @@ class TasksExtension(Extension):
         self.board = board
         self.identity = identity
         self.eligible = eligible
-        self.server: MCPServer | None = None  # set by build_server once the server exists (for identity)
+        self.server: StrictServer | None = None  # set by build_server once the server exists
         self._running: dict[str, asyncio.Task] = {}
 
     def methods(self) -> list[MethodBinding]:
@@ -81,7 +81,7 @@ class TasksExtension(Extension):
         arguments = params.arguments or {}
         if not self.eligible(params.name, arguments) or not _declared(ctx):
             return await call_next(ctx)
-        if self.server is None or not arguments_valid(self.server, params.name, arguments):
+        if self.server is None or await self.server.would_refuse(params.name, arguments):
             return await call_next(ctx)  # refused in one sentence as always, and no task is written
         agent = await self._agent(ctx)
         if agent is None:  # the tool itself says how to get an identity
@@ -103,8 +103,7 @@ class TasksExtension(Extension):
                 result = await call_next(ctx)
                 dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
                 outcome = ("completed", dumped, None, None)
-            except asyncio.CancelledError:
-                renewing.cancel_scope.cancel()
+            except asyncio.CancelledError:  # leaving the group cancels the renewing too
                 raise  # tasks/cancel (already recorded), or the server stopping (the lease lapses)
             except MCPError as exc:
                 outcome = ("failed", None, exc.error.model_dump(mode="json", exclude_none=True), exc.error.message)
@@ -117,11 +116,11 @@ class TasksExtension(Extension):
         with anyio.CancelScope(shield=True):
             await lanes.off_loop(store.finish, task_id, status, result_, error_, message)
 
-    async def _renew(self, task_id: str, runner: asyncio.Task | None) -> None:
+    async def _renew(self, task_id: str, runner: asyncio.Task) -> None:
         """Keep the task's lease while it runs; stop the call when the task was cancelled (on any node)."""
         while True:
             await anyio.sleep(RENEW)
-            if not await lanes.off_loop(self.board.mcp_tasks.renew, task_id, LEASE) and runner is not None:
+            if not await lanes.off_loop(self.board.mcp_tasks.renew, task_id, LEASE):
                 runner.cancel()
                 return
 

@@ -18,6 +18,11 @@ def hook(tmp_path, store_target: str, event: str, payload: dict, agent: str = "a
     """(exit code, parsed stdout or None, stderr) of one `hiveboard hook EVENT` run as agent."""
     variables = clean_env(HIVEBOARD_HOME=str(tmp_path / "home"), HIVEBOARD_DB=store_target, HIVEBOARD_AGENT=agent)
     variables.update(env)
+    return run_hook(event, payload, variables)
+
+
+def run_hook(event: str, payload: dict, variables: dict) -> tuple[int, dict | None, str]:
+    """(exit code, parsed stdout or None, stderr) of `hiveboard hook EVENT` with these environment variables."""
     done = subprocess.run(
         hiveboard_cmd("hook", event),
         input=json.dumps(payload),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -16,16 +15,14 @@ from types import SimpleNamespace
 import httpx
 import pytest
 from conftest import (
-    START_TIMEOUT,
     call,
     clean_env,
-    hiveboard_cmd,
     http_client,
     self_registered_token,
     serve_http,
     stop_process,
 )
-from test_hooks import base, context
+from test_hooks import base, context, run_hook
 
 from hiveboard.server import hook
 from hiveboard.server.hook_http import BODY_MAX, HookInput
@@ -56,17 +53,10 @@ def hook_run(tmp_path: Path, url: str, event: str, payload: dict, token_file: Pa
     if token_file is not None:
         variables["HIVEBOARD_TOKEN_FILE"] = str(token_file)
     variables.update(env)
-    done = subprocess.run(
-        hiveboard_cmd("hook", event),
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        timeout=START_TIMEOUT,
-        env=variables,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
+    code, out, err = run_hook(event, payload, variables)
+    assert "Traceback" not in err, err
     assert not (tmp_path / "client" / "none.db").exists()  # no database was opened (nor made) here
-    return done.returncode, json.loads(done.stdout) if done.stdout.strip() else None, done.stderr
+    return code, out, err
 
 
 async def test_session_start_over_http_names_the_token_agents_card(tmp_path, http_server):

@@ -151,6 +151,13 @@ async def test_clients_without_the_extension_and_short_calls_keep_plain_results(
         assert type(got).__name__ == "CallToolResult"
         bad = await tasks.session.call_tool("wait_for_work", {"wait_seconds": 99999}, allow_claimed=True)
         assert bad.is_error and "wait_seconds" in bad.content[0].text  # refused as a call, and no task written
+        for hostile, says in (
+            ({"typez": ["code"]}, "did you mean 'types'"),
+            ({"types": ["\ud800"]}, "types"),
+            ({"types": ["code"] * 500}, "at most 20 items"),
+        ):
+            bad = await tasks.session.call_tool("wait_for_work", hostile, allow_claimed=True)
+            assert type(bad).__name__ == "CallToolResult" and bad.is_error and says in bad.content[0].text, bad
     assert board.store.db.execute("SELECT count(*) FROM mcp_tasks").fetchone()[0] == 0
 
 
