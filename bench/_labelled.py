@@ -193,8 +193,6 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS, target=N
     items, queries = data["items"], data["queries"]
     name = name if name in SETS else Path(name).stem
     res = SetResult(name=name, items=len(items), queries=len(queries), load=load)
-    keys = [i["key"] for i in items]
-    types = np.array([i.get("task_type", "code") for i in items])
     with tempfile.TemporaryDirectory(prefix=f"hiveboard-bench-{name}-") as tmp:
         board = Board(Store(target(Path(tmp)) if target else Path(tmp) / "hiveboard.db"), lease_seconds=300)
         memory = (memory_factory or open_memory)(board, embedder, Path(tmp))
@@ -217,19 +215,23 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS, target=N
         finally:
             memory.stop()
             board.store.close()
-    if "bm25" in methods:
-        bm25 = BM25([f"{i['title']}\n{i['text']}" for i in items])
-        ranked["bm25"] = [_top(bm25.scores(q["query"]), _allowed(types, q), keys, positive_only=True) for q in queries]
-    if "cosine" in methods:
-        matrix = raw_vectors(embedder, [i["text"] for i in items])
-        qv = raw_vectors(getattr(embedder, "embed_query", embedder), [q["query"] for q in queries])
-        ranked["cosine"] = [_top(matrix @ v, _allowed(types, q), keys) for v, q in zip(qv, queries)]
     # the store's hits name a merged item by its first key: a query naming another key of it names that one
     canonical = {key: ids[item_id] for key, item_id in stored.items()}
     store_queries = [{**q, "relevant": [canonical[k] for k in q["relevant"]]} for q in queries]
-    res.metrics = {
-        m: score(ranked[m], store_queries if m in ("hybrid", "vector", "keyword") else queries) for m in methods
-    }
+    # BM25 and the raw model rank the same items as the store: those a merge left (a lesson merged into
+    # another is one item there, so the queries naming it name the one it went into)
+    kept = [i for i in items if i["key"] in set(ids.values())]
+    keys, types = [i["key"] for i in kept], np.array([i.get("task_type", "code") for i in kept])
+    if "bm25" in methods:
+        bm25 = BM25([f"{i['title']}\n{i['text']}" for i in kept])
+        ranked["bm25"] = [
+            _top(bm25.scores(q["query"]), _allowed(types, q), keys, positive_only=True) for q in store_queries
+        ]
+    if "cosine" in methods:
+        matrix = raw_vectors(embedder, [i["text"] for i in kept])
+        qv = raw_vectors(getattr(embedder, "embed_query", embedder), [q["query"] for q in store_queries])
+        ranked["cosine"] = [_top(matrix @ v, _allowed(types, q), keys) for v, q in zip(qv, store_queries)]
+    res.metrics = {m: score(ranked[m], store_queries) for m in methods}
     if "hybrid" in methods and "vector" in methods:
         for q, h, v in zip(store_queries, ranked["hybrid"], ranked["vector"]):
             rel = set(q["relevant"])

@@ -116,8 +116,8 @@ def main_style(memory, results: list[dict]) -> None:
 
 def claim_hits(memory, title: str, description: str, k: int = 5) -> list:
     """What Memory.context_for ranks for a claim of this card (its query: title, description, criteria), with
-    no floor."""
-    return memory.query(f"{title}\n{description}\n", task_type="code", kinds=["lesson"], k=k).hits
+    no floor: each lesson scored by its first reading, as a claim scores it."""
+    return memory.query(f"{title}\n{description}\n", task_type="code", kinds=["lesson"], k=k, bodies=False).hits
 
 
 def main(argv: list[str] | None = None) -> int:

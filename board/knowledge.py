@@ -193,6 +193,13 @@ def from_blob(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype=np.float32)
 
 
+def _readings(embedding: bytes, body: bytes | None) -> np.ndarray:
+    """An item's stored vectors as rows: the first reading, and its content's when it has one."""
+    import numpy as np
+
+    return np.vstack([from_blob(embedding), from_blob(body)]) if body else from_blob(embedding)[None, :]
+
+
 class Knowledge:
     def __init__(self, store: Store, quotas: Quotas | None = None):
         self.store = store
@@ -506,13 +513,14 @@ class Knowledge:
         tags: list[str] | None = None,
         include_deprecated: bool = False,
     ) -> list[tuple[int, np.ndarray]]:
-        """Stored vectors (made by `model`) of the newest `limit` items that pass the filters."""
+        """Stored vectors (made by `model`) of the newest `limit` items that pass the filters: one row per
+        reading (see `embeddings`)."""
         where, params = self._filters(task_type, kinds, tags, include_deprecated)
         return [
-            (r[0], from_blob(r[1]))
+            (r[0], _readings(r[1], r[2]))
             for r in self.store.db.execute(
-                f"SELECT m.id, m.embedding FROM memory_items m WHERE m.embedding IS NOT NULL AND m.embedding_model = ?"
-                f"{where} ORDER BY m.id DESC LIMIT ?",
+                "SELECT m.id, m.embedding, m.body_embedding FROM memory_items m WHERE m.embedding IS NOT NULL "
+                f"AND m.embedding_model = ?{where} ORDER BY m.id DESC LIMIT ?",
                 [model, *params, limit],
             )
         ]
@@ -550,31 +558,56 @@ class Knowledge:
         return lease, [found[i] for i in sorted(ids) if i in found]
 
     def embeddings(self, ids: list[int], model: str) -> dict[int, np.ndarray]:
-        """Stored vectors of these items made by `model` (others must be embedded again)."""
+        """Stored vectors of these items made by `model`, one row per reading: the item as the model reads it
+        first, then its content alone when that reads otherwise and is embedded (memory/service.py `body_text`).
+        Items not here must be embedded again."""
         if not ids:
             return {}
         marks = placeholders(ids)
         return {
-            r[0]: from_blob(r[1])
+            r[0]: _readings(r[1], r[2])
             for r in self.store.db.execute(
-                f"SELECT id, embedding FROM memory_items WHERE id IN ({marks}) AND embedding IS NOT NULL "
-                f"AND embedding_model = ?",
+                f"SELECT id, embedding, body_embedding FROM memory_items WHERE id IN ({marks}) "
+                "AND embedding IS NOT NULL AND embedding_model = ?",
                 [*ids, model],
             )
         }
 
     def indexed(self, vectors: dict[int, np.ndarray], model: str, lease: float) -> None:
-        """Record vectors and take the items off the outbox — unless they were queued again meanwhile
-        (e.g. superseded while being indexed), which resets the lease and keeps them queued."""
+        """Record vectors (each item's readings, as `embeddings` gives them: a second row is its content's) and
+        take the items off the outbox — unless they were queued again meanwhile (e.g. superseded while being
+        indexed), which resets the lease and keeps them queued."""
         with self.store.write() as db:
             db.conn.executemany(
-                "UPDATE memory_items SET embedding = ?, embedding_model = ? WHERE id = ?",
-                [(to_blob(v), model, i) for i, v in vectors.items()],
+                "UPDATE memory_items SET embedding = ?, body_embedding = ?, embedding_model = ? WHERE id = ?",
+                [(to_blob(v[0]), to_blob(v[1]) if len(v) > 1 else b"", model, i) for i, v in vectors.items()],
             )
             db.conn.executemany(
                 "DELETE FROM memory_outbox WHERE item_id = ? AND leased_until = ?", [(i, lease) for i in vectors]
             )
             self.store.emit(MemoryIndexed(len(vectors)))
+
+    def unread_bodies(self, model: str, limit: int) -> list[MemoryItem]:
+        """Items embedded by `model` whose content has not been considered for a second reading yet (indexed
+        before there were two), newest first."""
+        ids = [
+            r[0]
+            for r in self.store.db.execute(
+                "SELECT id FROM memory_items WHERE body_embedding IS NULL AND embedding IS NOT NULL "
+                "AND embedding_model = ? ORDER BY id DESC LIMIT ?",
+                [model, limit],
+            )
+        ]
+        found = self.get(ids)
+        return [found[i] for i in ids if i in found]
+
+    def read_bodies(self, bodies: dict[int, np.ndarray | None], model: str) -> None:
+        """Record the second readings of items already embedded by `model` (None: the item has none)."""
+        with self.store.write() as db:
+            db.conn.executemany(
+                "UPDATE memory_items SET body_embedding = ? WHERE id = ? AND embedding_model = ?",
+                [(b"" if v is None else to_blob(v), i, model) for i, v in bodies.items()],
+            )
 
     def pending(self, queued_by: float | None = None) -> int:
         """Items waiting for the vector index (`queued_by`: only those queued by then)."""

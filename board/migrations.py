@@ -477,6 +477,17 @@ def m022_card_budget(db: Database) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN budget_noted_at REAL")
 
 
+def m023_body_embedding(db: Database) -> None:
+    # An item's second vector: its content alone, when the first reads it under a title or a lesson's frame
+    # (memory/service.py `body_text`); an item scores the better of the two. NULL: not decided yet (items indexed
+    # before this column, filled in the background); an empty value: the item has no second reading.
+    db.execute("ALTER TABLE memory_items ADD COLUMN body_embedding BLOB")
+    db.execute(
+        "CREATE INDEX memory_items_body_pending ON memory_items (id) "
+        "WHERE body_embedding IS NULL AND embedding IS NOT NULL"
+    )
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -499,6 +510,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m020_card_context,
     m021_mcp_tasks,
     m022_card_budget,
+    m023_body_embedding,
 ]
 
 

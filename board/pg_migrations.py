@@ -345,6 +345,15 @@ def p008_card_budget(db) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN budget_noted_at DOUBLE PRECISION")
 
 
+def p009_body_embedding(db) -> None:
+    # board/migrations.py m023_body_embedding
+    db.execute("ALTER TABLE memory_items ADD COLUMN body_embedding BYTEA")
+    db.execute(
+        "CREATE INDEX memory_items_body_pending ON memory_items (id) "
+        "WHERE body_embedding IS NULL AND embedding IS NOT NULL"
+    )
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -354,6 +363,7 @@ MIGRATIONS: list[Callable] = [
     p006_card_context,
     p007_mcp_tasks,
     p008_card_budget,
+    p009_body_embedding,
 ]
 
 

@@ -130,13 +130,21 @@ class VectorIndex:
         self._drop()
         self.collection = self._open()
 
-    def upsert(self, items: list[MemoryItem], vectors: np.ndarray) -> None:
-        if not items:
+    def upsert(self, items: list[MemoryItem], vectors: list[np.ndarray], *, first: bool = True) -> None:
+        """Index each item's readings (rows of its array: the first under the item's id, a second, its content's,
+        under `ID:b`); `first=False` indexes only the second ones."""
+        rows = [
+            (item, f"{item.id}:b" if n else str(item.id), vector)
+            for item, readings in zip(items, vectors)
+            for n, vector in enumerate(readings)
+            if n or first
+        ]
+        if not rows:
             return
         self._call(
             lambda: self.collection.upsert(
-                ids=[str(i.id) for i in items],
-                embeddings=[v for v in vectors],
+                ids=[row_id for _, row_id, _ in rows],
+                embeddings=[v for *_, v in rows],
                 metadatas=[
                     {
                         "kind": i.kind,
@@ -145,7 +153,7 @@ class VectorIndex:
                         "deprecated": i.deprecated,
                         "created_at": i.created_at,
                     }
-                    for i in items
+                    for i, *_ in rows
                 ],
             )
         )
@@ -158,8 +166,11 @@ class VectorIndex:
         task_type: str | None = None,
         kinds: list[str] | None = None,
         include_deprecated: bool = False,
+        first_only: bool = False,
     ) -> list[tuple[int, float]]:
-        """(item id, cosine similarity), best first, filtered inside Chroma (tags are not here: see upsert)."""
+        """(item id, cosine similarity of its best reading), best first, filtered inside Chroma (tags are not
+        here: see upsert). `n` counts vectors: an item read twice can fill two of them. `first_only`: score
+        items by their first reading alone (the second ones fetched are dropped)."""
         clauses: list[dict] = []
         if task_type:
             clauses.append({"task_type": task_type})
@@ -171,7 +182,12 @@ class VectorIndex:
         result = self._call(
             lambda: self.collection.query(query_embeddings=[vector], n_results=n, where=where, include=["distances"])
         )
-        return [(int(i), 1.0 - float(d)) for i, d in zip(result["ids"][0], result["distances"][0])]
+        best: dict[int, float] = {}  # an item's best reading (the results come best first)
+        for row_id, distance in zip(result["ids"][0], result["distances"][0]):
+            item_id, second, _ = row_id.partition(":")
+            if not (second and first_only):
+                best.setdefault(int(item_id), 1.0 - float(distance))
+        return list(best.items())
 
     def _call(self, operation):
         """Run a Chroma call; a collection rebuilt under us (reindex) is opened again, other failures are

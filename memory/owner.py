@@ -114,7 +114,13 @@ class SharedIndex:
                     self.send_error(400, str(exc))
                     return
                 try:
-                    hits = index.query(vector, n, include_deprecated=bool(body.get("include_deprecated")), **filters)
+                    hits = index.query(
+                        vector,
+                        n,
+                        include_deprecated=bool(body.get("include_deprecated")),
+                        first_only=bool(body.get("first_only")),
+                        **filters,
+                    )
                     payload, status = json.dumps({"hits": hits}).encode(), 200
                 except Exception as exc:  # report to the relaying process rather than drop the connection
                     payload, status = json.dumps({"error": str(exc)}).encode(), 500

@@ -162,6 +162,23 @@ def embedded_text(kind: str, title: str, text: str) -> str:
     return text if _opens(text, title) else f"{title}\n{text}"
 
 
+def body_text(kind: str, title: str, text: str) -> str | None:
+    """An item's content alone — a lesson's fix, any other item's text — when `embedded_text` reads it otherwise
+    (under a title, or a lesson in its frame); else None. It is embedded too, and an item scores the better of
+    its two vectors: the title helps a query in its words (a summary, a qualified name such as
+    `boltons.cacheutils.LRU`), the content alone a query about the content, as the model reads it raw
+    (bench/README.md, "Two readings of an item")."""
+    parts = LESSON_TEXT.match(text) if kind == "lesson" else None
+    content = parts["fix"] if parts else text
+    return None if content == embedded_text(kind, title, text) else content
+
+
+def readings(item: MemoryItem) -> list[str]:
+    """What the model reads for an item: `embedded_text`, then `body_text` when there is one."""
+    body = body_text(item.kind, item.title, item.text)
+    return [embedded_text(item.kind, item.title, item.text)] + ([body] if body is not None else [])
+
+
 def card_query(title: str, description: str, acceptance_criteria: list[str]) -> str:
     """What a card's lessons are searched with: its title, description and acceptance criteria."""
     return f"{title}\n{description}\n" + "\n".join(acceptance_criteria)
@@ -243,10 +260,13 @@ class Memory:
         include_deprecated: bool = False,
         mode: Mode = "hybrid",
         vector: np.ndarray | None = None,
+        bodies: bool = True,
     ) -> Results:
         """The k best items for a query, by meaning and keyword, within the filters.
 
-        `vector` is the query's embedding when the caller has it already.
+        `vector` is the query's embedding when the caller has it already. An item scores the better of its two
+        readings (`body_text`); `bodies=False` scores it by its first alone (what the claims' relevance floor was
+        measured on).
         """
         task_type = task_type.strip().lower() if task_type else None
         if not query.strip():
@@ -284,19 +304,30 @@ class Memory:
                 # (Past SMALL_FETCH neighbours, Chroma's cost grows with how many it is asked for.)
                 least = MIN_SIMILARITY if mode == "hybrid" else -1.0
                 for fetch in (OVERFETCH,) if narrowing else (SMALL_FETCH, OVERFETCH):
-                    fetched = self._vector(vector, fetch, include_deprecated=True)
+                    fetched = self._vector(vector, fetch, include_deprecated=True, first_only=not bodies)
                     vector_hits = [(i, sim) for i, sim in fetched if sim >= least]
                     allowed = self.knowledge.allowed([i for i, _ in vector_hits], **filters)
                     kept = [(i, sim) for i, sim in vector_hits if i in allowed][:CANDIDATES]
-                    if len(kept) == CANDIDATES or len(vector_hits) < fetch:  # enough, or nothing more to find
+                    # more to find: the floor cut none, and the index did not run out (`fetch` vectors are at
+                    # least fetch / 2 items: an item has at most two readings)
+                    more = len(vector_hits) == len(fetched) >= fetch // 2
+                    if len(kept) == CANDIDATES or not more:  # enough, or nothing more to find
                         break
-                if narrowing and len(kept) < max(k, 10) and len(vector_hits) == OVERFETCH:
+                if narrowing and len(kept) < max(k, 10) and more:
                     if tags:  # tags live in SQLite only: rank the tagged items' stored vectors there
                         found = self.knowledge.vectors_where(self.embedder.name, TAGGED_SCAN, **filters)
-                        filtered = sorted(((i, float(v @ vector)) for i, v in found), key=lambda p: -p[1])
+                        readings = slice(None) if bodies else slice(1)
+                        filtered = sorted(
+                            ((i, float((v[readings] @ vector).max())) for i, v in found), key=lambda p: -p[1]
+                        )
                     else:
                         filtered = self._vector(
-                            vector, CANDIDATES, task_type=task_type, kinds=kinds, include_deprecated=include_deprecated
+                            vector,
+                            CANDIDATES,
+                            task_type=task_type,
+                            kinds=kinds,
+                            include_deprecated=include_deprecated,
+                            first_only=not bodies,
                         )
                     filtered = [(i, sim) for i, sim in filtered if sim >= least][:CANDIDATES]
                     allowed = self.knowledge.allowed([i for i, _ in filtered], **filters)
@@ -315,7 +346,7 @@ class Memory:
             for item_id in ids:
                 matched.setdefault(item_id, []).append(source)
         if len(rankings) == 2:
-            scores = self._fuse(rankings, similarity, vector, words, k)
+            scores = self._fuse(rankings, similarity, vector, words, bodies)
         else:  # one half: its own order
             scores = {
                 item_id: 1.0 / (RRF_K + rank + 1) for ids in rankings.values() for rank, item_id in enumerate(ids)
@@ -351,7 +382,7 @@ class Memory:
         similarity: dict[int, float],
         vector: np.ndarray,
         words: WordMatches,
-        k: int,
+        bodies: bool,
     ) -> dict[int, float]:
         """Hybrid score of every candidate of either half: its cosine similarity to the query, plus
         KEYWORD_WEIGHT times the square of its keyword coverage (the IDF-weighted share of the query's words
@@ -362,7 +393,8 @@ class Memory:
         item little and a near-complete one nearly the full bonus. A strong match by meaning is outvoted only by
         an item within KEYWORD_WEIGHT of its similarity that holds the query's rare words, never by one ranked
         middling in both lists, as reciprocal-rank fusion would let it (bench/README.md compares the two). A
-        keyword candidate outside the vector list gets its exact similarity from its stored embedding; one not
+        keyword candidate outside the vector list gets its exact similarity from its stored readings (the
+        first alone unless `bodies`); one not
         embedded yet is given the weakest similarity among the vector candidates, so its keywords decide where
         it lands.
 
@@ -377,7 +409,11 @@ class Memory:
             stored = self.knowledge.embeddings(others, self.embedder.name)
             floor = min(sims.values(), default=MIN_SIMILARITY)
             for item_id in others:
-                sims[item_id] = float(stored[item_id] @ vector) if item_id in stored else floor
+                readings = stored.get(item_id)
+                if readings is None:
+                    sims[item_id] = floor
+                else:
+                    sims[item_id] = float(((readings if bodies else readings[:1]) @ vector).max())
         coverage = words.coverage(candidates)
         return {i: sims[i] + KEYWORD_WEIGHT * coverage.get(i, 0.0) ** 2 for i in candidates}
 
@@ -505,7 +541,8 @@ class Memory:
             if len(hits) >= k:
                 break
             seen = {h.id for h in hits}
-            found = self.query(query, task_type=of_type, kinds=kinds, k=k, vector=vector)
+            # scored by their first readings: those the relevance floor was measured on (bench_lessons.py)
+            found = self.query(query, task_type=of_type, kinds=kinds, k=k, vector=vector, bodies=False)
             hits += [
                 h for h in found.hits if h.id not in seen and (not found._fused or h.score >= self.relevance_floor)
             ][: k - len(hits)]
@@ -577,16 +614,48 @@ class Memory:
         return len(items)
 
     def _index(self, index: VectorIndex, items: list[MemoryItem], lease: float, background: bool = False) -> None:
+        stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
+        vectors = self._readings(items, stored, background)
+        index.upsert(items, [vectors[i.id] for i in items])
+        self.knowledge.indexed(vectors, self.embedder.name, lease)
+
+    def _readings(self, items: list[MemoryItem], stored: dict[int, np.ndarray], background: bool) -> dict:
+        """Every reading of these items (`readings`), as rows per item: the stored ones, the rest embedded in one
+        call."""
         import numpy as np
 
+        wanted = {i.id: readings(i) for i in items}
+        todo = [(i.id, n, text) for i in items for n, text in enumerate(wanted[i.id]) if len(stored.get(i.id, ())) <= n]
+        fresh = {}
+        if todo:
+            texts = [text for *_, text in todo]
+            made = self._embed_background(texts) if background else self.embedder.embed(texts)
+            fresh = {(item_id, n): v for (item_id, n, _), v in zip(todo, made)}
+        return {
+            i.id: np.vstack(
+                [fresh[(i.id, n)] if (i.id, n) in fresh else stored[i.id][n] for n in range(len(wanted[i.id]))]
+            )
+            for i in items
+        }
+
+    def read_bodies(self, limit: int = 64) -> int:
+        """Give items indexed before they had two readings their second (`body_text`), in the background;
+        returns how many items it considered. Their first vectors stay as they are."""
+        index = self._local_index()
+        if index is None:
+            return 0
+        items = self.knowledge.unread_bodies(self.embedder.name, limit)
+        if not items:
+            return 0
         stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
-        missing = [i for i in items if i.id not in stored]
-        if missing:
-            texts = [embedded_text(i.kind, i.title, i.text) for i in missing]
-            fresh = self._embed_background(texts) if background else self.embedder.embed(texts)
-            stored.update({i.id: v for i, v in zip(missing, fresh)})
-        index.upsert(items, np.vstack([stored[i.id] for i in items]))
-        self.knowledge.indexed(stored, self.embedder.name, lease)
+        items = [i for i in items if i.id in stored]
+        vectors = self._readings(items, {i.id: stored[i.id][:1] for i in items}, background=True)
+        two = [i for i in items if len(vectors[i.id]) > 1]
+        index.upsert(two, [vectors[i.id] for i in two], first=False)
+        self.knowledge.read_bodies(
+            {i.id: vectors[i.id][1] if len(vectors[i.id]) > 1 else None for i in items}, self.embedder.name
+        )
+        return len(items)
 
     def _embed_background(self, texts: list[str]) -> np.ndarray:
         """Embed for work nobody waits on: in the embedding process, else at low priority on a thread (only the
@@ -661,7 +730,7 @@ class Indexer(Worker):
             time.sleep(GATHER_SECONDS)
         done = self.memory.index_pending(background=True)
         if not done and self.memory._local_index() is not None:  # the process that indexes prepares too
-            done = self.memory.prepare()
+            done = self.memory.prepare() or self.memory.read_bodies()
         self._idle = not done
         return done > 0
 

@@ -13,7 +13,7 @@ from conftest import START_TIMEOUT, call, call_error
 from hiveboard.board.priority import BACKGROUND_NICE
 from hiveboard.memory.embeddings import MINILM_DIM, MINILM_DYNAMIC_NAME, get_embedder
 from hiveboard.memory.index import EmbeddingMismatch, VectorIndex
-from hiveboard.memory.service import RELEVANCE_FLOOR
+from hiveboard.memory.service import RELEVANCE_FLOOR, card_query
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
@@ -87,7 +87,8 @@ async def test_a_snippet_scores_as_the_model_scores_its_text(connect, memory):
 
 async def test_a_snippet_sent_as_a_lessons_fix_is_read_as_the_snippet(connect, memory):
     """A snippet recorded as a lesson's fix, its first line as the problem, scores as the raw model scores the
-    snippet; a lesson in prose is read as before: its title (the problem's first line), then its text."""
+    snippet; a lesson in prose is read twice, its title (the problem's first line) then its text, and its fix
+    alone, and scores the better of the two."""
     model, query = get_embedder(), "check whether an object can be iterated"
     code = dict(problem="def is_iterable(obj):", fix=SNIPPET, task_type="code")
     prose = dict(problem="Iterating a number raised TypeError.", fix="Check with iter() first.", task_type="docs")
@@ -100,7 +101,61 @@ async def test_a_snippet_sent_as_a_lessons_fix_is_read_as_the_snippet(connect, m
     q = model.embed([query])[0]
     assert similarity["code"] == pytest.approx(float(q @ model.embed([SNIPPET])[0]), abs=2e-4)
     read = f"{prose['problem']}\nProblem: {prose['problem']}\nFix: {prose['fix']}"
-    assert similarity["docs"] == pytest.approx(float(q @ model.embed([read])[0]), abs=2e-4)
+    both = [float(q @ model.embed([read])[0]), float(q @ model.embed([prose["fix"]])[0])]
+    assert both[0] != pytest.approx(both[1], abs=1e-3)  # the two readings differ: the better one is the score
+    assert similarity["docs"] == pytest.approx(max(both), abs=2e-4)
+
+
+async def test_items_indexed_with_one_reading_get_their_second_in_the_background(connect, memory):
+    """A board indexed before items had two readings: a titled snippet has only its first vector; the indexing
+    worker gives it the second (its text alone) when it is idle, and a search then scores the better one."""
+    model = get_embedder()
+    text = "def is_iterable(obj):\n    try:\n        iter(obj)\n    except TypeError:\n        return False\n    return True"
+    query = "python check if a variable is iterable"
+    async with connect("alice", memory=memory) as c:
+        await call(c, "remember", items=[{"kind": "snippet", "title": "zebra.stripes.Pattern", "text": text}])
+        memory.drain()
+        store = memory.board.store
+        with store.write() as db:  # as an older version left it: one reading, the second not considered
+            db.execute("UPDATE memory_items SET body_embedding = NULL")
+        item = (await call(c, "query_memory", query=query, mode="keyword"))["hits"][0]["id"]
+        memory._local_index().collection.delete(ids=[f"{item}:b"])
+        q = model.embed([query])[0]
+        first = float(q @ model.embed([f"zebra.stripes.Pattern\n{text}"])[0])
+        alone = float(q @ model.embed([text])[0])
+        assert alone > first + 0.05  # the title moves this query away: the second reading matters here
+        before = await call(c, "query_memory", query=query, mode="vector")
+        assert before["hits"][0]["similarity"] == pytest.approx(first, abs=2e-4)
+        assert memory.read_bodies() == 1 and memory.read_bodies() == 0  # considered once
+        after = await call(c, "query_memory", query=query, mode="vector")
+        assert after["hits"][0]["similarity"] == pytest.approx(alone, abs=2e-4)
+
+
+async def test_a_claim_scores_lessons_by_their_first_reading(connect, memory):
+    """The relevance floor of claims was measured on an item's first reading (title, then text): a claim's
+    lessons keep that score, while query_memory scores the better of both readings."""
+    model = get_embedder()
+    lesson = dict(
+        problem="Totals were off by one cent.", fix="Round with decimal.Decimal, never float.", task_type="code"
+    )
+    async with connect("alice", memory=memory) as c:
+        await call(c, "record_lesson", **lesson)
+        card = await call(
+            c, "create_task", title="Round invoice totals", description="Use Decimal for money, not float"
+        )
+        memory.drain()
+        while memory.prepare():
+            pass
+        claimed = await call(c, "claim_task", task_id=card["id"])
+        searched = await call(
+            c, "query_memory", query="Round invoice totals\nUse Decimal for money, not float", mode="vector"
+        )
+    q = model.embed([card_query("Round invoice totals", "Use Decimal for money, not float", [])])[0]
+    read = f"{lesson['problem']}\nProblem: {lesson['problem']}\nFix: {lesson['fix']}"
+    first, alone = float(q @ model.embed([read])[0]), float(q @ model.embed([lesson["fix"]])[0])
+    assert alone > first + 0.01
+    assert searched["hits"][0]["similarity"] == pytest.approx(alone, abs=2e-4)
+    assert [h["similarity"] for h in claimed["lessons"]] == [pytest.approx(first, abs=2e-4)]
 
 
 async def test_task_type_kind_and_tag_filters(connect, memory):

@@ -140,7 +140,7 @@ def test_an_item_queued_again_while_indexed_stays_queued(board, memory):
     with board.store.write() as db:  # superseded (so re-queued) while the worker holds it
         newer = board.knowledge.add(db, kind="lesson", text="Problem: x\nFix: z", created_by="alice", task_type="code")
         board.knowledge.supersede(db, item, newer)
-    board.knowledge.indexed({item: get_embedder().embed(["x"])[0]}, get_embedder().name, lease)
+    board.knowledge.indexed({item: get_embedder().embed(["x"])}, get_embedder().name, lease)
     assert board.knowledge.pending() == 2  # the re-queued one and the newer one
     memory.drain()
     assert memory.query("Problem x", mode="vector").hits[0].id == newer
