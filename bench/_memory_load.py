@@ -119,7 +119,7 @@ def second_readings(board, items, ids: list[int], vectors: np.ndarray, model: st
         else:
             noisy = vector + rng.normal(0, sigma, size=vector.shape).astype(np.float32)
             bodies[item_id] = noisy / np.linalg.norm(noisy)
-    board.knowledge.read_bodies(bodies, model)
+    board.knowledge.record_bodies(bodies, model)
 
 
 def release_chroma() -> None:

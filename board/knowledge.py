@@ -601,7 +601,7 @@ class Knowledge:
         found = self.get(ids)
         return [found[i] for i in ids if i in found]
 
-    def read_bodies(self, bodies: dict[int, np.ndarray | None], model: str) -> None:
+    def record_bodies(self, bodies: dict[int, np.ndarray | None], model: str) -> None:
         """Record the second readings of items already embedded by `model` (None: the item has none)."""
         with self.store.write() as db:
             db.conn.executemany(

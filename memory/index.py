@@ -23,6 +23,7 @@ from hiveboard.board.knowledge import MemoryItem
 
 from .embeddings import MINILM_NAME, Embedder, get_embedder
 from .errors import EmbeddingMismatch, IndexUnavailable
+from .owner import Neighbours
 
 COLLECTION = "hiveboard_memory"
 
@@ -167,10 +168,10 @@ class VectorIndex:
         kinds: list[str] | None = None,
         include_deprecated: bool = False,
         first_only: bool = False,
-    ) -> list[tuple[int, float]]:
-        """(item id, cosine similarity of its best reading), best first, filtered inside Chroma (tags are not
-        here: see upsert). `n` counts vectors: an item read twice can fill two of them. `first_only`: score
-        items by their first reading alone (the second ones fetched are dropped)."""
+    ) -> Neighbours:
+        """The items of the `n` nearest vectors, filtered inside Chroma (tags are not here: see upsert), each with
+        the cosine similarity of its best reading. `first_only`: score items by their first reading alone (the
+        second ones fetched are dropped)."""
         clauses: list[dict] = []
         if task_type:
             clauses.append({"task_type": task_type})
@@ -187,7 +188,7 @@ class VectorIndex:
             item_id, second, _ = row_id.partition(":")
             if not (second and first_only):
                 best.setdefault(int(item_id), 1.0 - float(distance))
-        return list(best.items())
+        return Neighbours(list(best.items()), len(result["ids"][0]) == n)
 
     def _call(self, operation):
         """Run a Chroma call; a collection rebuilt under us (reindex) is opened again, other failures are

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import IndexUnavailable
 
@@ -30,6 +30,16 @@ if TYPE_CHECKING:  # Chroma and numpy are imported when the index is opened, not
     from .index import VectorIndex
 
 log = logging.getLogger("hiveboard.memory")
+
+
+class Neighbours(NamedTuple):
+    """A vector search's answer (VectorIndex.query, here or relayed): items with the similarity of their best
+    reading, best first, and whether the index may hold more (it gave every vector asked for: the items are
+    fewer when it gave two readings of one, or when second readings were dropped)."""
+
+    hits: list[tuple[int, float]]
+    more: bool
+
 
 try:
     import fcntl
@@ -121,7 +131,7 @@ class SharedIndex:
                         first_only=bool(body.get("first_only")),
                         **filters,
                     )
-                    payload, status = json.dumps({"hits": hits}).encode(), 200
+                    payload, status = json.dumps(hits._asdict()).encode(), 200
                 except Exception as exc:  # report to the relaying process rather than drop the connection
                     payload, status = json.dumps({"error": str(exc)}).encode(), 500
                 self.send_response(status)
@@ -142,7 +152,7 @@ class SharedIndex:
             json.dump({"pid": os.getpid(), "port": self._server.server_address[1], "secret": secret}, f)
         os.replace(tmp, info)
 
-    def query(self, vector: np.ndarray, n: int, **filters) -> list[tuple[int, float]]:
+    def query(self, vector: np.ndarray, n: int, **filters) -> Neighbours:
         if self.index is not None or self.acquire():
             return self.index.query(vector, n, **filters)
         import httpx  # here: only a process that does not own the index relays, and not before a search
@@ -158,7 +168,8 @@ class SharedIndex:
             if response.status_code == 500:
                 raise IndexUnavailable(f"the owner's index failed: {response.json().get('error')}")
             response.raise_for_status()
-            return [(int(i), float(s)) for i, s in response.json()["hits"]]
+            found = response.json()
+            return Neighbours([(int(i), float(s)) for i, s in found["hits"]], bool(found["more"]))
         except (OSError, ValueError, KeyError, httpx.HTTPError) as exc:
             if self.acquire():  # the owner is gone: take over
                 return self.index.query(vector, n, **filters)

@@ -28,7 +28,7 @@ from hiveboard.board.quotas import LESSON
 from hiveboard.board.worker import Worker
 
 from .errors import EmbeddingError, IndexUnavailable
-from .owner import SharedIndex
+from .owner import Neighbours, SharedIndex
 
 if TYPE_CHECKING:  # Chroma, the embedding model and numpy load when a memory is opened, not with this module
     import numpy as np
@@ -179,6 +179,12 @@ def readings(item: MemoryItem) -> list[str]:
     return [embedded_text(item.kind, item.title, item.text)] + ([body] if body is not None else [])
 
 
+def _similarity(stored: np.ndarray, vector: np.ndarray, bodies: bool) -> float:
+    """An item's cosine similarity to a query from its stored readings (`Knowledge.embeddings`' rows): the better
+    of them, or the first alone unless `bodies`."""
+    return float(((stored if bodies else stored[:1]) @ vector).max())
+
+
 def card_query(title: str, description: str, acceptance_criteria: list[str]) -> str:
     """What a card's lessons are searched with: its title, description and acceptance criteria."""
     return f"{title}\n{description}\n" + "\n".join(acceptance_criteria)
@@ -246,7 +252,7 @@ class Memory:
 
     # ----------------------------------------------------------------- search
 
-    def _vector(self, query_vec: np.ndarray, n: int, **filters) -> list[tuple[int, float]]:
+    def _vector(self, query_vec: np.ndarray, n: int, **filters) -> Neighbours:
         return self.index.query(query_vec, n, **filters)
 
     def query(
@@ -305,21 +311,16 @@ class Memory:
                 least = MIN_SIMILARITY if mode == "hybrid" else -1.0
                 for fetch in (OVERFETCH,) if narrowing else (SMALL_FETCH, OVERFETCH):
                     fetched = self._vector(vector, fetch, include_deprecated=True, first_only=not bodies)
-                    vector_hits = [(i, sim) for i, sim in fetched if sim >= least]
+                    vector_hits = [(i, sim) for i, sim in fetched.hits if sim >= least]
                     allowed = self.knowledge.allowed([i for i, _ in vector_hits], **filters)
                     kept = [(i, sim) for i, sim in vector_hits if i in allowed][:CANDIDATES]
-                    # more to find: the floor cut none, and the index did not run out (`fetch` vectors are at
-                    # least fetch / 2 items: an item has at most two readings)
-                    more = len(vector_hits) == len(fetched) >= fetch // 2
+                    more = fetched.more and len(vector_hits) == len(fetched.hits)  # the floor cut none
                     if len(kept) == CANDIDATES or not more:  # enough, or nothing more to find
                         break
                 if narrowing and len(kept) < max(k, 10) and more:
                     if tags:  # tags live in SQLite only: rank the tagged items' stored vectors there
                         found = self.knowledge.vectors_where(self.embedder.name, TAGGED_SCAN, **filters)
-                        readings = slice(None) if bodies else slice(1)
-                        filtered = sorted(
-                            ((i, float((v[readings] @ vector).max())) for i, v in found), key=lambda p: -p[1]
-                        )
+                        filtered = sorted(((i, _similarity(v, vector, bodies)) for i, v in found), key=lambda p: -p[1])
                     else:
                         filtered = self._vector(
                             vector,
@@ -328,7 +329,7 @@ class Memory:
                             kinds=kinds,
                             include_deprecated=include_deprecated,
                             first_only=not bodies,
-                        )
+                        ).hits
                     filtered = [(i, sim) for i, sim in filtered if sim >= least][:CANDIDATES]
                     allowed = self.knowledge.allowed([i for i, _ in filtered], **filters)
                     kept = [(i, sim) for i, sim in filtered if i in allowed]
@@ -409,11 +410,7 @@ class Memory:
             stored = self.knowledge.embeddings(others, self.embedder.name)
             floor = min(sims.values(), default=MIN_SIMILARITY)
             for item_id in others:
-                readings = stored.get(item_id)
-                if readings is None:
-                    sims[item_id] = floor
-                else:
-                    sims[item_id] = float(((readings if bodies else readings[:1]) @ vector).max())
+                sims[item_id] = _similarity(stored[item_id], vector, bodies) if item_id in stored else floor
         coverage = words.coverage(candidates)
         return {i: sims[i] + KEYWORD_WEIGHT * coverage.get(i, 0.0) ** 2 for i in candidates}
 
@@ -649,10 +646,10 @@ class Memory:
             return 0
         stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
         items = [i for i in items if i.id in stored]
-        vectors = self._readings(items, {i.id: stored[i.id][:1] for i in items}, background=True)
+        vectors = self._readings(items, stored, background=True)
         two = [i for i in items if len(vectors[i.id]) > 1]
         index.upsert(two, [vectors[i.id] for i in two], first=False)
-        self.knowledge.read_bodies(
+        self.knowledge.record_bodies(
             {i.id: vectors[i.id][1] if len(vectors[i.id]) > 1 else None for i in items}, self.embedder.name
         )
         return len(items)

@@ -230,3 +230,29 @@ def test_a_rare_tag_is_ranked_from_sqlite_when_the_nearest_vectors_lack_it(board
     tagged = sixty_close_untagged_and_one_tagged(board, memory)
     for mode in ("vector", "hybrid"):
         assert [h.id for h in memory.query("SQL injection", tags=["security"], mode=mode).hits] == [tagged]
+
+
+def test_a_search_by_first_readings_looks_past_second_readings_it_drops(board, memory):
+    """A claim's search scores items by their first reading and drops the second ones Chroma returns. When the
+    nearest vectors are all second readings (notes whose bare text is the query, under an unrelated title), the
+    unfiltered over-fetch holds no first reading of a lesson: the search must still ask Chroma for lessons
+    rather than take the dropped rows for an index that ran out."""
+    board.agents.ensure("alice")
+    with board.store.write() as db:
+        for n in range(120):
+            board.knowledge.add(
+                db,
+                kind="note",
+                title=f"zq{n} xv{n}",
+                text=f"retry a failed HTTP request with backoff ({n})",
+                created_by="alice",
+            )
+    memory.record_lesson(
+        "alice",
+        problem="Calls to the payment API failed now and then",
+        fix="Retry them with exponential backoff",
+        task_type="code",
+    )
+    memory.drain()
+    found = memory.query("retry a failed HTTP request with backoff", kinds=["lesson"], mode="vector", bodies=False).hits
+    assert [h.kind for h in found] == ["lesson"]
