@@ -23,7 +23,7 @@ from hiveboard.board.knowledge import MemoryItem
 
 from .embeddings import MINILM_NAME, Embedder, get_embedder
 from .errors import EmbeddingMismatch, IndexUnavailable
-from .owner import Neighbours
+from .neighbours import Neighbours
 
 COLLECTION = "hiveboard_memory"
 

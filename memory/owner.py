@@ -20,9 +20,10 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from .errors import IndexUnavailable
+from .neighbours import Neighbours
 
 if TYPE_CHECKING:  # Chroma and numpy are imported when the index is opened, not with this module
     import numpy as np
@@ -30,15 +31,6 @@ if TYPE_CHECKING:  # Chroma and numpy are imported when the index is opened, not
     from .index import VectorIndex
 
 log = logging.getLogger("hiveboard.memory")
-
-
-class Neighbours(NamedTuple):
-    """A vector search's answer (VectorIndex.query, here or relayed): items with the similarity of their best
-    reading, best first, and whether the index may hold more (it gave every vector asked for: the items are
-    fewer when it gave two readings of one, or when second readings were dropped)."""
-
-    hits: list[tuple[int, float]]
-    more: bool
 
 
 try:

@@ -28,7 +28,8 @@ from hiveboard.board.quotas import LESSON
 from hiveboard.board.worker import Worker
 
 from .errors import EmbeddingError, IndexUnavailable
-from .owner import Neighbours, SharedIndex
+from .neighbours import Neighbours
+from .owner import SharedIndex
 
 if TYPE_CHECKING:  # Chroma, the embedding model and numpy load when a memory is opened, not with this module
     import numpy as np
