@@ -31,6 +31,10 @@ TABLES = (
     "reviews",
     "critiques",
     "token_usage",
+    "repos",
+    "worktrees",
+    "task_refs",
+    "merges",
 )
 KEYS = {
     "agents": "name",
@@ -38,6 +42,7 @@ KEYS = {
     "inbox": "agent, message_id",
     "subscriptions": "agent, kind, value",
     "memory_digests": "task_type",
+    "repos": "name",
 }
 LATER = {"memory_items": ("superseded_by",)}  # columns naming a later row of the same table: set afterwards
 IDENTITY = (
@@ -50,6 +55,9 @@ IDENTITY = (
     "reviews",
     "critiques",
     "token_usage",
+    "worktrees",
+    "task_refs",
+    "merges",
 )
 
 

@@ -488,6 +488,66 @@ def m023_body_embedding(db: Database) -> None:
     )
 
 
+def m024_repositories(db: Database) -> None:
+    # Git repositories cards are worked in (issue 23): the registry, a card's repository, the worktrees given at
+    # claim, each round handed in as a commit, and the merge queue.
+    db.execute("""
+        CREATE TABLE repos (
+            name TEXT PRIMARY KEY,
+            path TEXT NOT NULL,
+            git_dir TEXT NOT NULL,
+            base TEXT NOT NULL,
+            test_command TEXT,
+            merge_mode TEXT NOT NULL DEFAULT 'auto',
+            created_by TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )""")
+    db.execute("ALTER TABLE tasks ADD COLUMN repo TEXT")
+    db.execute("""
+        CREATE TABLE worktrees (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            task_id INTEGER NOT NULL REFERENCES tasks(id),
+            agent TEXT NOT NULL,
+            repo TEXT NOT NULL,
+            path TEXT NOT NULL,
+            branch TEXT NOT NULL,
+            base_sha TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            removed_at REAL
+        )""")
+    db.execute("CREATE INDEX worktrees_live ON worktrees (task_id, agent) WHERE removed_at IS NULL")
+    db.execute("""
+        CREATE TABLE task_refs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            task_id INTEGER NOT NULL REFERENCES tasks(id),
+            fencing_token INTEGER NOT NULL,
+            repo TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            base_sha TEXT NOT NULL,
+            files TEXT NOT NULL DEFAULT '[]',
+            diff TEXT NOT NULL DEFAULT '',
+            created_at REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX task_refs_task ON task_refs (task_id, id)")
+    db.execute("""
+        CREATE TABLE merges (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            task_id INTEGER NOT NULL REFERENCES tasks(id),
+            repo TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'queued',
+            worker TEXT,
+            leased_until REAL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            merged_sha TEXT,
+            note TEXT,
+            created_at REAL NOT NULL,
+            finished_at REAL
+        )""")
+    db.execute("CREATE INDEX merges_queue ON merges (repo, status, id)")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -511,6 +571,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m021_mcp_tasks,
     m022_card_budget,
     m023_body_embedding,
+    m024_repositories,
 ]
 
 

@@ -354,6 +354,65 @@ def p009_body_embedding(db) -> None:
     )
 
 
+def p010_repositories(db) -> None:
+    # board/migrations.py m024_repositories
+    db.execute("""
+        CREATE TABLE repos (
+            name TEXT PRIMARY KEY,
+            path TEXT NOT NULL,
+            git_dir TEXT NOT NULL,
+            base TEXT NOT NULL,
+            test_command TEXT,
+            merge_mode TEXT NOT NULL DEFAULT 'auto',
+            created_by TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL
+        )""")
+    db.execute("ALTER TABLE tasks ADD COLUMN repo TEXT")
+    db.execute(f"""
+        CREATE TABLE worktrees (
+            id {ID},
+            task_id BIGINT NOT NULL REFERENCES tasks(id),
+            agent TEXT NOT NULL,
+            repo TEXT NOT NULL,
+            path TEXT NOT NULL,
+            branch TEXT NOT NULL,
+            base_sha TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            removed_at DOUBLE PRECISION
+        )""")
+    db.execute("CREATE INDEX worktrees_live ON worktrees (task_id, agent) WHERE removed_at IS NULL")
+    db.execute(f"""
+        CREATE TABLE task_refs (
+            id {ID},
+            task_id BIGINT NOT NULL REFERENCES tasks(id),
+            fencing_token INTEGER NOT NULL,
+            repo TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            base_sha TEXT NOT NULL,
+            files TEXT NOT NULL DEFAULT '[]',
+            diff TEXT NOT NULL DEFAULT '',
+            created_at DOUBLE PRECISION NOT NULL
+        )""")
+    db.execute("CREATE INDEX task_refs_task ON task_refs (task_id, id)")
+    db.execute(f"""
+        CREATE TABLE merges (
+            id {ID},
+            task_id BIGINT NOT NULL REFERENCES tasks(id),
+            repo TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'queued',
+            worker TEXT,
+            leased_until DOUBLE PRECISION,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            merged_sha TEXT,
+            note TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            finished_at DOUBLE PRECISION
+        )""")
+    db.execute("CREATE INDEX merges_queue ON merges (repo, status, id)")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -364,6 +423,7 @@ MIGRATIONS: list[Callable] = [
     p007_mcp_tasks,
     p008_card_budget,
     p009_body_embedding,
+    p010_repositories,
 ]
 
 

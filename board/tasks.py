@@ -51,6 +51,7 @@ from .models import (
     TaskSummary,
 )
 from .quotas import ARTIFACT, QuotaConfig, Quotas
+from .repos import Repos
 from .review_models import BoardStats
 from .reviews import Reviews
 from .usage import MAX_BUDGET, Price, Usage
@@ -92,6 +93,7 @@ class Board:
         self.usage = Usage(store, self.machine, self.messages, prices)  # tokens, their cost, card budgets
         self.views = Views(store)
         self.web_sessions = WebSessions(store)  # people logged in to the web board
+        self.repos = Repos(store)  # git repositories cards are worked in
         # what else happens when a card moves, all in one place
         self.machine.when_leaving("review", self.reviews.left_review)
         self.machine.when_entering("done", self.knowledge.remember_output)
