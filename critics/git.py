@@ -62,6 +62,7 @@ ENV = {
     "GIT_OPTIONAL_LOCKS": "0",
     "GIT_ATTR_NOSYSTEM": "1",
 }
+DIFFING = ("diff", "log", "show")  # commands that would run diff.external or a textconv driver
 CPU_SECONDS = 120
 FILE_BYTES = 1 << 30  # the largest file a git command may write (a pack, a checked-out file)
 OUTPUT_BYTES = 32 << 20  # what one command may print before it is stopped
@@ -143,6 +144,9 @@ class Git:
         problem = self.why_not()
         if problem:
             raise GitError(problem)
+        args = list(args)
+        if args and args[0] in DIFFING:  # the repository's diff drivers would run (confined) and could fail it
+            args[1:1] = ["--no-ext-diff", "--no-textconv"]
         argv = [self.git, *(f for c in SAFE_CONFIG for f in ("-c", c)), *args]
         limits = ["prlimit", f"--cpu={CPU_SECONDS}", f"--fsize={FILE_BYTES}", "--core=0", "--"]
         if self.bwrap is not None:
