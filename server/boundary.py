@@ -206,7 +206,7 @@ class StrictServer(MCPServer):
     async def _check_shape(self, name: str, arguments: dict) -> None:
         """Refuse unknown and oversized arguments (before the SDK's validation, whose messages are long)."""
         if self._parameters is None:
-            self._parameters = {t.name: t.input_schema.get("properties", {}) for t in await self.list_tools()}
+            self._parameters = {t.name: t.input_schema.get("properties", {}) for t in await super().list_tools()}
         known = self._parameters.get(name)
         if known is not None:
             unknown = [key for key in arguments if key not in known]
@@ -250,10 +250,11 @@ class StrictServer(MCPServer):
 
 def _own_bound(schema: dict, value) -> int | None:
     """The argument's own advertised length bound, when it is tighter than the structural one."""
-    if isinstance(value, str):
-        return schema.get("maxLength")
-    if isinstance(value, list):
-        return schema.get("maxItems")
+    for branch in [schema, *schema.get("anyOf", ())]:  # an optional argument's bound is in its non-null branch
+        if isinstance(value, str) and "maxLength" in branch:
+            return branch["maxLength"]
+        if isinstance(value, list) and "maxItems" in branch:
+            return branch["maxItems"]
     return None
 
 
@@ -322,7 +323,9 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     null (X: omitting it means null), and defaults that say "empty" or "off" (null, [], {}, "",
     false). Other defaults stay: they tell the model what it gets. An id's bound `maximum: MAX_ID` (the
     largest integer JSON carries exactly) goes too: it tells a model nothing, costs ~9 tokens per id, and the
-    server still refuses a larger number (the SDK validates with the full model)."""
+    server still refuses a larger number (the SDK validates with the full model). So does a string's
+    `maxLength`: a model does not count characters as it writes, and the server refuses a longer string
+    in one sentence naming the argument and its bound (~5 tokens per string argument, room for tools)."""
     defs = schema.get("$defs", {})
 
     def walk(node: Any, depth: int = 0) -> Any:
@@ -336,7 +339,7 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
             node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
         out: dict[str, Any] = {}
         for key, value in node.items():
-            if key in ("title", "$defs") or (key == "maximum" and value == MAX_ID):
+            if key in ("title", "$defs", "maxLength") or (key == "maximum" and value == MAX_ID):
                 continue
             if key in _SCHEMA_MAPS:
                 out[key] = {name: walk(sub, depth) for name, sub in value.items()}
