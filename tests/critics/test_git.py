@@ -5,6 +5,7 @@ bounded and covered."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 from hiveboard.critics.git import Git, GitError, check_ref, resolve
 
 GIT = Git.for_machine()
+if GIT.why_not() is not None and os.environ.get("HIVEBOARD_REQUIRE_SANDBOX"):
+    raise RuntimeError(f"HIVEBOARD_REQUIRE_SANDBOX is set but git cannot run confined here: {GIT.why_not()}")
 pytestmark = pytest.mark.skipif(GIT.why_not() is not None, reason=f"git cannot run confined here: {GIT.why_not()}")
 
 
