@@ -31,6 +31,7 @@ TABLES = (
     "reviews",
     "critiques",
     "token_usage",
+    "reservations",
 )
 KEYS = {
     "agents": "name",
@@ -50,6 +51,7 @@ IDENTITY = (
     "reviews",
     "critiques",
     "token_usage",
+    "reservations",
 )
 
 
