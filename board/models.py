@@ -47,7 +47,7 @@ class AcceptanceTests(BaseModel):
 class Reservation(BaseModel):
     """A live path reservation: an agent's announcement that it edits the paths a glob matches."""
 
-    pattern: str = Field(description="a glob relative to the repository's root; covers what is under it")
+    pattern: str = Field(description="a glob from the repository's root; a directory (dir/**) covers all under it")
     agent: str
     exclusive: bool = Field(description="true: nobody else may reserve or commit overlapping paths")
     task_id: int | None = Field(None, description="the card it is tied to: it ends when the card ends")
