@@ -506,7 +506,7 @@ def m025_reservations(db: Database) -> None:
             expires_at REAL NOT NULL,
             released_at REAL
         )""")
-    db.execute("CREATE INDEX reservations_live ON reservations (scope, expires_at) WHERE released_at IS NULL")
+    db.execute("CREATE INDEX reservations_live ON reservations (expires_at) WHERE released_at IS NULL")
     db.execute(
         "CREATE UNIQUE INDEX reservations_held ON reservations (scope, agent, pattern) WHERE released_at IS NULL"
     )

@@ -369,7 +369,7 @@ def p011_reservations(db) -> None:
             expires_at DOUBLE PRECISION NOT NULL,
             released_at DOUBLE PRECISION
         )""")
-    db.execute("CREATE INDEX reservations_live ON reservations (scope, expires_at) WHERE released_at IS NULL")
+    db.execute("CREATE INDEX reservations_live ON reservations (expires_at) WHERE released_at IS NULL")
     db.execute(
         "CREATE UNIQUE INDEX reservations_held ON reservations (scope, agent, pattern) WHERE released_at IS NULL"
     )

@@ -63,15 +63,16 @@ GLOBSTAR = "**"  # a segment of a pattern: any number of whole segments (none in
 TOP = 0x10FFFF
 SLASH = ord("/")
 ANY = ((0, SLASH - 1), (SLASH + 1, TOP))  # `?`: one character, never '/'
-_DRIVE = re.compile(r"^[A-Za-z]:")
+_DRIVE = re.compile(r"^[A-Za-z]:([/\\]|$)")  # C:/x, C:\x, C:
 WILD = "*?[\\"  # what makes a segment more than its literal text
 
 
 def normalize(raw: str) -> str:
     """The canonical form of a pattern (no `./`, `.` or empty segments, one `**` where there were several in a
     row, and `/**` after a directory: a pattern ending in `/`, or a path without wildcards whose last segment has
-    no '.' after its first character, such as `src/api` or `.github`), or InvalidInput in one sentence: empty, too long, a control character, an absolute
-    path, a `..` segment, an unclosed `[`, a trailing backslash, or a pattern that no path matches."""
+    no '.' after its first character, such as `src/api` or `.github`), or InvalidInput in one sentence: empty,
+    too long, a control character, an absolute path, a `..` segment, an unclosed `[`, a trailing backslash, or a
+    pattern that no path matches."""
     shown = raw if len(raw) <= 80 else raw[:77] + "..."
     if not raw:
         raise InvalidInput("a path pattern is empty; give a path relative to the repository's root, e.g. src/app.py")
@@ -117,7 +118,7 @@ def normalize_all(raws: Iterable[str], what: str = "paths") -> list[str]:
 
 
 def overlap(a: str, b: str) -> bool:
-    """Whether some path matches both canonical patterns (each covering what is under what it matches)."""
+    """Whether some path matches both canonical patterns."""
     return _paths_meet(_pattern(a), _pattern(b))
 
 
@@ -418,6 +419,10 @@ class Reservations:
         ts = now()
         with self.store.write() as db:
             self.machine.sweep(db, ts)
+            # reservations past their TTL are marked ended, so that the index of the unreleased stays the live ones
+            db.execute(
+                "UPDATE reservations SET released_at = expires_at WHERE released_at IS NULL AND expires_at <= ?", [ts]
+            )
             card = self._card(db, actor, task_id)
             scope = scope_of(card)
             live = rows(
