@@ -378,10 +378,16 @@ def scope_of(card: dict | None) -> str:
     return (card.get("repo") or "") if card else ""
 
 
+def one_line(text: str, width: int = 120) -> str:
+    """A reason as a refusal quotes it: on one line, cut to `width` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def describe(row: dict) -> str:
     """A reservation as a refusal names it: whose, which pattern, for which card, until when."""
     card = f" for task {row['task_id']}" if row["task_id"] is not None else ""
-    why = f" ({row['reason']})" if row["reason"] else ""
+    why = f" ({one_line(row['reason'])})" if row["reason"] else ""
     kind = "exclusively" if row["exclusive"] else "shared"
     return f"{row['pattern']}, held {kind} by {row['agent']}{card} until {iso(row['expires_at'])}{why}"
 
@@ -583,7 +589,7 @@ class Reservations:
 
 
 def blocking(
-    store: Store, files: list[str], agent: str | None, scopes: list[str] | None, ts: float | None = None
+    db: Database, files: list[str], agent: str | None, scopes: list[str] | None, ts: float | None = None
 ) -> list[tuple[str, dict]]:
     """(file, reservation row) for each file that a live reservation of an agent other than `agent` covers, in
     the `scopes` (None: every scope), an exclusive one named before a shared one: what the git guard refuses
@@ -596,8 +602,7 @@ def blocking(
     if scopes is not None:
         where += f" AND r.scope IN ({placeholders(scopes)})"
         params += scopes
-    with store.read() as db:
-        live = rows(db, f"SELECT r.* FROM reservations r WHERE {where} ORDER BY r.exclusive DESC, r.id", params)
+    live = rows(db, f"SELECT r.* FROM reservations r WHERE {where} ORDER BY r.exclusive DESC, r.id", params)
     out = []
     for path in files:
         parts = tuple(p for p in path.split("/") if p)

@@ -30,12 +30,14 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
-    from hiveboard.board import Store
+    from hiveboard.board._sqlite_utils import Database
 
     from .config import Settings
 
@@ -137,15 +139,10 @@ def _registered_name(settings: Settings, top: Path) -> str | None:
     """The name this repository is registered under on the board (`hiveboard repo add`), found by its path; None
     when it is not registered, or the board cannot say."""
     try:
-        store = open_guard_store(settings)
-    except Exception:  # no board yet, or none readable: the guard then checks every repository's reservations
+        with board_db(settings) as db:
+            found = db.execute("SELECT name, path FROM repos").fetchall()
+    except Exception:  # no board yet, none readable, or no registered repositories: every repository's, then
         return None
-    try:
-        found = store.db.execute("SELECT name, path FROM repos").fetchall()
-    except Exception:  # a board without registered repositories
-        return None
-    finally:
-        store.close()
     for repo_name, path in found:
         try:
             if path and Path(path).resolve() == top.resolve():
@@ -211,24 +208,34 @@ def without_password(url: str) -> str:
 # ----------------------------------------------------------------------------- check
 
 
-def open_guard_store(settings: Settings) -> Store:
-    """The board's store, to read its reservations: never a new board (a SQLite file must exist), never a migration
-    of a SQLite file (one that predates reservations is refused)."""
+@contextmanager
+def board_db(settings: Settings) -> Iterator[Database]:
+    """A connection to the board's database, to read it: never a new board (a SQLite file must exist), no
+    migration, no write lock; a database server that does not answer within PGCONNECT_TIMEOUT (5 s unless set)
+    fails rather than holding up the commit."""
     from hiveboard.board import Store
+    from hiveboard.board.db import dialect_for
 
     from .config import SetupError
-    from .stores import open_server_store
 
     if settings.db_url:
-        return open_server_store(settings.db_url, pool=1, pool_wait=10)
+        os.environ.setdefault("PGCONNECT_TIMEOUT", "5")
+        db = dialect_for(settings.db_url).connect(settings.db_url)
+        try:
+            yield db
+        finally:
+            db.conn.close()
+        return
     path = settings.db_path
     if not path.is_file():
         raise SetupError(f"there is no board at {path}")
     store = Store(path, read_only=True)
-    if store.pending:
+    try:
+        if store.pending:
+            raise SetupError(f"the board at {path} predates path reservations (hiveboard serve upgrades it)")
+        yield store.db
+    finally:
         store.close()
-        raise SetupError(f"the board at {path} predates path reservations (hiveboard serve upgrades it)")
-    return store
 
 
 def check(settings_of) -> int:
@@ -253,12 +260,8 @@ def check(settings_of) -> int:
     try:
         from hiveboard.board.reservations import blocking
 
-        settings = settings_of()
-        store = open_guard_store(settings)
-        try:
-            found = blocking(store, staged, agent, scopes)
-        finally:
-            store.close()
+        with board_db(settings_of()) as db:
+            found = blocking(db, staged, agent, scopes)
     except Exception as exc:  # fail-open: a board that cannot be read never stops a commit
         from hiveboard.board.errors import first_line
 
@@ -269,12 +272,13 @@ def check(settings_of) -> int:
 
 def _report(found: list[tuple[str, dict]], agent: str | None, mode: str) -> int:
     from hiveboard.board.db import iso
+    from hiveboard.board.reservations import one_line
 
     refused = [(path, r) for path, r in found if r["exclusive"]]
     for path, r in [(p, r) for p, r in found if not r["exclusive"]][:SHOWN]:
         _say(f"note: {path} is reserved (shared) by {r['agent']}{_card(r)} until {iso(r['expires_at'])}")
     for path, r in refused[:SHOWN]:
-        why = f": {r['reason']}" if r["reason"] else ""
+        why = f": {one_line(r['reason'])}" if r["reason"] else ""
         _say(
             f"{path} is reserved exclusively by {r['agent']}{_card(r)} until {iso(r['expires_at'])} "
             f"(pattern {r['pattern']}){why}"

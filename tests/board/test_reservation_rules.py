@@ -272,7 +272,7 @@ def test_a_reservation_ends_with_its_cards_lease(store_target):
             time.sleep(0.05)
         # before any sweep, the live check already ignores it: the agent no longer holds the card
         assert rows_of(board)[0]["released_at"] is None
-        assert blocking(board.store, ["src/a.py"], "bob", None) == []
+        assert blocking(board.store.db, ["src/a.py"], "bob", None) == []
         board.reservations.reserve("bob", ["src/a.py"])  # a write sweeps the lease first
         assert board.get(task_id).status == "todo"
         assert rows_of(board)[0]["released_at"] is not None
