@@ -354,3 +354,20 @@ def test_a_card_shows_its_paths_and_the_reservations_on_them(board):
     assert {r.pattern for r in board.get(task_id).reservations} == {"src/api/auth.py", "tests/**"}
     view = board.board()
     assert view.reservations_live == 3 and {r.agent for r in view.reservations} == {"alice", "bob", "dave"}
+
+
+def test_hostile_patterns_cannot_hold_the_write_lock_long(board):
+    board.reservations.reserve("alice", [("*a" * 140) + f"b{i}" for i in range(MAX_PATTERNS)])
+    before = rows_of(board)
+    with pytest.raises(InvalidInput, match=r"takes more than 1,000,000 steps; reserve fewer patterns") as refused:
+        board.reservations.reserve("bob", [("*a" * 140) + f"c{i}" for i in range(MAX_PATTERNS)])
+    assert "nothing was reserved" in str(refused.value)
+    assert rows_of(board) == before
+    board.reservations.reserve("bob", ["src/**"])  # a plain pattern is checked against them all at once
+
+
+def test_a_refusal_quotes_the_holders_reason_on_one_line(board):
+    board.reservations.reserve("alice", ["src/**"], reason="rewriting\nthe app\tfrom scratch")
+    with pytest.raises(Conflict, match=r"\(rewriting the app from scratch\)") as refused:
+        board.reservations.reserve("bob", ["src/a.py"])
+    assert "\n" not in str(refused.value)
