@@ -140,6 +140,7 @@ def _whole(row: dict, deps: list[dict], attached: list[dict], hist_rows: list[di
         output=row["output"],
         artifacts=attached,
         history=hist,
+        paths=json.loads(row["paths"]),
     )
 
 

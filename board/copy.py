@@ -35,6 +35,7 @@ TABLES = (
     "worktrees",
     "task_refs",
     "merges",
+    "reservations",
 )
 KEYS = {
     "agents": "name",
@@ -58,6 +59,7 @@ IDENTITY = (
     "worktrees",
     "task_refs",
     "merges",
+    "reservations",
 )
 
 

@@ -548,6 +548,32 @@ def m024_repositories(db: Database) -> None:
     db.execute("CREATE INDEX merges_queue ON merges (repo, status, id)")
 
 
+def m025_reservations(db: Database) -> None:
+    # Path reservations (board/reservations.py): an agent's glob in a scope (a repository's name, '' for the board),
+    # tied to a card (task_id) or not; live while not released, not expired and its card still held. The partial
+    # indexes keep the live ones quick to read, one unreleased row per (scope, agent, pattern), and a card's own
+    # quick to release. tasks.paths: the globs a card says it will touch (a JSON list).
+    db.execute("""
+        CREATE TABLE reservations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            scope TEXT NOT NULL DEFAULT '',
+            agent TEXT NOT NULL,
+            task_id INTEGER REFERENCES tasks(id),
+            pattern TEXT NOT NULL,
+            exclusive INTEGER NOT NULL DEFAULT 1,
+            reason TEXT,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            released_at REAL
+        )""")
+    db.execute("CREATE INDEX reservations_live ON reservations (expires_at) WHERE released_at IS NULL")
+    db.execute(
+        "CREATE UNIQUE INDEX reservations_held ON reservations (scope, agent, pattern) WHERE released_at IS NULL"
+    )
+    db.execute("CREATE INDEX reservations_task ON reservations (task_id) WHERE released_at IS NULL")
+    db.execute("ALTER TABLE tasks ADD COLUMN paths TEXT NOT NULL DEFAULT '[]'")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -572,6 +598,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m022_card_budget,
     m023_body_embedding,
     m024_repositories,
+    m025_reservations,
 ]
 
 

@@ -44,6 +44,32 @@ class AcceptanceTests(BaseModel):
     hidden: bool = Field(False, description="claimer sees only that they exist")
 
 
+class Reservation(BaseModel):
+    """A live path reservation: an agent's announcement that it edits the paths a glob matches."""
+
+    pattern: str = Field(description="a glob from the repository's root; a directory (dir/**) covers all under it")
+    agent: str
+    exclusive: bool = Field(description="true: nobody else may reserve or commit overlapping paths")
+    task_id: int | None = Field(None, description="the card it is tied to: it ends when the card ends")
+    repo: str | None = Field(None, description="the card's repository; null: the board")
+    reason: str | None = None
+    until: str = Field(description="UTC time, ISO 8601, when it ends unless renewed")
+
+
+class Reserved(BaseModel):
+    """The answer to reserve_paths."""
+
+    reservations: list[Reservation]
+    message: str
+
+
+class Released(BaseModel):
+    """The answer to release_paths."""
+
+    released: list[str]
+    message: str
+
+
 class HistoryEntry(BaseModel):
     """One recorded change to a card: who did what, when, and why."""
 
@@ -111,6 +137,11 @@ class Task(TaskSummary):
     output: str | None = Field(None, description="the completing agent's output")
     artifacts: list[Artifact] = []
     history: list[HistoryEntry] = []
+    paths: list[str] = Field([], description="the paths (globs) the card says it will touch")
+    reservations: list[Reservation] | None = Field(
+        None, description="live reservations tied to the card or overlapping its paths"
+    )
+    reservations_live: int | None = Field(None, description="how many there are (the list is bounded)")
 
 
 class NewTask(BaseModel):
@@ -129,6 +160,7 @@ class NewTask(BaseModel):
     attempts: int = 1  # >1: competing attempts, one card each, compared by a referee
     needs_approval: bool = False  # a person approves it after the critics pass it, whatever its labels
     budget_tokens: int | None = None  # its agents' recorded tokens that get its creator told (board/usage.py)
+    paths: list[str] = []  # the paths (globs) it will touch: a claim warns about others' reservations of them
 
 
 class TaskEdit(BaseModel):
@@ -158,6 +190,11 @@ class Claim(BaseModel):
         None, description="the card returns to todo then unless you renew it or act on it"
     )
     lease_seconds: int | None = None
+    reservations: list[Reservation] | None = Field(
+        None,
+        description="other agents' live reservations overlapping the card's paths: "
+        "coordinate with them before you edit those paths",
+    )
 
 
 class Lease(BaseModel):
@@ -200,6 +237,8 @@ class BoardView(BaseModel):
     columns: list[Column]
     total: int
     ready: int = Field(description="todo cards whose dependencies are all done (claimable now)")
+    reservations: list[Reservation] | None = Field(None, description="live path reservations, soonest to end first")
+    reservations_live: int | None = Field(None, description="how many there are (the list is bounded)")
 
 
 class Agent(BaseModel):

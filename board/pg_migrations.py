@@ -413,6 +413,29 @@ def p010_repositories(db) -> None:
     db.execute("CREATE INDEX merges_queue ON merges (repo, status, id)")
 
 
+def p011_reservations(db) -> None:
+    # board/migrations.py m025_reservations
+    db.execute(f"""
+        CREATE TABLE reservations (
+            id {ID},
+            scope TEXT NOT NULL DEFAULT '',
+            agent TEXT NOT NULL,
+            task_id BIGINT REFERENCES tasks(id),
+            pattern TEXT NOT NULL,
+            exclusive INTEGER NOT NULL DEFAULT 1,
+            reason TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            released_at DOUBLE PRECISION
+        )""")
+    db.execute("CREATE INDEX reservations_live ON reservations (expires_at) WHERE released_at IS NULL")
+    db.execute(
+        "CREATE UNIQUE INDEX reservations_held ON reservations (scope, agent, pattern) WHERE released_at IS NULL"
+    )
+    db.execute("CREATE INDEX reservations_task ON reservations (task_id) WHERE released_at IS NULL")
+    db.execute("ALTER TABLE tasks ADD COLUMN paths TEXT NOT NULL DEFAULT '[]'")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -424,6 +447,7 @@ MIGRATIONS: list[Callable] = [
     p008_card_budget,
     p009_body_embedding,
     p010_repositories,
+    p011_reservations,
 ]
 
 

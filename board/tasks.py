@@ -52,6 +52,7 @@ from .models import (
 )
 from .quotas import ARTIFACT, QuotaConfig, Quotas
 from .repos import Repos
+from .reservations import ENDS, Reservations, normalize_all
 from .review_models import BoardStats
 from .reviews import Reviews
 from .usage import MAX_BUDGET, Price, Usage
@@ -94,9 +95,12 @@ class Board:
         self.views = Views(store)
         self.web_sessions = WebSessions(store)  # people logged in to the web board
         self.repos = Repos(store)  # git repositories cards are worked in
+        self.reservations = Reservations(store, self.machine)  # paths agents are editing
         # what else happens when a card moves, all in one place
         self.machine.when_leaving("review", self.reviews.left_review)
         self.machine.when_entering("done", self.knowledge.remember_output)
+        for status in ENDS:  # a card that ends (its holder no longer works on it) releases its reservations
+            self.machine.when_entering(status, self.reservations.card_ended)
 
     def require_approval(self, rule: ApprovalRule) -> None:
         """Register why a new card needs a person's approval after its review passes: `rule(task_type,
@@ -116,9 +120,14 @@ class Board:
             return cards.summarize(db, cards.row(db, task_id))
 
     def get(self, task_id: int, history: int | None = None, viewer: str | None = None) -> Task:
-        """One whole card with its recent history (newest `history` entries, oldest first)."""
+        """One whole card with its recent history (newest `history` entries, oldest first), and the live path
+        reservations tied to it or overlapping its declared paths."""
         with self.machine.reading() as db:
-            return cards.task_by_id(db, task_id, self.limits.history if history is None else history, viewer)
+            task = cards.task_by_id(db, task_id, self.limits.history if history is None else history, viewer)
+            if not task.paths and task.status not in ("in_progress", "blocked", "review"):
+                return task  # nothing can be tied to it, and no path of it can overlap one
+            held, total = self.reservations.of_card(db, cards.row(db, task_id), now())
+        return task.model_copy(update={"reservations": held or None, "reservations_live": total or None})
 
     def list(
         self,
@@ -221,7 +230,14 @@ class Board:
                 )
                 for status in STATUSES
             ]
-        return BoardView(columns=columns, total=sum(counts.values()), ready=ready)
+            held, live = self.reservations.live(db, now())
+        return BoardView(
+            columns=columns,
+            total=sum(counts.values()),
+            ready=ready,
+            reservations=held or None,
+            reservations_live=live or None,
+        )
 
     # ----------------------------------------------------------------- commands
 
@@ -245,6 +261,7 @@ class Board:
                 f"waive takes up to {self.limits.labels} analyser rule ids such as B324 or S608; got "
                 f"{', '.join(repr(r) for r in waived[:5])}"
             )
+        paths = normalize_all(new.paths)
         deps = list(dict.fromkeys(new.depends_on))
         if len(deps) > self.limits.depends_on:
             raise InvalidInput(f"{len(deps)} dependencies given; at most {self.limits.depends_on}")
@@ -302,6 +319,7 @@ class Board:
                     "contest": first,
                     "approval": approval,
                     "budget_tokens": new.budget_tokens,
+                    "paths": json.dumps(paths),
                 }
                 created = self.machine.create(db, actor, values, note, ts)
                 task_id = created["id"]
@@ -401,15 +419,22 @@ class Board:
         return self._granted(db, row, row["lease_expires_at"])
 
     def _granted(self, db: Database, row: dict, expires: float, fresh: bool = False) -> Claim:
-        """The answer to the claim holder: its card, token and lease. `fresh`: a new claim, whose token has
-        no artifacts yet."""
+        """The answer to the claim holder: its card, token and lease, and other agents' live reservations of the
+        card's declared paths (a warning: the claim stands). `fresh`: a new claim, whose token has no artifacts
+        yet."""
+        others = self.reservations.others_on(db, row, row["assignee"], now())
+        warning = ""
+        if others:
+            holders = ", ".join(dict.fromkeys(r.agent for r in others))
+            warning = f"; paths of this card are reserved by {holders} (see reservations): coordinate before editing"
         return Claim(
             claimed=True,
-            message=f"task {row['id']} is yours until {iso(expires)}",
+            message=f"task {row['id']} is yours until {iso(expires)}{warning}",
             task=cards.task(db, row, 0, viewer=row["assignee"], artifacts=not fresh),
             token=row["fencing_token"],
             lease_expires_at=iso(expires),
             lease_seconds=self.lease_seconds,
+            reservations=others or None,
         )
 
     def renew(self, actor: str, task_id: int, token: int) -> Claim:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from hiveboard.board import Board, TaskSummary
 
 from . import memory as memory_tools
-from . import messages, prompts, resources, tasks, work
+from . import messages, prompts, reservations, resources, tasks, work
 from . import review as review_tools
 from .boundary import Profile, StrictServer, tool_token_costs
 from .deps import Deps
@@ -34,7 +34,9 @@ do, wait_for_work waits for a card you may claim or mail for you (an MCP task wh
 claim_task gives you a card and a fencing token; pass the token to update_task, release_task
 and complete_task. It also hands you the task type's digest (its common rules, with how many lessons
 back each) when it has one, then single lessons: read both first. Your lease is renewed by update_task (a note, or the token alone); an expired lease returns the
-card to todo and your token stops working. complete_task moves the card to review: critics check it in the
+card to todo and your token stops working. Before editing files, reserve_paths(paths=[globs]) tells the
+others (an overlap with another's exclusive reservation is refused; those of a card end with it); a claim warns
+of others' reservations of the card's paths. complete_task moves the card to review: critics check it in the
 background and it comes back to you (a 'critique' message with a revision brief) or goes to done;
 follow it with get_review(task_id, wait_seconds=…). Agents with the role 'critic' receive review
 requests and answer with submit_critique (score: 10 excellent, 7-9 good, 4-6 significant issues,
@@ -106,6 +108,7 @@ def build_server(
     review_tools.register(mcp, deps)
     messages.register(mcp, deps)
     work.register(mcp, deps)
+    reservations.register(mcp, deps)
     memory_tools.register(mcp, deps)
     resources.register(mcp, deps)
     prompts.register(mcp)

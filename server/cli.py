@@ -1007,6 +1007,20 @@ def parser() -> argparse.ArgumentParser:
         help="session-start, user-prompt-submit, post-tool-use, stop, session-end, task-completed or teammate-idle",
     )
     h.set_defaults(fn=cmd_hook)
+
+    gd = add(
+        "guard",
+        help="'install [REPO]' writes a git pre-commit hook refusing commits that touch paths another agent "
+        "reserved (HIVEBOARD_GUARD=warn only warns, =off skips it); 'uninstall [REPO]'; 'check' is what it runs",
+    )
+    gd.add_argument("action", choices=["install", "uninstall", "check"])
+    gd.add_argument("repo", nargs="?", help="the repository (default: the current directory's)")
+    gd.add_argument(
+        "--name",
+        help="install: the name the repository is registered under (default: found by its path; none: the guard "
+        "checks every repository's reservations)",
+    )
+    gd.set_defaults(fn=cmd_guard)
     return p
 
 
@@ -1018,6 +1032,19 @@ def cmd_hook(args: argparse.Namespace) -> int:
     if getattr(args, "db", None):
         os.environ["HIVEBOARD_DB"] = args.db
     return hook.main(args.event)
+
+
+def cmd_guard(args: argparse.Namespace) -> int:
+    from . import guard
+
+    if args.action == "check":  # what the pre-commit hook runs: never exits 2 (that would refuse the commit)
+        return guard.check(lambda: _settings(args))
+    if args.action == "uninstall":
+        print(guard.uninstall(args.repo), file=sys.stderr)
+        return 0
+    db_given = args.db or os.environ.get("HIVEBOARD_DB")
+    print(guard.install(_settings(args), args.repo, args.name, db_given), file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,6 +132,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         budget_tokens: Annotated[
             int | None, Field(ge=1, le=MAX_ID)
         ] = None,  # tokens its agents may spend (hook-recorded) before you are told
+        paths: Annotated[list[str], Field(description="globs it will touch", max_length=50)] = [],
     ) -> TaskSummary:
         """Add a card to todo."""
         actor = identity.require(ctx)
@@ -156,6 +157,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 needs_approval=needs_approval,
                 acceptance_tests=acceptance_tests,
                 budget_tokens=budget_tokens,
+                paths=paths,
             ),
         )
 
