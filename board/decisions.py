@@ -7,6 +7,7 @@ only an operator role may make.
 from __future__ import annotations
 
 from . import cards
+from ._sqlite_utils import Database
 from .db import Store, now
 from .errors import Conflict, IllegalTransition, InvalidInput
 from .limits import Limits, check_text
@@ -33,19 +34,19 @@ class Decisions:
             _waiting(row)
             return self._approval(db, row)
 
-    def _approval(self, db, row: dict) -> Approval:
-        latest = next(iter(self.reviews.hand_ins_of(db, row, 1)), None)
-        if latest is not None and latest.review_id is not None:
-            key = f"review-{latest.review_id}"
-        else:  # no review round took it: the claim it was handed in on names it (each claim is a new one)
-            key = f"claim-{row['fencing_token']}"
+    def _approval(self, db: Database, row: dict) -> Approval:
+        """`approval` of the card `row`, inside a transaction."""
+        found = self.reviews.hand_ins_of(db, row, 1)
+        if not found:  # nothing handed in: the claim that brought it here names what a pass approves
+            return Approval(task_id=row["id"], key=f"claim-{row['fencing_token']}", handed_in=False)
+        latest = found[0]
         return Approval(
             task_id=row["id"],
-            key=key,
-            review_id=latest and latest.review_id,
-            round=latest and latest.round,
-            handed_in=latest is not None,
-            files=[a.name for a in latest.artifacts] if latest else [],
+            key=latest.key,
+            review_id=latest.review_id,
+            round=latest.round,
+            handed_in=True,
+            files=[a.name for a in latest.artifacts],
         )
 
     def decide(

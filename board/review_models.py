@@ -178,6 +178,7 @@ class HandIn(BaseModel):
     """One hand-in of a card's work: a review round's snapshot of its files, or the files of a completion no
     review round took (done, or waiting on a person's approval, without a review)."""
 
+    key: str = Field(description="names it: review-<review id>, or hand-in-<n> for one no review round took")
     review_id: int | None = Field(None, description="the review round that took it; null: none did")
     round: int | None = None
     status: str | None = Field(None, description="the review round's status")
@@ -191,7 +192,7 @@ class Approval(BaseModel):
     confirms exactly that and a confirmation of earlier work is refused."""
 
     task_id: int
-    key: str = Field(description="names the hand-in: review-<id>, or claim-<n> when no review round took it")
+    key: str = Field(description="the hand-in's key (HandIn.key), or claim-<n> when nothing was handed in")
     review_id: int | None = None
     round: int | None = None
     handed_in: bool = Field(description="false: the card waits on a person with nothing handed in")

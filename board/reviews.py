@@ -489,6 +489,7 @@ class Reviews:
         )
         found = [
             HandIn(
+                key=f"review-{r['id']}",
                 review_id=r["id"],
                 round=r["round"],
                 status=r["status"],
@@ -498,12 +499,28 @@ class Reviews:
             )
             for r in rows
         ]
-        completed = db.execute(
-            "SELECT max(at) FROM task_history WHERE task_id = ? AND action = ?", [row["id"], COMPLETED]
-        ).fetchone()[0]
-        if completed is not None and (not rows or rows[0]["created_at"] < completed):
-            files = [Artifact(**a) for a in db.query(cards.ARTIFACTS, [row["id"], row["id"]])]
-            found.insert(0, HandIn(at=iso(completed), artifacts=files))
+        completed = next(
+            iter(
+                db.query(
+                    "SELECT id, at FROM task_history WHERE task_id = ? AND action = ? ORDER BY id DESC LIMIT 1",
+                    [row["id"], COMPLETED],
+                )
+            ),
+            None,
+        )
+        if completed is not None and (not rows or rows[0]["created_at"] < completed["at"]):
+            # its files were written in the completion's own transaction, at its time (a later claim may hold the
+            # card now, with none of its own yet)
+            files = db.query(
+                "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND created_at = ? ORDER BY id",
+                [row["id"], completed["at"]],
+            )
+            found.insert(
+                0,
+                HandIn(
+                    key=f"hand-in-{completed['id']}", at=iso(completed["at"]), artifacts=[Artifact(**a) for a in files]
+                ),
+            )
         return found[:last]
 
     def rounds(self, task_id: int, since_review: int = 0, reveal: bool = False) -> list[ReviewRound]:
