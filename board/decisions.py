@@ -7,11 +7,13 @@ only an operator role may make.
 from __future__ import annotations
 
 from . import cards
+from ._sqlite_utils import Database
 from .db import Store, now
-from .errors import IllegalTransition, InvalidInput
+from .errors import Conflict, IllegalTransition, InvalidInput
 from .limits import Limits, check_text
 from .machine import Machine
 from .models import TaskSummary
+from .review_models import Approval
 from .reviews import Reviews
 
 
@@ -24,13 +26,43 @@ class Decisions:
         self.reviews = reviews
         self.limits = limits
 
+    def approval(self, task_id: int) -> Approval:
+        """What passing this card would approve (its latest hand-in, named), for the person to confirm; a
+        card that waits on no person is refused as `decide` refuses it."""
+        with self.store.read() as db:
+            row = cards.row(db, task_id)
+            _waiting(row)
+            return self._approval(db, row)
+
+    def _approval(self, db: Database, row: dict) -> Approval:
+        """`approval` of the card `row`, inside a transaction."""
+        found = self.reviews.hand_ins_of(db, row, 1)
+        if not found:  # nothing handed in: the claim that brought it here names what a pass approves
+            return Approval(task_id=row["id"], key=f"claim-{row['fencing_token']}", handed_in=False)
+        latest = found[0]
+        return Approval(
+            task_id=row["id"],
+            key=latest.key,
+            review_id=latest.review_id,
+            round=latest.round,
+            handed_in=True,
+            files=[a.name for a in latest.artifacts],
+        )
+
     def decide(
-        self, actor: str, task_id: int, decision: str, note: str = "", assign_to: str | None = None
+        self,
+        actor: str,
+        task_id: int,
+        decision: str,
+        note: str = "",
+        assign_to: str | None = None,
+        confirm: str | None = None,
     ) -> TaskSummary:
         """A person (operator role) decides a card waiting in needs_human: `pass` it to done, `send_back`
         to its author (todo, reserved for them, the note as the brief), or `reassign` it to another agent.
         The author hears it in their inbox; the decision is logged as the human lens of the card's last
-        review when that review sent it here (e.g. human approval required)."""
+        review when that review sent it here (e.g. human approval required). `confirm`: the key of the
+        `approval` the person confirmed; a pass is refused when the card's latest work is no longer that."""
         if decision not in ("pass", "send_back", "reassign"):
             raise InvalidInput(f"decision {decision!r} is not one of pass, send_back, reassign")
         note = note.strip()
@@ -45,10 +77,14 @@ class Decisions:
         ts = now()
         with self.store.write() as db:
             row = cards.row(db, task_id)
-            if row["status"] != "needs_human":
-                raise IllegalTransition(
-                    f"task {task_id} is {row['status']}, not needs_human: there is nothing to decide; reload the card"
-                )
+            _waiting(row)
+            if decision == "pass" and confirm is not None:
+                now_approves = self._approval(db, row)
+                if confirm != now_approves.key:
+                    raise Conflict(
+                        f"task {task_id} moved on since this pass was confirmed: its latest work is now "
+                        f"{now_approves.text}; reload the card and confirm again"
+                    )
             author = row["assignee"] or row["created_by"]
             reserve = author if decision == "send_back" else target
             head = {
@@ -77,3 +113,11 @@ class Decisions:
                     )
             self.reviews.record_person(db, task_id, actor, "PASS" if decision == "pass" else "FAIL", head, note, ts)
             return cards.summarize(db, row)
+
+
+def _waiting(row: dict) -> None:
+    """Only a card waiting on a person has anything to decide."""
+    if row["status"] != "needs_human":
+        raise IllegalTransition(
+            f"task {row['id']} is {row['status']}, not needs_human: there is nothing to decide; reload the card"
+        )

@@ -174,6 +174,42 @@ class ReviewTrail(BaseModel):
     rounds_omitted: int = Field(0, description="earlier rounds left out of this compact answer (full=true has them)")
 
 
+class HandIn(BaseModel):
+    """One hand-in of a card's work: a review round's snapshot of its files, or the files of a completion no
+    review round took (done, or waiting on a person's approval, without a review)."""
+
+    key: str = Field(description="names it: review-<review id>, or hand-in-<n> for one no review round took")
+    review_id: int | None = Field(None, description="the review round that took it; null: none did")
+    round: int | None = None
+    status: str | None = Field(None, description="the review round's status")
+    verdict: Literal["PASS", "FAIL"] | None = None
+    at: str = Field(description="when it was handed in, UTC, ISO 8601")
+    artifacts: list[Artifact] = []
+
+
+class Approval(BaseModel):
+    """What a person's pass of a card waiting on them approves: its latest hand-in, named, so that the person
+    confirms exactly that and a confirmation of earlier work is refused."""
+
+    task_id: int
+    key: str = Field(description="the hand-in's key (HandIn.key), or claim-<n> when nothing was handed in")
+    review_id: int | None = None
+    round: int | None = None
+    handed_in: bool = Field(description="false: the card waits on a person with nothing handed in")
+    files: list[str] = Field([], description="the names of the hand-in's files")
+
+    @property
+    def text(self) -> str:
+        """In a person's words: "round 2 of card #12, 3 files"."""
+        n = len(self.files)
+        files = f"{n} file{'' if n == 1 else 's'}" if n else "no files"
+        if self.round is not None:
+            return f"round {self.round} of card #{self.task_id}, {files}"
+        if self.handed_in:
+            return f"the work handed in on card #{self.task_id} without a review round, {files}"
+        return f"card #{self.task_id} as it stands, nothing handed in"
+
+
 class ReviewJob(BaseModel):
     """A review a worker holds: the card's brief and a snapshot of the work as completed."""
 

@@ -20,7 +20,7 @@ from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
 from .events import ReviewChanged
 from .knowledge import Knowledge
 from .limits import Limits
-from .machine import Machine, Via
+from .machine import TRANSITIONS, Machine, Via
 from .models import Artifact
 from .review_models import (
     BLOCKING,
@@ -32,6 +32,7 @@ from .review_models import (
     Critique,
     CritiqueRecord,
     DayRate,
+    HandIn,
     Outcome,
     Resolution,
     ReviewIssue,
@@ -42,6 +43,8 @@ from .review_models import (
     Synthesis,
     judged,
 )
+
+COMPLETED = next(t.action for t in TRANSITIONS if t.via == "complete_task")  # a hand-in, as the history says it
 
 
 def _rate(part: int, whole: int) -> float | None:
@@ -466,6 +469,60 @@ class Reviews:
         row = self.store.db.execute("SELECT artifacts FROM reviews WHERE id = ?", [prev]).fetchone() if prev else None
         return [Artifact(**a) for a in json.loads(row[0])] if row else []
 
+    def hand_ins(self, task_id: int, last: int = 2) -> list[HandIn]:
+        """The card's latest `last` hand-ins of work, newest first, with their files (what a person at the
+        approval gate reads, beside the hand-in before it)."""
+        with self.store.read() as db:
+            return self.hand_ins_of(db, cards.row(db, task_id), last)
+
+    @staticmethod
+    def hand_ins_of(db: Database, row: dict, last: int) -> list[HandIn]:
+        """`hand_ins` of the card `row` inside a transaction: each review round's snapshot, and before them the
+        current claim's files when its latest completion went to no review round (done, or to a person's
+        approval, unreviewed). A review round is queued in its completion's transaction, at its time."""
+        rows = list(
+            db.query(
+                "SELECT id, round, status, verdict, created_at, artifacts FROM reviews WHERE task_id = ? "
+                "ORDER BY id DESC LIMIT ?",
+                [row["id"], last],
+            )
+        )
+        found = [
+            HandIn(
+                key=f"review-{r['id']}",
+                review_id=r["id"],
+                round=r["round"],
+                status=r["status"],
+                verdict=r["verdict"],
+                at=iso(r["created_at"]),
+                artifacts=[Artifact(**a) for a in json.loads(r["artifacts"])],
+            )
+            for r in rows
+        ]
+        completed = next(
+            iter(
+                db.query(
+                    "SELECT id, at FROM task_history WHERE task_id = ? AND action = ? ORDER BY id DESC LIMIT 1",
+                    [row["id"], COMPLETED],
+                )
+            ),
+            None,
+        )
+        if completed is not None and (not rows or rows[0]["created_at"] < completed["at"]):
+            # its files were written in the completion's own transaction, at its time (a later claim may hold the
+            # card now, with none of its own yet)
+            files = db.query(
+                "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND created_at = ? ORDER BY id",
+                [row["id"], completed["at"]],
+            )
+            found.insert(
+                0,
+                HandIn(
+                    key=f"hand-in-{completed['id']}", at=iso(completed["at"]), artifacts=[Artifact(**a) for a in files]
+                ),
+            )
+        return found[:last]
+
     def rounds(self, task_id: int, since_review: int = 0, reveal: bool = False) -> list[ReviewRound]:
         """A card's rounds; a running round's critiques are sealed (status only) unless `reveal`."""
         out = []
@@ -497,8 +554,9 @@ class Reviews:
     def trail(self, task_id: int) -> ReviewTrail:
         """Every round of a card's review, oldest first."""
         self.machine.sweep_expired()  # as board.get does, so an expired lease shows as todo
-        row = cards.row(self.store.db, task_id)  # the card's header only: this runs on every wake-up
-        rounds = self.rounds(task_id)
+        with self.store.read() as db:  # the card and its rounds as one moment saw them (a verdict moves both)
+            row = cards.row(db, task_id)  # the card's header only: this runs on every wake-up
+            rounds = self.rounds(task_id)
         return ReviewTrail(
             task_id=task_id,
             title=row["title"],

@@ -12,11 +12,12 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
+from . import cards
 from .db import Store, iso, now, placeholders
 from .dialect import Dialect
 from .errors import InvalidInput
 from .messages import POOL_VISIBLE
-from .models import RANK_PRIORITY, STATUSES
+from .models import RANK_PRIORITY, STATUSES, AcceptanceTests
 
 COLUMN_LIMIT = 200
 
@@ -308,6 +309,11 @@ class Views:
                 )
             ]
         return produced, handed
+
+    def acceptance_tests(self, task_id: int) -> AcceptanceTests | None:
+        """A card's acceptance tests whole, hidden ones included: agents see only that hidden tests exist
+        (board/cards.py), a person logged in to the web board reads them."""
+        return cards.acceptance_tests(cards.row(self.store.db, task_id))
 
     def round_counts(self) -> dict[int, int]:
         """How many cards ended their review after 1, 2, 3… rounds."""

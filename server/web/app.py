@@ -204,6 +204,9 @@ def web_routes(web: WebBoard) -> list[Route]:
         task_id = request.path_params["task_id"]
         task = board.get(task_id, history=50, viewer=viewer.name)
         thread = board.messages.pool(task_id=task_id, full=True, limit=100).messages
+        # hidden acceptance tests: a person logged in reads them; a wall screen (no one logged in) does not,
+        # as anything that reaches its address could read them there
+        tests = board.views.acceptance_tests(task_id) if task.hidden_tests and viewer.name else task.acceptance_tests
         return pages.task_page(
             task,
             board.reviews.trail(task_id),
@@ -213,6 +216,9 @@ def web_routes(web: WebBoard) -> list[Route]:
             viewer,
             request.query_params.get("said"),
             board.usage.card(task_id),
+            hand_ins=board.reviews.hand_ins(task_id, 2),
+            tests=tests,
+            approval=board.decisions.approval(task_id) if task.status == "needs_human" and viewer.acts else None,
         )
 
     def messages_view(request: Request, viewer: Viewer) -> str:
@@ -283,10 +289,18 @@ def web_routes(web: WebBoard) -> list[Route]:
         return RedirectResponse(f"/task/{made.id}?{urlencode({'said': f'created task {made.id}'})}", status_code=303)
 
     def decide(viewer: Viewer, form: dict[str, str], request: Request) -> Response:
+        """A person's decision; a pass only once confirmed: without a `confirm` field it approves nothing and
+        answers with the confirmation, naming what a pass approves (the page's script asks in a dialog)."""
         task_id = request.path_params["task_id"]
         decision = form.get("decision", "")
+        confirm = form.get("confirm") or None
+        if decision == "pass" and confirm is None:
+            approval = board.decisions.approval(task_id)
+            return HTMLResponse(
+                pages.confirm_page(approval, form.get("note", ""), viewer), headers={"cache-control": "no-store"}
+            )
         done = board.decisions.decide(
-            viewer.name, task_id, decision, form.get("note", ""), form.get("assign_to") or None
+            viewer.name, task_id, decision, form.get("note", ""), form.get("assign_to") or None, confirm=confirm
         )
         return _back(f"/task/{task_id}", f"task {task_id} is now {done.status.replace('_', ' ')}")
 

@@ -17,17 +17,17 @@ from html import escape
 from typing import get_args
 from urllib.parse import urlencode
 
-from hiveboard.board import STATUSES, Task
+from hiveboard.board import STATUSES, AcceptanceTests, Task
 from hiveboard.board.agents import OPERATOR_ROLES
 from hiveboard.board.knowledge import KINDS
 from hiveboard.board.machine import TRANSITIONS
 from hiveboard.board.messages import Message
-from hiveboard.board.review_models import BoardStats, ReviewTrail
+from hiveboard.board.review_models import Approval, BoardStats, HandIn, ReviewTrail
 from hiveboard.board.usage import CardUsage, TokenStats, TokenUse
 from hiveboard.board.views import AgentView, CardView, ColumnPage, LessonLink
 from hiveboard.memory.service import Mode
 
-from . import charts
+from . import card_work, charts
 from .text import SYSTEM_SENDERS, for_people, markdown, shorten
 
 COLUMNS = STATUSES  # left to right
@@ -325,22 +325,48 @@ def thread_html(messages: list[Message]) -> str:
     return '<ol class="thread">' + "".join(_message(m) for m in messages) + "</ol>"
 
 
-def _decide_form(task: Task, agents: list[str], viewer: Viewer) -> str:
-    """What a person can do with a card that waits for one: each choice a button."""
+def _decide_form(task: Task, agents: list[str], viewer: Viewer, approval: Approval) -> str:
+    """What a person can do with a card that waits for one: each choice a button. Pass asks for a confirmation
+    naming what it approves: a dialog (static/app.js adds the confirmed `confirm` field), or without script
+    the confirmation page the board answers a pass without one with (`confirm_page`)."""
     author = task.assignee or task.created_by
     options = "".join(f'<option value="{h(a)}">{h(a)}</option>' for a in agents)
+    read = ' (<a href="#files">read the files</a>)' if approval.files else ""
     return (
         f'<form class="decide" method="post" action="/task/{task.id}/decide">'
         f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}"><h3>Decide</h3>'
+        f'<p class="approves wide">Pass approves {h(approval.text)}{read}.</p>'
         f'<label class="wide">Note (what to change, or why; needed to send back or reassign) '
         f'<textarea name="note" rows="3"></textarea></label>'
-        f'<button name="decision" value="pass" title="approve it: the card moves to Done">Pass (approve)</button>'
+        f'<button name="decision" value="pass" title="approve it: the card moves to Done" '
+        f'data-confirm="Pass {h(approval.text)}? The card moves to Done." data-key="{h(approval.key)}">'
+        f"Pass (approve)</button>"
         f'<button name="decision" value="send_back" title="back to To do, kept for {h(author)}, your note as '
         f'the brief; its next hand-in is reviewed again">Send back to {h(author)}</button>'
         f'<label>or reassign to <select name="assign_to"><option value="">…</option>{options}</select></label>'
         f'<button name="decision" value="reassign" title="back to To do, kept for the agent you chose">Reassign'
         f"</button></form>"
     )
+
+
+def confirm_page(approval: Approval, note: str, viewer: Viewer) -> str:
+    """The confirmation of a pass, for a browser without script: what it approves, and a second form whose
+    `confirm` field names that hand-in (a pass confirmed for earlier work is refused)."""
+    task_id = approval.task_id
+    files = "".join(f"<li><code>{h(name)}</code></li>" for name in approval.files)
+    said = f"<p>Your note: </p>{markdown(note, 'desc')}" if note.strip() else ""
+    body = (
+        f"<h1>Pass {h(approval.text)}?</h1>"
+        f"<p>The card moves to Done with this work approved by you.</p>"
+        + (f'<ul class="files">{files}</ul>' if files else "")
+        + said
+        + f'<form class="decide confirm" method="post" action="/task/{task_id}/decide">'
+        f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}">'
+        f'<input type="hidden" name="decision" value="pass"><input type="hidden" name="note" value="{h(note)}">'
+        f'<input type="hidden" name="confirm" value="{h(approval.key)}">'
+        f'<button>Yes, pass {h(approval.text)}</button> <a href="/task/{task_id}">No, back to the card</a></form>'
+    )
+    return layout(f"Pass #{task_id}?", body, viewer)
 
 
 def _edit_form(task: Task, viewer: Viewer) -> str:
@@ -418,7 +444,13 @@ def task_page(
     viewer: Viewer,
     flash: str | None = None,
     tokens: CardUsage | None = None,
+    hand_ins: list[HandIn] | None = None,
+    tests: AcceptanceTests | None = None,
+    approval: Approval | None = None,
 ) -> str:
+    """A card's page. `hand_ins`: its latest two (the work and the one before it); `tests`: its acceptance
+    tests as this viewer may read them (hidden ones for a person); `approval`: what a pass approves, for a
+    person who may decide it."""
     produced, handed = lessons
     meta = [
         f'<span class="status st-{h(task.status)}">{h(TITLES.get(task.status, task.status))}</span>',
@@ -441,8 +473,8 @@ def task_page(
         parts.append(f'<p class="flash" role="status">{h(flash)}</p>')
     if task.blocked_reason and task.status in ("blocked", "needs_human"):  # a card that moved on waits no more
         parts.append(f'<div class="reason"><b>Why it waits:</b>{markdown(for_people(task.blocked_reason))}</div>')
-    if task.status == "needs_human" and viewer.acts:
-        parts.append(_decide_form(task, agents, viewer))
+    if task.status == "needs_human" and viewer.acts and approval is not None:
+        parts.append(_decide_form(task, agents, viewer, approval))
     if viewer.acts and task.status not in ("done", "review"):
         parts.append(_edit_form(task, viewer))
     if task.description:
@@ -451,11 +483,16 @@ def task_page(
         parts.append(
             "<h3>Acceptance criteria</h3><ul>" + "".join(f"<li>{h(c)}</li>" for c in task.acceptance_criteria) + "</ul>"
         )
+    parts.append(card_work.acceptance_tests(tests, task.hidden_tests if tests is None else 0))
     if task.summary or task.output:
         parts.append(
             f"<h3>Work</h3>{'<p>' + h(task.summary) + '</p>' if task.summary else ''}"
             f"{markdown(shorten(task.output, OUTPUT_CHARS), 'output')}"
         )
+    parts.append(card_work.files_section(hand_ins or []))
+    parts.append(card_work.test_output(trail))
+    # Issue 23's next sections go here, in this order: the path reservations held on the card, then the diff of
+    # the commit it hands in (rendered by diff.render_diff). Nothing is shown for them until they exist.
     parts.append(tokens_html(tokens))
     parts.append(f"<h3>Review</h3>{trail_html(trail, _unreviewed(task))}")
     parts.append(

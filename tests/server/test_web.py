@@ -28,6 +28,14 @@ def add_agent(home: Path, env: dict[str, str], name: str, role: str | None = Non
     return out.stdout.strip()
 
 
+def confirm_pass(web: httpx.Client, task: str, csrf: str, note: str = "", **kw) -> httpx.Response:
+    """A person passes a card as a browser without script does: the pass, then the confirmation it answers with."""
+    asked = web.post(f"{task}/decide", data={"decision": "pass", "note": note, "csrf": csrf})
+    assert asked.status_code == 200 and "Pass " in asked.text, asked.text
+    key = re.search(r'name="confirm" value="([^"]+)"', asked.text).group(1)
+    return web.post(f"{task}/decide", data={"decision": "pass", "note": note, "confirm": key, "csrf": csrf}, **kw)
+
+
 def _base(mcp_url: str) -> str:
     return mcp_url.rsplit("/mcp", 1)[0]
 
@@ -197,7 +205,7 @@ async def test_human_approval_is_a_lens_and_direct_messages_stay_private(site):
         assert review["status"] == "needs_human", review  # the critics passed it; docs need a person
         card = await call(coder, "get_task", task_id=made["id"])
         assert "approval" in card["blocked_reason"]
-        r = web.post(f"/task/{made['id']}/decide", data={"decision": "pass", "note": "Looks right.", "csrf": csrf})
+        r = confirm_pass(web, f"/task/{made['id']}", csrf, note="Looks right.")
         assert r.status_code == 303
         assert (await call(coder, "get_task", task_id=made["id"]))["status"] == "done"
         trail = await call(coder, "get_review", task_id=made["id"], full=True)
@@ -627,7 +635,7 @@ async def test_a_review_that_needs_a_person_speaks_to_people_not_agents(reviewed
     paths = [task, "/board", "/messages", "/agents", "/metrics", f"/messages?task={made['id']}"]
     assert _tool_calls(web, paths) == {}
 
-    r = web.post(f"{task}/decide", data={"decision": "pass", "csrf": csrf}, follow_redirects=True)
+    r = confirm_pass(web, task, csrf, follow_redirects=True)
     after = _main(r.text)
     assert "is now done" in after and "Why it waits" not in after and 'class="decide"' not in after
     assert _tool_calls(web, paths) == {}
@@ -740,3 +748,181 @@ def test_static_files_are_revalidated_by_etag(site):
         assert first.status_code == 200 and first.headers["etag"]
         again = client.get("/static/chart.umd.min.js", headers={"if-none-match": first.headers["etag"]})
         assert again.status_code == 304 and again.content == b""
+
+
+# ----------------------------------------------------------------------- the work at the approval gate
+
+BUGGY, FIXED = "def calc(a, b):\n    return a - b\n", "def calc(a, b):\n    return a + b\n"
+CALC_TESTS = {
+    "files": [
+        {"name": "test_calc.py", "content": "from calc import calc\n\n\ndef test_calc():\n    assert calc(2, 3) == 5\n"}
+    ]
+}
+HOSTILE_NAME = "notes \"q\" 'x'<i>.html"
+HOSTILE = "</pre></div><script>window.__pwned = 1</script><img src=x onerror=alert(1)>\n"
+
+
+def _diff(old: str, new: str) -> str:
+    return f"--- a/app.cfg\n+++ b/app.cfg\n@@ -1,2 +1,2 @@\n retries = 3\n-timeout = {old}\n+timeout = {new}\n"
+
+
+def _section(page: str, name: str) -> str:
+    """The part of a card page that shows one file (up to the next file)."""
+    start = page.index(f"<code>{name}</code>")
+    end = page.find('<section class="file"', start)
+    return page[start : end if end > 0 else len(page)]
+
+
+@pytest.fixture
+def gate(tmp_path: Path, node_env: dict[str, str]):
+    """A board whose cards labelled sign-off wait on a person once their review passes: (home, MCP URL, tokens)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[review.human_approval]\nlabels = ["sign-off"]\n')
+    people = {"coder": add_agent(home, node_env, "coder"), "ann": add_agent(home, node_env, "ann", "human")}
+    proc, url = serve_http(home, env=node_env)
+    yield home, url, people
+    stop_process(proc)
+
+
+async def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_is_confirmed(gate):
+    """A card that failed its acceptance test in round 1 and passed in round 2 waits on a person: its page
+    shows each file of round 2 highlighted, beside its round 1 version when it changed (new, removed and
+    unchanged files said so), a diff artifact as a diff, the test output and the acceptance test file; a
+    hostile file runs nothing. Pass approves only once confirmed, and only the round confirmed."""
+    home, url, people = gate
+    web, csrf = login(_base(url), people["ann"])
+    async with http_client(url, people["coder"]) as coder:
+        made = await call(
+            coder, "create_task", title="calc", task_type="code", labels=["sign-off"], acceptance_tests=CALC_TESTS
+        )
+        task = f"/task/{made['id']}"
+        claim = await call(coder, "claim_task", task_id=made["id"])
+        first = [
+            {"name": "calc.py", "kind": "code", "content": BUGGY},
+            {"name": HOSTILE_NAME, "kind": "text", "content": HOSTILE},
+            {"name": "app.cfg.diff", "kind": "diff", "content": _diff("5", "10")},
+            {"name": "old_notes.txt", "kind": "text", "content": "dropped in round 2\n"},
+        ]
+        await call(coder, "complete_task", task_id=made["id"], token=claim["token"], output="v1", artifacts=first)
+        one = await call(coder, "get_review", task_id=made["id"], wait_seconds=240)
+        assert one["status"] == "in_progress", one
+        page = _main(web.get(task).text)
+        tests_run = page[page.index('id="tests-run"') :]
+        assert "Round 1:" in tests_run and ">failed<" in tests_run and "expected 5, got -1" in tests_run, tests_run
+
+        second = [
+            {"name": "calc.py", "kind": "code", "content": FIXED},
+            {"name": HOSTILE_NAME, "kind": "text", "content": HOSTILE},
+            {"name": "app.cfg.diff", "kind": "diff", "content": _diff("5", "30")},
+            {"name": "README.md", "kind": "text", "content": "# calc\n"},
+        ]
+        await call(coder, "complete_task", task_id=made["id"], token=claim["token"], output="v2", artifacts=second)
+        two = await call(coder, "get_review", task_id=made["id"], wait_seconds=240)
+        assert two["status"] == "needs_human", two
+        rounds = (await call(coder, "get_review", task_id=made["id"], full=True))["rounds"]
+
+        page = _main(web.get(task).text)
+        calc = _section(page, "calc.py")
+        assert "changed since round 1" in calc and 'class="versions two"' in calc
+        versions, changes = calc.split('<details class="changes">')
+        assert versions.count('<span class="k">def</span> <span class="f">calc</span>(a, b):') == 2  # both rounds
+        assert versions.index("a - b") < versions.index("a + b")  # round 1 first (left), round 2 beside it
+        assert "What changed since round 1" in changes
+        assert (
+            '<div class="l del"><span class="no">2</span><span class="no"></span><span class="mk">-</span>' in changes
+        )
+        hostile = _section(page, "notes &quot;q&quot; &#x27;x&#x27;&lt;i&gt;.html")
+        assert "unchanged since round 1" in hostile and "&lt;/pre&gt;&lt;/div&gt;&lt;script&gt;" in hostile
+        assert not re.search(r'<script(?! src="/static/)', page)  # only the board's own chart scripts
+        assert "<img" not in page and not re.search(r"<[^>]+\son\w+\s*=", page)
+        cfg = _section(page, "app.cfg.diff")
+        assert (
+            'class="diff-file"' in cfg
+            and ">30</span></div>" in cfg
+            and ">5</span></div>" in cfg
+            and 'class="l add"' in cfg
+        )
+        assert "new since round 1" in _section(page, "README.md")
+        assert "removed since round 1" in _section(page, "old_notes.txt")
+        tests_run = page[page.index('id="tests-run"') :]
+        assert "Round 2:" in tests_run and ">passed<" in tests_run and "1 of 1 check passed" in tests_run
+        spec = page[page.index('id="acceptance-tests"') :]
+        assert "<code>test_calc.py</code>" in spec and '<span class="f">test_calc</span>' in spec
+        assert f"Pass approves round 2 of card #{made['id']}, 4 files" in page
+
+        # a pass without the confirmation asks for it, naming what it approves, and approves nothing
+        r = web.post(f"{task}/decide", data={"decision": "pass", "note": "Ship it.", "csrf": csrf})
+        assert r.status_code == 200 and f"Pass round 2 of card #{made['id']}, 4 files?" in r.text
+        assert all(f"<li><code>{h}</code></li>" in r.text for h in ("calc.py", "README.md", "app.cfg.diff"))
+        key = re.search(r'name="confirm" value="([^"]+)"', r.text).group(1)
+        assert key == f"review-{rounds[-1]['review_id']}"
+        assert (await call(coder, "get_task", task_id=made["id"]))["status"] == "needs_human"
+        # a confirmation of round 1 is refused in one sentence, and nothing is written
+        version = (await call(coder, "get_task", task_id=made["id"]))["version"]
+        stale = f"review-{rounds[0]['review_id']}"
+        r = web.post(f"{task}/decide", data={"decision": "pass", "confirm": stale, "csrf": csrf})
+        assert (
+            r.status_code == 409 and "moved on since this pass was confirmed: its latest work is now round 2" in r.text
+        )
+        assert not TOOL_CALL.search(r.text), r.text
+        card = await call(coder, "get_task", task_id=made["id"])
+        assert (card["status"], card["version"]) == ("needs_human", version)
+        r = web.post(f"{task}/decide", data={"decision": "pass", "note": "Ship it.", "confirm": key, "csrf": csrf})
+        assert r.status_code == 303
+        card = await call(coder, "get_task", task_id=made["id"])
+        assert card["status"] == "done" and card["history"][-1]["action"] == "passed by a person"
+
+
+@pytest.fixture
+def unreviewed(tmp_path: Path, node_env: dict[str, str]):
+    """A board that reviews nothing: a card that needs approval waits on a person as soon as it is handed in."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[review]\nenabled = false\n")
+    people = {name: add_agent(home, node_env, name) for name in ("coder", "boss")}
+    people["ann"] = add_agent(home, node_env, "ann", "human")
+    proc, url = serve_http(home, env=node_env)
+    yield home, url, people
+    stop_process(proc)
+
+
+async def test_a_long_file_is_cut_and_hidden_tests_show_to_people_only(unreviewed, tmp_path, backend, node_env):
+    """Work handed in to a person without review: a long file is shown cut, saying so; the approval names the
+    hand-in. Hidden acceptance tests: a person logged in reads them, an agent and a wall screen do not."""
+    home, url, people = unreviewed
+    web, csrf = login(_base(url), people["ann"])
+    secret = "def test_secret_rule():\n    assert 'xyzzy-hidden' \n"
+    long = "".join(f"value_{n} = {n}\n" for n in range(1, 3001))
+    async with http_client(url, people["coder"]) as coder, http_client(url, people["boss"]) as boss:
+        made = await call(
+            boss,
+            "create_task",
+            title="settings",
+            task_type="code",
+            needs_approval=True,
+            acceptance_tests={"files": [{"name": "test_rule.py", "content": secret}], "hidden": True},
+        )
+        claim = await call(coder, "claim_task", task_id=made["id"])
+        assert "xyzzy-hidden" not in json.dumps(await call(coder, "get_task", task_id=made["id"]))
+        artifacts = [{"name": "settings.py", "kind": "code", "content": long}]
+        await call(coder, "complete_task", task_id=made["id"], token=claim["token"], output="all", artifacts=artifacts)
+    task = f"/task/{made['id']}"
+    page = _main(web.get(task).text)
+    assert "value_2000 = " in page and "value_2001 = " not in page
+    assert "showing 2,000 of 3,000 lines" in page and "the rest is cut here" in page
+    assert "Hidden from agents" in page and "xyzzy-hidden" in page  # a person reads the hidden test
+    assert 'id="tests-run"' not in page  # no review round ran: no test output to show
+    approves = f"the work handed in on card #{made['id']} without a review round, 1 file"
+    assert f"Pass approves {approves}" in page
+    r = web.post(f"{task}/decide", data={"decision": "pass", "csrf": csrf})
+    assert r.status_code == 200 and f"Pass {approves}?" in r.text
+
+    wall_home = home if backend == "sqlite" else tmp_path / "wall"
+    proc, wall_url = serve_http(wall_home, env={**node_env, "HIVEBOARD_WEB_READ_ONLY": "true"})
+    try:
+        wall = httpx.Client(base_url=_base(wall_url), timeout=60).get(task).text
+        assert "settings.py" in wall and "Hidden acceptance tests (1)" in wall and "xyzzy-hidden" not in wall
+        assert 'class="decide"' not in wall
+    finally:
+        stop_process(proc)

@@ -512,6 +512,7 @@ def test_an_open_card_page_follows_a_decision_made_elsewhere(served, browser):
     deciding = context.new_page()
     deciding.goto(task)
     deciding.fill("form.decide textarea[name=note]", "ISO 8601, always UTC.")
+    deciding.once("dialog", lambda d: d.accept())  # Pass asks first
     deciding.click("form.decide button[value=pass]")
     deciding.wait_for_selector(".flash")
     assert "now done" in deciding.inner_text(".flash") and "passed by a person" in deciding.inner_text("main")
@@ -588,3 +589,151 @@ def test_markdown_on_a_card_runs_no_script(served, browser):
     page.locator(".md.desc p", has_text="[click me]").click()  # plain text: nothing to follow
     page.wait_for_timeout(300)
     assert page.evaluate("window.__pwned") is None and dialogs == []
+
+
+def _two_rounds_to_a_person(url: str, tokens: dict[str, str]) -> dict:
+    """A card needing sign-off whose acceptance test failed in round 1 and passed in round 2, with a diff
+    artifact and a hostile file; it waits on a person."""
+    tests = {
+        "files": [
+            {
+                "name": "test_calc.py",
+                "content": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+            }
+        ]
+    }
+    hostile = {"name": 'notes"<b>.html', "kind": "text", "content": "<script>window.__pwned = 1</script>\n"}
+
+    def work(sign: str, timeout: int) -> list[dict]:
+        return [
+            {"name": "calc.py", "kind": "code", "content": f"def add(a, b):\n    return a {sign} b\n"},
+            {
+                "name": "settings.diff",
+                "kind": "diff",
+                "content": f"--- a/s.cfg\n+++ b/s.cfg\n@@ -1 +1 @@\n-t = 1\n+t = {timeout}\n",
+            },
+            hostile,
+        ]
+
+    async def seed():
+        async with http_client(url, tokens["coder"]) as coder:
+            made = await call(
+                coder,
+                "create_task",
+                title="Implement add",
+                task_type="code",
+                labels=["needs-sign-off"],
+                acceptance_tests=tests,
+            )
+            claim = await call(coder, "claim_task", task_id=made["id"])
+            await call(
+                coder, "complete_task", task_id=made["id"], token=claim["token"], output="v1", artifacts=work("-", 5)
+            )
+            first = await call(coder, "get_review", task_id=made["id"], wait_seconds=240)
+            assert first["rounds"][-1]["outcome"] == "in_progress", first
+            await call(
+                coder, "complete_task", task_id=made["id"], token=claim["token"], output="v2", artifacts=work("+", 9)
+            )
+            second = await call(coder, "get_review", task_id=made["id"], wait_seconds=240)
+            assert second["rounds"][-1]["outcome"] == "needs_human", second
+            return made
+
+    return mcp(seed)
+
+
+@pytest.mark.backends("sqlite", "postgresql")
+def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_confirming(served, browser):
+    """At the approval gate a person reads round 2's files, each changed one beside its round 1 version (side
+    by side on a wide screen, the current one first on a phone), a diff artifact as a marked diff with line
+    numbers, and the test output; nothing in a hostile file runs. Pass asks first, naming the round: without
+    script on a confirmation page, with script in a dialog; refused or dismissed, nothing is approved."""
+    url, base, tokens = served
+    made = _two_rounds_to_a_person(url, tokens)
+    task = f"{base}/task/{made['id']}"
+    named = f"round 2 of card #{made['id']}, 3 files"
+
+    wide = browser.new_context(viewport={"width": 1500, "height": 900})
+    page = wide.new_page()
+    refused = csp_refusals(page)
+    log_in(page, base, tokens["lee"])
+    page.goto(task)
+    calc = page.locator("#files #file-1")  # the hand-in's files in its order: calc.py first
+    assert calc.locator("> h4").inner_text().split() == "calc.py code changed since round 1".split()
+    before, now = calc.locator("> .versions > .version").nth(0), calc.locator("> .versions > .version").nth(1)
+    assert before.locator(".vhead").inner_text() == "round 1" and now.locator(".vhead").inner_text() == "round 2"
+    assert "a - b" in before.inner_text() and "a + b" in now.inner_text()
+    left, right = before.bounding_box(), now.bounding_box()
+    assert left["x"] + left["width"] <= right["x"] and abs(left["y"] - right["y"]) < 2, (left, right)  # side by side
+    keyword = now.locator(".code .k", has_text="def")
+    assert keyword.count() == 1 and keyword.evaluate("e => getComputedStyle(e).color") != now.locator(
+        ".code .l"
+    ).first.evaluate("e => getComputedStyle(e).color")  # highlighted
+    added = page.locator("#files #file-2 > .versions > .version").nth(1).locator(".diff .l.add")
+    assert added.locator(".no").nth(1).inner_text() == "1" and "t = 9" in added.inner_text()
+    assert added.evaluate("e => getComputedStyle(e).backgroundColor") != "rgba(0, 0, 0, 0)"
+    assert "passed" in page.inner_text("#tests-run") and "test_add" in page.inner_text("#acceptance-tests")
+    assert "<script>window.__pwned" in page.inner_text("main")  # the hostile file, shown as text
+    assert page.evaluate("window.__pwned") is None
+    assert f"Pass approves {named}" in page.inner_text("form.decide")
+    shots = os.environ.get("HIVEBOARD_SCREENSHOTS")
+    if shots:
+        page.screenshot(path=str(Path(shots) / "approval.png"), full_page=True)
+
+    # with script: a dialog names what is approved; dismissed, nothing is approved
+    asked: list[str] = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    page.click("form.decide button[value=pass]")
+    page.wait_for_timeout(300)
+    assert asked == [f"Pass {named}? The card moves to Done."] and page.url == task
+    assert page.inner_text("main .status") == "Needs a human"
+
+    # without script: the board answers with a confirmation page; going back approves nothing
+    plain = browser.new_context(java_script_enabled=False)
+    nojs = plain.new_page()
+    log_in(nojs, base, tokens["lee"])
+    nojs.goto(task)
+    nojs.click("form.decide button[value=pass]")
+    assert nojs.inner_text("main h1") == f"Pass {named}?"
+    if shots:
+        nojs.screenshot(path=str(Path(shots) / "approval-confirm.png"), full_page=True)
+    assert [nojs.locator("ul.files li").nth(n).inner_text() for n in range(3)] == [
+        "calc.py",
+        "settings.diff",
+        'notes"<b>.html',
+    ]
+    nojs.click("text=No, back to the card")
+    assert nojs.inner_text("main .status") == "Needs a human"
+
+    # the phone: the current version above the one before it
+    phone = browser.new_context(viewport={"width": 390, "height": 844})
+    small = phone.new_page()
+    log_in(small, base, tokens["lee"])
+    small.goto(task)
+    versions = small.locator("#files #file-1 > .versions > .version")
+    assert versions.nth(1).bounding_box()["y"] < versions.nth(0).bounding_box()["y"]
+    assert small.evaluate("document.documentElement.scrollWidth - innerWidth") <= 1
+
+    # the confirmation page's own button passes the round it named
+    nojs.goto(task)
+    nojs.click("form.decide button[value=pass]")
+    nojs.click("form.confirm button")
+    assert "now done" in nojs.inner_text(".flash")
+    page.reload()
+    assert page.inner_text("main .status") == "Done" and page.locator("form.decide").count() == 0
+    assert not refused, f"the Content-Security-Policy refused: {refused}"
+    for context in (wide, plain, phone):
+        context.close()
+
+
+def test_a_dialog_confirmed_pass_approves_the_card(served, browser):
+    url, base, tokens = served
+    made = _escalated(url, tokens)
+    page = browser.new_page()
+    log_in(page, base, tokens["lee"])
+    page.goto(f"{base}/task/{made['id']}")
+    asked: list[str] = []
+    page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
+    page.click("form.decide button[value=pass]")
+    page.wait_for_selector(".flash")
+    assert asked == [f"Pass card #{made['id']} as it stands, nothing handed in? The card moves to Done."]
+    assert "now done" in page.inner_text(".flash")

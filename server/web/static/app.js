@@ -222,6 +222,30 @@
     }).catch(() => {});
   });
 
+  // Pass asks first, naming what it approves; once confirmed, the form carries the `confirm` field that names
+  // that hand-in (without this script the board answers with a confirmation page instead)
+  document.addEventListener("submit", e => {
+    const button = e.submitter;
+    if (!button || !button.dataset.confirm || !e.target.matches("form.decide")) return;
+    e.preventDefault();
+    if (!window.confirm(button.dataset.confirm)) return;
+    const form = e.target;
+    let field = form.querySelector("input[name=confirm]");
+    if (!field) {
+      field = document.createElement("input");
+      field.type = "hidden";
+      field.name = "confirm";
+      form.appendChild(field);
+    }
+    field.value = button.dataset.key;
+    const decision = document.createElement("input");  // the button's own name and value, as a click sends them
+    decision.type = "hidden";
+    decision.name = button.name;
+    decision.value = button.value;
+    form.appendChild(decision);
+    form.submit();  // submit() sends the form as it is, without this handler again
+  });
+
   // a page the browser kept and shows again (Back): what it shows is as old as when it was left
   window.addEventListener("pageshow", e => { if (e.persisted && live) reloadMain(0); });
 
