@@ -138,7 +138,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         budget_tokens: Annotated[
             int | None, Field(ge=1, le=MAX_ID)
         ] = None,  # tokens its agents may spend (hook-recorded) before you are told
-        repo: Annotated[str | None, Field(description="a registered git repo it is worked in", max_length=40)] = None,
+        repo: Annotated[str | None, Field(description="a registered git repo's name", max_length=40)] = None,
     ) -> TaskSummary:
         """Add a card to todo."""
         actor = identity.require(ctx)
@@ -214,7 +214,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ctx: Context,
         task_id: Annotated[int | None, Field(description="omit: the next ready card", ge=1, le=MAX_ID)] = None,
         task_type: Annotated[str | None, Field(description="with no task_id: only this type", max_length=40)] = None,
-        worktree: Annotated[bool, Field(description="a git worktree of the card's repo on a branch of yours")] = False,
+        worktree: Annotated[bool, Field(description="also a git worktree of its repo")] = False,
     ) -> ClaimAnswer:
         """Take a card atomically: a lease, a fencing token, lessons from past work."""
         held_before = False

@@ -7,11 +7,12 @@ import subprocess
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import pytest
-from conftest import call, call_error, clean_env, run_cli, until
+from conftest import call, call_error, clean_env, data, run_cli, until
 from mcp import Client
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board import Board, NewTask, Store, Synthesis
 from hiveboard.critics.git import Git
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
@@ -88,10 +89,12 @@ def connect(board: Board, manager: WorktreeManager):
     """An MCP client acting as `agent`, on a server without review (a completed card goes to done)."""
 
     @asynccontextmanager
-    async def _connect(agent: str, on: Board | None = None):
+    async def _connect(agent: str, on: Board | None = None, wants_review=None):
         on = on or board
         worktrees = manager if on is board else WorktreeManager(on, manager.git)
-        server = build_server(on, Identity(on.agents, "memory", agent=agent), worktrees=worktrees)
+        server = build_server(
+            on, Identity(on.agents, "memory", agent=agent), worktrees=worktrees, wants_review=wants_review
+        )
         async with Client(server) as client:
             yield client
 
@@ -171,7 +174,77 @@ async def test_claim_next_with_worktree_takes_only_cards_that_name_a_repository(
         assert not nothing["claimed"] and "naming a repository" in nothing["message"]
 
 
+async def test_agents_claiming_at_once_each_get_their_own_worktree(registered: Path, connect, board: Board):
+    agents = [f"agent-{n}" for n in range(6)]
+    async with connect("lead") as lead:
+        ids = [(await call(lead, "create_task", title=f"Card {n}", repo="app"))["id"] for n in range(6)]
+    claims: dict[str, dict] = {}
+
+    async def claim(agent: str, task_id: int) -> None:
+        async with connect(agent) as client:
+            claims[agent] = await call(client, "claim_task", task_id=task_id, worktree=True)
+
+    async with anyio.create_task_group() as group:
+        for agent, task_id in zip(agents, ids):
+            group.start_soon(claim, agent, task_id)
+    paths = {c["worktree"] for c in claims.values()}
+    assert len(paths) == 6 and set(listed(registered)) == {str(registered), *paths}
+    for agent, task_id in zip(agents, ids):
+        assert branch_of(claims[agent]["worktree"]) == f"hb/{agent}/{task_id}"
+
+
+async def test_agents_racing_for_one_card_leave_one_worktree(registered: Path, connect, board: Board):
+    async with connect("lead") as lead:
+        task_id = (await call(lead, "create_task", title="Wanted", repo="app"))["id"]
+    won: list[dict] = []
+    lost: list[str] = []
+
+    async def claim(agent: str) -> None:
+        async with connect(agent) as client:
+            result = await client.call_tool("claim_task", {"task_id": task_id, "worktree": True})
+            if result.is_error:
+                lost.append(result.content[0].text)
+            else:
+                won.append(data(result))
+
+    async with anyio.create_task_group() as group:
+        for n in range(6):
+            group.start_soon(claim, f"racer-{n}")
+    assert len(won) == 1 and len(lost) == 5 and all("claimed by" in e or "is in_progress" in e for e in lost), lost
+    assert listed(registered) == [str(registered), won[0]["worktree"]]
+
+
 # ----------------------------------------------------------------- no orphans
+
+
+async def test_review_a_fail_and_a_person_keep_the_worktree_until_the_card_leaves_its_agent(
+    registered: Path, connect, manager: WorktreeManager, board: Board
+):
+    async with connect("alice", wants_review=lambda card: True) as alice:
+        task_id, claim = await claim_in_repo(alice)
+        path = Path(claim["worktree"])
+        assert (await call(alice, "complete_task", task_id=task_id, token=claim["token"], output="x"))[
+            "status"
+        ] == "review"
+        manager.sweep()
+        assert path.is_dir()  # in review
+        job = board.reviews.claim_job("test-worker", 60)
+        board.reviews.finish(job, "test-worker", Synthesis(verdict="FAIL", brief="fix it"), "in_progress", "FAIL", [])
+        assert board.get(task_id).status == "in_progress"
+        manager.sweep()
+        assert path.is_dir()  # sent back to alice by a FAIL
+        again = await call(alice, "claim_task", task_id=task_id, worktree=True)
+        assert again["worktree"] == claim["worktree"] and "from before" in again["message"]
+        await call(alice, "update_task", task_id=task_id, token=claim["token"], status="needs_human", reason="stuck")
+        manager.sweep()
+        assert path.is_dir()  # waits on a person, still alice's
+    board.agents.ensure("lee", "lead")
+    async with connect("lee") as lee:
+        await call(lee, "update_task", task_id=task_id, status="todo")
+    lines, _ = manager.sweep()
+    assert not path.exists() and lines == [
+        f"task {task_id}: removed worktree {path} and branch {claim['branch']} (main has it)"
+    ]
 
 
 async def test_the_worktree_goes_when_the_card_is_done_and_its_unmerged_branch_stays(
