@@ -208,11 +208,9 @@ class WorktreeManager:
             raise
         note = f"worktree {path} on {how}"
         if copied:
-            note += f"; copied from the main worktree ({INCLUDE_FILE}): {', '.join(copied)}"
+            note += f"; copied from the main worktree ({INCLUDE_FILE}): {_some(copied, ', ')}"
         if skipped:
-            note += f"; not copied: {'; '.join(skipped[:10])}" + (
-                f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""
-            )
+            note += f"; not copied: {_some(skipped, '; ')}"
         return Given(str(path), branch, copied, note)
 
     def _undo(self, repo: Repo, place: Path, path: Path, new_branch: str | None) -> None:
@@ -275,6 +273,7 @@ class WorktreeManager:
         copied: list[str] = []
         skipped: list[str] = []
         budget = MAX_INCLUDE_BYTES
+        over = 0
         hidden = self.git.hidden
         for raw in listed.split(b"\0"):
             rel = raw.decode("utf-8", "replace")
@@ -287,7 +286,7 @@ class WorktreeManager:
                 skipped.append(f"{rel} (hiveboard's own data)")
                 continue
             if len(copied) >= MAX_INCLUDE_FILES:
-                skipped.append(f"{rel} (more than {MAX_INCLUDE_FILES} files)")
+                over += 1
                 continue
             try:
                 size = _copy(top, dest, parts, budget)
@@ -296,6 +295,8 @@ class WorktreeManager:
                 continue
             budget -= size
             copied.append(rel)
+        if over:
+            skipped.append(f"{over} more file(s): at most {MAX_INCLUDE_FILES} are copied")
         return copied, skipped
 
     # ----------------------------------------------------------------- removing orphans
@@ -469,6 +470,10 @@ def _free(place: Path, name: str) -> Path:
         if not os.path.lexists(path):
             return path
     raise GitError(f"{place} holds 99 leftovers named {name}; run hiveboard worktree prune")
+
+
+def _some(items: list[str], sep: str, shown: int = 10) -> str:
+    return sep.join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 def _is_worktree(path: Path) -> bool:

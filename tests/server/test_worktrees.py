@@ -3,13 +3,14 @@ repositories made here, git in the real sandbox, through a real MCP client, on S
 
 from __future__ import annotations
 
+import os
 import subprocess
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import call, call_error, clean_env, data, run_cli, until
+from conftest import call, call_error, clean_env, data, run_cli, stdio_server, until
 from mcp import Client
 
 from hiveboard.board import Board, NewTask, Store, Synthesis
@@ -148,6 +149,26 @@ async def test_claim_with_worktree_gives_a_worktree_of_the_repo_on_its_own_branc
         assert card["repo"] == "app"
         listed_cards = await call(alice, "list_tasks")
         assert listed_cards["tasks"][0]["repo"] == "app"
+
+
+async def test_worktreeinclude_copies_regular_files_only_and_within_bounds(registered: Path, connect, tmp_path: Path):
+    outside = tmp_path / "outside.env"
+    outside.write_text("someone else's\n")
+    os.link(outside, registered / "hard.env")
+    os.mkfifo(registered / "a-pipe.env")  # git lists no FIFO; one that replaced a listed file is refused too
+    many = registered / "many"
+    many.mkdir()
+    for n in range(105):
+        (many / f"{n:03}.env").write_text(f"N={n}\n")
+    (registered / ".worktreeinclude").write_text("*.env\n")
+    async with connect("alice") as alice:
+        _, claim = await claim_in_repo(alice)
+    path = Path(claim["worktree"])
+    assert len(claim["copied"]) == 100 and {".env", "many/000.env"} <= set(claim["copied"])
+    assert (path / "many" / "000.env").read_text() == "N=0\n"
+    assert not (path / "hard.env").exists() and not (path / "a-pipe.env").exists()
+    assert "hard.env (a hard link)" in claim["message"]
+    assert "6 more file(s): at most 100 are copied" in claim["message"]  # .env and 105 in many/: 6 too many
 
 
 async def test_claiming_again_gives_the_same_worktree_back(registered: Path, connect):
@@ -412,6 +433,25 @@ async def test_the_repositorys_own_filters_hooks_and_fsmonitor_never_run_on_the_
     path = Path(claim["worktree"])
     assert (path / "loud.txt").read_text() == "QUIET\n"  # the filter did run: inside the sandbox
     assert not list(marks.iterdir())
+
+
+async def test_hiveboard_serve_gives_worktrees_and_removes_them_when_cards_end(
+    repo: Path, tmp_path: Path, node_env, store_target: str
+):
+    """The whole way an operator runs it: `repo add`, then `hiveboard serve` (stdio, review off), whose background
+    sweeper removes the worktree of a card that is done."""
+    home = tmp_path / "home"
+    added = run_cli("--home", str(home), "repo", "add", str(repo), "--name", "app", env=node_env)
+    assert added.returncode == 0, added.stderr
+    env = {**node_env, "HIVEBOARD_AGENT": "alice", "HIVEBOARD_REVIEW__ENABLED": "false"}
+    async with stdio_server(home, env=env) as alice:
+        task_id, claim = await claim_in_repo(alice)
+        path = Path(claim["worktree"])
+        assert branch_of(claim["worktree"]) == f"hb/alice/{task_id}" and (path / ".env").is_file()
+        done = await call(alice, "complete_task", task_id=task_id, token=claim["token"], output="nothing to change")
+        assert done["status"] == "done"
+        await until(lambda: not path.exists(), what="the server's sweeper to remove the done card's worktree")
+    assert listed(repo) == [str(repo)]
 
 
 # ----------------------------------------------------------------- the command line
