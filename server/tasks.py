@@ -13,6 +13,7 @@ from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask
 from hiveboard.board.digest_store import Digest
 from hiveboard.board.errors import BoardError, InvalidInput
 from hiveboard.board.models import Priority, Status
+from hiveboard.critics.git import GitError
 from hiveboard.memory.service import Hit
 
 from . import lanes
@@ -222,6 +223,11 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         def take() -> tuple[str, Claim, Digest | None, list[Hit] | None]:
             nonlocal held_before
             agent = identity.require(ctx)
+            if worktree:
+                try:  # what no card changes is refused before anything is written
+                    worktrees.check(agent)
+                except GitError as exc:
+                    raise ToolError(f"no worktree can be made: {exc}; nothing was claimed") from None
             if worktree and task_id is not None:  # a claim again by its holder is not undone if the worktree fails
                 card = board.summary(task_id)
                 held_before = card.status == "in_progress" and card.assignee == agent

@@ -159,12 +159,18 @@ class WorktreeManager:
 
     # ----------------------------------------------------------------- giving one at claim
 
-    def give(self, agent: str, task_id: int, repo_name: str) -> Given:
-        """The worktree `agent` works the card in: the one it has, or a new one (its branch from an earlier claim
-        checked out again, else a new branch from the base). GitError, BoardError or OSError when it cannot be."""
+    def check(self, agent: str) -> None:
+        """GitError when no worktree can be made for `agent` whatever the card: git cannot run here, or its name
+        cannot be part of a branch. What a claim asks before it takes the card."""
         problem = self.git.why_not()
         if problem:
             raise GitError(problem)
+        branch_for(agent, 1)
+
+    def give(self, agent: str, task_id: int, repo_name: str) -> Given:
+        """The worktree `agent` works the card in: the one it has, or a new one (its branch from an earlier claim
+        checked out again, else a new branch from the base). GitError, BoardError or OSError when it cannot be."""
+        self.check(agent)
         branch = branch_for(agent, task_id)
         repo = self.board.repos.get(repo_name)
         with self._lock(repo.name):

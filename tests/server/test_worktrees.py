@@ -14,7 +14,7 @@ from conftest import call, call_error, clean_env, data, run_cli, stdio_server, u
 from mcp import Client
 
 from hiveboard.board import Board, NewTask, Store, Synthesis
-from hiveboard.critics.git import Git
+from hiveboard.critics.git import Git, GitError
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
 from hiveboard.server.worktrees import WorktreeManager, WorktreeSweeper
@@ -100,6 +100,11 @@ def connect(board: Board, manager: WorktreeManager):
             yield client
 
     return _connect
+
+
+def gone(repo: Path, worktree: Path) -> bool:
+    """Whether git removed the worktree: its directory, then its record in the repository."""
+    return not worktree.exists() and str(worktree) not in listed(repo)
 
 
 def branch_of(worktree: str) -> str:
@@ -279,7 +284,7 @@ async def test_the_worktree_goes_when_the_card_is_done_and_its_unmerged_branch_s
         git(path, "commit", "-qam", "fix")
         done = await call(alice, "complete_task", task_id=task_id, token=claim["token"], output="fixed")
         assert done["status"] == "done"
-    await until(lambda: not path.exists(), what="the done card's worktree to be removed")
+    await until(lambda: gone(registered, path), what="the done card's worktree to be removed")
     assert str(path) not in listed(registered)
     assert git(registered, "branch", "--list", claim["branch"])  # not merged into main: kept
     assert board.worktrees.live(task_id, "alice") is None
@@ -293,7 +298,7 @@ async def test_the_worktree_goes_when_the_card_is_released_and_its_unused_branch
         task_id, claim = await claim_in_repo(alice)
         path = Path(claim["worktree"])
         await call(alice, "release_task", task_id=task_id, token=claim["token"], reason="not mine")
-        await until(lambda: not path.exists(), what="the released card's worktree to be removed")
+        await until(lambda: gone(registered, path), what="the released card's worktree to be removed")
         assert str(path) not in listed(registered)
         # no commit on it: main already has everything the branch has
         await until(lambda: not git(registered, "branch", "--list", claim["branch"]), what="the branch to go")
@@ -313,7 +318,7 @@ async def test_claiming_again_after_removal_checks_out_the_same_branch_with_its_
         git(path, "commit", "-qam", "start")
         tip = git(path, "rev-parse", "HEAD")
         await call(alice, "release_task", task_id=task_id, token=claim["token"])
-        await until(lambda: not path.exists(), what="the released card's worktree to be removed")
+        await until(lambda: gone(registered, path), what="the released card's worktree to be removed")
         again = await call(alice, "claim_task", task_id=task_id, worktree=True)
         assert again["branch"] == claim["branch"] and git(Path(again["worktree"]), "rev-parse", "HEAD") == tip
         assert "earlier claim" in again["message"]
@@ -329,7 +334,7 @@ async def test_the_worktree_goes_when_the_lease_expires(registered: Path, store_
         # nobody reads the board: the sweeper's poll returns the expired lease to todo, then removes the worktree
         worker = WorktreeSweeper(WorktreeManager(short, manager.git), poll_seconds=0.2).start()
         try:
-            await until(lambda: not path.exists(), what="the expired claim's worktree to be removed")
+            await until(lambda: gone(registered, path), what="the expired claim's worktree to be removed")
         finally:
             worker.stop()
         assert short.get(task_id).status == "todo"
@@ -346,7 +351,7 @@ async def test_a_card_another_agent_claims_loses_the_first_agents_worktree(
         second = await call(bob, "claim_task", task_id=task_id, worktree=True)
         assert second["branch"] == f"hb/bob/{task_id}" and second["worktree"] != first["worktree"]
         sweeper()
-        await until(lambda: not Path(first["worktree"]).exists(), what="alice's worktree to be removed")
+        await until(lambda: gone(registered, Path(first["worktree"])), what="alice's worktree to be removed")
         assert Path(second["worktree"]).is_dir()  # bob holds the card: his stays
 
 
@@ -402,6 +407,20 @@ async def test_a_worktree_that_cannot_be_made_undoes_the_claim(registered: Path,
     assert board.worktrees.live(card["id"], "alice") is None
 
 
+async def test_without_the_sandbox_no_worktree_is_made_and_nothing_is_claimed(registered: Path, board: Board):
+    no_sandbox = WorktreeManager(board, Git(bwrap=None, hidden=(), unsafe=False))
+    server = build_server(board, Identity(board.agents, "memory", agent="alice"), worktrees=no_sandbox)
+    async with Client(server) as alice:
+        card = await call(alice, "create_task", title="Fix it", repo="app")
+        error = await call_error(alice, "claim_task", task_id=card["id"], worktree=True)
+        assert "bubblewrap is not installed" in error and "nothing was claimed" in error
+        task = await call(alice, "get_task", task_id=card["id"])
+        assert task["status"] == "todo" and [h["action"] for h in task["history"]] == ["created"]
+    assert listed(registered) == [str(registered)]
+    with pytest.raises(GitError, match="bubblewrap is not installed"):
+        no_sandbox.inspect(registered, "main")
+
+
 async def test_a_branch_hiveboard_did_not_make_is_not_taken_over(registered: Path, connect):
     git(registered, "branch", "hb/alice/1", "main")
     async with connect("alice") as alice:
@@ -450,7 +469,7 @@ async def test_hiveboard_serve_gives_worktrees_and_removes_them_when_cards_end(
         assert branch_of(claim["worktree"]) == f"hb/alice/{task_id}" and (path / ".env").is_file()
         done = await call(alice, "complete_task", task_id=task_id, token=claim["token"], output="nothing to change")
         assert done["status"] == "done"
-        await until(lambda: not path.exists(), what="the server's sweeper to remove the done card's worktree")
+        await until(lambda: gone(repo, path), what="the server's sweeper to remove the done card's worktree")
     assert listed(repo) == [str(repo)]
 
 
