@@ -55,6 +55,7 @@ def summary_fields(row: dict, needs: list[tuple[int, str]]) -> dict:
         contest_result=row["contest_result"],
         needs_approval=row["approval"],
         evidence=row["evidence"] if row["status"] == "done" else None,
+        repo=row["repo"],
     )
 
 

@@ -111,6 +111,7 @@ class TaskSummary(BaseModel):
         description="how its acceptance check's pass was established when only weak "
         "evidence exists, e.g. 'exit status only'",
     )
+    repo: str | None = Field(None, description="the registered git repository it is worked in")
 
 
 class Task(TaskSummary):
@@ -161,6 +162,7 @@ class NewTask(BaseModel):
     needs_approval: bool = False  # a person approves it after the critics pass it, whatever its labels
     budget_tokens: int | None = None  # its agents' recorded tokens that get its creator told (board/usage.py)
     paths: list[str] = []  # the paths (globs) it will touch: a claim warns about others' reservations of them
+    repo: str | None = None  # a registered repository's name (board/repos.py): claim_task(worktree=true) gives one
 
 
 class TaskEdit(BaseModel):

@@ -58,6 +58,7 @@ from .reviews import Reviews
 from .usage import MAX_BUDGET, Price, Usage
 from .views import Views
 from .web_sessions import WebSessions
+from .worktrees import Worktrees
 
 CREATOR_ASKED = "asked by its creator"  # the one approval requirement its creator may clear again
 ApprovalRule = Callable[[str, list[str]], str | None]
@@ -96,6 +97,7 @@ class Board:
         self.web_sessions = WebSessions(store)  # people logged in to the web board
         self.repos = Repos(store)  # git repositories cards are worked in
         self.reservations = Reservations(store, self.machine)  # paths agents are editing
+        self.worktrees = Worktrees(store)  # the worktrees of them given at claim
         # what else happens when a card moves, all in one place
         self.machine.when_leaving("review", self.reviews.left_review)
         self.machine.when_entering("done", self.knowledge.remember_output)
@@ -282,6 +284,7 @@ class Board:
             if new.assignee
             else None
         )
+        repo = self.repos.get(new.repo).name if new.repo is not None else None  # NotFound names the registered
         # kept as why, decided now: no later edit of its labels takes it away (only an explicit clear, see update)
         approval = (self.approval_rule(task_type, labels) if self.approval_rule else None) or (
             CREATOR_ASKED if new.needs_approval else None
@@ -320,6 +323,7 @@ class Board:
                     "approval": approval,
                     "budget_tokens": new.budget_tokens,
                     "paths": json.dumps(paths),
+                    "repo": repo,
                 }
                 created = self.machine.create(db, actor, values, note, ts)
                 task_id = created["id"]
@@ -344,15 +348,19 @@ class Board:
                 return cards.summarize(db, cards.row(db, first))
             return cards.summarize(db, created, needs=None if deps else [])
 
-    def claim(self, actor: str, task_id: int | None = None, task_type: str | None = None) -> Claim:
-        """Take a card: the given one, or the next ready one (highest priority, oldest first)."""
+    def claim(
+        self, actor: str, task_id: int | None = None, task_type: str | None = None, in_repo: bool = False
+    ) -> Claim:
+        """Take a card: the given one, or the next ready one (highest priority, oldest first). `in_repo`: only a
+        card that names a repository (one to be worked in a worktree of it)."""
         ts = now()
         with self.store.write() as db:
             self.machine.sweep(db, ts)
             if task_id is None:
-                found = self._claimable(db, actor, [task_type] if task_type else [])
+                found = self._claimable(db, actor, [task_type] if task_type else [], in_repo=in_repo)
                 if not found:
                     what = f" of type {task_type!r}" if task_type else ""
+                    what += " naming a repository" if in_repo else ""
                     return Claim(
                         claimed=False,
                         message=f"no ready card{what} in todo right now; create one, "
@@ -361,6 +369,11 @@ class Board:
                 row = found[0]
             else:
                 row = cards.row(db, task_id)
+                if in_repo and row["repo"] is None:
+                    raise InvalidInput(
+                        f"task {task_id} names no repository, so it has no worktree to give; claim it without "
+                        "worktree=true, or create a card with repo=<a name from hiveboard repo list>"
+                    )
                 if row["status"] == "in_progress" and row["assignee"] == actor:
                     # Claiming what you already hold renews it and hands the token back (an agent that lost it).
                     return self._renew(db, row, actor, ts, "claimed again by its holder", "claim_task")
@@ -388,10 +401,15 @@ class Board:
             )
             return self._granted(db, row, expires, fresh=True)
 
-    def _claimable(self, db: Database, actor: str, types: list[str], labels: list[str] = ()) -> list[dict]:
+    def _claimable(
+        self, db: Database, actor: str, types: list[str], labels: list[str] = (), in_repo: bool = False
+    ) -> list[dict]:
         """The row of the card claim-next would give `actor` (of one of `types`, carrying one of `labels`, when
-        given): ready, in todo, not reserved for another, not a contest it already has an entry in."""
+        given; naming a repository, with `in_repo`): ready, in todo, not reserved for another, not a contest it
+        already has an entry in."""
         where, params = ["t.status = 'todo'", "(t.reserved_for IS NULL OR t.reserved_for = ?)"], [actor]
+        if in_repo:
+            where.append("t.repo IS NOT NULL")
         if types:
             where.append(f"t.task_type IN ({placeholders(types)})"), params.extend(t.strip().lower() for t in types)
         if labels:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hiveboard.board import Board, TaskSummary
@@ -26,13 +27,16 @@ if TYPE_CHECKING:
     from hiveboard.critics.engine import ReviewEngine
     from hiveboard.memory.service import Memory
 
+    from .worktrees import WorktreeManager
+
 __all__ = ["build_server", "tool_token_costs", "INSTRUCTIONS"]
 
 INSTRUCTIONS = """hiveboard: a Kanban board shared by a team of agents.
 Start with whoami (set your name once if the operator did not), then get_board or claim_task. With nothing to
 do, wait_for_work waits for a card you may claim or mail for you (an MCP task where your client supports them).
 claim_task gives you a card and a fencing token; pass the token to update_task, release_task
-and complete_task. It also hands you the task type's digest (its common rules, with how many lessons
+and complete_task; with worktree=true, a card that names a repo also gives you a git worktree on a branch of your
+own (work and commit there; it is removed when the card ends or returns to todo, the branch kept). It also hands you the task type's digest (its common rules, with how many lessons
 back each) when it has one, then single lessons: read both first. Your lease is renewed by update_task (a note, or the token alone); an expired lease returns the
 card to todo and your token stops working. Before editing files, reserve_paths(paths=[globs]) tells the
 others (an overlap with another's exclusive reservation is refused; those of a card end with it); a claim warns
@@ -67,17 +71,27 @@ def build_server(
     review: ReviewEngine | None = None,
     wants_review: Callable[[TaskSummary], bool] | None = None,
     profile: Profile = "lean",
+    worktrees: WorktreeManager | None = None,
 ) -> StrictServer:
     """The hiveboard MCP server over one board.
 
     With `review` (the review engine), completed cards go to `review` and a job is queued for the
     review worker (which the caller runs: `hiveboard serve` starts one); `wants_review` overrides
     which cards. With neither, completed cards go straight to done. `profile`: what results and
-    tools/list carry (see boundary.StrictServer).
+    tools/list carry (see boundary.StrictServer). `worktrees`: what claim_task(worktree=true) makes
+    them with (server/worktrees.py); by default git in the sandbox with the board's SQLite file hidden from it
+    (`hiveboard serve` hides the whole data directory and the config).
     """
     if wants_review is None and review is not None:
         wants_review = review.wants_review
-    deps = Deps(board=board, identity=identity, memory=memory, wants_review=wants_review)
+    if worktrees is None:
+        from hiveboard.critics.git import Git
+
+        from .worktrees import WorktreeManager
+
+        sqlite = board.store.dialect.name == "sqlite" and board.store.path != ":memory:"
+        worktrees = WorktreeManager(board, Git.for_machine([Path(board.store.path)] if sqlite else []))
+    deps = Deps(board=board, identity=identity, memory=memory, wants_review=wants_review, worktrees=worktrees)
     inboxes = resources.InboxSubscriptions()
 
     @asynccontextmanager

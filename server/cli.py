@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from hiveboard.memory.service import Memory
 
     from .config import Settings
+    from .worktrees import WorktreeManager, WorktreeSweeper
 
 log = logging.getLogger("hiveboard")
 
@@ -166,10 +167,14 @@ async def _unavailable(send, sentence: str) -> None:
 
 
 def http_app(
-    settings: Settings, board: Board, memory: Memory | LazyMemory | None = None, review: ReviewEngine | None = None
+    settings: Settings,
+    board: Board,
+    memory: Memory | LazyMemory | None = None,
+    review: ReviewEngine | None = None,
+    worktrees: WorktreeManager | None = None,
 ):
     """The Starlette app for streamable HTTP, with Host/Origin checks and optional bearer auth; `review`
-    defaults to the configured review engine."""
+    defaults to the configured review engine, `worktrees` to the configured git (worktree_manager)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     from .app import build_server
@@ -183,6 +188,7 @@ def http_app(
         memory=memory,
         review=review or review_engine(settings, board, memory),
         profile=settings.tool_profile,
+        worktrees=worktrees or worktree_manager(settings, board),
     )
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", f"{settings.host}:*"]
     origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.allowed_origins]
@@ -283,13 +289,23 @@ LATEST_SECONDS = 3.0
 
 class Background:
     """What `serve` starts once it is up, each in a thread of its own: the review worker (whose start
-    probes the sandbox) and the memory (Chroma and the embedding model, the slowest imports of all).
-    Started before, they would compete for the GIL with the start-up that `initialize` waits for."""
+    probes the sandbox), the memory (Chroma and the embedding model, the slowest imports of all) and the
+    sweeper of orphaned worktrees. Started before, they would compete for the GIL with the start-up that
+    `initialize` waits for."""
 
-    def __init__(self, settings: Settings, board: Board, memory: LazyMemory, review: ReviewEngine | None):
+    def __init__(
+        self,
+        settings: Settings,
+        board: Board,
+        memory: LazyMemory,
+        review: ReviewEngine | None,
+        worktrees: WorktreeManager | None = None,
+    ):
         self.settings, self.board, self.memory, self.review = settings, board, memory, review
+        self.worktrees = worktrees or worktree_manager(settings, board)
         self.worker: ReviewWorker | None = None
         self.digester: Digester | None = None
+        self.sweeper: WorktreeSweeper | None = None
         self._lock = threading.Lock()
         self._started = self._stopped = False
 
@@ -300,6 +316,11 @@ class Background:
             self._started = True
         threading.Thread(target=self._open_memory, name="hiveboard-memory-open", daemon=True).start()
         threading.Thread(target=self._start_worker, name="hiveboard-review-start", daemon=True).start()
+        from .worktrees import WorktreeSweeper
+
+        with self._lock:
+            if not self._stopped:
+                self.sweeper = WorktreeSweeper(self.worktrees).start()
 
     def _open_memory(self) -> None:
         from hiveboard.memory.lazy import OPEN_ERRORS
@@ -357,7 +378,9 @@ class Background:
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
-            worker, digester = self.worker, self.digester
+            worker, digester, sweeper = self.worker, self.digester, self.sweeper
+        if sweeper is not None:
+            sweeper.stop()
         if worker is not None:
             worker.stop()
         if digester is not None:
@@ -379,6 +402,33 @@ def review_engine(settings: Settings, board: Board, memory: Memory | LazyMemory 
     if not settings.review.enabled:
         return None
     return ReviewEngine(board, settings.review, memory, hidden=private_paths(settings))
+
+
+def worktree_manager(settings: Settings, board: Board) -> WorktreeManager:
+    """Worktrees made and removed by git in the sandbox, hiding what the review sandbox hides (the data
+    directory, the database, the config); without a sandbox only when review.execute = "unsafe"."""
+    from hiveboard.critics.git import Git
+
+    from .worktrees import WorktreeManager
+
+    git = Git.for_machine(private_paths(settings), unsafe=settings.review.execute == "unsafe")
+    return WorktreeManager(board, git)
+
+
+def cmd_repo(args: argparse.Namespace) -> int:
+    """`hiveboard repo add|list|remove` (server/repo_cli.py)."""
+    from .repo_cli import repo
+
+    settings = _settings(args)
+    return repo(args, settings, functools.partial(worktree_manager, settings))
+
+
+def cmd_worktree(args: argparse.Namespace) -> int:
+    """`hiveboard worktree prune` (server/repo_cli.py)."""
+    from .repo_cli import worktree
+
+    settings = _settings(args)
+    return worktree(args, settings, functools.partial(worktree_manager, settings))
 
 
 def private_paths(settings: Settings) -> list:
@@ -459,7 +509,7 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
             file=sys.stderr,
             flush=True,
         )
-        app = http_app(settings, board, background.memory, background.review)
+        app = http_app(settings, board, background.memory, background.review, background.worktrees)
         freeze_heap(collect=False)
         # An HTTP server usually waits for its first client longer than the background takes, and it
         # should refuse an unusable memory index on its own, so it starts now rather than at a client.
@@ -478,7 +528,12 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
     from .compat import run_stdio
 
     server = build_server(
-        board, identity, memory=background.memory, review=background.review, profile=settings.tool_profile
+        board,
+        identity,
+        memory=background.memory,
+        review=background.review,
+        profile=settings.tool_profile,
+        worktrees=background.worktrees,
     )
     server.middleware.append(background.after_initialize())
     freeze_heap(collect=False)
@@ -996,6 +1051,32 @@ def parser() -> argparse.ArgumentParser:
         help="with --url: the file holding the agent's token (never written in a config)",
     )
     c.set_defaults(fn=cmd_setup)
+
+    r = add(
+        "repo",
+        help="the git repositories cards are worked in: 'add PATH --name NAME [--base main] [--test CMD] "
+        "[--merge auto|manual]', 'list', 'remove NAME'",
+    )
+    r.add_argument("action", choices=["add", "list", "remove"])
+    r.add_argument("target", nargs="?", metavar="PATH|NAME")
+    r.add_argument("--name", help="add: the name cards give (create_task repo=NAME)")
+    r.add_argument("--base", default="main", help="add: the branch work starts from and merges into (default main)")
+    r.add_argument("--test", help="add: the command that runs the repository's tests in the sandbox")
+    r.add_argument(
+        "--merge",
+        choices=["auto", "manual"],
+        default="auto",
+        help="add: a passed card's branch is merged by the queue (auto) or left for a person (manual)",
+    )
+    r.set_defaults(fn=cmd_repo)
+
+    wt = add(
+        "worktree",
+        help="'prune': remove the worktrees no card keeps (and git's records of them), and hb/ branches the base "
+        "already has; prints what it removed",
+    )
+    wt.add_argument("action", choices=["prune"])
+    wt.set_defaults(fn=cmd_worktree)
 
     h = add(
         "hook",

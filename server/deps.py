@@ -13,6 +13,8 @@ from .identity import Identity
 if TYPE_CHECKING:
     from hiveboard.memory.service import Memory
 
+    from .worktrees import WorktreeManager
+
 
 @dataclass
 class Deps:
@@ -20,3 +22,4 @@ class Deps:
     identity: Identity
     memory: Memory | None = None
     wants_review: Callable[[TaskSummary], bool] | None = None  # None: completed cards go straight to done
+    worktrees: WorktreeManager | None = None  # git worktrees given at claim (claim_task worktree=true)

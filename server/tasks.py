@@ -11,13 +11,16 @@ from pydantic import BaseModel, Field
 
 from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
 from hiveboard.board.digest_store import Digest
-from hiveboard.board.errors import InvalidInput
+from hiveboard.board.errors import BoardError, InvalidInput
 from hiveboard.board.models import Priority, Status
+from hiveboard.critics.git import GitError
 from hiveboard.memory.service import Hit
 
 from . import lanes
 from .boundary import CHANGE, CREATE, IDEMPOTENT, MAX_ID, READ, Id, TaskId, Token, tool_boundary
 from .deps import Deps
+from .worktrees import PROBLEMS as WORKTREE_PROBLEMS
+from .worktrees import Given, why
 
 PREVIEW_CHARS = 4_000
 FULL_CHARS = 100_000  # what one get_task(full=true) carries at most (about what MCP clients show of one answer)
@@ -36,6 +39,9 @@ class WhoAmI(BaseModel):
 
 
 class ClaimAnswer(Claim):
+    worktree: str | None = Field(None, description="with worktree=true: the git worktree to work and commit in")
+    branch: str | None = Field(None, description="its branch, yours: hb/<agent>/<card>")
+    copied: list[str] = Field([], description="env files copied into it from the main worktree (.worktreeinclude)")
     digest: Digest | None = Field(
         None,
         description="the common rules of this task type, grouped from its lessons "
@@ -94,6 +100,7 @@ def _trim(task: Task, full: bool, artifact: str | None = None) -> Task:
 
 def register(mcp: MCPServer, deps: Deps) -> None:
     board, identity, memory, wants_review = deps.board, deps.identity, deps.memory, deps.wants_review
+    worktrees = deps.worktrees
 
     @mcp.tool(annotations=IDEMPOTENT)
     @tool_boundary
@@ -133,6 +140,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             int | None, Field(ge=1, le=MAX_ID)
         ] = None,  # tokens its agents may spend (hook-recorded) before you are told
         paths: Annotated[list[str], Field(description="globs it will touch", max_length=50)] = [],
+        repo: Annotated[str | None, Field(description="a registered git repo's name", max_length=40)] = None,
     ) -> TaskSummary:
         """Add a card to todo."""
         actor = identity.require(ctx)
@@ -158,6 +166,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 acceptance_tests=acceptance_tests,
                 budget_tokens=budget_tokens,
                 paths=paths,
+                repo=repo,
             ),
         )
 
@@ -208,12 +217,23 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ctx: Context,
         task_id: Annotated[int | None, Field(description="omit: the next ready card", ge=1, le=MAX_ID)] = None,
         task_type: Annotated[str | None, Field(description="with no task_id: only this type", max_length=40)] = None,
+        worktree: Annotated[bool, Field(description="also a git worktree of its repo")] = False,
     ) -> ClaimAnswer:
         """Take a card atomically: a lease, a fencing token, lessons from past work."""
+        held_before = False
 
         def take() -> tuple[str, Claim, Digest | None, list[Hit] | None]:
+            nonlocal held_before
             agent = identity.require(ctx)
-            claim = board.claim(agent, task_id=task_id, task_type=task_type)
+            if worktree:
+                try:  # what no card changes is refused before anything is written
+                    worktrees.check(agent)
+                except GitError as exc:
+                    raise ToolError(f"no worktree can be made: {exc}; nothing was claimed") from None
+            if worktree and task_id is not None:  # a claim again by its holder is not undone if the worktree fails
+                card = board.summary(task_id)
+                held_before = card.status == "in_progress" and card.assignee == agent
+            claim = board.claim(agent, task_id=task_id, task_type=task_type, in_repo=worktree)
             if not claim.claimed:
                 return agent, claim, None, []
             lessons: list[Hit] | None = []
@@ -227,6 +247,10 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             return agent, claim, board.digests.get(claim.task.task_type), lessons
 
         agent, claim, digest, lessons = await lanes.run("write", take)
+        given = None
+        if worktree and claim.claimed:
+            given = await _worktree(agent, claim, held_before)
+            claim = claim.model_copy(update={"message": f"{claim.message}; {given.note}"})
         if lessons is None:
             try:  # embeds the card's text and searches: off the board's lanes
                 lessons = await lanes.off_loop(memory.context_for, agent, claim.task)
@@ -236,7 +260,34 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 claim = claim.model_copy(
                     update={"message": claim.message + "; past lessons could not be read just now (query_memory later)"}
                 )
-        return ClaimAnswer(**dict(claim), digest=digest, lessons=lessons)
+        return ClaimAnswer(
+            **dict(claim),
+            worktree=given and given.path,
+            branch=given and given.branch,
+            copied=given.copied if given else [],
+            digest=digest,
+            lessons=lessons,
+        )
+
+    async def _worktree(agent: str, claim: Claim, held_before: bool) -> Given:
+        """The claimed card's worktree, made off the board's lanes (git may take a while); a claim this call made
+        is released again when it cannot be made."""
+        task = claim.task
+        try:
+            return await lanes.off_loop(worktrees.give, agent, task.id, task.repo)
+        except WORKTREE_PROBLEMS as exc:
+            problem = why(exc)
+            log.warning("task %s: no worktree for %s: %s", task.id, agent, problem)
+        if held_before:
+            raise ToolError(
+                f"task {task.id}'s worktree could not be made: {problem}; your claim stands (claim_task without "
+                "worktree=true hands its token back)"
+            )
+        try:
+            await lanes.run("write", board.release, agent, task.id, claim.token, f"no worktree: {problem}"[:500])
+        except BoardError:  # the lease ran out or someone moved it meanwhile: it is not ours either way
+            log.exception("task %s: could not release the claim whose worktree failed", task.id)
+        raise ToolError(f"task {task.id}'s worktree could not be made: {problem}; nothing was claimed")
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary

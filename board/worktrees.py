@@ -1,0 +1,101 @@
+"""The git worktrees agents were given at claim: which card, which agent, where, on which branch.
+
+A row is live (`removed_at` null) while its worktree is on disk. A card keeps its holder's worktree while
+the holder still has it: in progress, blocked, in review, or waiting on a person. Once the card is done,
+back in todo (released, its lease ran out) or held by another agent, the worktree is an orphan and is
+removed (server/worktrees.py runs git; here is only what the board records). Retiring a row is one guarded
+statement that checks the card in the same breath, so a claim that commits first keeps its worktree.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from .db import Store, iso, now, rows
+
+KEPT = ("in_progress", "blocked", "review", "needs_human")  # a card in these keeps its holder's worktree
+# the card no longer keeps the row's worktree: it is gone, ended, back in todo, or another agent's
+ORPHAN = (
+    f"NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = worktrees.task_id AND t.assignee = worktrees.agent "
+    f"AND t.status IN ({', '.join(repr(s) for s in KEPT)}))"
+)
+
+
+class Worktree(BaseModel):
+    id: int
+    task_id: int
+    agent: str
+    repo: str
+    path: str
+    branch: str
+    base_sha: str
+    created_at: str
+    removed_at: str | None = None
+
+
+def _worktree(row: dict) -> Worktree:
+    return Worktree(**{**row, "created_at": iso(row["created_at"]), "removed_at": iso(row["removed_at"])})
+
+
+class Worktrees:
+    def __init__(self, store: Store):
+        self.store = store
+
+    def live(self, task_id: int, agent: str) -> Worktree | None:
+        """The worktree `agent` has for the card now, if any."""
+        found = rows(
+            self.store.db,
+            "SELECT * FROM worktrees WHERE task_id = ? AND agent = ? AND removed_at IS NULL ORDER BY id DESC LIMIT 1",
+            [task_id, agent],
+        )
+        return _worktree(found[0]) if found else None
+
+    def last(self, task_id: int, agent: str) -> Worktree | None:
+        """The newest worktree hiveboard ever gave `agent` for the card, live or removed (its branch is theirs)."""
+        found = rows(
+            self.store.db,
+            "SELECT * FROM worktrees WHERE task_id = ? AND agent = ? ORDER BY id DESC LIMIT 1",
+            [task_id, agent],
+        )
+        return _worktree(found[0]) if found else None
+
+    def record(self, task_id: int, agent: str, repo: str, path: str, branch: str, base_sha: str) -> Worktree:
+        """A worktree was made for `agent` on the card."""
+        with self.store.write() as db:
+            found = rows(
+                db,
+                "INSERT INTO worktrees (task_id, agent, repo, path, branch, base_sha, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *",
+                [task_id, agent, repo, path, branch, base_sha, now()],
+            )
+        return _worktree(found[0])
+
+    def orphans(self, limit: int = 100) -> list[Worktree]:
+        """Live worktrees whose card no longer keeps them, oldest first."""
+        found = rows(
+            self.store.db,
+            f"SELECT * FROM worktrees WHERE removed_at IS NULL AND {ORPHAN} ORDER BY id LIMIT ?",
+            [limit],
+        )
+        return [_worktree(r) for r in found]
+
+    def retire(self, worktree_id: int) -> bool:
+        """Mark an orphan removed, if it still is one (a claim that committed meanwhile keeps it): True when this
+        call retired it, and its worktree is then the caller's to delete."""
+        with self.store.write() as db:
+            found = rows(
+                db,
+                f"UPDATE worktrees SET removed_at = ? WHERE id = ? AND removed_at IS NULL AND {ORPHAN} RETURNING id",
+                [now(), worktree_id],
+            )
+        return bool(found)
+
+    def gone(self, worktree_id: int) -> None:
+        """A live worktree's directory is no longer there (deleted by hand): the row says so."""
+        with self.store.write() as db:
+            db.execute("UPDATE worktrees SET removed_at = ? WHERE id = ? AND removed_at IS NULL", [now(), worktree_id])
+
+    def live_in(self, repo: str) -> list[Worktree]:
+        """Every live worktree of a repository."""
+        found = rows(self.store.db, "SELECT * FROM worktrees WHERE repo = ? AND removed_at IS NULL", [repo])
+        return [_worktree(r) for r in found]
