@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["build_server", "tool_token_costs", "INSTRUCTIONS"]
 
 INSTRUCTIONS = """hiveboard: a Kanban board shared by a team of agents.
-Start with whoami (set your name once if the operator did not), then get_board or claim_task. With nothing to
+Start with whoami (set your name once if the operator did not; token= re-attaches to an existing agent), then get_board or claim_task. With nothing to
 do, wait_for_work waits for a card you may claim or mail for you (an MCP task where your client supports them).
 claim_task gives you a card and a fencing token; pass the token to update_task, release_task
 and complete_task; with worktree=true, a card that names a repo also gives you a git worktree on a branch of your

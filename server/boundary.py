@@ -43,7 +43,7 @@ from .identity import caller_key
 MAX_ID = 2**53 - 1
 Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 TaskId = Id
-Token = Annotated[int, Field(description="fencing token from claim_task", ge=0, le=MAX_ID)]
+Token = Annotated[int, Field(ge=0, le=MAX_ID)]
 
 # Only hints that differ from the spec's defaults (readOnlyHint false, destructiveHint true,
 # idempotentHint false; the last two mean nothing on a read-only tool): a client reads a missing

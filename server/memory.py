@@ -89,7 +89,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         kinds: list[MemoryKind] | None = None,
         tags: Annotated[list[Tag] | None, Field(description="items with all these", max_length=MAX_TAGS)] = None,
         k: Annotated[int, Field(ge=1, le=50)] = 5,
-        include_deprecated: Annotated[bool, Field(description="also superseded items")] = False,
+        include_deprecated: bool = False,
         mode: Mode = "hybrid",
         wait_seconds: Annotated[float, Field(description="for unindexed items", ge=0, le=MAX_WAIT)] = 0,
     ) -> Results:

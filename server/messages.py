@@ -30,7 +30,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def publish_message(
         ctx: Context,
-        intent: Annotated[str, Field(description="e.g. status_update, request_help, answer", max_length=40)],
+        intent: Annotated[str, Field(max_length=40)],
         content: str = "",
         summary: str | None = None,  # defaults to the first line (the server instructions)
         recipient: Annotated[
@@ -40,7 +40,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         thread: Annotated[str | None, Field(description="channel name")] = None,
         reply_to: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         priority: MessagePriority = "normal",
-        metadata: Annotated[dict, Field(description="small JSON object")] = {},
+        metadata: dict = {},
     ) -> Message:
         """Send a message to an agent, a role, everyone or the pool."""
         return board.messages.publish(
@@ -71,7 +71,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         since: Annotated[str | None, Field(description="ISO 8601 time")] = None,
         full: Annotated[bool, Field(description="not a 280-character preview")] = False,
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
-        cursor: Annotated[str | None, Field(description="previous next_cursor")] = None,
+        cursor: str | None = None,
         wait_seconds: Annotated[float, Field(ge=0, le=300)] = 0,
         ack: Annotated[list[Id], Field(max_length=500)] = [],
     ) -> MessagePage:

@@ -29,7 +29,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def reserve_paths(
         ctx: Context,
-        paths: Annotated[Patterns, Field(description="globs from the repo root, e.g. src/api/**")],
+        paths: Annotated[Patterns, Field(description="e.g. src/api/**")],
         ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL)] = DEFAULT_TTL,
         exclusive: bool = True,
         reason: Annotated[str | None, Field(max_length=REASON_CHARS)] = None,

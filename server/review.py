@@ -39,7 +39,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         review_id: Annotated[
             int | None, Field(description="or a review id (from review.request)", ge=1, le=MAX_ID)
         ] = None,
-        wait_seconds: Annotated[float, Field(description="wait for the round to finish", ge=0, le=600)] = 0,
+        wait_seconds: Annotated[float, Field(ge=0, le=600)] = 0,
         full: bool = False,
     ) -> ReviewTrail:
         """A card's review: verdict, score, blocking issues, brief (full=true: every round)."""

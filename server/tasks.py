@@ -108,7 +108,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ctx: Context,
         name: Annotated[str | None, Field(max_length=64)] = None,  # the description says: once
         role: Annotated[str | None, Field(description="e.g. coder, reviewer, lead", max_length=40)] = None,
-        token: Annotated[str | None, Field(description="re-attach to an existing agent", max_length=200)] = None,
+        token: Annotated[str | None, Field(max_length=200)] = None,
     ) -> WhoAmI:
         """Who this connection acts as; name= sets it once."""
         if name is None:
@@ -124,7 +124,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     @tool_boundary
     def create_task(
         ctx: Context,
-        title: Annotated[str, Field(description="short, imperative", min_length=1, max_length=200)],
+        title: Annotated[str, Field(min_length=1, max_length=200)],
         description: str = "",  # what and why
         task_type: Annotated[str, Field(description="e.g. code, docs, bug", max_length=40)] = "code",
         priority: Priority = "medium",
@@ -347,7 +347,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         task_id: TaskId,
         token: Token,
         output: str,
-        summary: Annotated[str | None, Field(description="a line or two for the board", max_length=2000)] = None,
+        summary: Annotated[str | None, Field(max_length=2000)] = None,
         artifacts: list[Artifact] = [],
         helpful_lessons: Annotated[
             list[Id], Field(max_length=50, description="ids of claim_task's lessons that helped")
