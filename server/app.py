@@ -23,6 +23,7 @@ from .identity import Identity
 from .task_ext import TasksExtension
 
 if TYPE_CHECKING:
+    from hiveboard.critics.commits import Repository
     from hiveboard.critics.engine import ReviewEngine
     from hiveboard.memory.service import Memory
 
@@ -57,6 +58,25 @@ wait_seconds waits for them. Results are compact JSON; long fields are cut with 
 rest."""
 
 
+def _repositories(board: Board) -> Callable[[str], Repository]:
+    """Registered repositories for git in the sandbox when this process runs no review engine (its worker runs
+    elsewhere): the default bounds, the board's directory hidden."""
+    made: list = []
+
+    def repository(name: str) -> Repository:
+        from pathlib import Path
+
+        from hiveboard.critics.commits import Repository
+        from hiveboard.critics.config import RepoLimits
+        from hiveboard.critics.git import Git
+
+        if not made:
+            made.append(Git.for_machine([Path(board.store.path).resolve().parent]))
+        return Repository(made[0], board.repos.get(name), RepoLimits())
+
+    return repository
+
+
 def build_server(
     board: Board,
     identity: Identity,
@@ -75,7 +95,13 @@ def build_server(
     """
     if wants_review is None and review is not None:
         wants_review = review.wants_review
-    deps = Deps(board=board, identity=identity, memory=memory, wants_review=wants_review)
+    deps = Deps(
+        board=board,
+        identity=identity,
+        memory=memory,
+        wants_review=wants_review,
+        repository=review.repository if review is not None else _repositories(board),
+    )
     inboxes = resources.InboxSubscriptions()
 
     @asynccontextmanager

@@ -11,6 +11,7 @@ from hiveboard.board import Board, TaskSummary
 from .identity import Identity
 
 if TYPE_CHECKING:
+    from hiveboard.critics.commits import Repository
     from hiveboard.memory.service import Memory
 
 
@@ -20,3 +21,4 @@ class Deps:
     identity: Identity
     memory: Memory | None = None
     wants_review: Callable[[TaskSummary], bool] | None = None  # None: completed cards go straight to done
+    repository: Callable[[str], Repository] | None = None  # a registered repository, for git in the sandbox
