@@ -21,6 +21,10 @@ from .machine import Machine
 from .models import Commit
 from .repos import Repo, Repos
 
+BOTH = (
+    "send ref= or artifacts=, not both: a commit is reviewed as it is in the repository; commit the files and send "
+    "ref= alone; nothing was handed in"
+)
 # the review of a round and its commit were written by one complete_task, at one moment
 OF_REVIEW = (
     "SELECT t.* FROM task_refs t JOIN reviews r ON r.task_id = t.task_id AND r.fencing_token = t.fencing_token "

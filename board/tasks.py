@@ -15,7 +15,7 @@ from collections.abc import Callable
 from . import cards
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
-from .commits import Commits
+from .commits import BOTH, Commits
 from .contests import Contests
 from .cursor import decode_cursor, encode_cursor
 from .db import Store, iso, now, placeholders, rows
@@ -627,10 +627,7 @@ class Board:
         for a in artifacts:
             check_text(a.content, self.limits.artifact_chars, f"artifact {a.name!r}")
         if commit is not None and artifacts:
-            raise InvalidInput(
-                "send ref= or artifacts=, not both: a commit is reviewed as it is in the repository; commit the "
-                "files and send ref= alone"
-            )
+            raise InvalidInput(BOTH)
         if not output.strip() and not artifacts and commit is None:
             raise InvalidInput("complete_task needs output= describing what was done (or at least one artifact)")
         with self.machine.holding(actor, task_id, token, "complete", running=True) as (db, row, ts):

@@ -10,7 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
-from hiveboard.board.commits import Target
+from hiveboard.board.commits import BOTH, Target
 from hiveboard.board.digest_store import Digest
 from hiveboard.board.errors import InvalidInput
 from hiveboard.board.models import Commit, Priority, Status
@@ -331,10 +331,18 @@ def register(mcp: MCPServer, deps: Deps) -> None:
 
         if ref is None:
             return await lanes.run("write", lambda: complete(identity.require(ctx)))
+        if artifacts:
+            raise ToolError(BOTH)
 
         def target() -> tuple[str, Target]:
             actor = identity.require(ctx)
-            return actor, board.commits.target(actor, task_id, token)
+            where = board.commits.target(actor, task_id, token)
+            if to_status(board.summary(task_id)) != "review":  # before git runs; the board checks again
+                raise ToolError(
+                    f"task {task_id} would not be reviewed on this server (review is off), and a commit is only "
+                    "handed in to be reviewed and merged; hand in with artifacts= instead"
+                )
+            return actor, where
 
         actor, where = await lanes.run("write", target)
         repository = deps.repository(where.repo.name)
