@@ -313,9 +313,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         helpful_lessons: Annotated[
             list[Id], Field(max_length=50, description="ids of claim_task's lessons that helped")
         ] = [],
-        ref: Annotated[
-            str | None, Field(description="instead of artifacts: your commit or branch", max_length=200)
-        ] = None,
+        ref: Annotated[str | None, Field(description="commit or branch instead of artifacts", max_length=200)] = None,
     ) -> TaskSummary:
         """Hand in a card you hold: to review (see get_review) or done."""
 
