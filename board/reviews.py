@@ -23,7 +23,7 @@ from .knowledge import Knowledge
 from .limits import Limits
 from .machine import Machine, Via
 from .merges import Merges
-from .models import Artifact
+from .models import Artifact, Commit
 from .review_models import (
     BLOCKING,
     MAX_ISSUES,
@@ -469,6 +469,11 @@ class Reviews:
         """The critiques of the round before this one in the same cycle, by critic."""
         prev = self._before(job)
         return {c.critic: c for c in self.critiques(prev)} if prev else {}
+
+    def previous_commit(self, job: ReviewJob) -> Commit | None:
+        """The commit the round before this one in the same cycle was handed in as, if it was one."""
+        prev = self._before(job)
+        return Commits.of_review(self.store.db, prev) if prev else None
 
     def previous_artifacts(self, job: ReviewJob) -> list[Artifact]:
         """The work's files as submitted in the round before this one in the same cycle ([] in round 1): with

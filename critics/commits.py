@@ -378,6 +378,33 @@ class Repository:
                         lines.setdefault(path, []).append((start, start + count - 1))
         return lines
 
+    def files_at(self, view: Path, sha: str, paths: list[str], largest: int = MB) -> list[Artifact]:
+        """The text of `paths` as commit `sha` holds them (those it has, up to `largest` bytes each, as UTF-8)."""
+        asked = [p for p in paths if "\n" not in p]
+        if not asked:
+            return []
+        out = self.in_view(
+            view,
+            ["cat-file", "--batch"],
+            stdin="".join(f"{sha}:{p}\n" for p in asked).encode(),
+            limit=len(asked) * (largest + 200),
+        ).stdout
+        found, at = [], 0
+        for path in asked:
+            end = out.index(b"\n", at)
+            header = out[at:end].split()
+            at = end + 1
+            if len(header) != 3 or not header[2].isdigit():  # "<sha>:<path> missing"
+                continue
+            size = int(header[2])
+            body, at = out[at : at + size], at + size + 1
+            if header[1] == b"blob" and size <= largest:
+                try:
+                    found.append(Artifact(name=path, kind="code", content=body.decode("utf-8")))
+                except UnicodeDecodeError:
+                    pass
+        return found
+
     def is_ancestor(self, view: Path, commit: str, of: str) -> bool:
         return self.in_view(view, ["merge-base", "--is-ancestor", commit, of], ok=(0, 1)).returncode == 0
 

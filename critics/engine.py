@@ -29,7 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hiveboard.board import Board, BoardError, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
+from hiveboard.board import (
+    Artifact,
+    Board,
+    BoardError,
+    Critique,
+    CritiqueRecord,
+    ReviewIssue,
+    ReviewJob,
+    Synthesis,
+    now,
+)
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
 from hiveboard.board.review_models import BLOCKING, judged
@@ -745,7 +755,11 @@ class ReviewEngine:
         if not resolved:
             return
         try:
-            found = lessons(resolved, self.board.reviews.previous_artifacts(job), work.artifacts, work.summary or "")
+            before, after = self.board.reviews.previous_artifacts(job), work.artifacts
+            if work.commit is not None:  # the same files as the round before's commit held them
+                after = [a for a in after if a.kind != "diff"]
+                before = self._before(work, [a.name for a in after])
+            found = lessons(resolved, before, after, work.summary or "")
         except Exception:
             log.exception("could not read lessons from review %s", job.id)
             return
@@ -754,6 +768,15 @@ class ReviewEngine:
                 self._lesson(job, lesson)
             except Exception:
                 log.exception("could not record a lesson from review %s", job.id)
+
+    def _before(self, work: Work, paths: list[str]) -> list[Artifact]:
+        """`paths` as the commit of the round before this one held them ([] when that round was no commit)."""
+        previous = self.board.reviews.previous_commit(work)
+        if previous is None:
+            return []
+        repository = self.repository(previous.repo)
+        with repository.view(previous.sha) as view:
+            return repository.files_at(view, previous.sha, paths)
 
     def _lesson(self, job: ReviewJob, lesson: Lesson) -> None:
         # the card's title says what work the mistake was made in: the next card like it finds the lesson

@@ -81,6 +81,12 @@ async def test_a_buggy_commit_fails_on_the_repos_tests_the_fix_is_merged_and_a_c
         assert is_ancestor(repo, fixed) and (repo / "calc.py").read_text() == FIXED
         assert git(repo, "status", "--porcelain") == ""
         assert (await pool(alice, one, "approval"))[-1]["content"].startswith(f"task {one} is merged")
+        # the test fixed between the rounds became a lesson, read from what the two commits changed
+        with board.store.read() as db:
+            taught = [
+                r[0] for r in db.execute("SELECT text FROM memory_items WHERE kind = 'lesson' AND task_id = ?", [one])
+            ]
+        assert any("changed `return a - b` to" in t and "return a + b` in add" in t for t in taught), taught
 
         # bob's commit passes its review on its own tree, but conflicts with main now: back to bob, naming the file
         merged = git(repo, "rev-parse", "main")
