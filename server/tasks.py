@@ -343,9 +343,8 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             return actor, where
 
         actor, where = await lanes.run("write", target)
-        repository = deps.repository(where.repo.name)
         try:  # git in the sandbox, off the board's lanes: the commit checked, described and pinned
-            commit = await lanes.off_loop(repository.hand_in, where, ref)
+            commit = await lanes.off_loop(lambda: deps.repository(where.repo.name).hand_in(where, ref))
         except GitError as exc:
             raise ToolError(f"{exc}; nothing was handed in") from exc
         return await lanes.run("write", complete, actor, commit)
