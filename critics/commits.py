@@ -487,8 +487,8 @@ def unquote(name: str) -> str:
 
 def on_diff(critique: Critique, commit: Commit, lines: dict[str, list[tuple[int, int]]], demote: bool) -> Critique:
     """Say of each finding that names a line of a changed file (`path:line`) whether the commit's diff changed
-    that line. `demote`: an analyser's blocking finding on a line the diff did not change becomes minor (the
-    commit is judged by what it changed; the repository's tests judge the rest), its description says so."""
+    that line. `demote`: a blocking finding on a line the diff did not change becomes minor (the commit is judged
+    by what it changed; the repository's tests judge the rest), and its description says so."""
     changed = {f.path for f in commit.files if f.status != "D"}
     issues = []
     for issue in critique.issues:

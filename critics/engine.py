@@ -64,7 +64,9 @@ if TYPE_CHECKING:  # the memory loads its models on first use, not with the revi
 log = logging.getLogger("hiveboard.critics")
 MAX_ATTEMPTS = 3  # a job whose run crashed this often goes to a human instead of looping
 LESSONS_PER_REVIEW = 10
-ANALYSERS = ("ruff", "bandit", "integrity")  # on a commit, their blocking findings count on changed lines only
+# on a commit, these analysers' blocking findings count on the lines it changed only (but never a security or
+# integrity finding: a card's creator can waive such a rule instead)
+ANALYSERS = ("ruff", "bandit", "integrity")
 
 
 def execution(config: ReviewConfig, sandbox: Detected) -> tuple[Box | None, str]:
@@ -340,7 +342,8 @@ class ReviewEngine:
         try:
             critique = _judged(critic.review(work, earlier), earlier)
             if work.commit is not None:
-                critique = on_diff(critique, work.commit, work.changed_lines, demote=critic.backend in ANALYSERS)
+                demote = critic.backend in ANALYSERS and critic.lens not in NEVER_LOWERED
+                critique = on_diff(critique, work.commit, work.changed_lines, demote=demote)
         except Skipped as exc:
             status, error = "skipped", str(exc)
         except Unverified as exc:

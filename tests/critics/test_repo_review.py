@@ -183,7 +183,7 @@ async def test_a_card_that_needs_approval_is_merged_once_a_person_approves_and_i
 async def test_analysers_read_the_changed_files_and_say_which_lines_the_diff_changed(
     connect, reviewer, board, tmp_path, fake_llm: FakeLLM
 ):
-    broken = "\n\ndef broken():\n    return missing_name\n"
+    broken = "\n\ndef broken():\n    return missing_name\n\n\ndef unsafe(text):\n    return eval(text)\n"
     repo = make_repo(
         tmp_path / "calc",
         {
@@ -195,10 +195,10 @@ async def test_analysers_read_the_changed_files_and_say_which_lines_the_diff_cha
     register(board, repo)
     config = ReviewConfig(
         critics={
-            **{k: v for k, v in NO_BUILTINS.items() if k != "ruff"},
+            **{k: v for k, v in NO_BUILTINS.items() if k not in ("ruff", "bandit")},
             "model": llm_critic(fake_llm, "accuracy"),
         },
-        task_types={"code": ["correctness", "accuracy"]},
+        task_types={"code": ["correctness", "security", "accuracy"]},
     )
     engine = reviewer(config)
     async with connect("alice", review=engine) as alice:
@@ -217,6 +217,10 @@ async def test_analysers_read_the_changed_files_and_say_which_lines_the_diff_cha
     assert found[f"calc.py:{old_line}"]["severity"] == "minor"  # there before this commit: reported, not blocking
     assert "did not change" in found[f"calc.py:{old_line}"]["description"]
     assert not any(loc.startswith("other.py") for loc in found)  # a file the commit did not touch is not read
+    # a security finding keeps its severity on any line of a changed file (the card's creator can waive its rule)
+    [unsafe] = critic(trail["rounds"][-1], "bandit")["issues"]
+    assert unsafe["location"] == f"calc.py:{lines.index('    return eval(text)') + 1}"
+    assert unsafe["changed_line"] is False and unsafe["severity"] == "major"
     assert trail["rounds"][-1]["verdict"] == "FAIL"
     # the model saw the diff and the changed file
     prompt = "\n".join(m["content"] for m in fake_llm.calls("accuracy")[-1]["body"]["messages"])
