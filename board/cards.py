@@ -11,7 +11,7 @@ import json
 from ._sqlite_utils import Database
 from .db import iso, placeholders, rows, rows_many
 from .errors import NotFound
-from .models import RANK_PRIORITY, AcceptanceTests, Artifact, HistoryEntry, Task, TaskSummary
+from .models import RANK_PRIORITY, AcceptanceTests, Artifact, ChangedFile, Commit, HistoryEntry, Task, TaskSummary
 
 
 def row(db: Database, task_id: int) -> dict:
@@ -59,6 +59,18 @@ def summary_fields(row: dict, needs: list[tuple[int, str]]) -> dict:
     )
 
 
+def commit_of(row: dict) -> Commit:
+    """A `task_refs` row (board/commits.py) as the Commit it records."""
+    return Commit(
+        repo=row["repo"],
+        ref=row["ref"],
+        sha=row["sha"],
+        base_sha=row["base_sha"],
+        files=[ChangedFile(**f) for f in json.loads(row["files"])],
+        diff=row["diff"],
+    )
+
+
 def acceptance_tests(row: dict) -> AcceptanceTests | None:
     """The creator's acceptance tests as stored with the card, if any."""
     return AcceptanceTests.model_validate_json(row["acceptance_tests"]) if row["acceptance_tests"] else None
@@ -73,6 +85,11 @@ DEPENDENCIES = (
 ARTIFACTS = (
     "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND "
     "fencing_token = (SELECT fencing_token FROM tasks WHERE id = ?) ORDER BY id"
+)
+# the current claim's latest commit (complete_task ref=), by the card's token in the same statement
+CURRENT_COMMIT = (
+    "SELECT * FROM task_refs WHERE task_id = ? AND fencing_token = (SELECT fencing_token FROM tasks WHERE id = ?) "
+    "ORDER BY id DESC LIMIT 1"
 )
 HISTORY = "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) AS h ORDER BY id"
 
@@ -93,20 +110,25 @@ def task_by_id(db: Database, task_id: int, history: int, viewer: str | None = No
 
 
 def _parts(db: Database, task_id: int, history: int, artifacts: bool, with_row: bool = False) -> tuple:
-    """A whole card's statements, read together: (its row's rows or None, dependencies, artifacts, history)."""
+    """A whole card's statements, read together: (its row's rows or None, dependencies, artifacts, the current
+    claim's commit, history)."""
     statements = [("SELECT * FROM tasks WHERE id = ?", [task_id])] if with_row else []
     statements.append((DEPENDENCIES.format("?"), [task_id]))
     if artifacts:
         statements.append((ARTIFACTS, [task_id, task_id]))
+        statements.append((CURRENT_COMMIT, [task_id, task_id]))
     if history:
         statements.append((HISTORY, [task_id, history]))
     got = iter(rows_many(db, statements))
     found = next(got) if with_row else None
     deps = next(got)
-    return found, deps, next(got) if artifacts else [], next(got) if history else []
+    attached, commit = (next(got), next(got)) if artifacts else ([], [])
+    return found, deps, attached, commit, next(got) if history else []
 
 
-def _whole(row: dict, deps: list[dict], attached: list[dict], hist_rows: list[dict], viewer) -> Task:
+def _whole(
+    row: dict, deps: list[dict], attached: list[dict], commit: list[dict], hist_rows: list[dict], viewer
+) -> Task:
     needs = [(d["depends_on"], d["status"]) for d in deps]
     attached = [Artifact(name=a["name"], kind=a["kind"], content=a["content"]) for a in attached]
     hist = [
@@ -140,6 +162,7 @@ def _whole(row: dict, deps: list[dict], attached: list[dict], hist_rows: list[di
         summary=row["summary"],
         output=row["output"],
         artifacts=attached,
+        commit=commit_of(commit[0]) if commit else None,
         history=hist,
         paths=json.loads(row["paths"]),
     )

@@ -12,6 +12,7 @@ from .db import Store, now
 from .errors import Conflict, IllegalTransition, InvalidInput
 from .limits import Limits, check_text
 from .machine import Machine
+from .merges import Merges
 from .models import TaskSummary
 from .review_models import Approval
 from .reviews import Reviews
@@ -20,10 +21,11 @@ from .reviews import Reviews
 class Decisions:
     """A person's decisions, logged as the human lens of the review that asked for them."""
 
-    def __init__(self, store: Store, machine: Machine, reviews: Reviews, limits: Limits):
+    def __init__(self, store: Store, machine: Machine, reviews: Reviews, merges: Merges, limits: Limits):
         self.store = store
         self.machine = machine
         self.reviews = reviews
+        self.merges = merges
         self.limits = limits
 
     def approval(self, task_id: int) -> Approval:
@@ -58,7 +60,8 @@ class Decisions:
         assign_to: str | None = None,
         confirm: str | None = None,
     ) -> TaskSummary:
-        """A person (operator role) decides a card waiting in needs_human: `pass` it to done, `send_back`
+        """A person (operator role) decides a card waiting in needs_human: `pass` it to done (or, when its work is
+        a commit its repository merges by the queue, back to review into the merge queue), `send_back`
         to its author (todo, reserved for them, the note as the brief), or `reassign` it to another agent.
         The author hears it in their inbox; the decision is logged as the human lens of the card's last
         review when that review sent it here (e.g. human approval required). `confirm`: the key of the
@@ -87,15 +90,19 @@ class Decisions:
                     )
             author = row["assignee"] or row["created_by"]
             reserve = author if decision == "send_back" else target
+            merging = self.merges.approved(db, row) if decision == "pass" else None
             head = {
-                "pass": f"task {task_id} passed by {actor}",
+                "pass": f"task {task_id} passed by {actor}"
+                + (f"; its commit goes to the merge queue of {merging.repo}" if merging else ""),
                 "send_back": f"task {task_id} sent back to {author} by {actor}",
                 "reassign": f"task {task_id} reassigned to {target} by {actor}",
             }[decision]
             intent = {"pass": "approval", "send_back": "critique", "reassign": "status_update"}[decision]
             # first, while the author still holds the card: the thread (author, creator, subscribers) hears it
             self.machine.messages.event(db, actor, intent, task_id, head + (f": {note}" if note else ""), note)
-            if decision == "pass":
+            if merging is not None:
+                row = self.merges.enqueue(db, row, merging, "decide", actor, ts, note or None)
+            elif decision == "pass":
                 row = self.machine.move(db, row, "done", "decide", actor, ts=ts, note=note or None)
             else:
                 row = self.machine.move(

@@ -99,6 +99,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("review", "needs_human", "review", "review", "reviewed"),
     # a person decides a card that waits on a human: pass it, send it back, or hand it to another agent
     Transition("needs_human", "done", "decide", "person", "passed by a person"),
+    # a person approves a card whose work is a commit its repository merges by the queue (board/merges.py): it
+    # waits in review for the merge, which moves it on as a verdict would
+    Transition("needs_human", "review", "decide", "person", "passed by a person, to the merge queue"),
     Transition("needs_human", "todo", "decide", "person", "sent back by a person", ("reason",)),
 )
 

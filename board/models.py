@@ -70,6 +70,30 @@ class Released(BaseModel):
     message: str
 
 
+class ChangedFile(BaseModel):
+    """One file a commit changed against the merge base with its repository's base branch."""
+
+    status: Literal["A", "M", "D", "R", "C", "T"] = Field(
+        description="added, modified, deleted, renamed, copied, type changed"
+    )
+    path: str
+    old_path: str | None = Field(None, description="renamed or copied from")
+    added: int | None = Field(None, description="lines added; null: binary")
+    deleted: int | None = Field(None, description="lines deleted; null: binary")
+
+
+class Commit(BaseModel):
+    """Work handed in as a commit of the card's repository (complete_task ref=)."""
+
+    repo: str
+    ref: str = Field(description="the branch or commit id as handed in")
+    sha: str = Field(description="the commit it named, pinned so deleting the branch does not lose it")
+    base_sha: str = Field(description="its merge base with the repository's base branch: what the diff is against")
+    files: list[ChangedFile] = []
+    files_omitted: int = Field(0, description="changed files left out of this answer (get_task full=true)")
+    diff: str = Field("", description="the unified diff, bounded: what was cut is named at its end")
+
+
 class HistoryEntry(BaseModel):
     """One recorded change to a card: who did what, when, and why."""
 
@@ -137,6 +161,7 @@ class Task(TaskSummary):
     summary: str | None = Field(None, description="the completing agent's short summary")
     output: str | None = Field(None, description="the completing agent's output")
     artifacts: list[Artifact] = []
+    commit: Commit | None = Field(None, description="the work handed in as a commit (complete_task ref=)")
     history: list[HistoryEntry] = []
     paths: list[str] = Field([], description="the paths (globs) the card says it will touch")
     reservations: list[Reservation] | None = Field(

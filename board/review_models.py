@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .models import AcceptanceTests, Artifact
+from .models import AcceptanceTests, Artifact, Commit
 from .quotas import DatabaseSize
 from .usage import TokenStats
 
@@ -41,6 +41,9 @@ class ReviewIssue(Finding):
 
     rule: str | None = Field(None, description="a static analyser's rule id", max_length=40)
     ref: str | None = Field(None, description="set by the board; resolutions cite it")
+    changed_line: bool | None = Field(
+        None, description="work handed in as a commit: whether its diff changed the line this names"
+    )
 
 
 class Resolution(BaseModel):
@@ -229,6 +232,8 @@ class ReviewJob(BaseModel):
     attempts: int
     agent_deadline: float | None = None
     waived: list[str] = []  # analyser rule ids the card's creator waived
+    commit: Commit | None = None  # the round's work as a commit of the card's repository (complete_task ref=)
+    test_command: str | None = None  # that repository's own test command, run as a check of its own
 
 
 class DayRate(BaseModel):

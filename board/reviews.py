@@ -15,13 +15,15 @@ from datetime import UTC, datetime
 
 from . import cards
 from ._sqlite_utils import Database
+from .commits import Commits
 from .db import Store, iso, now, placeholders
 from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
 from .events import ReviewChanged
 from .knowledge import Knowledge
 from .limits import Limits
 from .machine import TRANSITIONS, Machine, Via
-from .models import Artifact
+from .merges import Merges
+from .models import Artifact, Commit
 from .review_models import (
     BLOCKING,
     MAX_ISSUES,
@@ -54,13 +56,14 @@ def _rate(part: int, whole: int) -> float | None:
 class Reviews:
     """Review jobs and critiques of one board."""
 
-    def __init__(self, store: Store, machine: Machine, knowledge: Knowledge, limits: Limits):
+    def __init__(self, store: Store, machine: Machine, knowledge: Knowledge, limits: Limits, merges: Merges):
         self.store = store
         self.machine = machine
         self.messages = machine.messages
         self.agents = machine.agents
         self.knowledge = knowledge
         self.limits = limits
+        self.merges = merges  # a passed commit goes through the merge queue before done
 
     def left_review(self, db: Database, row: dict, target: str, via: Via, actor: str, ts: float) -> None:
         """A card left review by another path than its verdict (a person took it): its jobs are cancelled."""
@@ -167,6 +170,12 @@ class Reviews:
             if row is None:
                 return None
             task = cards.row(db, row["task_id"])
+            commit = Commits.of_review(db, row["id"])
+            test = (
+                db.execute("SELECT test_command FROM repos WHERE name = ?", [commit.repo]).fetchone()
+                if commit
+                else None
+            )
             return ReviewJob(
                 id=row["id"],
                 task_id=row["task_id"],
@@ -184,6 +193,8 @@ class Reviews:
                 attempts=row["attempts"],
                 agent_deadline=row["agent_deadline"],
                 waived=json.loads(task["waived"]),
+                commit=commit,
+                test_command=test[0] if test else None,
             )
 
     def heartbeat(self, review_id: int, worker: str, lease_seconds: float) -> bool:
@@ -462,6 +473,11 @@ class Reviews:
         prev = self._before(job)
         return {c.critic: c for c in self.critiques(prev)} if prev else {}
 
+    def previous_commit(self, job: ReviewJob) -> Commit | None:
+        """The commit the round before this one in the same cycle was handed in as, if it was one."""
+        prev = self._before(job)
+        return Commits.of_review(self.store.db, prev) if prev else None
+
     def previous_artifacts(self, job: ReviewJob) -> list[Artifact]:
         """The work's files as submitted in the round before this one in the same cycle ([] in round 1): with
         this round's, what the author changed."""
@@ -643,21 +659,38 @@ class Reviews:
                 }
                 if outcome == "in_progress":
                     sets["assignee"] = job.agent
-                self.machine.move(
-                    db,
-                    row,
-                    outcome,
-                    "review",
-                    "review",
-                    ts=ts,
-                    action=f"reviewed round {job.round}",
-                    reason=message[: self.limits.note] if outcome == "needs_human" else None,
-                    sets=sets,
-                    note=f"{synthesis.verdict}: {_noted(synthesis.brief, job.task_id)}"
+                note = (
+                    f"{synthesis.verdict}: {_noted(synthesis.brief, job.task_id)}"
                     if synthesis.verdict == "FAIL"
-                    else synthesis.verdict,
+                    else synthesis.verdict
                 )
                 intent = {"done": "approval", "in_progress": "critique", "needs_human": "needs_human"}[outcome]
+                merging = self.merges.to_merge(db, job.id) if outcome == "done" else None
+                if merging is not None:  # passed: done once the merge queue has merged it
+                    self.merges.enqueue(
+                        db, row, merging, "review", "review", ts, f"{note}: reviewed round {job.round}", sets
+                    )
+                    intent = "status_update"  # the approval is the merge's, when the base holds the commit
+                    head, _, rest = message.partition("\n")
+                    message = f"{head}; it waits in the merge queue of {merging.repo}" + (f"\n{rest}" if rest else "")
+                else:
+                    if outcome == "done" and job.commit is not None:  # its repository leaves the merge to a person
+                        note += (
+                            f"; commit {job.commit.sha} ({job.commit.ref}) is left unmerged for a person to merge into "
+                            f"{job.commit.repo}'s base branch (merge_mode manual)"
+                        )
+                    self.machine.move(
+                        db,
+                        row,
+                        outcome,
+                        "review",
+                        "review",
+                        ts=ts,
+                        action=f"reviewed round {job.round}",
+                        reason=message[: self.limits.note] if outcome == "needs_human" else None,
+                        sets=sets,
+                        note=note,
+                    )
                 # to the pool: the card's author (its holder), its creator and the task's subscribers
                 self.messages.event(db, "review", intent, job.task_id, message.split("\n", 1)[0], message)
             if decisive:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from . import cards
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
+from .commits import BOTH, Commits
 from .contests import Contests
 from .cursor import decode_cursor, encode_cursor
 from .db import Store, iso, now, placeholders, rows
@@ -34,6 +35,7 @@ from .limits import (
 )
 from .machine import Machine, Via, find, illegal
 from .mcp_tasks import McpTasks
+from .merges import Merges
 from .messages import Messages
 from .models import (
     PRIORITY_RANK,
@@ -44,6 +46,7 @@ from .models import (
     Card,
     Claim,
     Column,
+    Commit,
     NewTask,
     Page,
     Task,
@@ -89,17 +92,20 @@ class Board:
         self.mcp_tasks = McpTasks(store)
         self.messages = Messages(store, self.agents, self.knowledge, limits, self.quotas)
         self.machine = Machine(store, self.agents, self.messages, lease_seconds)
-        self.reviews = Reviews(store, self.machine, self.knowledge, limits)
+        self.repos = Repos(store)  # git repositories cards are worked in
+        self.commits = Commits(store, self.machine, self.repos)  # work handed in as a commit
+        self.merges = Merges(store, self.machine, self.repos, self.commits)  # the merge queue
+        self.reviews = Reviews(store, self.machine, self.knowledge, limits, self.merges)
         self.contests = Contests(store, self.machine)
-        self.decisions = Decisions(store, self.machine, self.reviews, limits)
+        self.decisions = Decisions(store, self.machine, self.reviews, self.merges, limits)
         self.usage = Usage(store, self.machine, self.messages, prices)  # tokens, their cost, card budgets
         self.views = Views(store)
         self.web_sessions = WebSessions(store)  # people logged in to the web board
-        self.repos = Repos(store)  # git repositories cards are worked in
         self.reservations = Reservations(store, self.machine)  # paths agents are editing
         self.worktrees = Worktrees(store)  # the worktrees of them given at claim
         # what else happens when a card moves, all in one place
         self.machine.when_leaving("review", self.reviews.left_review)
+        self.machine.when_leaving("review", self.merges.left_review)
         self.machine.when_entering("done", self.knowledge.remember_output)
         for status in ENDS:  # a card that ends (its holder no longer works on it) releases its reservations
             self.machine.when_entering(status, self.reservations.card_ended)
@@ -647,11 +653,13 @@ class Board:
         artifacts: list[Artifact] | None = None,
         to_status: str | Callable[[TaskSummary], str] = "done",
         helpful: list[int] | None = None,
+        commit: Commit | None = None,
     ) -> TaskSummary:
-        """Record the holder's output and artifacts and move the card to review (or done).
+        """Record the holder's output and artifacts (or the commit it handed in, established through git by the
+        caller: Commits.target says where) and move the card to review (or done).
 
         `to_status` is "review" or "done", or a function of the held card that says which (decided inside
-        the transaction, so deciding costs no read of its own)."""
+        the transaction, so deciding costs no read of its own). A commit is only handed in to review."""
         if not callable(to_status) and to_status not in ("review", "done", "needs_human"):
             raise ValueError("to_status must be review, done or needs_human")
         artifacts = artifacts or []
@@ -661,7 +669,9 @@ class Board:
             raise InvalidInput(f"{len(artifacts)} artifacts given; at most {self.limits.artifacts}")
         for a in artifacts:
             check_text(a.content, self.limits.artifact_chars, f"artifact {a.name!r}")
-        if not output.strip() and not artifacts:
+        if commit is not None and artifacts:
+            raise InvalidInput(BOTH)
+        if not output.strip() and not artifacts and commit is None:
             raise InvalidInput("complete_task needs output= describing what was done (or at least one artifact)")
         with self.machine.holding(actor, task_id, token, "complete", running=True) as (db, row, ts):
             needs = None  # the card's dependencies, once read (completing changes none of them)
@@ -670,6 +680,13 @@ class Board:
                 to_status = to_status(cards.summarize(db, row, needs))
                 if to_status not in ("review", "done", "needs_human"):
                     raise ValueError("to_status must be review, done or needs_human")
+            if commit is not None:
+                if to_status != "review":
+                    raise InvalidInput(
+                        f"task {task_id} would not be reviewed on this server (review is off), and a commit is only "
+                        "handed in to be reviewed and merged; hand in with artifacts= instead"
+                    )
+                self.commits.add(db, row, token, commit, ts)
             if artifacts:  # charged before anything is written: a refusal leaves the card as it was
                 self.quotas.charge(db, actor, ARTIFACT, len(artifacts), sum(len(a.content) for a in artifacts))
             # the artifacts first: a card that goes straight to done takes them into the shared memory
@@ -698,7 +715,9 @@ class Board:
             if helpful:
                 self.knowledge.mark_useful(db, actor, task_id, helpful)
             if to_status == "review":  # the durable job commits with the card's move, or neither does
-                self.reviews.enqueue(db, row, output, summary, artifacts, ts)
+                self.reviews.enqueue(
+                    db, row, output, summary, artifacts, ts
+                )  # at the commit row's ts: its round finds it by that
             self.messages.event(
                 db,
                 actor,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Self
 
 from .db import release_connections
@@ -118,3 +120,27 @@ class Worker:
         while self._wake.is_set() and not self._stop.is_set():
             self._wake.clear()
             self._stop.wait(self.settle_seconds)
+
+
+@contextmanager
+def keep_leased(renew: Callable[[], bool], every: float, what: str, log: logging.Logger) -> Iterator[None]:
+    """Call `renew` every `every` seconds on a thread of its own while the block runs (a job's or a merge's lease);
+    it stops once `renew` says the lease is lost."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            try:
+                if not renew():
+                    log.warning("%s: lease lost to another worker", what)
+                    return
+            except Exception:
+                log.exception("%s: lease renewal failed", what)
+
+    thread = threading.Thread(target=beat, name=f"{what}-lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)

@@ -11,6 +11,10 @@ What runs, in order:
    without one, pytest over the submitted test files (test_*.py, *_test.py or kind "test"). They run in a
    sandbox session of their own, where the creator's files are not.
 
+Work handed in as a commit (complete_task ref=) is the commit's whole tree, not artifacts: every check runs
+against it, and its repository's own test command (`hiveboard repo add --test`) runs first, as a check of
+its own whose red tests block like any other.
+
 pytest runs report how many tests ended each way and which did not pass (the first ones in full, the
 rest by id while they fit), so a run of any size has its report; a run that ends without it, or collects
 no test, fails. So does a run the kernel stopped at the sandbox's memory budget, whatever its tests said.
@@ -31,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from hiveboard.board import Critique, Resolution, ReviewIssue
 
 from .base import Critic, Skipped, Unverified, Work, is_test_file, unique_paths
-from .sandbox import Box, RunResult, SandboxLimits, Session
+from .sandbox import Box, Files, RunResult, SandboxLimits, Session
 from .split_runner import EXCEPTIONS, FROM_CODE, CodeUnderTestEnded
 
 log = logging.getLogger("hiveboard.critics")
@@ -39,6 +43,7 @@ TAIL = 3000
 SPLIT = Path(__file__).with_name("split_runner.py")
 SHOWN_FAILURES = 12
 EXIT_STATUS_ONLY = "evidence: exit status only"
+REPO_TESTS = "the repository's tests"
 # what a hidden test's failure may say about itself: the judge's fixed list (critics/split_runner.py)
 HIDDEN_EXCEPTIONS = frozenset(EXCEPTIONS) | {CodeUnderTestEnded.__name__, FROM_CODE}
 NOT_PASSED = {
@@ -103,9 +108,19 @@ def _as_check(argv: list[str], label: str, spec: bool = False, hidden: bool = Fa
     return Check(label, argv=argv, spec=spec, hidden=hidden)
 
 
+def repo_check(command: str) -> Check | None:
+    """A repository's test command as a check (None: it does not parse as a command line)."""
+    argv = _command(f"$ {command}")
+    return _as_check(argv, f"{REPO_TESTS} `{shlex.join(argv)}`") if argv else None
+
+
 def checks(work: Work) -> list[Check]:
-    """What to run for this work: the creator's tests, then the author's commands or test files."""
+    """What to run for this work: a commit's repository tests, the creator's tests, then the author's commands or
+    test files."""
     found: list[Check] = []
+    repo = repo_check(work.test_command) if work.commit is not None and work.test_command else None
+    if repo is not None:
+        found.append(repo)
     tests = work.acceptance_tests
     if tests is not None:
         for text in tests.commands:
@@ -123,9 +138,16 @@ def checks(work: Work) -> list[Check]:
             found.append(Check("the card's acceptance tests", pytest=[], spec=True, hidden=tests.hidden))
     own = [argv for argv in map(_command, work.acceptance_criteria) if argv]
     found += [_as_check(argv, f"`{shlex.join(argv)}`") for argv in own]
-    if not own and any(is_test_file(a.name, a.kind) for a in work.artifacts):
-        found.append(Check("pytest over the submitted tests", pytest=[]))
+    if not own and repo is None and any(is_test_file(a.name, a.kind) for a in work.artifacts):
+        found.append(Check("pytest over the " + ("repository" if work.commit else "submitted tests"), pytest=[]))
     return found
+
+
+def top_names(src: Files) -> list[str]:
+    """The submitted files' paths, as far as module_names reads them: a tree's top-level entries."""
+    if isinstance(src, Path):
+        return [f"{entry.name}/-" if entry.is_dir() else entry.name for entry in src.iterdir()]
+    return list(src)
 
 
 def module_names(paths: list[str]) -> list[str]:
@@ -165,7 +187,11 @@ class AcceptanceCritic(Critic):
         if self.box is None:
             raise Unverified(f"{_many(len(todo), 'check')} could not run: {self.why_not}")
         box = self.box
-        src = unique_paths([(a.name, a.content) for a in work.artifacts if a.kind != "link"])
+        src: Files = (
+            Path(work.tree)
+            if work.tree
+            else unique_paths([(a.name, a.content) for a in work.artifacts if a.kind != "link"])
+        )
         spec = unique_paths([(f.name, f.content) for f in work.acceptance_tests.files]) if work.acceptance_tests else {}
         issues: list[ReviewIssue] = []
         results: list[str] = []
@@ -194,8 +220,18 @@ class AcceptanceCritic(Critic):
             ],
         )
 
+    def run_tests(self, tree: Path, command: str) -> tuple[list[ReviewIssue], str]:
+        """A repository's test command against a tree (the merge queue's run on a merge result): (issues, what it
+        counted). Unverified when nothing can run here."""
+        check = repo_check(command)
+        if check is None:
+            raise Unverified(f"the repository's test command {command[:200]!r} does not parse as a command line")
+        if self.box is None:
+            raise Unverified(f"{check.label} could not run: {self.why_not}")
+        return self._run(self.box, check, tree, {}, self.timeout)
+
     def _run(
-        self, box: Box, check: Check, src: dict[str, str], spec: dict[str, str], timeout: float
+        self, box: Box, check: Check, src: Files, spec: dict[str, str], timeout: float
     ) -> tuple[list[ReviewIssue], str]:
         """Run one check in sessions of its own; (issues, what it counted or how it ended, in a few words:
         failed when there are issues, else passed). The creator's files are in a
@@ -251,7 +287,7 @@ class AcceptanceCritic(Critic):
             return self._pytest_result(check, out, session)
 
     def _judge(
-        self, box: Box, check: Check, src: dict[str, str], spec: dict[str, str], timeout: float
+        self, box: Box, check: Check, src: Files, spec: dict[str, str], timeout: float
     ) -> tuple[list[ReviewIssue], str]:
         """A creator check in the trusted judge, the submitted code in a sandbox of its own."""
         with box.session({}, spec) as judge, box.session(src, None) as host:
@@ -264,7 +300,7 @@ class AcceptanceCritic(Critic):
                 "judge",
                 judge.spec,
                 f"{max(1.0, timeout - 3):.1f}",
-                ",".join(module_names(list(src))),
+                ",".join(module_names(top_names(src))),
                 "--",
                 *mode,
             ]

@@ -34,6 +34,10 @@ class Work(ReviewJob):
     similar work from memory (never this card's own)."""
 
     context: list[str] = []
+    # work handed in as a commit: its files as exported on this machine (a directory the sandbox copies in; the
+    # artifacts are then the diff and the changed files), and the lines its diff added or changed, by path
+    tree: str | None = None
+    changed_lines: dict[str, list[tuple[int, int]]] = {}
 
     def render(self, limit: int = 60_000) -> str:
         """The work as text for a model or an agent: the card, then the output and each artifact."""
@@ -41,6 +45,12 @@ class Work(ReviewJob):
         if self.acceptance_criteria:
             parts.append("## Acceptance criteria\n" + "\n".join(f"- {c}" for c in self.acceptance_criteria))
         parts.append(f"## Output (round {self.round})\n{self.summary or ''}\n{self.output}")
+        if self.commit is not None:
+            c = self.commit
+            parts.append(
+                f"## Commit {c.sha} ({c.ref}) of repository {c.repo}, against {c.base_sha}: {len(c.files)} file(s) "
+                "changed; the diff and the changed files follow"
+            )
         for a in self.artifacts:
             parts.append(f"## Artifact {a.name} ({a.kind})\n```\n{a.content}\n```")
         text = "\n\n".join(p for p in parts if p)

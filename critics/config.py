@@ -130,6 +130,21 @@ class IntegrityConfig(BaseModel):
         return [r if r in INTEGRITY_RULES else by_code[r.upper()] for r in rules]
 
 
+class RepoLimits(BaseModel):
+    """The `[review.repo]` table: what a commit handed in may change (complete_task ref=; a change over a bound is
+    refused, naming it) and how much of a repository a review or a merge exports into the sandbox."""
+
+    files: int = Field(500, ge=1, le=100_000, description="files one change may touch")
+    file_mb: float = Field(5, gt=0, le=4096, description="largest file a change may add or change")
+    diff_mb: float = Field(16, gt=0, le=1024, description="the change's whole diff")
+    shown_chars: int = Field(
+        200_000, ge=1000, le=10_000_000, description="of the diff kept with the card (the files cut are named)"
+    )
+    tree_files: int = Field(20_000, ge=1, le=1_000_000, description="files of a commit the review exports")
+    tree_mb: float = Field(256, gt=0, le=16_384, description="bytes of a commit the review exports")
+    git_timeout: float = Field(120, gt=0, le=3600, description="seconds one git command may take")
+
+
 class HumanApproval(BaseModel):
     """Cards a person must approve after the critics pass them (the human lens)."""
 
@@ -194,6 +209,9 @@ class ReviewConfig(BaseModel):
     )
     execute_timeout: float = Field(120, gt=0, le=3600, description="seconds for all of a round's test runs")
     limits: SandboxLimits = Field(default_factory=SandboxLimits, description="what one sandboxed command may use")
+    repo: RepoLimits = Field(
+        default_factory=RepoLimits, description="what a commit handed in may change, and what a review exports"
+    )
     on_critic_failure: Literal["needs_human", "pass"] = Field(
         "needs_human",
         description="work the critics that ran passed, while a lens's critics all errored or "

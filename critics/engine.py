@@ -5,34 +5,55 @@ A `ReviewWorker` (started by `hiveboard serve`) takes queued jobs from SQLite an
 agent critics (role `critic`) are asked through the message pool and have until a deadline. While a
 job runs its worker renews the job's lease; if the process dies, another worker (or the restarted
 server) takes the job after the lease and re-runs only the critics that had not finished.
+
+Work handed in as a commit (complete_task ref=) is exported from its repository for the round (critics/
+commits.py): the acceptance check runs the repository's test command and the card's checks against the whole
+tree, the analysers read the changed files, the models the diff and the changed files, and every finding that
+names a line of a changed file says whether the diff changed it. The worker also runs the merge queue
+(critics/merge.py) that a passed commit goes through before done.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hiveboard.board import Board, Critique, CritiqueRecord, ReviewIssue, ReviewJob, Synthesis, now
+from hiveboard.board import (
+    Artifact,
+    Board,
+    BoardError,
+    Critique,
+    CritiqueRecord,
+    ReviewIssue,
+    ReviewJob,
+    Synthesis,
+    now,
+)
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
 from hiveboard.board.review_models import BLOCKING, judged
-from hiveboard.board.worker import Worker
+from hiveboard.board.worker import Worker, keep_leased
 
 from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Unverified, Work
+from .commits import Repository, changed_files, on_diff
 from .config import NEVER_LOWERED, PRECEDENCE, CriticConfig, Endpoint, ReviewConfig
+from .git import Git, GitError
 from .integrity import IntegrityCritic
 from .lessons import Lesson, hidden, lessons
 from .llm import LLMCritic, LLMSynthesiser, MetaReviewer, Referee
+from .merge import MergeQueue, MergeWorker
 from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
 from .synthesis import convergence_summary, downgrade, rescore, synthesise
@@ -43,6 +64,9 @@ if TYPE_CHECKING:  # the memory loads its models on first use, not with the revi
 log = logging.getLogger("hiveboard.critics")
 MAX_ATTEMPTS = 3  # a job whose run crashed this often goes to a human instead of looping
 LESSONS_PER_REVIEW = 10
+# on a commit, these analysers' blocking findings count on the lines it changed only (but never a security or
+# integrity finding: a card's creator can waive such a rule instead)
+ANALYSERS = ("ruff", "bandit", "integrity")
 
 
 def execution(config: ReviewConfig, sandbox: Detected) -> tuple[Box | None, str]:
@@ -204,6 +228,7 @@ class ReviewEngine:
         self._sandbox: Detected | None = None
         self._critics = critics
         self._detecting = threading.Lock()
+        self.git = Git.for_machine(self._hidden, unsafe=config.execute == "unsafe")  # commits (critics/git.py)
         synth = config.synthesis
         self.synthesiser = (
             LLMSynthesiser(synth.endpoint, config.critic_timeout, config.repair_attempts, PRECEDENCE)
@@ -236,6 +261,12 @@ class ReviewEngine:
                     self._critics = build_critics(self.config, sandbox)
         return self._critics
 
+    def merge_queue(self) -> MergeQueue:
+        """The merge queue of passed commits, testing merge results where the acceptance check runs tests."""
+        runner, why_not = execution(self.config, self.sandbox)
+        tests = AcceptanceCritic("merge", "tests", runner, why_not, self.config.execute_timeout, self.config.limits)
+        return MergeQueue(self.board, self.config, self.git, tests)
+
     def wants_review(self, task) -> bool:
         return self.config.enabled
 
@@ -245,7 +276,31 @@ class ReviewEngine:
 
     # ----------------------------------------------------------------- one round
 
-    def _work(self, job: ReviewJob) -> Work:
+    def repository(self, name: str) -> Repository:
+        """A registered repository, for git in the sandbox."""
+        return Repository(self.git, self.board.repos.get(name), self.config.repo)
+
+    @contextmanager
+    def _exported(self, job: ReviewJob) -> Iterator[Work | None]:
+        """The round's commit exported for its critics (removed afterwards): the Work's tree, changed lines and
+        artifacts (its diff, then the changed files); None for work handed in as artifacts."""
+        commit = job.commit
+        if commit is None:
+            yield None
+            return
+        tree = Path(tempfile.mkdtemp(prefix="hiveboard-tree-"))
+        try:
+            repository = self.repository(commit.repo)
+            with repository.view(commit.sha) as view:
+                skipped = repository.export(view, commit.sha, tree)
+                lines = repository.changed_lines(view, commit.base_sha, commit.sha)
+            if skipped:
+                log.info("review %s: links out of the tree left out of the export: %s", job.id, skipped[:20])
+            yield Work(**{**dict(job), "artifacts": changed_files(commit, tree)}, tree=str(tree), changed_lines=lines)
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)
+
+    def _work(self, job: ReviewJob, exported: Work | None = None) -> Work:
         context = []
         if self.memory is not None:
             try:
@@ -259,6 +314,8 @@ class ReviewEngine:
                 context = [f"{h.kind} #{h.id} ({h.title}): {h.snippet}" for h in hits if h.task_id != job.task_id][:5]
             except Exception:
                 log.exception("memory context for review %s failed; critics go on without it", job.id)
+        if exported is not None:
+            return exported.model_copy(update={"context": context})
         return Work(**dict(job), context=context)
 
     def changed(self) -> None:
@@ -284,6 +341,9 @@ class ReviewEngine:
         critique, error, status = None, None, "ok"
         try:
             critique = _judged(critic.review(work, earlier), earlier)
+            if work.commit is not None:
+                demote = critic.backend in ANALYSERS and critic.lens not in NEVER_LOWERED
+                critique = on_diff(critique, work.commit, work.changed_lines, demote=demote)
         except Skipped as exc:
             status, error = "skipped", str(exc)
         except Unverified as exc:
@@ -302,28 +362,12 @@ class ReviewEngine:
         done.add(critic.name)  # before the wake-up: the round looks at `done`, not at the thread
         wake.set()
 
-    @contextmanager
     def _leased(self, job: ReviewJob, worker: str):
         """Renew the job's lease in the background while it runs."""
-        stop = threading.Event()
-        every = self.config.worker_lease / 3
-
-        def beat() -> None:
-            while not stop.wait(every):
-                try:
-                    if not self.board.reviews.heartbeat(job.id, worker, self.config.worker_lease):
-                        log.warning("review %s: lease lost to another worker", job.id)
-                        return
-                except Exception:
-                    log.exception("review %s: lease renewal failed", job.id)
-
-        thread = threading.Thread(target=beat, name=f"review-{job.id}-lease", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join(timeout=5)
+        lease = self.config.worker_lease
+        return keep_leased(
+            lambda: self.board.reviews.heartbeat(job.id, worker, lease), lease / 3, f"review {job.id}", log
+        )
 
     def run(self, job: ReviewJob, worker: str) -> Synthesis | None:
         """Review one round; returns the synthesis, or None if another worker took the job meanwhile."""
@@ -337,7 +381,9 @@ class ReviewEngine:
         )
         agent_lenses = lenses if agents else []
         deadline = job.agent_deadline or now() + self.config.agent_deadline
-        with self._leased(job, worker):
+        with self._leased(job, worker), self._exporting(job, worker) as exported:
+            if exported is False:  # the commit could not be exported: the card went to a human
+                return None
             to_run = set(
                 reviews.begin(
                     job,
@@ -347,7 +393,7 @@ class ReviewEngine:
                     deadline if agent_lenses else None,
                 )
             )
-            work = self._work(job)
+            work = self._work(job, exported)
             self._announce(job, chosen, agent_lenses, deadline, work.context)
             previous = reviews.previous(job)
             running = [c for c in chosen if c.name in to_run]
@@ -712,7 +758,11 @@ class ReviewEngine:
         if not resolved:
             return
         try:
-            found = lessons(resolved, self.board.reviews.previous_artifacts(job), work.artifacts, work.summary or "")
+            before, after = self.board.reviews.previous_artifacts(job), work.artifacts
+            if work.commit is not None:  # the same files as the round before's commit held them
+                after = [a for a in after if a.kind != "diff"]
+                before = self._before(work, [a.name for a in after])
+            found = lessons(resolved, before, after, work.summary or "")
         except Exception:
             log.exception("could not read lessons from review %s", job.id)
             return
@@ -721,6 +771,15 @@ class ReviewEngine:
                 self._lesson(job, lesson)
             except Exception:
                 log.exception("could not record a lesson from review %s", job.id)
+
+    def _before(self, work: Work, paths: list[str]) -> list[Artifact]:
+        """`paths` as the commit of the round before this one held them ([] when that round was no commit)."""
+        previous = self.board.reviews.previous_commit(work)
+        if previous is None:
+            return []
+        repository = self.repository(previous.repo)
+        with repository.view(previous.sha) as view:
+            return repository.files_at(view, previous.sha, paths)
 
     def _lesson(self, job: ReviewJob, lesson: Lesson) -> None:
         # the card's title says what work the mistake was made in: the next card like it finds the lesson
@@ -749,6 +808,31 @@ class ReviewEngine:
                 tags=tags,
                 source=f"review:{job.id}",
             )
+
+    @contextmanager
+    def _exporting(self, job: ReviewJob, worker: str) -> Iterator[Work | None | bool]:
+        """`_exported`, or False when the commit cannot be exported (its repository gone or unreadable, the tree
+        over a bound): the card then goes to a human with why, as a review that could not run does."""
+        stack = ExitStack()
+        try:
+            exported = stack.enter_context(self._exported(job))
+        except (GitError, BoardError) as exc:
+            problem = str(exc)
+        else:
+            with stack:
+                yield exported
+            return
+        commit = job.commit
+        self.board.reviews.finish(
+            job,
+            worker,
+            Synthesis(verdict="FAIL", note=f"the commit could not be exported for review: {problem}"),
+            "needs_human",
+            f"task {job.task_id}: its commit {commit.sha[:12]} ({commit.ref}) of {commit.repo} could not be "
+            f"reviewed ({problem}); a human decides",
+            [],
+        )
+        yield False
 
     def give_up(self, job: ReviewJob, worker: str, error: str) -> None:
         """A job that crashed MAX_ATTEMPTS times goes to a human with the error."""
@@ -781,6 +865,7 @@ class ReviewWorker(Worker):
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"  # holds the leases
         self._ended: set[int] = set()  # cards that just reached done or needs_human: a contest may be complete
         self._ended_lock = threading.Lock()
+        self.merger: MergeWorker | None = None  # the merge queue's worker, started and stopped with this one
 
     def heard(self, events: list[Event]) -> bool:
         ended = {e.task_id for e in events if isinstance(e, TaskChanged) and e.status in ("done", "needs_human")}
@@ -803,7 +888,13 @@ class ReviewWorker(Worker):
 
     def start(self) -> ReviewWorker:
         _ = self.engine.critics  # probe the sandbox and build the critics now, not inside the first review
+        self.merger = MergeWorker(self.engine.merge_queue(), f"{self.name}/merge").start()
         return super().start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        super().stop(timeout)
+        if self.merger is not None:
+            self.merger.stop(timeout)
 
     def step(self, n: int) -> bool:
         worker = f"{self.name}/{n}"

@@ -43,6 +43,7 @@ SAFE_CONFIG = (
     "core.untrackedCache=false",
     "protocol.allow=never",  # no fetch, no remote helper: the sandbox has no network anyway
     "gc.auto=0",
+    "core.useReplaceRefs=false",  # refs/replace/* (an agent can write them) would swap what objects read as
     "maintenance.auto=false",
     "core.pager=cat",
     "advice.detachedHead=false",

@@ -58,6 +58,7 @@ UID_BASE, UID_SPAN = 2_000_000, 1_000_000  # unprivileged uids for runs when the
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd", "group", "nsswitch.conf")
 MAX_OUTPUT = 16 * 1024 * 1024  # a command that prints more than this is stopped
+Files = dict[str, str] | Path  # what a session holds: files by relative path, or a directory of them
 
 
 class SandboxLimits(BaseModel):
@@ -188,8 +189,8 @@ except ImportError:  # Windows: no rlimits to set
     resource = None
 cpu, mem, nproc, fsize, nofile, drop = (int(x) for x in sys.argv[1].split(","))
 work = sys.argv[2]
-if work:  # the submitted files onto the writable work tmpfs, before any of them can run
-    shutil.copytree("/in/src", work + "/src", dirs_exist_ok=True)
+if work:  # the submitted files onto the writable work tmpfs, before any of them can run (links stay links)
+    shutil.copytree("/in/src", work + "/src", symlinks=True, dirs_exist_ok=True)
     if drop:
         for root, dirs, files in os.walk(work + "/src"):
             for name in [root, *(os.path.join(root, n) for n in files)]:
@@ -250,8 +251,9 @@ class Box(ABC):
     isolated: bool = False  # True: a real sandbox; False: only rlimits and a clean environment
 
     @abstractmethod
-    def session(self, src: dict[str, str], spec: dict[str, str] | None = None) -> Iterator[Session]:
-        """A context manager: the files written to a fresh work directory, removed afterwards."""
+    def session(self, src: Files, spec: dict[str, str] | None = None) -> Iterator[Session]:
+        """A context manager: the files written to a fresh work directory, removed afterwards. `src` is the
+        submitted files by path, or a directory of them (a commit's tree) copied in."""
 
     def expose(self, session: Session, host: Path) -> str:
         """A file of the server's (a tool, a runner script) as the command sees it, read-only."""
@@ -545,13 +547,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def _workdir(src: dict[str, str], spec: dict[str, str] | None) -> Iterator[Path]:
+def _workdir(src: Files, spec: dict[str, str] | None) -> Iterator[Path]:
     from .base import write_tree
 
     host = Path(tempfile.mkdtemp(prefix="hiveboard-review-"))
     try:
-        for sub, files in (("src", src), ("spec", spec or {})):
-            (host / sub).mkdir()
+        if isinstance(src, Path):  # a commit's tree, extracted with no link out (critics/commits.py): links stay links
+            shutil.copytree(src, host / "src", symlinks=True)
+        for sub, files in (("src", {} if isinstance(src, Path) else src), ("spec", spec or {})):
+            (host / sub).mkdir(exist_ok=True)
             write_tree(host / sub, files)
         (host / "run").mkdir()
         (host / "out").mkdir()
@@ -566,7 +570,7 @@ class Bare(Box):
     name = "none"
 
     @contextmanager
-    def session(self, src: dict[str, str], spec: dict[str, str] | None = None) -> Iterator[Session]:
+    def session(self, src: Files, spec: dict[str, str] | None = None) -> Iterator[Session]:
         with _workdir(src, spec) as host:
             yield Session(
                 host=host, src=str(host / "src"), spec=str(host / "spec"), run=str(host / "run"), out=str(host / "out")
@@ -596,7 +600,7 @@ class Bubblewrap(Box):
         )
 
     @contextmanager
-    def session(self, src: dict[str, str], spec: dict[str, str] | None = None) -> Iterator[Session]:
+    def session(self, src: Files, spec: dict[str, str] | None = None) -> Iterator[Session]:
         with _workdir(src, spec) as host:
             yield Session(
                 host=host,
@@ -731,7 +735,7 @@ class SandboxExec(Box):
         self.ro = python_paths()
 
     @contextmanager
-    def session(self, src: dict[str, str], spec: dict[str, str] | None = None) -> Iterator[Session]:
+    def session(self, src: Files, spec: dict[str, str] | None = None) -> Iterator[Session]:
         with _workdir(src, spec) as host:
             host = host.resolve()  # /var is /private/var: the profile must name the real path
             yield Session(

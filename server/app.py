@@ -24,6 +24,7 @@ from .identity import Identity
 from .task_ext import TasksExtension
 
 if TYPE_CHECKING:
+    from hiveboard.critics.commits import Repository
     from hiveboard.critics.engine import ReviewEngine
     from hiveboard.memory.service import Memory
 
@@ -63,6 +64,25 @@ wait_seconds waits for them. Results are compact JSON; long fields are cut with 
 rest."""
 
 
+def _repositories(board: Board) -> Callable[[str], Repository]:
+    """Registered repositories for git in the sandbox when this process runs no review engine (its worker runs
+    elsewhere): the default bounds, the board's directory hidden."""
+    made: list = []
+
+    def repository(name: str) -> Repository:
+        from pathlib import Path
+
+        from hiveboard.critics.commits import Repository
+        from hiveboard.critics.config import RepoLimits
+        from hiveboard.critics.git import Git
+
+        if not made:
+            made.append(Git.for_machine([Path(board.store.path).resolve().parent]))
+        return Repository(made[0], board.repos.get(name), RepoLimits())
+
+    return repository
+
+
 def build_server(
     board: Board,
     identity: Identity,
@@ -91,7 +111,14 @@ def build_server(
 
         sqlite = board.store.dialect.name == "sqlite" and board.store.path != ":memory:"
         worktrees = WorktreeManager(board, Git.for_machine([Path(board.store.path)] if sqlite else []))
-    deps = Deps(board=board, identity=identity, memory=memory, wants_review=wants_review, worktrees=worktrees)
+    deps = Deps(
+        board=board,
+        identity=identity,
+        memory=memory,
+        wants_review=wants_review,
+        worktrees=worktrees,
+        repository=review.repository if review is not None else _repositories(board),
+    )
     inboxes = resources.InboxSubscriptions()
 
     @asynccontextmanager

@@ -11,6 +11,7 @@ from hiveboard.board import Board, TaskSummary
 from .identity import Identity
 
 if TYPE_CHECKING:
+    from hiveboard.critics.commits import Repository
     from hiveboard.memory.service import Memory
 
     from .worktrees import WorktreeManager
@@ -23,3 +24,4 @@ class Deps:
     memory: Memory | None = None
     wants_review: Callable[[TaskSummary], bool] | None = None  # None: completed cards go straight to done
     worktrees: WorktreeManager | None = None  # git worktrees given at claim (claim_task worktree=true)
+    repository: Callable[[str], Repository] | None = None  # a registered repository, for git in the sandbox

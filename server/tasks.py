@@ -10,9 +10,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
+from hiveboard.board.commits import BOTH, Target
 from hiveboard.board.digest_store import Digest
 from hiveboard.board.errors import BoardError, InvalidInput
-from hiveboard.board.models import Priority, Status
+from hiveboard.board.models import Commit, Priority, Status
 from hiveboard.critics.git import GitError
 from hiveboard.memory.service import Hit
 
@@ -23,6 +24,7 @@ from .worktrees import PROBLEMS as WORKTREE_PROBLEMS
 from .worktrees import Given, why
 
 PREVIEW_CHARS = 4_000
+PREVIEW_FILES = 50  # of a commit's changed files, without full=true
 FULL_CHARS = 100_000  # what one get_task(full=true) carries at most (about what MCP clients show of one answer)
 log = logging.getLogger("hiveboard")
 
@@ -84,9 +86,20 @@ def _trim(task: Task, full: bool, artifact: str | None = None) -> Task:
         else f"call get_task with task_id={task.id} full=true for all of it"
     )
     output = cut(task.output, more if not full else f"this answer's {FULL_CHARS:,} characters are spent")
+    commit = task.commit
+    if commit is not None:
+        shown = commit.files if full else commit.files[:PREVIEW_FILES]
+        commit = commit.model_copy(
+            update=dict(
+                diff=cut(commit.diff, more if not full else "the whole diff: git diff BASE_SHA SHA in the repository"),
+                files=shown,
+                files_omitted=len(commit.files) - len(shown),
+            )
+        )
     return task.model_copy(
         update=dict(
             output=output,
+            commit=commit,
             artifacts=[a.model_copy(update=dict(content=cut(a.content, more))) for a in task.artifacts],
             acceptance_tests=task.acceptance_tests
             and task.acceptance_tests.model_copy(
@@ -342,7 +355,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary
-    def complete_task(
+    async def complete_task(
         ctx: Context,
         task_id: TaskId,
         token: Token,
@@ -352,13 +365,38 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         helpful_lessons: Annotated[
             list[Id], Field(max_length=50, description="ids of claim_task's lessons that helped")
         ] = [],
+        ref: Annotated[str | None, Field(description="commit or branch instead of artifacts", max_length=200)] = None,
     ) -> TaskSummary:
         """Hand in a card you hold: to review (see get_review) or done."""
-        actor = identity.require(ctx)
 
         def to_status(card: TaskSummary) -> str:  # without a review, a card that needs a person waits for one
             if wants_review is not None and wants_review(card):
                 return "review"
             return "needs_human" if card.needs_approval else "done"
 
-        return board.complete(actor, task_id, token, output, summary, artifacts, to_status, helpful=helpful_lessons)
+        def complete(actor: str, commit: Commit | None = None) -> TaskSummary:
+            return board.complete(
+                actor, task_id, token, output, summary, artifacts, to_status, helpful=helpful_lessons, commit=commit
+            )
+
+        if ref is None:
+            return await lanes.run("write", lambda: complete(identity.require(ctx)))
+        if artifacts:
+            raise ToolError(BOTH)
+
+        def target() -> tuple[str, Target]:
+            actor = identity.require(ctx)
+            where = board.commits.target(actor, task_id, token)
+            if to_status(board.summary(task_id)) != "review":  # before git runs; the board checks again
+                raise ToolError(
+                    f"task {task_id} would not be reviewed on this server (review is off), and a commit is only "
+                    "handed in to be reviewed and merged; hand in with artifacts= instead"
+                )
+            return actor, where
+
+        actor, where = await lanes.run("write", target)
+        try:  # git in the sandbox, off the board's lanes: the commit checked, described and pinned
+            commit = await lanes.off_loop(lambda: deps.repository(where.repo.name).hand_in(where, ref))
+        except GitError as exc:
+            raise ToolError(f"{exc}; nothing was handed in") from exc
+        return await lanes.run("write", complete, actor, commit)

@@ -1,0 +1,220 @@
+"""The merge queue's worker: a passed commit merged into its repository's base branch, one merge at a time per
+repository (the queue, its leases and the card's moves: board/merges.py).
+
+For each merge: the base branch's tip; when it already holds the commit the merge is done (a worker before this
+one merged it and died before saying so); otherwise `git merge-tree --write-tree` of the tip and the commit
+(conflicts: the card goes back to its holder with a brief naming the files, as a FAIL does), a merge commit of
+the result (`commit-tree`), the repository's test command on it in the sandbox (red: back to the holder with the
+failing output), and only then the base moves: by a compare-and-swap of the branch (`update-ref BRANCH NEW OLD`),
+or, when the branch is checked out in a worktree (the main one, typically), by `git merge --ff-only` there if
+that worktree is clean (else a person is asked to commit or stash there and approve again). A base that moved
+meanwhile is merged again. Every git command runs in the sandbox, the content ones in the repository's clean
+view (critics/commits.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+
+from hiveboard.board import Board
+from hiveboard.board.events import Event, ReviewChanged, TaskChanged
+from hiveboard.board.merges import Merge
+from hiveboard.board.worker import Worker, keep_leased
+
+from .acceptance import AcceptanceCritic
+from .base import Unverified
+from .commits import Repository
+from .config import ReviewConfig
+from .git import Git
+
+log = logging.getLogger("hiveboard.critics")
+RACES = 5  # merges again when the base moved meanwhile, at most this often
+MAX_ATTEMPTS = 3  # a merge whose run crashed this often goes to a human
+
+
+class MergeQueue:
+    """Merges one queued commit at a time (see the module docstring)."""
+
+    def __init__(self, board: Board, config: ReviewConfig, git: Git, tests: AcceptanceCritic):
+        self.board = board
+        self.config = config
+        self.git = git
+        self.tests = tests  # runs the repository's test command in the sandbox
+
+    def merge(self, m: Merge, worker: str) -> None:
+        """Merge `m`, and move its card by how it ended."""
+        repo = self.board.repos.get(m.repo)
+        repository = Repository(self.git, repo, self.config.repo)
+        base, short = repo.base, m.sha[:12]
+        for _ in range(RACES):
+            old = repository.base_tip()
+            scratch = Path(tempfile.mkdtemp(prefix="hiveboard-merge-"))
+            try:
+                with repository.view(old) as view:
+                    if repository.is_ancestor(view, m.sha, old):
+                        self._merged(m, worker, repo.name, base, old, "its base branch already holds it")
+                        return
+                    tree, conflicts = repository.merge_tree(view, old, m.sha)
+                    if tree is None:
+                        self._back(m, worker, "conflict", self._conflict(m, base, conflicts))
+                        return
+                    new = repository.commit_tree(
+                        view,
+                        tree,
+                        [old, m.sha],
+                        f"Merge task #{m.task_id}: {m.title}\n\n{m.ref} ({m.sha}) passed review round {m.round} "
+                        "(hiveboard merge queue)",
+                    )
+                    if repo.test_command:
+                        repository.export(view, new, scratch)
+                if repo.test_command and not self._tested(m, worker, scratch, repo.test_command, base):
+                    return
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            if not self.board.merges.held(m.id, worker):  # cancelled (the card left review) or taken over
+                return
+            where = repository.worktree_of(base)
+            if where is None:
+                if repository.advance(base, new, old):
+                    self._merged(m, worker, repo.name, base, new, f"{base} advanced from {old[:12]}")
+                    return
+                continue  # the base moved meanwhile: merge again
+            dirty = repository.dirty(where, untracked=False)
+            if dirty:
+                self._blocked(
+                    m,
+                    worker,
+                    f"task {m.task_id}: its commit {short} ({m.ref}) merges cleanly into {base} and passes the "
+                    f"repository's tests, but {base} is checked out in {where}, which has {len(dirty)} uncommitted "
+                    f"change(s); commit or stash there, then approve again",
+                )
+                return
+            refused = repository.fast_forward(where, new)
+            if refused is None:
+                self._merged(m, worker, repo.name, base, new, f"{base} fast-forwarded in {where}")
+                return
+            if repository.base_tip() == old:  # git would not move the worktree for another reason
+                self._blocked(
+                    m,
+                    worker,
+                    f"task {m.task_id}: its commit {short} ({m.ref}) merges cleanly into {base} and passes the "
+                    f"repository's tests, but git would not fast-forward {where} ({refused}); clear that there, "
+                    "then approve again",
+                )
+                return
+        self._blocked(
+            m,
+            worker,
+            f"task {m.task_id}: {base} moved {RACES} times while its commit {short} ({m.ref}) was being merged; "
+            "approve again to merge it",
+        )
+
+    def _tested(self, m: Merge, worker: str, tree: Path, command: str, base: str) -> bool:
+        """Whether the merge result's tests pass (False: the card was moved by what they said)."""
+        try:
+            issues, detail = self.tests.run_tests(tree, command)
+        except Unverified as exc:
+            if self.config.unverified == "pass":
+                log.warning("task %s: merged without its tests run on the merge result: %s", m.task_id, exc)
+                return True
+            self._blocked(
+                m,
+                worker,
+                f"task {m.task_id}: the merge of {m.sha[:12]} ({m.ref}) into {base} could not be tested ({exc}); "
+                'a human decides (the operator can install bubblewrap, or set review.unverified = "pass")',
+            )
+            return False
+        if not issues:
+            return True
+        shown = "\n".join(f"- {i.location + ': ' if i.location else ''}{i.description}" for i in issues)
+        self._back(
+            m,
+            worker,
+            "failed",
+            f"task {m.task_id}: merged into the current {base}, its commit {m.sha[:12]} ({m.ref}) fails the "
+            f"repository's tests ({detail}); {base} did not move.\n{shown[: self.config.brief_chars * 4]}\n"
+            + self._again(m, base),
+        )
+        return False
+
+    def _conflict(self, m: Merge, base: str, files: list[str]) -> str:
+        names = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
+        return (
+            f"task {m.task_id}: its commit {m.sha[:12]} ({m.ref}) conflicts with the current {base} in {names}; "
+            f"{base} did not move.\n" + self._again(m, base)
+        )
+
+    def _again(self, m: Merge, base: str) -> str:
+        return (
+            f"Merge {base} into your branch (or rebase onto it), resolve and test, commit, and call complete_task "
+            f"again with task_id={m.task_id}, your token and ref=<your branch>."
+        )
+
+    def _back(self, m: Merge, worker: str, status: str, message: str) -> None:
+        """A merge that failed goes back to the card's holder, as a FAIL does; at the last round, to a human."""
+        last = m.round >= self.config.max_rounds or m.holder is None
+        if last:
+            head, _, rest = message.partition("\n")
+            message = f"{head}; round {m.round} of {self.config.max_rounds} was the last, so a human decides\n{rest}"
+        self.board.merges.finish(
+            m, worker, status, "needs_human" if last else "in_progress", message, message.split("\n", 1)[0]
+        )
+
+    def _blocked(self, m: Merge, worker: str, message: str) -> None:
+        self.board.merges.finish(m, worker, "blocked", "needs_human", message, message)
+
+    def give_up(self, m: Merge, worker: str, error: str) -> None:
+        """A merge that crashed MAX_ATTEMPTS times goes to a human with the error."""
+        self._blocked(
+            m,
+            worker,
+            f"task {m.task_id}: merging its commit {m.sha[:12]} ({m.ref}) failed {m.attempts} times "
+            f"({error}); a human decides",
+        )
+
+    def _merged(self, m: Merge, worker: str, repo: str, base: str, sha: str, how: str) -> None:
+        message = f"task {m.task_id} is merged: {repo}'s {base} holds {m.ref} ({m.sha[:12]}) as {sha[:12]} ({how})"
+        self.board.merges.finish(m, worker, "merged", "done", message, f"merged into {base} as {sha}", merged_sha=sha)
+
+
+class MergeWorker(Worker):
+    """A background thread that takes queued merges (leased: a merge whose worker died is taken over)."""
+
+    def __init__(self, queue: MergeQueue, name: str | None = None):
+        super().__init__(
+            queue.board.store.notifier,
+            name="merge-worker",
+            poll_seconds=queue.config.poll_seconds,  # leases that ran out, merges queued by other processes
+            log=log,
+            failure="could not take a merge",
+        )
+        self.queue = queue
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}:merge"
+
+    def heard(self, events: list[Event]) -> bool:
+        # a merge is queued by a review's verdict (ReviewChanged) or a person's approval (the card back in review)
+        return any(
+            isinstance(e, ReviewChanged) or (isinstance(e, TaskChanged) and e.status == "review") for e in events
+        )
+
+    def step(self, n: int) -> bool:
+        merges, lease = self.queue.board.merges, self.queue.config.worker_lease
+        m = merges.claim(self.name, lease)
+        if m is None:
+            return False
+        with keep_leased(lambda: merges.heartbeat(m.id, self.name, lease), lease / 3, f"merge {m.id}", log):
+            try:
+                if m.attempts > MAX_ATTEMPTS:
+                    raise RuntimeError("see the server log")
+                self.queue.merge(m, self.name)
+            except Exception as exc:  # the lease runs out and the merge is retried, up to MAX_ATTEMPTS
+                log.exception("merge %s of task %s failed", m.id, m.task_id)
+                if m.attempts >= MAX_ATTEMPTS:
+                    self.queue.give_up(m, self.name, f"{type(exc).__name__}: {exc}")
+        return True
