@@ -37,6 +37,8 @@ TOOLS = {
     "get_messages",
     "subscribe",
     "wait_for_work",
+    "reserve_paths",
+    "release_paths",
 }
 
 
@@ -55,7 +57,7 @@ async def test_tools_are_described_annotated_and_few(connect):
     assert set(tools) == TOOLS
     for name, tool in tools.items():
         assert tool.description, name
-    assert len(tools) <= 16  # the 15 of the board and messages, and wait_for_work (issue 24)
+    assert len(tools) <= 18  # the 15 of the board and messages, wait_for_work (issue 24), path reservations (23)
     for name in ("get_task", "list_tasks", "get_board"):
         assert tools[name].annotations.read_only_hint is True
     for name in ("claim_task", "complete_task", "release_task", "update_task"):  # absent: false, the default
