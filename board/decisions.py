@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import cards
 from ._sqlite_utils import Database
+from .commits import Commits
 from .db import Store, now
 from .errors import Conflict, IllegalTransition, InvalidInput
 from .limits import Limits, check_text
@@ -42,13 +43,15 @@ class Decisions:
         if not found:  # nothing handed in: the claim that brought it here names what a pass approves
             return Approval(task_id=row["id"], key=f"claim-{row['fencing_token']}", handed_in=False)
         latest = found[0]
+        commit = Commits.of_review(db, latest.review_id) if latest.review_id is not None else None
         return Approval(
             task_id=row["id"],
             key=latest.key,
             review_id=latest.review_id,
             round=latest.round,
             handed_in=True,
-            files=[a.name for a in latest.artifacts],
+            files=[f.path for f in commit.files] if commit is not None else [a.name for a in latest.artifacts],
+            commit=commit.sha if commit is not None else None,
         )
 
     def decide(

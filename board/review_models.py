@@ -199,13 +199,16 @@ class Approval(BaseModel):
     review_id: int | None = None
     round: int | None = None
     handed_in: bool = Field(description="false: the card waits on a person with nothing handed in")
-    files: list[str] = Field([], description="the names of the hand-in's files")
+    files: list[str] = Field([], description="the names of the hand-in's files (a commit's: the files it changed)")
+    commit: str | None = Field(None, description="the commit id, when the hand-in is a commit (complete_task ref=)")
 
     @property
     def text(self) -> str:
-        """In a person's words: "round 2 of card #12, 3 files"."""
+        """In a person's words: "round 2 of card #12, 3 files" ("…, commit 1a2b3c4d5e6f, 3 files changed")."""
         n = len(self.files)
         files = f"{n} file{'' if n == 1 else 's'}" if n else "no files"
+        if self.commit is not None:
+            files = f"commit {self.commit[:12]}, {n} file{'' if n == 1 else 's'} changed"
         if self.round is not None:
             return f"round {self.round} of card #{self.task_id}, {files}"
         if self.handed_in:

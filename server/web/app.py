@@ -141,6 +141,29 @@ def _back(path: str, said: str) -> RedirectResponse:
     return RedirectResponse(f"{path}?{urlencode({'said': said})}", status_code=303)
 
 
+def card_page(board: Board, task_id: int, viewer: Viewer, said: str | None = None) -> str:
+    """A card's page as `viewer` sees it: the card, its thread, its work (files or commit), review and lessons."""
+    task = board.get(task_id, history=50, viewer=viewer.name)
+    thread = board.messages.pool(task_id=task_id, full=True, limit=100).messages
+    # hidden acceptance tests: a person logged in reads them; a wall screen (no one logged in) does not,
+    # as anything that reaches its address could read them there
+    tests = board.views.acceptance_tests(task_id) if task.hidden_tests and viewer.name else task.acceptance_tests
+    return pages.task_page(
+        task,
+        board.reviews.trail(task_id),
+        thread,
+        board.views.lessons(task_id),
+        board.agents.names(500),
+        viewer,
+        said,
+        board.usage.card(task_id),
+        hand_ins=board.reviews.hand_ins(task_id, 2),
+        tests=tests,
+        approval=board.decisions.approval(task_id) if task.status == "needs_human" and viewer.acts else None,
+        commits=board.commits.rounds(task_id)[-2:] if task.repo else None,
+    )
+
+
 def web_routes(web: WebBoard) -> list[Route]:
     board = web.board
 
@@ -201,25 +224,7 @@ def web_routes(web: WebBoard) -> list[Route]:
         return pages.column(col, f)
 
     def task_view(request: Request, viewer: Viewer) -> str:
-        task_id = request.path_params["task_id"]
-        task = board.get(task_id, history=50, viewer=viewer.name)
-        thread = board.messages.pool(task_id=task_id, full=True, limit=100).messages
-        # hidden acceptance tests: a person logged in reads them; a wall screen (no one logged in) does not,
-        # as anything that reaches its address could read them there
-        tests = board.views.acceptance_tests(task_id) if task.hidden_tests and viewer.name else task.acceptance_tests
-        return pages.task_page(
-            task,
-            board.reviews.trail(task_id),
-            thread,
-            board.views.lessons(task_id),
-            board.agents.names(500),
-            viewer,
-            request.query_params.get("said"),
-            board.usage.card(task_id),
-            hand_ins=board.reviews.hand_ins(task_id, 2),
-            tests=tests,
-            approval=board.decisions.approval(task_id) if task.status == "needs_human" and viewer.acts else None,
-        )
+        return card_page(board, request.path_params["task_id"], viewer, request.query_params.get("said"))
 
     def messages_view(request: Request, viewer: Viewer) -> str:
         q = request.query_params

@@ -1,6 +1,7 @@
 """The work on a card's page, as a person at the approval gate judges it: the files of its latest hand-in,
 each beside its version in the hand-in before (side by side on a wide screen), the acceptance check's test
-output of the latest round, and the card's acceptance tests.
+output of the latest round, the card's acceptance tests, the commit it was handed in as (its diff beside the
+commit before), and the path reservations held on it.
 
 Files, test output and tests are hostile text: highlighted and escaped on the server (highlight.py,
 diff.py), each bounded with a note of what was cut.
@@ -12,11 +13,12 @@ import difflib
 from functools import lru_cache
 from html import escape as h
 
-from hiveboard.board import AcceptanceTests, Artifact
+from hiveboard.board import AcceptanceTests, Artifact, Task
+from hiveboard.board.models import Commit
 from hiveboard.board.review_models import CritiqueRecord, HandIn, ReviewTrail
 from hiveboard.critics.acceptance import AcceptanceCritic
 
-from . import highlight
+from . import diff, highlight
 from .diff import render_diff
 
 COMPARED_LINES = 5_000  # a changed file longer than this on either side is shown beside, not compared line by line
@@ -166,4 +168,70 @@ def acceptance_tests(tests: AcceptanceTests | None, hidden: int) -> str:
     )
     return (
         f'<section class="acceptance" id="acceptance-tests"><h3>Acceptance tests</h3>{note}{commands}{files}</section>'
+    )
+
+
+def _commit_head(c: Commit) -> str:
+    n = len(c.files) + c.files_omitted
+    return (
+        f"commit <code>{h(c.sha[:12])}</code> ({h(c.ref)}) of <code>{h(c.repo)}</code>, against "
+        f"<code>{h(c.base_sha[:12])}</code>: {n} file{'' if n == 1 else 's'} changed"
+    )
+
+
+def commit_section(commits: list[Commit]) -> str:
+    """The latest commit handed in, file by file, each file's diff beside its diff in the commit handed in before
+    (when there was one and the file's change differs); "" when the card's work was never a commit."""
+    if not commits:
+        return ""
+    now, before = commits[-1], (commits[-2] if len(commits) > 1 else None)
+    intro = f"The {_commit_head(now)}."
+    if before is not None:
+        intro += f" Beside each file: its change in the commit handed in before, {_commit_head(before)}."
+    preamble, files = diff.parse(now.diff)
+    earlier = {f.name: f for f in diff.parse(before.diff)[1]} if before is not None else {}
+    parts = [diff.render_files(preamble, [])] if any(line.strip() for line in preamble) else []
+    for f in files:
+        mine = diff.render_files([], [f])
+        old = earlier.pop(f.name, None)
+        if before is None:
+            parts.append(mine)
+        elif old is None:
+            parts.append(f'<p class="since new">new in this commit</p>{mine}')
+        elif diff.render_files([], [old]) == mine:
+            parts.append(f'<p class="since unchanged">the same change as in the commit before</p>{mine}')
+        else:
+            parts.append(
+                f'<div class="versions two"><div class="version"><div class="vhead">the commit before</div>'
+                f'{diff.render_files([], [old])}</div><div class="version"><div class="vhead">this commit</div>'
+                f"{mine}</div></div>"
+            )
+    if before is not None and earlier:
+        gone = ", ".join(h(name) for name in sorted(earlier))
+        parts.append(f'<p class="since removed">changed by the commit before, not by this one: {gone}</p>')
+    if now.files_omitted:
+        parts.append(f'<p class="cut">{now.files_omitted} more changed files are not shown</p>')
+    return (
+        f'<section class="work-commit" id="commit"><h3>Commit</h3><p class="hint">{intro}</p>{"".join(parts)}</section>'
+    )
+
+
+def reservations_section(task: Task) -> str:
+    """The live path reservations tied to the card or overlapping its declared paths; "" when there are none."""
+    if not task.reservations:
+        return ""
+    live = task.reservations_live or len(task.reservations)
+    rows = "".join(
+        f"<tr><td><code>{h(r.pattern)}</code></td><td>@{h(r.agent)}</td>"
+        f"<td>{'exclusive' if r.exclusive else 'shared'}</td><td>{h(r.repo or 'the board')}</td>"
+        f"<td>{h(r.until.replace('T', ' ')[:16])} UTC</td><td>{h(r.reason or '')}</td></tr>"
+        for r in task.reservations
+    )
+    more = live - len(task.reservations)
+    return (
+        '<section class="work-reservations" id="reservations"><h3>Path reservations</h3>'
+        '<table class="grid"><thead><tr><th>paths</th><th>held by</th><th>kind</th><th>repository</th>'
+        f"<th>until</th><th>why</th></tr></thead><tbody>{rows}</tbody></table>"
+        + (f'<p class="cut">{more} more</p>' if more > 0 else "")
+        + "</section>"
     )

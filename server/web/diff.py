@@ -204,7 +204,11 @@ def _head(f: FileDiff) -> str:
 def render_diff(unified_text: str) -> str:
     """A unified diff (git's, or diff -u's) as HTML: per file, its hunks with line numbers, added and removed
     lines marked; at most MAX_FILES files and MAX_LINES lines, with a note of what was cut."""
-    preamble, files = parse(unified_text)
+    return render_files(*parse(unified_text))
+
+
+def render_files(preamble: list[str], files: list[FileDiff]) -> str:
+    """Parsed diffs (`parse`) as render_diff shows them: one file's, to set it beside another version's."""
     parts = ['<div class="diff">']
     if any(line.strip() for line in preamble):
         shown, note = highlight.cut("\n".join(preamble), max_lines=200)

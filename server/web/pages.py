@@ -22,6 +22,7 @@ from hiveboard.board.agents import OPERATOR_ROLES
 from hiveboard.board.knowledge import KINDS
 from hiveboard.board.machine import TRANSITIONS
 from hiveboard.board.messages import Message
+from hiveboard.board.models import Commit
 from hiveboard.board.review_models import Approval, BoardStats, HandIn, ReviewTrail
 from hiveboard.board.usage import CardUsage, TokenStats, TokenUse
 from hiveboard.board.views import AgentView, CardView, ColumnPage, LessonLink
@@ -447,10 +448,11 @@ def task_page(
     hand_ins: list[HandIn] | None = None,
     tests: AcceptanceTests | None = None,
     approval: Approval | None = None,
+    commits: list[Commit] | None = None,
 ) -> str:
     """A card's page. `hand_ins`: its latest two (the work and the one before it); `tests`: its acceptance
     tests as this viewer may read them (hidden ones for a person); `approval`: what a pass approves, for a
-    person who may decide it."""
+    person who may decide it; `commits`: the commits it was handed in as, oldest first."""
     produced, handed = lessons
     meta = [
         f'<span class="status st-{h(task.status)}">{h(TITLES.get(task.status, task.status))}</span>',
@@ -491,8 +493,8 @@ def task_page(
         )
     parts.append(card_work.files_section(hand_ins or []))
     parts.append(card_work.test_output(trail))
-    # Issue 23's next sections go here, in this order: the path reservations held on the card, then the diff of
-    # the commit it hands in (rendered by diff.render_diff). Nothing is shown for them until they exist.
+    parts.append(card_work.reservations_section(task))
+    parts.append(card_work.commit_section(commits or []))
     parts.append(tokens_html(tokens))
     parts.append(f"<h3>Review</h3>{trail_html(trail, _unreviewed(task))}")
     parts.append(

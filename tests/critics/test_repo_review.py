@@ -16,6 +16,8 @@ from reviewing import NO_BUILTINS, critic, llm_critic, verdict
 from hiveboard.critics.config import ReviewConfig
 from hiveboard.critics.engine import ReviewEngine
 from hiveboard.critics.merge import MergeQueue, MergeWorker
+from hiveboard.server.web.app import card_page
+from hiveboard.server.web.pages import Viewer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql"), needs_git, needs_sandbox]
 
@@ -165,6 +167,11 @@ async def test_a_card_that_needs_approval_is_merged_once_a_person_approves_and_i
         await call(alice, "complete_task", task_id=task_id, token=token, output="documented", ref="hb/alice/1")
         card = await settled(alice, task_id)
         assert card["status"] == "needs_human" and git(repo, "rev-parse", "main") == start  # not before the person
+        # the person at the gate sees the commit's diff, and Pass names the commit it approves
+        page = await anyio.to_thread.run_sync(card_page, board, task_id, Viewer("lee", "csrf", False))
+        assert 'id="commit"' in page and "calc.py" in page and "The sum of a and b." in page
+        assert f"commit {sha[:12]}, 1 file changed" in page
+        assert board.decisions.approval(task_id).commit == sha
         # someone edits a tracked file in the main worktree, where main is checked out: the merge waits for them
         (repo / "calc.py").write_text(CALC + "# local edit\n")
         await anyio.to_thread.run_sync(board.decisions.decide, "lee", task_id, "pass")

@@ -20,6 +20,8 @@ from hiveboard.board.reservations import overlap
 from hiveboard.server.app import build_server
 from hiveboard.server.guard import CHAINED, MARK
 from hiveboard.server.identity import Identity
+from hiveboard.server.web.app import card_page
+from hiveboard.server.web.pages import Viewer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
@@ -181,7 +183,7 @@ async def test_a_reservation_ends_with_its_cards_lease(store_target):
         board.store.close()
 
 
-async def test_the_board_the_card_and_the_claim_show_reservations(connect):
+async def test_the_board_the_card_and_the_claim_show_reservations(connect, board):
     async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
         task = await call(carol, "create_task", title="api", paths=["./src/api", "docs/api.md"])
         await call(bob, "reserve_paths", paths=["src/api/auth.py"], reason="auth", exclusive=False)
@@ -194,12 +196,15 @@ async def test_the_board_the_card_and_the_claim_show_reservations(connect):
         claim = await call(alice, "claim_task", task_id=task["id"])
         assert claim["claimed"] and "reserved by bob" in claim["message"]
         assert [r["pattern"] for r in claim["reservations"]] == ["src/api/auth.py"]
-        board = await call(alice, "get_board", top=0)
-        assert board["reservations_live"] == 2 and {r["pattern"] for r in board["reservations"]} == {
+        view = await call(alice, "get_board", top=0)
+        assert view["reservations_live"] == 2 and {r["pattern"] for r in view["reservations"]} == {
             "src/api/auth.py",
             "lib/**",
         }
         assert "reservations" not in await call(carol, "claim_task")  # no card: nothing to warn about
+    # and the card's web page shows who holds what
+    page = await anyio.to_thread.run_sync(card_page, board, task["id"], Viewer("carol", "csrf", False))
+    assert 'id="reservations"' in page and "<code>src/api/auth.py</code>" in page and "@bob" in page
 
 
 async def test_each_bad_input_is_refused_in_one_sentence_and_nothing_is_written(connect, board):
