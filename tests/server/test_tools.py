@@ -8,6 +8,7 @@ import pytest
 from conftest import call, call_error
 
 import hiveboard.board.db as db_module
+from hiveboard.server.app import INSTRUCTIONS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
@@ -63,7 +64,8 @@ async def test_tools_are_described_annotated_and_few(connect):
     for name in ("claim_task", "complete_task", "release_task", "update_task"):  # absent: false, the default
         assert tools[name].annotations is None or not tools[name].annotations.read_only_hint
     props = tools["complete_task"].input_schema["properties"]
-    assert "fencing token" in props["token"]["description"]
+    assert props["token"] == {"minimum": 0, "type": "integer"}  # what it is: the instructions, said once
+    assert "fencing token; pass the token to update_task, release_task" in INSTRUCTIONS
     assert props["artifacts"]["items"]
 
 
