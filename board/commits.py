@@ -20,6 +20,7 @@ from .errors import InvalidInput
 from .machine import Machine
 from .models import Commit
 from .repos import Repo, Repos
+from .worktrees import live_worktree
 
 BOTH = (
     "send ref= or artifacts=, not both: a commit is reviewed as it is in the repository; commit the files and send "
@@ -60,14 +61,10 @@ class Commits:
                     f"task {task_id} names no repository, so ref= has nothing to name a commit of; hand in with "
                     "artifacts= instead, or ask its creator for a card with repo="
                 )
-            worktree = db.execute(
-                "SELECT path FROM worktrees WHERE task_id = ? AND agent = ? AND removed_at IS NULL ORDER BY id DESC "
-                "LIMIT 1",
-                [task_id, actor],
-            ).fetchone()
+            worktree = live_worktree(db, task_id, actor)
             handed = db.execute("SELECT count(*) FROM task_refs WHERE task_id = ?", [task_id]).fetchone()[0]
         return Target(
-            task_id=task_id, repo=self.repos.get(row["repo"]), worktree=worktree and worktree[0], pin=handed + 1
+            task_id=task_id, repo=self.repos.get(row["repo"]), worktree=worktree and worktree.path, pin=handed + 1
         )
 
     def add(self, db: Database, row: dict, token: int, commit: Commit, ts: float) -> None:

@@ -37,18 +37,23 @@ def _worktree(row: dict) -> Worktree:
     return Worktree(**{**row, "created_at": iso(row["created_at"]), "removed_at": iso(row["removed_at"])})
 
 
+def live_worktree(db, task_id: int, agent: str) -> Worktree | None:
+    """The worktree `agent` has for the card now, if any, read on `db` (inside the caller's transaction)."""
+    found = rows(
+        db,
+        "SELECT * FROM worktrees WHERE task_id = ? AND agent = ? AND removed_at IS NULL ORDER BY id DESC LIMIT 1",
+        [task_id, agent],
+    )
+    return _worktree(found[0]) if found else None
+
+
 class Worktrees:
     def __init__(self, store: Store):
         self.store = store
 
     def live(self, task_id: int, agent: str) -> Worktree | None:
         """The worktree `agent` has for the card now, if any."""
-        found = rows(
-            self.store.db,
-            "SELECT * FROM worktrees WHERE task_id = ? AND agent = ? AND removed_at IS NULL ORDER BY id DESC LIMIT 1",
-            [task_id, agent],
-        )
-        return _worktree(found[0]) if found else None
+        return live_worktree(self.store.db, task_id, agent)
 
     def last(self, task_id: int, agent: str) -> Worktree | None:
         """The newest worktree hiveboard ever gave `agent` for the card, live or removed (its branch is theirs)."""

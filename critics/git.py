@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sandbox import ETC, SYSTEM
+from .sandbox import NAMESPACES, system_binds
 
 # Config every command runs with; the repository's own config cannot turn these back on, since `-c` wins.
 SAFE_CONFIG = (
@@ -162,27 +162,9 @@ class Git:
         return out
 
     def _bwrap(self, cwd: Path, argv: list[str], writable: Sequence[Path], readable: Sequence[Path]) -> list[str]:
-        args = [
-            self.bwrap,
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--die-with-parent",
-            "--new-session",
-        ]
+        args = [self.bwrap, *NAMESPACES]
         args += ["--cap-drop", "ALL"] if self.root else ["--unshare-user", "--disable-userns"]
-        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for path in SYSTEM:
-            if os.path.islink(path):
-                args += ["--symlink", os.readlink(path), path]
-            elif os.path.isdir(path):
-                args += ["--ro-bind", path, path]
-        args += ["--dir", "/etc"]
-        for name in ETC:
-            if os.path.exists(f"/etc/{name}"):
-                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *system_binds()]
         rw = [Path(p).resolve() for p in writable]
         ro = [Path(p).resolve() for p in (cwd, *readable) if not any(Path(p).resolve().is_relative_to(w) for w in rw)]
         for path in sorted(set(ro), key=lambda p: len(p.parts)):

@@ -58,6 +58,34 @@ UID_BASE, UID_SPAN = 2_000_000, 1_000_000  # unprivileged uids for runs when the
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "passwd", "group", "nsswitch.conf")
 MAX_OUTPUT = 16 * 1024 * 1024  # a command that prints more than this is stopped
+# bubblewrap's namespaces for every sandboxed command (the review's and git's): no network, its own pids
+NAMESPACES = (
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--die-with-parent",
+    "--new-session",
+)
+
+
+def system_binds() -> list[str]:
+    """bubblewrap's arguments for the read-only system every command needs: SYSTEM's directories (a symlink
+    recreated as one) and ETC's files in a 0755 /etc."""
+    args: list[str] = []
+    for path in SYSTEM:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--perms", "0755", "--dir", "/etc"]
+    for name in ETC:
+        if os.path.exists(f"/etc/{name}"):
+            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
 Files = dict[str, str] | Path  # what a session holds: files by relative path, or a directory of them
 
 
@@ -628,18 +656,7 @@ class Bubblewrap(Box):
 
     def command(self, session, argv, cwd, env, limits, writable):
         size = str(limits.work_mb << 20)
-        args = [
-            self.bwrap,
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--die-with-parent",
-            "--new-session",
-            "--hostname",
-            "sandbox",
-        ]
+        args = [self.bwrap, *NAMESPACES, "--hostname", "sandbox"]
         if self.root:
             args += ["--cap-add", "CAP_SETUID,CAP_SETGID,CAP_CHOWN"]
         else:
@@ -669,18 +686,8 @@ class Bubblewrap(Box):
             "--tmpfs",
             self.work,
         ]
-        made = {"/tmp", "/home", "/home/sandbox", self.work, "/dev", "/proc"}
-        for path in SYSTEM:
-            if os.path.islink(path):
-                args += ["--symlink", os.readlink(path), path]
-            elif os.path.isdir(path):
-                args += ["--ro-bind", path, path]
-            made.add(path)
-        args += ["--perms", "0755", "--dir", "/etc"]
-        made.add("/etc")
-        for name in ETC:
-            if os.path.exists(f"/etc/{name}"):
-                args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        made = {"/tmp", "/home", "/home/sandbox", self.work, "/dev", "/proc", *SYSTEM, "/etc"}
+        args += system_binds()
         for path in self.ro:
             if not path.is_relative_to("/usr"):
                 self._dirs(path, made, args)
