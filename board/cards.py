@@ -13,16 +13,18 @@ from .db import iso, placeholders, rows, rows_many
 from .errors import NotFound
 from .models import RANK_PRIORITY, AcceptanceTests, Artifact, ChangedFile, Commit, HistoryEntry, Task, TaskSummary
 
+ROW = "SELECT * FROM tasks WHERE id = ?"
+
 
 def row(db: Database, task_id: int) -> dict:
     """The card's database row; NotFound if there is none."""
-    found = next(iter(rows(db, "SELECT * FROM tasks WHERE id = ?", [task_id])), None)
+    found = next(iter(rows(db, ROW, [task_id])), None)
     if found is None:
-        raise _missing(task_id)
+        raise missing(task_id)
     return found
 
 
-def _missing(task_id: int) -> NotFound:
+def missing(task_id: int) -> NotFound:
     return NotFound(f"task {task_id} does not exist; call list_tasks or get_board to see task ids")
 
 
@@ -34,6 +36,11 @@ def dependencies(db: Database, ids: list[int]) -> dict[int, list[tuple[int, str]
     for r in db.execute(DEPENDENCIES.format(placeholders(ids)), ids):
         out[r[0]].append((r[1], r[2]))
     return out
+
+
+def needs_of(deps: list[dict]) -> list[tuple[int, str]]:
+    """(dependency, its status) of a card's DEPENDENCIES rows."""
+    return [(d["depends_on"], d["status"]) for d in deps]
 
 
 def summary_fields(row: dict, needs: list[tuple[int, str]]) -> dict:
@@ -94,34 +101,65 @@ CURRENT_COMMIT = (
 HISTORY = "SELECT * FROM (SELECT * FROM task_history WHERE task_id = ? ORDER BY id DESC LIMIT ?) AS h ORDER BY id"
 
 
-def task(db: Database, row: dict, history: int, viewer: str | None = None, artifacts: bool = True) -> Task:
+def task(
+    db: Database,
+    row: dict,
+    history: int,
+    viewer: str | None = None,
+    artifacts: bool = True,
+    deps: list[dict] | None = None,
+) -> Task:
     """The whole card as `viewer` may see it, with its newest `history` entries (oldest first): hidden
-    acceptance tests only for their creator. `artifacts=False`: the caller knows the current claim has none."""
-    _, *parts = _parts(db, row["id"], history, artifacts)
+    acceptance tests only for their creator. `artifacts=False`: the caller knows the current claim has none;
+    `deps`: its DEPENDENCIES rows, when the caller read them in this transaction."""
+    _, *parts = _parts(db, row["id"], history, artifacts, deps=deps)
     return _whole(row, *parts, viewer)
 
 
 def task_by_id(db: Database, task_id: int, history: int, viewer: str | None = None) -> Task:
     """`task` of the card `task_id`, its row read with the rest (one round trip on a database server)."""
-    found, *parts = _parts(db, task_id, history, True, with_row=True)
+    return task_from(rows_many(db, whole_statements(task_id, history)), task_id, history, viewer)
+
+
+def whole_statements(task_id: int, history: int) -> list[tuple[str, list]]:
+    """The statements that read a whole card, its row first (task_from builds it from their rows)."""
+    return _statements(task_id, history, True, with_row=True)
+
+
+def task_from(got: list[list[dict]], task_id: int, history: int, viewer: str | None = None) -> Task:
+    """The whole card from the rows of whole_statements(task_id, history); NotFound if it has no row."""
+    found, *parts = _unpack(iter(got), True, True, bool(history), None)
     if not found:
-        raise _missing(task_id)
+        raise missing(task_id)
     return _whole(found[0], *parts, viewer)
 
 
-def _parts(db: Database, task_id: int, history: int, artifacts: bool, with_row: bool = False) -> tuple:
+def _parts(
+    db: Database, task_id: int, history: int, artifacts: bool, with_row: bool = False, deps: list[dict] | None = None
+) -> tuple:
     """A whole card's statements, read together: (its row's rows or None, dependencies, artifacts, the current
-    claim's commit, history)."""
-    statements = [("SELECT * FROM tasks WHERE id = ?", [task_id])] if with_row else []
-    statements.append((DEPENDENCIES.format("?"), [task_id]))
+    claim's commit, history). `deps`: the dependencies, already read."""
+    got = iter(rows_many(db, _statements(task_id, history, artifacts, with_row, deps is None)))
+    return _unpack(got, with_row, artifacts, bool(history), deps)
+
+
+def _statements(
+    task_id: int, history: int, artifacts: bool, with_row: bool = False, with_deps: bool = True
+) -> list[tuple[str, list]]:
+    statements = [(ROW, [task_id])] if with_row else []
+    if with_deps:
+        statements.append((DEPENDENCIES.format("?"), [task_id]))
     if artifacts:
         statements.append((ARTIFACTS, [task_id, task_id]))
         statements.append((CURRENT_COMMIT, [task_id, task_id]))
     if history:
         statements.append((HISTORY, [task_id, history]))
-    got = iter(rows_many(db, statements))
+    return statements
+
+
+def _unpack(got, with_row: bool, artifacts: bool, history: bool, deps: list[dict] | None) -> tuple:
     found = next(got) if with_row else None
-    deps = next(got)
+    deps = next(got) if deps is None else deps
     attached, commit = (next(got), next(got)) if artifacts else ([], [])
     return found, deps, attached, commit, next(got) if history else []
 
@@ -129,7 +167,7 @@ def _parts(db: Database, task_id: int, history: int, artifacts: bool, with_row: 
 def _whole(
     row: dict, deps: list[dict], attached: list[dict], commit: list[dict], hist_rows: list[dict], viewer
 ) -> Task:
-    needs = [(d["depends_on"], d["status"]) for d in deps]
+    needs = needs_of(deps)
     attached = [Artifact(name=a["name"], kind=a["kind"], content=a["content"]) for a in attached]
     hist = [
         HistoryEntry(

@@ -281,7 +281,7 @@ class Store:
             yield db
             events = self._local.pending
             rows = [(event.kind, encode(event, self.notifier.origin)) for event in events]
-            ids = self.dialect.commit(db, rows)
+            ids = self.dialect.commit(db, rows, self.notifier.origin)
             self._local.pending = list(zip(ids, events))
         except BaseException:
             self._local.pending = []
@@ -327,6 +327,11 @@ class Store:
             yield db
         finally:
             db.execute("END")  # COMMIT, as a read says it (nothing it did can have been lost)
+
+    def read_many(self, statements: list[tuple[str, list | tuple]]) -> list[list[dict]]:
+        """Reads that need none of each other's answers, in one snapshot: each one's rows as dicts (on a
+        database server, one round trip with the transaction's beginning and end)."""
+        return self.dialect.read_many(self.db, statements)
 
     def open_connections(self) -> int:
         """How many connections this store holds open (one per live thread that used it)."""

@@ -88,8 +88,9 @@ class Dialect(ABC):
     same = "IS NOT DISTINCT FROM"  # equality that holds for two NULLs
     pushes = False  # True: the watcher blocks in wait_for_commit; False: it polls commit_counter
 
-    def wait_for_commit(self, conn, timeout: float) -> bool:
-        """Block until another connection commits or `timeout` passes; whether one did (pushing dialects)."""
+    def wait_for_commit(self, conn, timeout: float, origin: str = "") -> bool:
+        """Block until another connection commits or `timeout` passes; whether one did that another process
+        may have made (a commit whose push names `origin`, this process's, is not one) (pushing dialects)."""
         raise NotImplementedError(f"{self.name} is watched by polling its commit counter")
 
     def alive(self, db: Database) -> bool:
@@ -103,6 +104,20 @@ class Dialect(ABC):
     def begin_read(self, db: Database) -> None:
         """Begin a transaction whose reads all see one snapshot."""
         db.execute("BEGIN")
+
+    def read_many(self, db: Database, statements: list[tuple[str, list]]) -> list[list[dict]]:
+        """Reads that do not depend on each other's answers, in one snapshot (a transaction of their own):
+        each one's rows as dicts."""
+        self.begin_read(db)
+        try:
+            out = []
+            for sql, params in statements:
+                cursor = db.conn.execute(sql, params)
+                keys = [d[0] for d in cursor.description]
+                out.append([dict(zip(keys, row)) for row in cursor.fetchall()])
+            return out
+        finally:
+            db.execute("END")
 
     @abstractmethod
     def after_copy(self, db: Database, tables: tuple[str, ...]) -> None:
@@ -118,9 +133,10 @@ class Dialect(ABC):
         """`send` for each parameter list of `seq`."""
         db.conn.executemany(sql, seq)
 
-    def commit(self, db: Database, events: list[tuple[str, str]]) -> list[int]:
+    def commit(self, db: Database, events: list[tuple[str, str]], origin: str = "") -> list[int]:
         """Commit the write transaction with its events' rows, (kind, data) each, written in it; their ids,
-        in order. Here: a statement each (SQLite's statements cost no round trip), then COMMIT."""
+        in order. `origin`: the committing process's (events.Notifier.origin), for a dialect that pushes
+        commits. Here: a statement each (SQLite's statements cost no round trip), then COMMIT."""
         ids = [
             db.execute("INSERT INTO events (kind, data) VALUES (?, ?) RETURNING id", row).fetchall()[0][0]
             for row in events

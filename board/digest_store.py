@@ -48,11 +48,7 @@ class Digests:
 
     def get(self, task_type: str) -> Digest | None:
         """The digest of a task type, or None when none has been written yet."""
-        row = self.store.db.execute(
-            "SELECT task_type, title, rules, lessons, written_by, version, updated_at FROM memory_digests "
-            "WHERE task_type = ? AND version > 0",
-            [task_type],
-        ).fetchone()
+        row = self.store.db.execute(OF_TYPE.format("?"), [task_type]).fetchone()
         return None if row is None else _digest(row)
 
     def all(self) -> list[Digest]:
@@ -124,6 +120,18 @@ class Digests:
                 [title, json.dumps([r.model_dump() for r in rules]), lessons, accrued, written_by, now(), task_type],
             )
         return self.get(task_type)
+
+
+# a task type's digest, once one was written ({}: the task type, a placeholder or a subquery)
+OF_TYPE = (
+    "SELECT task_type, title, rules, lessons, written_by, version, updated_at FROM memory_digests "
+    "WHERE task_type = ({}) AND version > 0"
+)
+
+
+def of_rows(found: list[dict]) -> Digest | None:
+    """The digest OF_TYPE read (rows as dicts), or None."""
+    return _digest(list(found[0].values())) if found else None
 
 
 def _digest(row) -> Digest:

@@ -304,7 +304,10 @@ class Notifier:
             while True:
                 try:  # the database work runs off the event loop: a busy database must not stall every session
                     if self.dialect.pushes:  # blocks until a commit notifies, or the timeout
-                        backlog = await asyncio.to_thread(self.dialect.wait_for_commit, conn, PUSH_WAIT) or backlog
+                        backlog = (
+                            await asyncio.to_thread(self.dialect.wait_for_commit, conn, PUSH_WAIT, self.origin)
+                            or backlog
+                        )
                     else:
                         await asyncio.sleep(0 if backlog else self.poll_interval)
                     version, last_id, backlog, events, gap = await asyncio.to_thread(

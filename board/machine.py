@@ -49,7 +49,7 @@ from typing import Literal
 from . import cards
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
-from .db import Store, iso, now, placeholders, rows
+from .db import Store, iso, now, placeholders, rows, rows_many
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim, StaleToken
 from .events import TaskChanged
 from .messages import Messages
@@ -144,6 +144,11 @@ def illegal(row: dict, target: str, via: Via) -> str:
     )
 
 
+# the cards whose lease ran out by a time (the lease sweep's probe inside a write)
+EXPIRED = "SELECT id FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ?"
+ANY_EXPIRED = "SELECT 1 FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ? LIMIT 1"  # a read's probe
+
+
 class Machine:
     """Performs the rows of TRANSITIONS on one store, inside the caller's write transaction."""
 
@@ -198,15 +203,17 @@ class Machine:
         sets: dict | None = None,
         ts: float | None = None,
         action: str | None = None,
+        deps: list[dict] | None = None,
     ) -> dict:
         """Make one transition: who may and the guards are checked, the leaving hooks run, the row is
-        written, the entering hooks run. Returns the new row."""
+        written, the entering hooks run. Returns the new row. `deps`: the card's dependency rows
+        (cards.DEPENDENCIES), when the caller read them in this transaction."""
         rule = find(row["status"], target, via)
         if rule is None:
             raise IllegalTransition(illegal(row, target, via))
         self._authorize(rule, row, actor, token)
         for guard in rule.guards:
-            self._guard(guard, db, row, actor, target, reason)
+            self._guard(guard, db, row, actor, target, reason, deps)
         ts = now() if ts is None else ts
         moving = row["status"] != target
         if moving:
@@ -302,7 +309,9 @@ class Machine:
                 f"only the {DOER.get(rule.via, 'review')} moves task {row['id']} from {rule.source} to {rule.target}"
             )
 
-    def _guard(self, guard: str, db: Database, row: dict, actor: str, target: str, reason: str | None) -> None:
+    def _guard(
+        self, guard: str, db: Database, row: dict, actor: str, target: str, reason: str | None, deps: list[dict] | None
+    ) -> None:
         task_id = row["id"]
         if guard == "reason" and not reason:
             raise InvalidInput(f"moving task {task_id} to {target} needs reason= saying what it waits on")
@@ -319,7 +328,8 @@ class Machine:
                     f"{other[0]}; competing attempts need different agents: claim another card"
                 )
         if guard == "ready":
-            waiting = [d for d, status in cards.dependencies(db, [task_id])[task_id] if status != "done"]
+            needs = cards.dependencies(db, [task_id])[task_id] if deps is None else cards.needs_of(deps)
+            waiting = [d for d, status in needs if status != "done"]
             if waiting:
                 raise Conflict(
                     f"task {task_id} waits on tasks {waiting} that are not done yet; claim one of "
@@ -360,12 +370,19 @@ class Machine:
 
     def sweep(self, db: Database, ts: float) -> list[int]:
         """Inside a write: move every card whose lease ran out back to todo (the table's lease row)."""
-        expired = [
-            r[0]
-            for r in db.execute(
-                "SELECT id FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ?", [ts]
-            ).fetchall()
-        ]
+        return self._return_expired(db, ts, [r[0] for r in db.execute(EXPIRED, [ts]).fetchall()])
+
+    def swept(self, db: Database, ts: float, statements: list[tuple[str, list]]) -> list[list[dict]]:
+        """Inside a write: the lease sweep, then each of `statements`' rows as the board is after it. The
+        statements go with the sweep's probe (one round trip on a database server) and are read again
+        only when a lease had run out."""
+        expired, *got = rows_many(db, [(EXPIRED, [ts]), *statements])
+        if not expired:
+            return got
+        self._return_expired(db, ts, [r["id"] for r in expired])
+        return rows_many(db, statements)
+
+    def _return_expired(self, db: Database, ts: float, expired: list[int]) -> list[int]:
         for task_id in expired:
             row = cards.row(db, task_id)
             self.messages.event(
@@ -406,14 +423,20 @@ class Machine:
         with self.store.read() as db:
             yield db
 
+    def read_many(self, statements: list[tuple[str, list]]) -> list[list[dict]]:
+        """Reads that need none of each other's answers, in one snapshot of the board as it is once expired
+        leases went back to todo: with the probe for them, one round trip on a database server (read again
+        after the sweep when one ran out)."""
+        ts = now()
+        expired, *got = self.store.read_many([(ANY_EXPIRED, [ts]), *statements])
+        if not expired:
+            return got
+        self._sweep_now(ts)
+        return self.store.read_many(statements)
+
     @staticmethod
     def _expired(db: Database, ts: float) -> bool:
-        return (
-            db.execute(
-                "SELECT 1 FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ? LIMIT 1", [ts]
-            ).fetchone()
-            is not None
-        )
+        return db.execute(ANY_EXPIRED, [ts]).fetchone() is not None
 
     def _sweep_now(self, ts: float) -> list[int]:
         with self.store.try_write() as db:
@@ -426,8 +449,10 @@ class Machine:
         """A write transaction on a card the caller holds with its current token: yields (db, row, now)."""
         ts = now()
         with self.store.write() as db:
-            self.sweep(db, ts)
-            row = cards.row(db, task_id)
+            (found,) = self.swept(db, ts, [(cards.ROW, [task_id])])
+            if not found:
+                raise cards.missing(task_id)
+            row = found[0]
             self.holder_check(row, actor, token, doing)
             if running and row["status"] != "in_progress":
                 raise IllegalTransition(

@@ -109,14 +109,16 @@ class PgDatabase:
             cursor = self._conn.execute(translate(sql), tuple(params))
         return cursor
 
-    def rows_many(self, statements: list[tuple[str, Iterable]]) -> list[list[dict]]:
+    def rows_many(self, statements: list[tuple[str, Iterable]], end: bool = False) -> list[list[dict]]:
         """Statements that do not depend on each other's answers, in one round trip (with what was
-        deferred); each one's rows as dicts."""
+        deferred); each one's rows as dicts. `end`: the transaction ends in the same round trip."""
         deferred, self._deferred = self._deferred, []
         with _reachable(), self._conn.pipeline():
             for ahead, args in deferred:
                 self._conn.execute(ahead, args)
             cursors = [self._conn.execute(translate(sql), tuple(params)) for sql, params in statements]
+            if end:
+                self._conn.execute("END")
         out = []
         for cursor in cursors:
             keys = [c.name for c in cursor.description]
@@ -221,6 +223,16 @@ class PostgreSQL(Dialect):
     def begin_read(self, db: PgDatabase) -> None:
         db.defer("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
+    def read_many(self, db: PgDatabase, statements: list[tuple[str, list]]) -> list[list[dict]]:
+        """One round trip: the transaction's beginning, the statements and its end."""
+        self.begin_read(db)
+        try:
+            return db.rows_many(statements, end=True)
+        except BaseException:
+            if db.in_transaction:  # a statement failed: the rest of the pipeline did not run, END included
+                db.execute("ROLLBACK")
+            raise
+
     def in_transaction(self, db: PgDatabase) -> bool:
         return db.in_transaction
 
@@ -241,9 +253,10 @@ class PostgreSQL(Dialect):
         for params in seq:
             db.defer(sql, params)
 
-    def commit(self, db: PgDatabase, events: list[tuple[str, str]]) -> list[int]:
-        """One round trip: what was deferred, the events' rows in one statement, a NOTIFY (delivered to every
-        node's watcher when, and only if, the transaction commits; the watchers read the rows), COMMIT."""
+    def commit(self, db: PgDatabase, events: list[tuple[str, str]], origin: str = "") -> list[int]:
+        """One round trip: what was deferred, the events' rows in one statement, a NOTIFY naming the origin
+        (delivered to every node's watcher when, and only if, the transaction commits; the other nodes'
+        watchers read the rows, this node's has them already), COMMIT."""
         if not events:
             db.execute("COMMIT")
             return []
@@ -253,7 +266,7 @@ class PostgreSQL(Dialect):
             for row in db.commit_after(
                 f"INSERT INTO events (kind, data) VALUES {values} RETURNING id",
                 [v for row in events for v in row],
-                ("SELECT pg_notify(?, '')", [CHANNEL]),
+                ("SELECT pg_notify(?, ?)", [CHANNEL, origin]),
             )
         )  # a sequence numbers the rows in the order they are written: sorted, the ids are the events'
         return ids
@@ -269,12 +282,12 @@ class PostgreSQL(Dialect):
         conn.execute(f"LISTEN {CHANNEL}")
         return PgDatabase(conn)
 
-    def wait_for_commit(self, conn: PgDatabase, timeout: float) -> bool:
-        heard = any(True for _ in conn._conn.notifies(timeout=timeout, stop_after=1))
-        if heard:  # drain what else arrived meanwhile: one look at the events table serves them all
-            for _ in conn._conn.notifies(timeout=0):
-                pass
-        return heard
+    def wait_for_commit(self, conn: PgDatabase, timeout: float, origin: str = "") -> bool:
+        # what arrived meanwhile is drained too: one look at the events table serves them all
+        heard = [n.payload for n in conn._conn.notifies(timeout=timeout, stop_after=1)]
+        if heard:
+            heard += [n.payload for n in conn._conn.notifies(timeout=0)]
+        return any(payload != origin for payload in heard)  # a node of an older version sends ''
 
     def json_has(self, column: str) -> str:
         return f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(({column})::jsonb) AS e(value) WHERE e.value = ?)"

@@ -12,15 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from . import cards
+from . import cards, digest_store
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
 from .commits import BOTH, Commits
 from .contests import Contests
 from .cursor import decode_cursor, encode_cursor
-from .db import Store, iso, now, placeholders, rows
+from .db import Store, iso, now, placeholders, rows, rows_many
 from .decisions import Decisions
-from .digest_store import Digests
+from .digest_store import Digest, Digests
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim
 from .knowledge import Knowledge
 from .limits import (
@@ -130,10 +130,13 @@ class Board:
     def get(self, task_id: int, history: int | None = None, viewer: str | None = None) -> Task:
         """One whole card with its recent history (newest `history` entries, oldest first), and the live path
         reservations tied to it or overlapping its declared paths."""
-        with self.machine.reading() as db:
-            task = cards.task_by_id(db, task_id, self.limits.history if history is None else history, viewer)
-            if not task.paths and task.status not in ("in_progress", "blocked", "review"):
-                return task  # nothing can be tied to it, and no path of it can overlap one
+        history = self.limits.history if history is None else history
+        task = cards.task_from(
+            self.machine.read_many(cards.whole_statements(task_id, history)), task_id, history, viewer
+        )
+        if not task.paths and task.status not in ("in_progress", "blocked", "review"):
+            return task  # nothing can be tied to it, and no path of it can overlap one
+        with self.machine.reading() as db:  # the reservations as they are now (one more read, rarely needed)
             held, total = self.reservations.of_card(db, cards.row(db, task_id), now())
         return task.model_copy(update={"reservations": held or None, "reservations_live": total or None})
 
@@ -169,23 +172,29 @@ class Board:
                 "WHERE d.task_id = tasks.id AND dt.status != 'done')"
             )
             where.append(clause if ready else f"NOT ({clause})")
-        with self.machine.reading() as db:
-            base = " AND ".join(where) or "TRUE"
-            total = db.execute(f"SELECT count(*) FROM tasks WHERE {base}", params).fetchone()[0]
-            page_where, page_params = base, list(params)
-            if cursor:
-                prio, last_id = decode_cursor(cursor, "list_tasks")
-                page_where += " AND (priority < ? OR (priority = ? AND id > ?))"
-                page_params += [prio, prio, last_id]
-            found = rows(
-                db,
-                f"SELECT * FROM tasks WHERE {page_where} ORDER BY priority DESC, id LIMIT ?",
-                page_params + [limit + 1],
-            )
-            more = len(found) > limit
-            found = found[:limit]
-            deps = cards.dependencies(db, [r["id"] for r in found])
-            tasks = [TaskSummary(**cards.summary_fields(r, deps[r["id"]])) for r in found]
+        base = " AND ".join(where) or "TRUE"
+        page_where, page_params = base, list(params)
+        if cursor:
+            prio, last_id = decode_cursor(cursor, "list_tasks")
+            page_where += " AND (priority < ? OR (priority = ? AND id > ?))"
+            page_params += [prio, prio, last_id]
+        page = f"SELECT * FROM tasks WHERE {page_where} ORDER BY priority DESC, id LIMIT ?"
+        counted, found, dep_rows = self.machine.read_many(
+            [
+                (f"SELECT count(*) AS n FROM tasks WHERE {base}", params),
+                (page, page_params + [limit + 1]),
+                # the page's dependencies, in the same snapshot and round trip (the page as a subquery)
+                (cards.DEPENDENCIES.format(f"SELECT id FROM ({page}) AS p"), page_params + [limit + 1]),
+            ]
+        )
+        total = counted[0]["n"]
+        more = len(found) > limit
+        found = found[:limit]
+        deps: dict[int, list[tuple[int, str]]] = {r["id"]: [] for r in found}
+        for d in dep_rows:
+            if d["task_id"] in deps:  # the page's extra row (whether there is more) is not shown
+                deps[d["task_id"]].append((d["depends_on"], d["status"]))
+        tasks = [TaskSummary(**cards.summary_fields(r, deps[r["id"]])) for r in found]
         next_cursor = encode_cursor(found[-1]["priority"], found[-1]["id"]) if more else None
         return Page(tasks=tasks, total=total, next_cursor=next_cursor)
 
@@ -193,52 +202,56 @@ class Board:
         """Counts per column and the top cards of each."""
         if not 0 <= top <= 50:
             raise InvalidInput("top must be between 0 and 50")
-        with self.machine.reading() as db:
-            # the count per column, and how many todo cards still wait on a dependency (ready = todo minus
-            # those), counted from the dependencies (few) rather than by probing every todo card for one,
-            # joined in the order written; one statement
-            join = self.store.dialect.ordered_join
-            counts = dict(
-                db.execute(
-                    "SELECT status, count(*) FROM tasks GROUP BY status UNION ALL "
-                    f"SELECT 'waiting', count(DISTINCT d.task_id) FROM task_deps d {join} tasks t ON t.id = d.task_id "
-                    f"{join} tasks dt ON dt.id = d.depends_on WHERE t.status = 'todo' AND dt.status != 'done'"
-                ).fetchall()
+        # the count per column, and how many todo cards still wait on a dependency (ready = todo minus those),
+        # counted from the dependencies (few) rather than by probing every todo card for one, joined in the
+        # order written; each column's top cards, one ordered, limited select per status in one statement
+        # (done newest first, the others by what should be picked up next); the live path reservations: all in
+        # one snapshot and round trip
+        join = self.store.dialect.ordered_join
+        statements = [
+            (
+                "SELECT status, count(*) AS n FROM tasks GROUP BY status UNION ALL "
+                f"SELECT 'waiting', count(DISTINCT d.task_id) FROM task_deps d {join} tasks t ON t.id = d.task_id "
+                f"{join} tasks dt ON dt.id = d.depends_on WHERE t.status = 'todo' AND dt.status != 'done'",
+                [],
+            ),
+            *self.reservations.live_statements(now()),
+        ]
+        if top:
+            order = {status: "updated_at DESC" if status == "done" else "priority DESC, id" for status in STATUSES}
+            arms = " UNION ALL ".join(
+                "SELECT * FROM (SELECT id, title, task_type, priority, assignee, unverified, status, updated_at "
+                f"FROM tasks WHERE status = ? ORDER BY {order[status]} LIMIT ?) AS c{n}"
+                for n, status in enumerate(STATUSES)
             )
-            ready = counts.get("todo", 0) - counts.pop("waiting")
-            # each column's top cards: one ordered, limited select per status, all in one statement (done
-            # newest first, the others by what should be picked up next)
-            picked: dict[str, list] = {status: [] for status in STATUSES}
-            if top:
-                order = {status: "updated_at DESC" if status == "done" else "priority DESC, id" for status in STATUSES}
-                arms = " UNION ALL ".join(
-                    "SELECT * FROM (SELECT id, title, task_type, priority, assignee, unverified, status, updated_at "
-                    f"FROM tasks WHERE status = ? ORDER BY {order[status]} LIMIT ?) AS c{n}"
-                    for n, status in enumerate(STATUSES)
-                )
-                for r in db.execute(arms, [v for status in STATUSES for v in (status, top)]).fetchall():
-                    picked[r[6]].append(r)
-                for status, found in picked.items():  # a union's arms keep their order in practice, not by rule
-                    found.sort(key=(lambda r: -r[7]) if status == "done" else (lambda r: (-r[3], r[0])))
-            columns = [
-                Column(
-                    status=status,
-                    count=counts.get(status, 0),
-                    top=[
-                        Card(
-                            id=r[0],
-                            title=r[1],
-                            task_type=r[2],
-                            priority=RANK_PRIORITY[r[3]],
-                            assignee=r[4],
-                            unverified=bool(r[5]) if status == "done" else False,
-                        )
-                        for r in picked[status]
-                    ],
-                )
-                for status in STATUSES
-            ]
-            held, live = self.reservations.live(db, now())
+            statements.append((arms, [v for status in STATUSES for v in (status, top)]))
+        counted, live_count, live_rows, *tops = self.machine.read_many(statements)
+        counts = {r["status"]: r["n"] for r in counted}
+        ready = counts.get("todo", 0) - counts.pop("waiting")
+        picked: dict[str, list] = {status: [] for status in STATUSES}
+        for r in tops[0] if tops else []:
+            picked[r["status"]].append(r)
+        for status, found in picked.items():  # a union's arms keep their order in practice, not by rule
+            found.sort(key=(lambda r: -r["updated_at"]) if status == "done" else (lambda r: (-r["priority"], r["id"])))
+        columns = [
+            Column(
+                status=status,
+                count=counts.get(status, 0),
+                top=[
+                    Card(
+                        id=r["id"],
+                        title=r["title"],
+                        task_type=r["task_type"],
+                        priority=RANK_PRIORITY[r["priority"]],
+                        assignee=r["assignee"],
+                        unverified=bool(r["unverified"]) if status == "done" else False,
+                    )
+                    for r in picked[status]
+                ],
+            )
+            for status in STATUSES
+        ]
+        held, live = self.reservations.live_from(live_count, live_rows)
         return BoardView(
             columns=columns,
             total=sum(counts.values()),
@@ -359,11 +372,19 @@ class Board:
     ) -> Claim:
         """Take a card: the given one, or the next ready one (highest priority, oldest first). `in_repo`: only a
         card that names a repository (one to be worked in a worktree of it)."""
+        return self.take(actor, task_id, task_type, in_repo)[0]
+
+    def take(
+        self, actor: str, task_id: int | None = None, task_type: str | None = None, in_repo: bool = False
+    ) -> tuple[Claim, Digest | None]:
+        """`claim`, and the digest of the claimed card's task type, read in the claim's transaction (None when
+        nothing was claimed or its type has none yet). The reads a claim needs travel together: one round
+        trip for the card, its dependencies and the digest on a database server when a task_id is given."""
         ts = now()
         with self.store.write() as db:
-            self.machine.sweep(db, ts)
             if task_id is None:
-                found = self._claimable(db, actor, [task_type] if task_type else [], in_repo=in_repo)
+                sql, params = self._claimable_query(actor, [task_type] if task_type else [], in_repo=in_repo)
+                (found,) = self.machine.swept(db, ts, [(sql, params)])
                 if not found:
                     what = f" of type {task_type!r}" if task_type else ""
                     what += " naming a repository" if in_repo else ""
@@ -371,10 +392,28 @@ class Board:
                         claimed=False,
                         message=f"no ready card{what} in todo right now; create one, "
                         "or call get_board to see what is blocked or waiting on dependencies",
-                    )
+                    ), None
                 row = found[0]
+                deps, digest = rows_many(
+                    db,
+                    [
+                        (cards.DEPENDENCIES.format("?"), [row["id"]]),
+                        (digest_store.OF_TYPE.format("?"), [row["task_type"]]),
+                    ],
+                )
             else:
-                row = cards.row(db, task_id)
+                found, deps, digest = self.machine.swept(
+                    db,
+                    ts,
+                    [
+                        (cards.ROW, [task_id]),
+                        (cards.DEPENDENCIES.format("?"), [task_id]),
+                        (digest_store.OF_TYPE.format("SELECT task_type FROM tasks WHERE id = ?"), [task_id]),
+                    ],
+                )
+                if not found:
+                    raise cards.missing(task_id)
+                row = found[0]
                 if in_repo and row["repo"] is None:
                     raise InvalidInput(
                         f"task {task_id} names no repository, so it has no worktree to give; claim it without "
@@ -382,7 +421,9 @@ class Board:
                     )
                 if row["status"] == "in_progress" and row["assignee"] == actor:
                     # Claiming what you already hold renews it and hands the token back (an agent that lost it).
-                    return self._renew(db, row, actor, ts, "claimed again by its holder", "claim_task")
+                    return self._renew(
+                        db, row, actor, ts, "claimed again by its holder", "claim_task"
+                    ), digest_store.of_rows(digest)
                 if row["status"] == "in_progress":
                     raise NotYourClaim(
                         f"task {task_id} is claimed by {row['assignee']} until "
@@ -401,11 +442,12 @@ class Board:
                 ts=ts,
                 note=f"lease until {iso(expires)}",
                 sets={"assignee": actor, "fencing_token": row["fencing_token"] + 1},
+                deps=deps,
             )
             self.messages.event(
                 db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}", row=row
             )
-            return self._granted(db, row, expires, fresh=True)
+            return self._granted(db, row, expires, fresh=True, deps=deps), digest_store.of_rows(digest)
 
     def _claimable(
         self, db: Database, actor: str, types: list[str], labels: list[str] = (), in_repo: bool = False
@@ -413,6 +455,12 @@ class Board:
         """The row of the card claim-next would give `actor` (of one of `types`, carrying one of `labels`, when
         given; naming a repository, with `in_repo`): ready, in todo, not reserved for another, not a contest it
         already has an entry in."""
+        return rows(db, *self._claimable_query(actor, types, labels, in_repo))
+
+    def _claimable_query(
+        self, actor: str, types: list[str], labels: list[str] = (), in_repo: bool = False
+    ) -> tuple[str, list]:
+        """`_claimable`'s statement and its parameters."""
         where, params = ["t.status = 'todo'", "(t.reserved_for IS NULL OR t.reserved_for = ?)"], [actor]
         if in_repo:
             where.append("t.repo IS NOT NULL")
@@ -421,8 +469,7 @@ class Board:
         if labels:
             where.append("(" + " OR ".join([self.store.dialect.json_has("t.labels")] * len(labels)) + ")")
             params.extend(labels)
-        return rows(
-            db,
+        return (
             f"SELECT * FROM tasks t WHERE {' AND '.join(where)} AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks "
             "dt ON dt.id = d.depends_on WHERE d.task_id = t.id AND dt.status != 'done') AND (t.contest IS NULL OR NOT "
             "EXISTS (SELECT 1 FROM tasks o WHERE o.contest = t.contest AND o.assignee = ?)) ORDER BY t.priority DESC, "
@@ -442,10 +489,12 @@ class Board:
         row = self.machine.move(db, row, "in_progress", via, actor, token=row["fencing_token"], note=note, ts=ts)
         return self._granted(db, row, row["lease_expires_at"])
 
-    def _granted(self, db: Database, row: dict, expires: float, fresh: bool = False) -> Claim:
+    def _granted(
+        self, db: Database, row: dict, expires: float, fresh: bool = False, deps: list[dict] | None = None
+    ) -> Claim:
         """The answer to the claim holder: its card, token and lease, and other agents' live reservations of the
         card's declared paths (a warning: the claim stands). `fresh`: a new claim, whose token has no artifacts
-        yet."""
+        yet; `deps`: the card's dependency rows, read in this transaction."""
         others = self.reservations.others_on(db, row, row["assignee"], now())
         warning = ""
         if others:
@@ -454,7 +503,7 @@ class Board:
         return Claim(
             claimed=True,
             message=f"task {row['id']} is yours until {iso(expires)}{warning}",
-            task=cards.task(db, row, 0, viewer=row["assignee"], artifacts=not fresh),
+            task=cards.task(db, row, 0, viewer=row["assignee"], artifacts=not fresh, deps=deps),
             token=row["fencing_token"],
             lease_expires_at=iso(expires),
             lease_seconds=self.lease_seconds,
@@ -530,8 +579,10 @@ class Board:
             )
         ts = now()
         with self.store.write() as db:
-            self.machine.sweep(db, ts)
-            row = cards.row(db, task_id)
+            (found,) = self.machine.swept(db, ts, [(cards.ROW, [task_id])])
+            if not found:
+                raise cards.missing(task_id)
+            row = found[0]
             if expected_version is not None and expected_version != row["version"]:
                 raise Conflict(
                     f"task {task_id} changed since version {expected_version} (it is now version "

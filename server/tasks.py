@@ -246,7 +246,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             if worktree and task_id is not None:  # a claim again by its holder is not undone if the worktree fails
                 card = board.summary(task_id)
                 held_before = card.status == "in_progress" and card.assignee == agent
-            claim = board.claim(agent, task_id=task_id, task_type=task_type, in_repo=worktree)
+            claim, digest = board.take(agent, task_id=task_id, task_type=task_type, in_repo=worktree)
             if not claim.claimed:
                 return agent, claim, None, []
             lessons: list[Hit] | None = []
@@ -257,7 +257,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 except Exception:  # the claim has committed: search them below, which never fails the call
                     log.exception("lessons computed ahead for task %s could not be read", claim.task.id)
                     lessons = None
-            return agent, claim, board.digests.get(claim.task.task_type), lessons
+            return agent, claim, digest, lessons
 
         agent, claim, digest, lessons = await lanes.run("write", take)
         given = None
