@@ -129,6 +129,18 @@ class Dialect(ABC):
         in it still fails the transaction."""
         db.execute(sql, params)
 
+    def update_version(self, db: Database, table: str, row: dict, sets: dict) -> dict | None:
+        """A guarded UPDATE of one row of `table` (its `id` and `version` columns) at the version the caller
+        read, the version bumped: the row after it, or None when it was not at that version."""
+        assignments = ", ".join(f"{column} = ?" for column in sets)
+        cursor = db.conn.execute(
+            f"UPDATE {table} SET {assignments}, version = version + 1 WHERE id = ? AND version = ? RETURNING *",
+            [*sets.values(), row["id"], row["version"]],
+        )
+        keys = [d[0] for d in cursor.description]
+        found = cursor.fetchone()
+        return None if found is None else dict(zip(keys, found))
+
     def send_many(self, db: Database, sql: str, seq: list) -> None:
         """`send` for each parameter list of `seq`."""
         db.conn.executemany(sql, seq)

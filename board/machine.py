@@ -243,18 +243,7 @@ class Machine:
     def _write(self, db: Database, row: dict, actor: str, action: str, sets: dict, note: str | None, ts: float) -> dict:
         """The one write of a card's state: a guarded UPDATE (only the version the caller checked), the
         version bump, the history row and the event."""
-        sets = {**sets, "updated_at": ts}
-        assignments = ", ".join(f"{column} = ?" for column in sets)
-        new = next(
-            iter(
-                rows(
-                    db,
-                    f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ? AND version = ? RETURNING *",
-                    [*sets.values(), row["id"], row["version"]],
-                )
-            ),
-            None,
-        )
+        new = self.store.dialect.update_version(db, "tasks", row, {**sets, "updated_at": ts})
         if new is None:  # cannot happen under the write lock; refuse rather than guess
             raise Conflict(f"task {row['id']} changed meanwhile; call get_task and retry")
         self._history(db, row["id"], actor, action, row["status"], new["status"], note, ts)
@@ -445,11 +434,12 @@ class Machine:
     @contextmanager
     def holding(
         self, actor: str, task_id: int, token: int, doing: str, running: bool = False
-    ) -> Iterator[tuple[Database, dict, float]]:
-        """A write transaction on a card the caller holds with its current token: yields (db, row, now)."""
+    ) -> Iterator[tuple[Database, dict, float, list[tuple[int, str]]]]:
+        """A write transaction on a card the caller holds with its current token: yields (db, row, now, its
+        dependencies with their status), read together."""
         ts = now()
         with self.store.write() as db:
-            (found,) = self.swept(db, ts, [(cards.ROW, [task_id])])
+            found, deps = self.swept(db, ts, [(cards.ROW, [task_id]), (cards.DEPENDENCIES.format("?"), [task_id])])
             if not found:
                 raise cards.missing(task_id)
             row = found[0]
@@ -459,4 +449,4 @@ class Machine:
                     f"task {task_id} is {row['status']}; resume it with update_task "
                     f"status='in_progress' before you {doing.split()[0]} it"
                 )
-            yield db, row, ts
+            yield db, row, ts, cards.needs_of(deps)

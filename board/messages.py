@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from ._sqlite_utils import Database
 from .agents import Agents
 from .cursor import decode_cursor, encode_cursor
-from .db import Store, iso, now, placeholders
+from .db import Store, iso, now, placeholders, rows, rows_many
 from .errors import InvalidInput
 from .events import InboxChanged
 from .knowledge import Knowledge
@@ -175,6 +175,36 @@ def parse_time(value: str, what: str) -> float:
         raise InvalidInput(f"{what} {value!r} is not an ISO 8601 time; send e.g. '2026-11-22T09:30:00Z'") from exc
 
 
+# a message's columns as _message reads them
+COLUMNS = "id, intent, sender, recipient, task_id, thread, reply_to, priority, summary, content, metadata, created_at"
+
+
+def _message(row: tuple, full: bool, read: bool | None = None, acked: bool | None = None) -> Message:
+    """A message from its COLUMNS (no JSON parse of the common empty metadata: a page is read on every
+    get_messages, and building it can cost more than the SQL)."""
+    i, intent, sender, recipient, task_id, thread, reply_to, priority, summary, full_content, metadata, created_at = row
+    content = full_content
+    if not full and len(content) > PREVIEW_CHARS:
+        content = content[:PREVIEW_CHARS] + f"… ({len(full_content)} characters; full=true for all)"
+    return Message(
+        id=i,
+        intent=intent,
+        sender=sender,
+        recipient=recipient,
+        task_id=task_id,
+        thread=thread,
+        reply_to=reply_to,
+        priority=RANK_MESSAGE_PRIORITY[priority],
+        summary=None if full_content.lstrip().startswith(summary) else summary,
+        content=content,
+        content_chars=len(full_content),
+        metadata={} if metadata == "{}" else json.loads(metadata),
+        created_at=iso(created_at),
+        read=read,
+        acked=acked,
+    )
+
+
 class Messages:
     def __init__(
         self, store: Store, agents: Agents, knowledge: Knowledge, limits, quotas: Quotas | None = None
@@ -241,9 +271,10 @@ class Messages:
 
     def _recipients(
         self, db: Database, sender: str, msg: NewMessage, thread: str, card: tuple | None
-    ) -> tuple[str | None, set[str]]:
-        """(the recipient as stored, the agents whose inbox gets the message). `card`: the (creator, holder,
-        reserved for) of the message's task, if it names one."""
+    ) -> tuple[str | None, set[str], tuple[str, list] | None]:
+        """(the recipient as stored, the agents whose inbox gets the message, and the read of its followers
+        whose agents get it too, or None: the caller reads it when it needs to). `card`: the (creator,
+        holder, reserved for) of the message's task, if it names one."""
         to: set[str] = set()
         recipient = msg.recipient.strip() if msg.recipient else None
         if recipient == "everyone":
@@ -266,15 +297,15 @@ class Messages:
             to.add(recipient)
         elif card is not None:
             to |= needs(msg.intent, sender, *card) if msg.metadata.get("event") else {p for p in card if p}
+        followers = None
         if not is_direct(recipient):  # a direct message reaches its addressee only, whoever follows its intent or task
-            subs = db.execute(
+            followers = (
                 "SELECT agent FROM subscriptions WHERE (kind = 'intent' AND value = ?) OR (kind = 'task' AND "
                 "value = ?) OR (kind = 'channel' AND value = ?)",
                 [msg.intent, str(msg.task_id), thread],
-            ).fetchall()
-            to |= {r[0] for r in subs}
+            )
         to.discard(sender)
-        return recipient, to
+        return recipient, to, followers
 
     @staticmethod
     def _card(db: Database, task_id: int | None) -> tuple | None:
@@ -290,8 +321,8 @@ class Messages:
 
     def post(
         self, db: Database, sender: str, msg: NewMessage, row: dict | None = None, charged: bool = False
-    ) -> tuple[int, set[str]]:
-        """Store a message inside the caller's write transaction; returns its id and recipients. `row`: the
+    ) -> tuple[int, set[str], tuple]:
+        """Store a message inside the caller's write transaction; returns its id, recipients and row (COLUMNS). `row`: the
         current row of the task it names, when the caller has it; `charged`: an agent's own message, counted
         against its quotas (board/quotas.py) once its recipients are known and before anything is written."""
         self._check(msg)
@@ -322,8 +353,11 @@ class Messages:
         if thread is None and msg.task_id is not None:
             thread = f"task-{msg.task_id}"
         msg = msg.model_copy(update=dict(recipient=recipient_in))
-        recipient, to = self._recipients(db, sender, msg, thread or "", card and card[:3])
+        recipient, to, followers = self._recipients(db, sender, msg, thread or "", card and card[:3])
         to |= also
+        if charged and followers is not None:  # the charge counts every recipient before anything is written
+            to |= {r["agent"] for r in rows(db, *followers)} - {sender}
+            followers = None
         if charged:
             size = len(msg.content) + len(msg.summary or "") + len(json.dumps(msg.metadata))
             if recipient == "everyone" or (recipient or "").startswith("role:"):
@@ -332,9 +366,9 @@ class Messages:
                 self.quotas.charge(db, sender, MESSAGE, 1, size)
         summary = (msg.summary or msg.content.strip().splitlines()[0])[: self.limits.message_summary]
         ts = now()
-        message_id = db.execute(
+        insert = (
             "INSERT INTO messages (intent, task_id, sender, recipient, thread, reply_to, summary, content, priority, "
-            "metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            f"metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}",
             [
                 msg.intent,
                 msg.task_id,
@@ -348,10 +382,17 @@ class Messages:
                 json.dumps(msg.metadata),
                 ts,
             ],
-        ).fetchall()[0][0]
+        )
+        # the followers are read with the insert (one round trip on a database server)
+        *read, inserted = rows_many(db, [followers, insert] if followers is not None else [insert])
+        stored = inserted[0]
+        message_id = stored["id"]
+        for found in read:
+            to |= {r["agent"] for r in found} - {sender}
         dialect = self.store.dialect
         if thread is None:
-            dialect.send(db, "UPDATE messages SET thread = ? WHERE id = ?", [f"msg-{message_id}", message_id])
+            stored["thread"] = f"msg-{message_id}"
+            dialect.send(db, "UPDATE messages SET thread = ? WHERE id = ?", [stored["thread"], message_id])
         dialect.send_many(
             db, "INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)]
         )
@@ -371,13 +412,13 @@ class Messages:
         self.store.emit(InboxChanged(message_id, frozenset(to)))
         if message_id % 10_000 == 0:
             self.store.optimize()  # keep the planner's statistics in step with a growing pool
-        return message_id, to
+        return message_id, to, tuple(stored.values())
 
     def publish(self, sender: str, msg: NewMessage) -> Message:
         """Post a message from an agent (its own transaction)."""
         with self.store.write() as db:
-            message_id, _ = self.post(db, sender, msg, charged=True)
-            return self._messages(db, [message_id], full=True)[0]
+            _, _, stored = self.post(db, sender, msg, charged=True)
+            return _message(stored, full=True)
 
     # ----------------------------------------------------------------- reading
 
@@ -385,58 +426,8 @@ class Messages:
         if not ids:
             return []
         marks = placeholders(ids)
-        # plain tuples, and no JSON parse of the common empty metadata: a page is read on every
-        # get_messages, and building it can cost more than the SQL
-        rows = {
-            r[0]: r
-            for r in db.execute(
-                "SELECT id, intent, sender, recipient, task_id, thread, reply_to, priority, summary, content, metadata, "
-                f"created_at FROM messages WHERE id IN ({marks})",
-                ids,
-            )
-        }
-        out = []
-        for i in ids:
-            (
-                _,
-                intent,
-                sender,
-                recipient,
-                task_id,
-                thread,
-                reply_to,
-                priority,
-                summary,
-                full_content,
-                metadata,
-                created_at,
-            ) = rows[i]
-            content = full_content
-            if not full and len(content) > PREVIEW_CHARS:
-                content = content[:PREVIEW_CHARS] + f"… ({len(full_content)} characters; full=true for all)"
-            read = acked = None
-            if state is not None:
-                read, acked = state[i]
-            out.append(
-                Message(
-                    id=i,
-                    intent=intent,
-                    sender=sender,
-                    recipient=recipient,
-                    task_id=task_id,
-                    thread=thread,
-                    reply_to=reply_to,
-                    priority=RANK_MESSAGE_PRIORITY[priority],
-                    summary=None if full_content.lstrip().startswith(summary) else summary,
-                    content=content,
-                    content_chars=len(full_content),
-                    metadata={} if metadata == "{}" else json.loads(metadata),
-                    created_at=iso(created_at),
-                    read=read,
-                    acked=acked,
-                )
-            )
-        return out
+        rows = {r[0]: r for r in db.execute(f"SELECT {COLUMNS} FROM messages WHERE id IN ({marks})", ids)}
+        return [_message(rows[i], full, *(state[i] if state is not None else (None, None))) for i in ids]
 
     def _filters(self, task_id, intent, thread, sender, since) -> tuple[list[str], list]:
         where, params = [], []
@@ -490,12 +481,18 @@ class Messages:
         # reading that marks messages read picks and marks them in one write transaction: two readers of
         # one inbox (two windows, or a waiting call beside another) never get the same message
         with self.store.write() if marking else self.store.read() as db:
-            unread = db.execute("SELECT count(*) FROM inbox WHERE agent = ? AND read_at IS NULL", [agent]).fetchone()[0]
+            # the unread count and the first unread page travel together (one round trip on a database server)
+            statements = [("SELECT count(*) AS n FROM inbox WHERE agent = ? AND read_at IS NULL", [agent])]
             if phase == 0:
-                picked += db.execute(
-                    base + " AND i.read_at IS NULL AND i.message_id > ? ORDER BY i.message_id LIMIT ?",
-                    [agent, *params, after, limit + 1],
-                ).fetchall()
+                statements.append(
+                    (
+                        base + " AND i.read_at IS NULL AND i.message_id > ? ORDER BY i.message_id LIMIT ?",
+                        [agent, *params, after, limit + 1],
+                    )
+                )
+            counted, *first = rows_many(db, statements)
+            unread = counted[0]["n"]
+            picked += [(r["message_id"], r["read_at"], r["acked_at"]) for found in first for r in found]
             if not unread_only and len(picked) <= limit:
                 if phase == 0:
                     phase, after = 1, None
@@ -513,9 +510,10 @@ class Messages:
             if cut:  # the rest stay unread, for the next page
                 messages, picked, more = messages[:kept], picked[:kept], True
             fresh = [m.id for m in messages if not m.read]
-            if marking and fresh:
+            if marking and fresh:  # sent with the commit
                 ts = now()
-                db.conn.executemany(
+                self.store.dialect.send_many(
+                    db,
                     "UPDATE inbox SET read_at = ? WHERE agent = ? AND message_id = ? AND read_at IS NULL",
                     [(ts, agent, i) for i in fresh],
                 )

@@ -32,7 +32,7 @@ import psycopg
 from psycopg.pq import PipelineStatus, TransactionStatus
 
 from .dialect import Dialect
-from .errors import Unavailable, first_line
+from .errors import Conflict, Unavailable, first_line
 from .pg_migrations import apply_migrations
 
 WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction holds
@@ -170,9 +170,12 @@ class PgDatabase:
 
 @contextmanager
 def _reachable(committing: bool = False) -> Iterator[None]:
-    """The driver's "cannot reach the server" as Unavailable (its other errors pass through)."""
+    """The driver's "cannot reach the server" as Unavailable, a guarded update that found its row moved on
+    (update_version) as Conflict (its other errors pass through)."""
     try:
         yield
+    except psycopg.errors.DivisionByZero:
+        raise Conflict("a card changed meanwhile; nothing was written; call get_task and retry") from None
     except psycopg.OperationalError as exc:
         reason = first_line(exc)
         if committing:
@@ -248,6 +251,18 @@ class PostgreSQL(Dialect):
 
     def send(self, db: PgDatabase, sql: str, params: list | tuple = ()) -> None:
         db.defer(sql, params)
+
+    def update_version(self, db: PgDatabase, table: str, row: dict, sets: dict) -> dict | None:
+        """Sent with the next statement, not waited for: the row after it is the row read with `sets` and the
+        new version (the UPDATE changes nothing else). Should the row not be at that version, the statement
+        divides by zero, failing the transaction (Conflict: nothing is written)."""
+        assignments = ", ".join(f"{column} = ?" for column in sets)
+        db.defer(
+            f"WITH u AS (UPDATE {table} SET {assignments}, version = version + 1 WHERE id = ? AND version = ? "
+            "RETURNING 1) SELECT 1 / (SELECT count(*) FROM u)",
+            [*sets.values(), row["id"], row["version"]],
+        )
+        return {**row, **sets, "version": row["version"] + 1}
 
     def send_many(self, db: PgDatabase, sql: str, seq: list) -> None:
         for params in seq:

@@ -18,7 +18,7 @@ from .agents import OPERATOR_ROLES, Agents
 from .commits import BOTH, Commits
 from .contests import Contests
 from .cursor import decode_cursor, encode_cursor
-from .db import Store, iso, now, placeholders, rows, rows_many
+from .db import Store, iso, now, placeholders, rows
 from .decisions import Decisions
 from .digest_store import Digest, Digests
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim
@@ -384,7 +384,16 @@ class Board:
         with self.store.write() as db:
             if task_id is None:
                 sql, params = self._claimable_query(actor, [task_type] if task_type else [], in_repo=in_repo)
-                (found,) = self.machine.swept(db, ts, [(sql, params)])
+                # the card's dependencies and digest are read with it, the same query as a subquery: one round trip
+                found, deps, digest = self.machine.swept(
+                    db,
+                    ts,
+                    [
+                        (sql, params),
+                        (cards.DEPENDENCIES.format(f"SELECT id FROM ({sql}) AS c"), params),
+                        (digest_store.OF_TYPE.format(f"SELECT task_type FROM ({sql}) AS c"), params),
+                    ],
+                )
                 if not found:
                     what = f" of type {task_type!r}" if task_type else ""
                     what += " naming a repository" if in_repo else ""
@@ -394,13 +403,6 @@ class Board:
                         "or call get_board to see what is blocked or waiting on dependencies",
                     ), None
                 row = found[0]
-                deps, digest = rows_many(
-                    db,
-                    [
-                        (cards.DEPENDENCIES.format("?"), [row["id"]]),
-                        (digest_store.OF_TYPE.format("?"), [row["task_type"]]),
-                    ],
-                )
             else:
                 found, deps, digest = self.machine.swept(
                     db,
@@ -512,13 +514,13 @@ class Board:
 
     def renew(self, actor: str, task_id: int, token: int) -> Claim:
         """Extend the holder's lease by the lease length from now."""
-        with self.machine.holding(actor, task_id, token, "renew the claim on", running=True) as (db, row, ts):
+        with self.machine.holding(actor, task_id, token, "renew the claim on", running=True) as (db, row, ts, _):
             return self._renew(db, row, actor, ts, None, "update_task")
 
     def release(self, actor: str, task_id: int, token: int, reason: str | None = None) -> TaskSummary:
         """Give a claimed card back to todo."""
         check_text(reason, self.limits.note, "reason")
-        with self.machine.holding(actor, task_id, token, "release") as (db, row, ts):
+        with self.machine.holding(actor, task_id, token, "release") as (db, row, ts, needs):
             self.messages.event(
                 db,
                 actor,
@@ -528,7 +530,7 @@ class Board:
                 row=row,
             )
             row = self.machine.move(db, row, "todo", "release_task", actor, token=token, note=reason, ts=ts)
-            return cards.summarize(db, row)
+            return cards.summarize(db, row, needs)
 
     def update(
         self,
@@ -579,7 +581,9 @@ class Board:
             )
         ts = now()
         with self.store.write() as db:
-            (found,) = self.machine.swept(db, ts, [(cards.ROW, [task_id])])
+            found, deps = self.machine.swept(
+                db, ts, [(cards.ROW, [task_id]), (cards.DEPENDENCIES.format("?"), [task_id])]
+            )
             if not found:
                 raise cards.missing(task_id)
             row = found[0]
@@ -654,6 +658,7 @@ class Board:
                     sets=changes,
                     note=text or None,
                     ts=ts,
+                    deps=deps,
                 )
             else:
                 if row["status"] == "in_progress" and held and actor == row["assignee"]:
@@ -667,7 +672,7 @@ class Board:
                     text or None,
                     ts,
                 )
-            return cards.summarize(db, row)
+            return cards.summarize(db, row, cards.needs_of(deps))  # a card's edit or move changes none of them
 
     def _approval_after(self, row: dict, actor: str, asked: bool | None, labels: str | None) -> str | None:
         """Why the card needs a person's approval after an edit by its creator or an operator: a label that asks
@@ -724,10 +729,9 @@ class Board:
             raise InvalidInput(BOTH)
         if not output.strip() and not artifacts and commit is None:
             raise InvalidInput("complete_task needs output= describing what was done (or at least one artifact)")
-        with self.machine.holding(actor, task_id, token, "complete", running=True) as (db, row, ts):
-            needs = None  # the card's dependencies, once read (completing changes none of them)
+        with self.machine.holding(actor, task_id, token, "complete", running=True) as (db, row, ts, needs):
+            # completing changes none of the card's dependencies
             if callable(to_status):
-                needs = cards.dependencies(db, [task_id])[task_id]
                 to_status = to_status(cards.summarize(db, row, needs))
                 if to_status not in ("review", "done", "needs_human"):
                     raise ValueError("to_status must be review, done or needs_human")
