@@ -54,7 +54,7 @@ def rows_many(db: Database, statements: list[tuple[str, list | tuple]]) -> list[
     """Several statements' rows, each as `rows` gives them: statements that need none of each other's
     answers, which a database server gets in one round trip (PostgreSQL's pipeline)."""
     together = getattr(db, "rows_many", None)
-    if together is not None:
+    if together is not None and statements:  # none: what was deferred waits for the next statement
         return together(statements)
     return [rows(db, sql, params) for sql, params in statements]
 

@@ -119,11 +119,7 @@ class PgDatabase:
             cursors = [self._conn.execute(translate(sql), tuple(params)) for sql, params in statements]
             if end:
                 self._conn.execute("END")
-        out = []
-        for cursor in cursors:
-            keys = [c.name for c in cursor.description]
-            out.append([dict(zip(keys, row)) for row in cursor.fetchall()])
-        return out
+        return [_dicts(cursor) for cursor in cursors]
 
     def commit_after(self, sql: str, params: Iterable, then: tuple[str, Iterable]) -> list[tuple]:
         """What was deferred, `sql`, `then` and COMMIT in one round trip; the rows `sql` returned."""
@@ -143,11 +139,7 @@ class PgDatabase:
             cursor.executemany(translate(sql), [tuple(p) for p in seq])
 
     def query(self, sql: str, params: Iterable = ()) -> Iterator[dict]:
-        cursor = self.execute(sql, params)
-        if cursor.description is None:
-            return iter(())
-        keys = [c.name for c in cursor.description]
-        return (dict(zip(keys, row)) for row in cursor.fetchall())
+        return iter(_dicts(self.execute(sql, params)))
 
     @property
     def alive(self) -> bool:
@@ -166,6 +158,16 @@ class PgDatabase:
     def close(self) -> None:
         self._deferred = []
         self._conn.close()
+
+
+def _dicts(cursor) -> list[dict]:
+    """The rows of the cursor's result as dicts, the column names read from the result itself (cheaper than
+    the cursor's description, whose columns the driver builds one object each)."""
+    result = cursor.pgresult
+    if result is None or not result.nfields:  # a statement that returns no rows
+        return []
+    keys = [result.fname(i).decode() for i in range(result.nfields)]
+    return [dict(zip(keys, row)) for row in cursor.fetchall()]
 
 
 @contextmanager

@@ -543,8 +543,10 @@ class Reservations:
         return Released(released=patterns, message=f"released {len(patterns)} pattern(s)")
 
     def card_ended(self, db: Database, row: dict) -> None:
-        """A state machine hook: a card that ended (ENDS) releases the reservations tied to it."""
-        db.execute(
+        """A state machine hook: a card that ended (ENDS) releases the reservations tied to it (sent with the
+        transaction's next statement)."""
+        self.store.dialect.send(
+            db,
             "UPDATE reservations SET released_at = ? WHERE task_id = ? AND released_at IS NULL",
             [row["updated_at"], row["id"]],
         )

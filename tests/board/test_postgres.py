@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 import anyio
 import pytest
 from pg_cluster import PostgresCluster
 
-from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable
+from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable, cards
 from hiveboard.board.db import dialect_for, redact
+from hiveboard.board.errors import Conflict
 from hiveboard.board.events import Topic
 from hiveboard.board.pg_migrations import MIGRATIONS
 from hiveboard.board.postgres import translate
@@ -67,6 +69,96 @@ async def test_a_commit_on_one_node_wakes_a_waiter_on_another(postgres):
     finally:
         one.store.close()
         two.store.close()
+
+
+def test_a_watcher_is_woken_by_another_nodes_commits_not_by_its_own(postgres):
+    url = postgres.database()
+    one, two = Board(Store(url)), Board(Store(url))
+    dialect = one.store.dialect
+    watch = dialect.watch_connect(url)
+    try:
+        one.create("alice", NewTask(title="written by node one"))
+        # node one's watcher has that event already: its NOTIFY names node one, so it reads nothing
+        assert not dialect.wait_for_commit(watch, 2, one.store.notifier.origin)
+        two.create("bob", NewTask(title="written by node two"))
+        assert dialect.wait_for_commit(watch, 2, one.store.notifier.origin), "node two's commit did not wake node one"
+        one.create("alice", NewTask(title="node one again"))
+        two.create("bob", NewTask(title="node two again"))
+        # both arrived before the look: any commit of another node among them is a reason to read
+        assert dialect.wait_for_commit(watch, 2, one.store.notifier.origin)
+    finally:
+        watch.close()
+        one.store.close()
+        two.store.close()
+
+
+def _round_trips(store: Store):
+    """Count the round trips to the server from this thread's connection (a statement outside a pipeline, or a
+    pipeline's sync)."""
+    conn = store.db._conn
+    counted = {"n": 0}
+    execute, pipeline = conn.execute, conn.pipeline
+
+    def counted_execute(*args, **kwargs):
+        if conn.pgconn.pipeline_status == 0:  # psycopg.pq.PipelineStatus.OFF
+            counted["n"] += 1
+        return execute(*args, **kwargs)
+
+    @contextmanager
+    def counted_pipeline():
+        with pipeline() as p:
+            yield p
+        counted["n"] += 1
+
+    conn.execute, conn.pipeline = counted_execute, counted_pipeline
+    return counted
+
+
+def test_reads_take_one_round_trip_and_writes_few(postgres):
+    """What a tool costs on a database server is mostly its round trips: a read is one (its snapshot's
+    beginning, the probe for expired leases, its statements and its end travel together), a claim, an update
+    and a release a few."""
+    board = Board(Store(postgres.database()))
+    try:
+        first = board.create("lead", NewTask(title="first"))
+        card = board.create("lead", NewTask(title="second", depends_on=[first.id]))
+        trips = _round_trips(board.store)
+        for read in (lambda: board.get(card.id), lambda: board.list(), lambda: board.board()):
+            trips["n"] = 0
+            read()
+            assert trips["n"] == 1
+        costs = {}
+        for name, write in (
+            ("claim", lambda: board.claim("dev", task_id=first.id)),
+            ("update", lambda: board.update("dev", first.id, token=1, note="half way")),
+            ("release", lambda: board.release("dev", first.id, 1)),
+        ):
+            trips["n"] = 0
+            write()
+            costs[name] = trips["n"]
+        # claim: the card, its dependencies, digest and the sweep's probe; the move with its history and the claim's
+        # message; the message's inbox rows, the events and the commit
+        assert costs == {"claim": 3, "update": 2, "release": 3}
+    finally:
+        board.store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_guarded_update_whose_row_moved_on_fails_and_writes_nothing(kind, postgres, tmp_path):
+    board = Board(Store(postgres.database() if kind == "postgresql" else str(tmp_path / "b.db")))
+    try:
+        card = board.create("lead", NewTask(title="as written"))
+        with pytest.raises(Conflict, match="changed meanwhile"):
+            with board.store.write() as db:
+                row = cards.row(db, card.id)
+                board.machine.edit(
+                    db, {**row, "version": row["version"] - 1}, "lead", "edited", {"title": "x"}, None, 1
+                )
+                db.execute("SELECT 1")  # on PostgreSQL the update travels with the next statement
+        again = board.get(card.id)
+        assert (again.title, again.version) == ("as written", card.version)
+    finally:
+        board.store.close()
 
 
 def test_a_restarted_server_costs_nothing_and_a_stopped_one_one_clear_error(postgres, tmp_path):
