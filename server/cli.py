@@ -235,6 +235,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     configure_logging(settings)
+    if problem := role_problem(settings.agent_role):  # stdio's agent registers with it: a typo grants nothing
+        print(f"hiveboard: {problem}", file=sys.stderr)
+        return 2
     if problem := shared_memory_problem(settings):
         from .config import SetupError
 
@@ -578,6 +581,15 @@ def board_text(board: Board, top: int) -> str:
             lines.append(f"  #{t.id:<5} [{t.priority:<8}] {t.task_type:<9} {t.title}{who}{mark}")
         if column.count > len(column.top):
             lines.append(f"  … {column.count - len(column.top)} more (hiveboard board --top N)")
+    if view.reservations_live:
+        lines.append(f"\nRESERVED PATHS ({view.reservations_live})")
+        for r in view.reservations or []:
+            where = f"{r.repo}:" if r.repo else ""
+            card = f" for #{r.task_id}" if r.task_id is not None else ""
+            kind = "exclusive" if r.exclusive else "shared"
+            lines.append(f"  {where}{r.pattern}  @{r.agent}{card}, {kind}, until {r.until}")
+        if view.reservations_live > len(view.reservations or []):
+            lines.append(f"  … {view.reservations_live - len(view.reservations or [])} more")
     surfaced, useful = board.knowledge.reuse()
     rate = f", reuse rate {useful / surfaced:.0%}" if surfaced else ""
     lines.append(

@@ -132,13 +132,14 @@ def test_reads_take_one_round_trip_and_writes_few(postgres):
             ("claim", lambda: board.claim("dev", task_id=first.id)),
             ("update", lambda: board.update("dev", first.id, token=1, note="half way")),
             ("release", lambda: board.release("dev", first.id, 1)),
+            ("claim-next", lambda: board.claim("dev")),
         ):
             trips["n"] = 0
             write()
             costs[name] = trips["n"]
         # claim: the card, its dependencies, digest and the sweep's probe; the move with its history and the claim's
         # message; the message's inbox rows, the events and the commit
-        assert costs == {"claim": 3, "update": 2, "release": 3}
+        assert costs == {"claim": 3, "update": 2, "release": 3, "claim-next": 3}
     finally:
         board.store.close()
 

@@ -18,6 +18,7 @@ from mcp import Client
 from hiveboard.board import Board, Store
 from hiveboard.board.reservations import overlap
 from hiveboard.server.app import build_server
+from hiveboard.server.cli import board_text
 from hiveboard.server.guard import CHAINED, MARK
 from hiveboard.server.identity import Identity
 from hiveboard.server.web.app import card_page
@@ -202,9 +203,13 @@ async def test_the_board_the_card_and_the_claim_show_reservations(connect, board
             "lib/**",
         }
         assert "reservations" not in await call(carol, "claim_task")  # no card: nothing to warn about
-    # and the card's web page shows who holds what
+    # and the card's web page shows who holds what, as does the terminal's board
     page = await anyio.to_thread.run_sync(card_page, board, task["id"], Viewer("carol", "csrf", False))
     assert 'id="reservations"' in page and "<code>src/api/auth.py</code>" in page and "@bob" in page
+    text = await anyio.to_thread.run_sync(board_text, board, 0)
+    lines = text.split("RESERVED PATHS (2)\n")[1].splitlines()
+    assert lines[0].startswith("  src/api/auth.py  @bob, shared, until ")
+    assert lines[1].startswith("  lib/**  @bob, exclusive, until ")
 
 
 async def test_each_bad_input_is_refused_in_one_sentence_and_nothing_is_written(connect, board):

@@ -438,6 +438,17 @@ def test_agent_add_refuses_a_role_the_board_does_not_know(tmp_path):
     assert cli("--home", str(home), "agent", "add", "bob", "--role", "lead").returncode == 0
 
 
+def test_serve_refuses_a_role_the_board_does_not_know(tmp_path):
+    home = tmp_path / "home"
+    for env, argv in (({}, ["--role", "humna"]), ({"HIVEBOARD_AGENT_ROLE": "humna"}, [])):
+        refused(
+            cli("--home", str(home), "serve", "--agent", "bob", *argv, env=env),
+            "unknown role 'humna' (did you mean human?); the roles are human, lead and critic, which carry rights on "
+            "the board, and coder, reviewer and tester, which are labels: pass one of them, or leave --role out",
+        )
+    assert not home.exists()
+
+
 def test_agent_list_has_a_header(tmp_path):
     a_board(tmp_path)
     out = cli("--home", str(tmp_path), "agent", "list")
