@@ -30,11 +30,15 @@ def missing(task_id: int) -> NotFound:
 
 def dependencies(db: Database, ids: list[int]) -> dict[int, list[tuple[int, str]]]:
     """Dependencies of each task id, with their status."""
+    return needs_by_card(ids, rows(db, DEPENDENCIES.format(placeholders(ids)), ids) if ids else [])
+
+
+def needs_by_card(ids: list[int], deps: list[dict]) -> dict[int, list[tuple[int, str]]]:
+    """(dependency, its status) of each card of `ids`, from DEPENDENCIES rows (rows of other cards left out)."""
     out: dict[int, list[tuple[int, str]]] = {i: [] for i in ids}
-    if not ids:
-        return out
-    for r in db.execute(DEPENDENCIES.format(placeholders(ids)), ids):
-        out[r[0]].append((r[1], r[2]))
+    for d in deps:
+        if d["task_id"] in out:
+            out[d["task_id"]].append((d["depends_on"], d["status"]))
     return out
 
 

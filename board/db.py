@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ._sqlite_utils import Database
-from .dialect import Dialect, SQLite
+from .dialect import Dialect, SQLite, as_dicts
 from .errors import Unavailable
 from .events import Event, Notifier, encode, prune_from
 
@@ -45,9 +45,7 @@ def rows(db: Database, sql: str, params: list | tuple = ()) -> list[dict]:
 
     sqlite-utils' Database.query wraps each statement in a savepoint (two more statements) so that it
     can refuse one that returns no rows; the board's statements on its hot paths always return rows."""
-    cursor = db.conn.execute(sql, params)
-    keys = [d[0] for d in cursor.description]
-    return [dict(zip(keys, row)) for row in cursor.fetchall()]
+    return as_dicts(db.conn.execute(sql, params))
 
 
 def rows_many(db: Database, statements: list[tuple[str, list | tuple]]) -> list[list[dict]]:

@@ -36,6 +36,12 @@ def fts5_match(words: list[str]) -> str | None:
     return " OR ".join(f'"{w}"' for w in words) or None
 
 
+def as_dicts(cursor) -> list[dict]:
+    """A DB-API cursor's rows (a SELECT, or a write with RETURNING) as dicts, all fetched."""
+    keys = [d[0] for d in cursor.description]
+    return [dict(zip(keys, row)) for row in cursor.fetchall()]
+
+
 class Dialect(ABC):
     """What the board needs from a database beyond the SQL the databases share."""
 
@@ -110,12 +116,7 @@ class Dialect(ABC):
         each one's rows as dicts."""
         self.begin_read(db)
         try:
-            out = []
-            for sql, params in statements:
-                cursor = db.conn.execute(sql, params)
-                keys = [d[0] for d in cursor.description]
-                out.append([dict(zip(keys, row)) for row in cursor.fetchall()])
-            return out
+            return [as_dicts(db.conn.execute(sql, params)) for sql, params in statements]
         finally:
             db.execute("END")
 
@@ -133,13 +134,13 @@ class Dialect(ABC):
         """A guarded UPDATE of one row of `table` (its `id` and `version` columns) at the version the caller
         read, the version bumped: the row after it, or None when it was not at that version."""
         assignments = ", ".join(f"{column} = ?" for column in sets)
-        cursor = db.conn.execute(
-            f"UPDATE {table} SET {assignments}, version = version + 1 WHERE id = ? AND version = ? RETURNING *",
-            [*sets.values(), row["id"], row["version"]],
+        found = as_dicts(
+            db.conn.execute(
+                f"UPDATE {table} SET {assignments}, version = version + 1 WHERE id = ? AND version = ? RETURNING *",
+                [*sets.values(), row["id"], row["version"]],
+            )
         )
-        keys = [d[0] for d in cursor.description]
-        found = cursor.fetchone()
-        return None if found is None else dict(zip(keys, found))
+        return found[0] if found else None
 
     def send_many(self, db: Database, sql: str, seq: list) -> None:
         """`send` for each parameter list of `seq`."""

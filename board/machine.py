@@ -371,6 +371,16 @@ class Machine:
         self._return_expired(db, ts, [r["id"] for r in expired])
         return rows_many(db, statements)
 
+    def swept_card(self, db: Database, ts: float, task_id: int, *also: tuple[str, list]) -> tuple:
+        """Inside a write: the lease sweep, then the card's row (NotFound if there is none), its dependency rows
+        and the rows of each of `also`, read together (`swept`)."""
+        found, deps, *more = self.swept(
+            db, ts, [(cards.ROW, [task_id]), (cards.DEPENDENCIES.format("?"), [task_id]), *also]
+        )
+        if not found:
+            raise cards.missing(task_id)
+        return found[0], deps, *more
+
     def _return_expired(self, db: Database, ts: float, expired: list[int]) -> list[int]:
         for task_id in expired:
             row = cards.row(db, task_id)
@@ -439,10 +449,7 @@ class Machine:
         dependencies with their status), read together."""
         ts = now()
         with self.store.write() as db:
-            found, deps = self.swept(db, ts, [(cards.ROW, [task_id]), (cards.DEPENDENCIES.format("?"), [task_id])])
-            if not found:
-                raise cards.missing(task_id)
-            row = found[0]
+            row, deps = self.swept_card(db, ts, task_id)
             self.holder_check(row, actor, token, doing)
             if running and row["status"] != "in_progress":
                 raise IllegalTransition(

@@ -322,9 +322,10 @@ class Messages:
     def post(
         self, db: Database, sender: str, msg: NewMessage, row: dict | None = None, charged: bool = False
     ) -> tuple[int, set[str], tuple]:
-        """Store a message inside the caller's write transaction; returns its id, recipients and row (COLUMNS). `row`: the
-        current row of the task it names, when the caller has it; `charged`: an agent's own message, counted
-        against its quotas (board/quotas.py) once its recipients are known and before anything is written."""
+        """Store a message inside the caller's write transaction; returns its id, recipients and row (COLUMNS).
+        `row`: the current row of the task it names, when the caller has it; `charged`: an agent's own message,
+        counted against its quotas (board/quotas.py) once its recipients are known and before anything is
+        written."""
         self._check(msg)
         if row is not None and row["id"] == msg.task_id:
             card: tuple | None = (row["created_by"], row["assignee"], row["reserved_for"], row["task_type"])
@@ -426,8 +427,8 @@ class Messages:
         if not ids:
             return []
         marks = placeholders(ids)
-        rows = {r[0]: r for r in db.execute(f"SELECT {COLUMNS} FROM messages WHERE id IN ({marks})", ids)}
-        return [_message(rows[i], full, *(state[i] if state is not None else (None, None))) for i in ids]
+        by_id = {r[0]: r for r in db.execute(f"SELECT {COLUMNS} FROM messages WHERE id IN ({marks})", ids)}
+        return [_message(by_id[i], full, *(state[i] if state is not None else (None, None))) for i in ids]
 
     def _filters(self, task_id, intent, thread, sender, since) -> tuple[list[str], list]:
         where, params = [], []

@@ -38,7 +38,7 @@ from functools import lru_cache
 
 from . import cards
 from ._sqlite_utils import Database
-from .db import Store, iso, now, placeholders, rows, rows_many
+from .db import Store, iso, now, placeholders, rows
 from .errors import Conflict, InvalidInput
 from .machine import Machine
 from .models import Released, Reservation, Reserved
@@ -554,13 +554,9 @@ class Reservations:
     # ------------------------------------------------------------------ reading (inside the caller's read)
 
     @staticmethod
-    def live(db: Database, ts: float, limit: int = SHOWN) -> tuple[list[Reservation], int]:
-        """The live reservations, soonest to end first (at most `limit`), and how many there are."""
-        return Reservations.live_from(*rows_many(db, Reservations.live_statements(ts, limit)))
-
-    @staticmethod
     def live_statements(ts: float, limit: int = SHOWN) -> list[tuple[str, list]]:
-        """`live`'s two reads (live_from makes its answer of their rows)."""
+        """The reads of the live reservations, soonest to end first (at most `limit`), and how many there are
+        (live_from makes the answer of their rows)."""
         return [
             (f"SELECT count(*) AS n FROM reservations r WHERE {LIVE}", [ts, ts]),
             (f"SELECT r.* FROM reservations r WHERE {LIVE} ORDER BY r.expires_at, r.id LIMIT ?", [ts, ts, limit]),

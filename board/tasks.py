@@ -189,11 +189,8 @@ class Board:
         )
         total = counted[0]["n"]
         more = len(found) > limit
-        found = found[:limit]
-        deps: dict[int, list[tuple[int, str]]] = {r["id"]: [] for r in found}
-        for d in dep_rows:
-            if d["task_id"] in deps:  # the page's extra row (whether there is more) is not shown
-                deps[d["task_id"]].append((d["depends_on"], d["status"]))
+        found = found[:limit]  # the page's extra row (whether there is more) is not shown
+        deps = cards.needs_by_card([r["id"] for r in found], dep_rows)
         tasks = [TaskSummary(**cards.summary_fields(r, deps[r["id"]])) for r in found]
         next_cursor = encode_cursor(found[-1]["priority"], found[-1]["id"]) if more else None
         return Page(tasks=tasks, total=total, next_cursor=next_cursor)
@@ -404,18 +401,12 @@ class Board:
                     ), None
                 row = found[0]
             else:
-                found, deps, digest = self.machine.swept(
+                row, deps, digest = self.machine.swept_card(
                     db,
                     ts,
-                    [
-                        (cards.ROW, [task_id]),
-                        (cards.DEPENDENCIES.format("?"), [task_id]),
-                        (digest_store.OF_TYPE.format("SELECT task_type FROM tasks WHERE id = ?"), [task_id]),
-                    ],
+                    task_id,
+                    (digest_store.OF_TYPE.format("SELECT task_type FROM tasks WHERE id = ?"), [task_id]),
                 )
-                if not found:
-                    raise cards.missing(task_id)
-                row = found[0]
                 if in_repo and row["repo"] is None:
                     raise InvalidInput(
                         f"task {task_id} names no repository, so it has no worktree to give; claim it without "
@@ -581,12 +572,7 @@ class Board:
             )
         ts = now()
         with self.store.write() as db:
-            found, deps = self.machine.swept(
-                db, ts, [(cards.ROW, [task_id]), (cards.DEPENDENCIES.format("?"), [task_id])]
-            )
-            if not found:
-                raise cards.missing(task_id)
-            row = found[0]
+            row, deps = self.machine.swept_card(db, ts, task_id)
             if expected_version is not None and expected_version != row["version"]:
                 raise Conflict(
                     f"task {task_id} changed since version {expected_version} (it is now version "
