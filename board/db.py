@@ -61,6 +61,26 @@ log = logging.getLogger("hiveboard")
 _borrowed = threading.local()  # the pooled stores whose connection this thread holds
 
 
+class WouldWait(Exception):
+    """A write of a call that must not wait (`not_waiting`) found the write lock held: nothing was written."""
+
+
+_here = threading.local()  # this thread runs a call that must not wait for the write lock (`not_waiting`)
+
+
+@contextmanager
+def not_waiting() -> Iterator[None]:
+    """Run a call that must not wait for the board's write lock (on an event loop's own thread): its first
+    write transaction raises `WouldWait` instead of waiting when another thread or process holds the lock,
+    before anything was written, so the whole call can be run again where it may wait. A write after that
+    first one waits as usual (the call has written: running it again would write twice)."""
+    _here.active, _here.wrote = True, False
+    try:
+        yield
+    finally:
+        _here.active = False
+
+
 def release_connections() -> None:
     """Hand back every pooled connection this thread holds (see Store's `pool`): a worker thread calls it
     when it finishes a call, so that threads waiting for their next call hold none."""
@@ -246,11 +266,27 @@ class Store:
         if self.read_only:
             raise PermissionError(f"{self.path} was opened read-only")
         db = self.db
+        if getattr(_here, "active", False) and not _here.wrote:
+            yield from self._write_at_once(db)
+            return
         # Threads of this process queue on a mutex (an immediate hand-over); only other processes meet
         # SQLite's busy handler, which sleeps in growing steps while it waits.
         with self._write_lock:
             self.dialect.begin_write(db)
             yield from self._transaction(db)
+        self._publish()
+
+    def _write_at_once(self, db: Database) -> Iterator[Database]:
+        """`write` for a call that must not wait (`not_waiting`): `WouldWait` when the lock is held."""
+        if not self._write_lock.acquire(blocking=False):
+            raise WouldWait
+        try:
+            if not self.dialect.try_begin_write(db):
+                raise WouldWait
+            _here.wrote = True
+            yield from self._transaction(db)
+        finally:
+            self._write_lock.release()
         self._publish()
 
     @contextmanager

@@ -93,6 +93,7 @@ class Dialect(ABC):
     ordered_join = "JOIN"  # a join the planner must do in the order written (where it needs telling)
     same = "IS NOT DISTINCT FROM"  # equality that holds for two NULLs
     pushes = False  # True: the watcher blocks in wait_for_commit; False: it polls commit_counter
+    embedded = False  # True: the database runs in this process, a statement is a function call (no round trip)
 
     def wait_for_commit(self, conn, timeout: float, origin: str = "") -> bool:
         """Block until another connection commits or `timeout` passes; whether one did that another process
@@ -200,6 +201,7 @@ class SQLite(Dialect):
     """One SQLite file shared by threads and processes: WAL, a busy timeout, an immediate write lock."""
 
     name = "sqlite"
+    embedded = True
     ordered_join = "CROSS JOIN"  # SQLite's planner keeps a CROSS JOIN's tables in the order written
     same = "IS"  # SQLite's IS compares any two values, NULL included
     Error = sqlite3.Error

@@ -79,6 +79,13 @@ def source_ids(source: str | None) -> dict[str, int]:
     return {f"{found.group(1)}_id": int(found.group(2))} if found else {}
 
 
+# an item's columns that make a MemoryItem (not its vectors: 3 kB a row that nothing here reads)
+ITEM = (
+    "id, kind, task_type, task_id, title, text, tags, source, created_by, created_at, deprecated, superseded_by, "
+    "merged_count"
+)
+
+
 def _item(row: dict) -> MemoryItem:
     return MemoryItem(
         id=row["id"],
@@ -352,7 +359,8 @@ class Knowledge:
             return {}
         marks = placeholders(ids)
         return {
-            r["id"]: _item(r) for r in rows(self.store.db, f"SELECT * FROM memory_items WHERE id IN ({marks})", ids)
+            r["id"]: _item(r)
+            for r in rows(self.store.db, f"SELECT {ITEM} FROM memory_items WHERE id IN ({marks})", ids)
         }
 
     def item(self, item_id: int) -> MemoryItem:
@@ -683,16 +691,22 @@ class Knowledge:
 
     # ----------------------------------------------------------------- reuse
 
-    def surfaced(self, agent: str, task_id: int | None, ids: list[int]) -> None:
+    def surfaced(self, agent: str, task_id: int | None, ids: list[int], db: Database | None = None) -> None:
+        """Record the items handed to `agent` for a card, once per item, agent and card (a re-claim does not
+        count again); in `db`'s write transaction when given, else in one of their own."""
         if not ids:
             return
+        if db is None:
+            with self.store.write() as db:
+                self.surfaced(agent, task_id, ids, db)
+            return
         ts = now()
-        with self.store.write() as db:  # once per item, agent and card: a re-claim does not count again
-            db.conn.executemany(
-                "INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) SELECT ?, ?, ?, ? WHERE NOT EXISTS "
-                f"(SELECT 1 FROM memory_surfaced WHERE item_id = ? AND agent = ? AND task_id {self.store.dialect.same} ?)",
-                [(i, agent, task_id, ts, i, agent, task_id) for i in ids],
-            )
+        self.store.dialect.send_many(
+            db,
+            "INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) SELECT ?, ?, ?, ? WHERE NOT EXISTS "
+            f"(SELECT 1 FROM memory_surfaced WHERE item_id = ? AND agent = ? AND task_id {self.store.dialect.same} ?)",
+            [(i, agent, task_id, ts, i, agent, task_id) for i in ids],
+        )
 
     def remember_output(self, db: Database, row: dict) -> None:
         """A card's work joins the shared memory when it is done: its review passed, a person passed it, or

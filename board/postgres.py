@@ -57,6 +57,11 @@ def translate(sql: str) -> str:
     return "".join(out)
 
 
+# how a transaction's opening statements begin (begin_write, begin_read): deferred, with nothing after them,
+# they never need to reach the server
+OPENING = ("BEGIN", "SELECT pg_advisory_xact_lock(")
+
+
 class PgDatabase:
     """A psycopg connection with the small surface the board uses of sqlite_utils' Database: `execute`,
     `query`, and `conn` (itself) for `execute`/`executemany`/`close`. A lost connection (the server
@@ -80,8 +85,10 @@ class PgDatabase:
         """One statement (with what was deferred ahead of it). COMMIT ends a write; END ends a read (so
         losing the server there is not reported as a commit that may have happened)."""
         if sql in ("COMMIT", "END", "ROLLBACK") and self._deferred and not self._begun:
-            self._deferred = []  # a transaction that never reached the server: nothing to end
-            return None
+            if sql == "ROLLBACK" or all(ahead.startswith(OPENING) for ahead, _ in self._deferred):
+                self._deferred = []  # a transaction that never reached the server: nothing to end
+                return None
+            # else its statements were all sent ahead (`send`): they go now, with the COMMIT
         if sql == "ROLLBACK":
             self._deferred = []  # what was deferred belongs to the transaction being abandoned
         deferred, self._deferred = self._deferred, []

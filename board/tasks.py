@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TypeVar
 
 from . import cards, digest_store
 from ._sqlite_utils import Database
@@ -65,6 +66,7 @@ from .worktrees import Worktrees
 
 CREATOR_ASKED = "asked by its creator"  # the one approval requirement its creator may clear again
 ApprovalRule = Callable[[str, list[str]], str | None]
+T = TypeVar("T")
 
 
 class Board:
@@ -372,75 +374,90 @@ class Board:
         return self.take(actor, task_id, task_type, in_repo)[0]
 
     def take(
-        self, actor: str, task_id: int | None = None, task_type: str | None = None, in_repo: bool = False
-    ) -> tuple[Claim, Digest | None]:
+        self,
+        actor: str,
+        task_id: int | None = None,
+        task_type: str | None = None,
+        in_repo: bool = False,
+        then: Callable[[Database, Task], T] | None = None,
+    ) -> tuple[Claim, Digest | None, T | None]:
         """`claim`, and the digest of the claimed card's task type, read in the claim's transaction (None when
         nothing was claimed or its type has none yet). The reads a claim needs travel together: one round
-        trip for the card, its dependencies and the digest on a database server when a task_id is given."""
+        trip for the card, its dependencies and the digest on a database server when a task_id is given.
+        `then(db, card)`: more work in the claim's transaction once a card is claimed, whose result comes
+        third (None when nothing was claimed)."""
         ts = now()
         with self.store.write() as db:
-            if task_id is None:
-                sql, params = self._claimable_query(actor, [task_type] if task_type else [], in_repo=in_repo)
-                # the card's dependencies and digest are read with it, the same query as a subquery: one round trip
-                found, deps, digest = self.machine.swept(
-                    db,
-                    ts,
-                    [
-                        (sql, params),
-                        (cards.DEPENDENCIES.format(f"SELECT id FROM ({sql}) AS c"), params),
-                        (digest_store.OF_TYPE.format(f"SELECT task_type FROM ({sql}) AS c"), params),
-                    ],
-                )
-                if not found:
-                    what = f" of type {task_type!r}" if task_type else ""
-                    what += " naming a repository" if in_repo else ""
-                    return Claim(
-                        claimed=False,
-                        message=f"no ready card{what} in todo right now; create one, "
-                        "or call get_board to see what is blocked or waiting on dependencies",
-                    ), None
-                row = found[0]
-            else:
-                row, deps, digest = self.machine.swept_card(
-                    db,
-                    ts,
-                    task_id,
-                    (digest_store.OF_TYPE.format("SELECT task_type FROM tasks WHERE id = ?"), [task_id]),
-                )
-                if in_repo and row["repo"] is None:
-                    raise InvalidInput(
-                        f"task {task_id} names no repository, so it has no worktree to give; claim it without "
-                        "worktree=true, or create a card with repo=<a name from hiveboard repo list>"
-                    )
-                if row["status"] == "in_progress" and row["assignee"] == actor:
-                    # Claiming what you already hold renews it and hands the token back (an agent that lost it).
-                    return self._renew(
-                        db, row, actor, ts, "claimed again by its holder", "claim_task"
-                    ), digest_store.of_rows(digest)
-                if row["status"] == "in_progress":
-                    raise NotYourClaim(
-                        f"task {task_id} is claimed by {row['assignee']} until "
-                        f"{iso(row['lease_expires_at'])}; call claim_task without task_id for the "
-                        "next ready card"
-                    )
-                if row["status"] != "todo":
-                    raise IllegalTransition(f"task {task_id} is {row['status']}; only todo cards can be claimed")
-            expires = ts + self.lease_seconds
-            row = self.machine.move(
+            claim, digest = self._take(db, actor, ts, task_id, task_type, in_repo)
+            more = then(db, claim.task) if then is not None and claim.claimed else None
+        return claim, digest, more
+
+    def _take(
+        self, db: Database, actor: str, ts: float, task_id: int | None, task_type: str | None, in_repo: bool
+    ) -> tuple[Claim, Digest | None]:
+        """`take`'s claim in its transaction."""
+        if task_id is None:
+            sql, params = self._claimable_query(actor, [task_type] if task_type else [], in_repo=in_repo)
+            # the card's dependencies and digest are read with it, the same query as a subquery: one round trip
+            found, deps, digest = self.machine.swept(
                 db,
-                row,
-                "in_progress",
-                "claim_task",
-                actor,
-                ts=ts,
-                note=f"lease until {iso(expires)}",
-                sets={"assignee": actor, "fencing_token": row["fencing_token"] + 1},
-                deps=deps,
+                ts,
+                [
+                    (sql, params),
+                    (cards.DEPENDENCIES.format(f"SELECT id FROM ({sql}) AS c"), params),
+                    (digest_store.OF_TYPE.format(f"SELECT task_type FROM ({sql}) AS c"), params),
+                ],
             )
-            self.messages.event(
-                db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}", row=row
+            if not found:
+                what = f" of type {task_type!r}" if task_type else ""
+                what += " naming a repository" if in_repo else ""
+                return Claim(
+                    claimed=False,
+                    message=f"no ready card{what} in todo right now; create one, "
+                    "or call get_board to see what is blocked or waiting on dependencies",
+                ), None
+            row = found[0]
+        else:
+            row, deps, digest = self.machine.swept_card(
+                db,
+                ts,
+                task_id,
+                (digest_store.OF_TYPE.format("SELECT task_type FROM tasks WHERE id = ?"), [task_id]),
             )
-            return self._granted(db, row, expires, fresh=True, deps=deps), digest_store.of_rows(digest)
+            if in_repo and row["repo"] is None:
+                raise InvalidInput(
+                    f"task {task_id} names no repository, so it has no worktree to give; claim it without "
+                    "worktree=true, or create a card with repo=<a name from hiveboard repo list>"
+                )
+            if row["status"] == "in_progress" and row["assignee"] == actor:
+                # Claiming what you already hold renews it and hands the token back (an agent that lost it).
+                return self._renew(
+                    db, row, actor, ts, "claimed again by its holder", "claim_task"
+                ), digest_store.of_rows(digest)
+            if row["status"] == "in_progress":
+                raise NotYourClaim(
+                    f"task {task_id} is claimed by {row['assignee']} until "
+                    f"{iso(row['lease_expires_at'])}; call claim_task without task_id for the "
+                    "next ready card"
+                )
+            if row["status"] != "todo":
+                raise IllegalTransition(f"task {task_id} is {row['status']}; only todo cards can be claimed")
+        expires = ts + self.lease_seconds
+        row = self.machine.move(
+            db,
+            row,
+            "in_progress",
+            "claim_task",
+            actor,
+            ts=ts,
+            note=f"lease until {iso(expires)}",
+            sets={"assignee": actor, "fencing_token": row["fencing_token"] + 1},
+            deps=deps,
+        )
+        self.messages.event(
+            db, actor, "task_claim", row["id"], f"{actor} claimed task {row['id']}: {row['title']}", row=row
+        )
+        return self._granted(db, row, expires, fresh=True, deps=deps), digest_store.of_rows(digest)
 
     def _claimable(
         self, db: Database, actor: str, types: list[str], labels: list[str] = (), in_repo: bool = False

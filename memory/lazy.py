@@ -18,6 +18,7 @@ from .errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 
 if TYPE_CHECKING:
     from hiveboard.board import Task
+    from hiveboard.board._sqlite_utils import Database
 
     from .service import Hit, Memory, Recorded, Results
 
@@ -59,10 +60,10 @@ class LazyMemory:
         """`Memory.pending`, once the memory is open (and indexing)."""
         return self.get().pending(queued_by)
 
-    def lessons_ahead(self, agent: str, task: Task) -> list[Hit] | None:
+    def lessons_ahead(self, agent: str, task: Task, db: Database | None = None) -> list[Hit] | None:
         """`Memory.lessons_ahead` when the memory is open; None (search them: `context_for`) until then."""
         memory = self._memory
-        return None if memory is None else memory.lessons_ahead(agent, task)
+        return None if memory is None else memory.lessons_ahead(agent, task, db)
 
     def context_for(self, agent: str, task: Task, k: int = 3) -> list[Hit]:
         """As `Memory.context_for`, which never fails: a claim made stands even when the memory cannot open."""

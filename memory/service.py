@@ -34,6 +34,8 @@ from .owner import SharedIndex
 if TYPE_CHECKING:  # Chroma, the embedding model and numpy load when a memory is opened, not with this module
     import numpy as np
 
+    from hiveboard.board._sqlite_utils import Database
+
     from .embeddings import Embedder
     from .index import VectorIndex
 
@@ -478,13 +480,14 @@ class Memory:
                 self.knowledge.supersede(db, supersedes, item_id)
         return Recorded(item=self.knowledge.item(item_id), merged=False)
 
-    def lessons_ahead(self, agent: str, task: Task) -> list[Hit] | None:
+    def lessons_ahead(self, agent: str, task: Task, db: Database | None = None) -> list[Hit] | None:
         """A claimed card's lessons when they need no embedding or search, recorded as surfaced; None when they
-        do (then `context_for`). A few reads and one write: fit for the claim's own lane."""
+        do (then `context_for`). A few reads and one write: fit for the claim's own lane. `db`: the claim's
+        write transaction on an embedded database (SQLite), which records them with the claim."""
         try:
             hits, _ = self._ahead(task)
             if hits is not None:
-                self.knowledge.surfaced(agent, task.id, [h.id for h in hits])
+                self.knowledge.surfaced(agent, task.id, [h.id for h in hits], db)
             return hits
         except Exception:
             log.exception("could not read the lessons computed ahead for task %s; searching them", task.id)

@@ -10,6 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
+from hiveboard.board._sqlite_utils import Database
 from hiveboard.board.commits import BOTH, Target
 from hiveboard.board.digest_store import Digest
 from hiveboard.board.errors import BoardError, InvalidInput
@@ -246,20 +247,29 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             if worktree and task_id is not None:  # a claim again by its holder is not undone if the worktree fails
                 card = board.summary(task_id)
                 held_before = card.status == "in_progress" and card.assignee == agent
-            claim, digest = board.take(agent, task_id=task_id, task_type=task_type, in_repo=worktree)
+            # lessons computed ahead (or none to hand) are read with the claim on SQLite (their record of being
+            # handed out is written with it), else after it; searching them waits for the lane's end
+            embedded = memory is not None and board.store.dialect.embedded
+
+            def ahead(db: Database | None, task: Task) -> list[Hit] | None:
+                try:
+                    return memory.lessons_ahead(agent, task, db)
+                except Exception:  # the claim stands: they are searched below, which never fails the call
+                    log.exception("lessons computed ahead for task %s could not be read", task.id)
+                    return None
+
+            claim, digest, lessons = board.take(
+                agent, task_id=task_id, task_type=task_type, in_repo=worktree, then=ahead if embedded else None
+            )
             if not claim.claimed:
                 return agent, claim, None, []
-            lessons: list[Hit] | None = []
-            if memory is not None:
-                # lessons computed ahead (or none to hand) are read here; searching them waits for the lane's end
-                try:
-                    lessons = memory.lessons_ahead(agent, claim.task)
-                except Exception:  # the claim has committed: search them below, which never fails the call
-                    log.exception("lessons computed ahead for task %s could not be read", claim.task.id)
-                    lessons = None
-            return agent, claim, digest, lessons
+            if memory is None:
+                return agent, claim, digest, []
+            return agent, claim, digest, lessons if embedded else ahead(None, claim.task)
 
-        agent, claim, digest, lessons = await lanes.run("write", take)
+        # on SQLite the claim runs on the event loop's thread unless it must wait; a worktree's check runs git
+        here = board.store.dialect.embedded and not worktree
+        agent, claim, digest, lessons = await lanes.run("write", take, here=here)
         given = None
         if worktree and claim.claimed:
             given = await _worktree(agent, claim, held_before)

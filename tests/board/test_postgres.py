@@ -162,6 +162,29 @@ def test_a_guarded_update_whose_row_moved_on_fails_and_writes_nothing(kind, post
         board.store.close()
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_write_of_statements_sent_ahead_alone_commits_them_in_one_round_trip(kind, postgres, tmp_path):
+    """A write transaction whose statements were all sent ahead (`send`, answers nobody reads) and that emits
+    no event: they reach the database with its COMMIT (on PostgreSQL they had been dropped as a transaction
+    that never began)."""
+    board = Board(Store(postgres.database() if kind == "postgresql" else str(tmp_path / "b.db")))
+    try:
+        agent = board.agents.register("dev")[0].name
+        trips = _round_trips(board.store) if kind == "postgresql" else {"n": 1}
+        with board.store.write() as db:
+            board.store.dialect.send_many(
+                db,
+                "INSERT INTO subscriptions (agent, kind, value, created_at) VALUES (?, ?, ?, 0)",
+                [(agent, "channel", "a"), (agent, "channel", "b")],
+            )
+        assert trips["n"] == 1
+        with board.store.read() as db:
+            found = db.execute("SELECT value FROM subscriptions WHERE agent = ? ORDER BY value", [agent]).fetchall()
+        assert [tuple(r) for r in found] == [("a",), ("b",)]
+    finally:
+        board.store.close()
+
+
 def test_a_restarted_server_costs_nothing_and_a_stopped_one_one_clear_error(postgres, tmp_path):
     """After a restart the old connections are dead: a transaction's first round trip finds that out before
     anything took effect, and goes again on a new connection. While the server is down, one sentence and

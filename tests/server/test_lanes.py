@@ -4,11 +4,14 @@ database, and writes take their turn one at a time."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 import anyio
 import pytest
 from conftest import call, until
 
+from hiveboard.board import NewTask
+from hiveboard.board.db import WouldWait, not_waiting
 from hiveboard.server import lanes
 
 pytestmark = pytest.mark.anyio
@@ -59,6 +62,85 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
         assert done["complete"]["status"] == "done"
         assert done["publish"]["id"] > 0
         assert (await call(bob, "get_task", task_id=lapsed["id"]))["status"] == "todo"
+
+
+@pytest.mark.parametrize("holder", ["thread", "process"])
+async def test_a_claim_that_must_wait_for_the_write_lock_waits_off_the_event_loop_and_claims_once(
+    connect, board, holder
+):
+    """On SQLite a claim runs on the event loop's thread (lanes.run's `here`), which must never wait: with the
+    write lock held by another thread of the server or another process, it goes to a worker thread with nothing
+    written, reads are answered meanwhile, and once the lock is free the card is claimed once."""
+    assert board.store.dialect.embedded
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="Write the parser")
+        held, free = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            if holder == "thread":
+                with board.store.write():
+                    held.set()
+                    free.wait(60)
+                return
+            other = sqlite3.connect(board.store.path, isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")
+            held.set()
+            free.wait(60)
+            other.execute("ROLLBACK")
+            other.close()
+
+        holding = threading.Thread(target=hold)
+        holding.start()
+        claimed: dict[str, dict] = {}
+
+        async def claim() -> None:
+            claimed["alice"] = await call(alice, "claim_task", task_id=card["id"])
+
+        try:
+            await anyio.to_thread.run_sync(held.wait, 60)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(claim)
+                await until(lambda: lanes.lane_of("write").busy, 60, "the claim to take the write lane")
+                await anyio.sleep(0.2)
+                seen = await call(bob, "get_task", task_id=card["id"])  # the event loop is not blocked
+                assert seen["status"] == "todo" and claimed == {}
+                free.set()
+        finally:
+            free.set()
+            holding.join(60)
+    assert claimed["alice"]["claimed"] and claimed["alice"]["token"] == 1
+    history = board.get(card["id"], history=10).history
+    assert [h.action for h in history].count("claimed") == 1
+
+
+def test_a_call_that_must_not_wait_writes_once_then_waits_like_any_other(board):
+    """`not_waiting`: the first write raises WouldWait while the lock is held, with nothing written; once the
+    call has written, a later write of it waits for the lock (running the call again would write twice)."""
+    held, free = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with board.store.write():
+            held.set()
+            free.wait(60)
+
+    def holding() -> threading.Thread:
+        held.clear(), free.clear()
+        thread = threading.Thread(target=hold)
+        thread.start()
+        held.wait(60)
+        return thread
+
+    with not_waiting():
+        thread = holding()
+        with pytest.raises(WouldWait):
+            board.create("lead", NewTask(title="refused"))
+        free.set(), thread.join(60)
+        board.create("lead", NewTask(title="first"))  # the lock is free: written at once
+        thread = holding()
+        threading.Timer(0.3, free.set).start()
+        board.create("lead", NewTask(title="second"))  # waits for the other thread, then writes
+    thread.join(60)
+    assert [t.title for t in board.list().tasks] == ["first", "second"]
 
 
 async def test_turns_serve_one_request_per_caller_and_a_backlog_yields_to_others():
