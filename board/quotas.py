@@ -198,6 +198,14 @@ class Quotas:
         self._check_size(db)
         self._spend(db, agent, kind, units, chars * per, per)
 
+    def check(self, db: Database, agent: str, kind: str, units: int = 1, chars: int = 0) -> None:
+        """`charge`'s refusal, recording nothing: for a call to find out before costly work (embedding a
+        lesson) whether its write would be refused; the write still charges in its own transaction."""
+        if not self.on or agent in BOARD_ACTORS:
+            return
+        self._check_size(db)
+        self._spend(db, agent, kind, units, chars, 1, record=False)
+
     def admit(self, db: Database, name: str) -> None:
         """Inside the write that registers a new agent by itself (whoami): refuse it past the board's caps."""
         if not self.on:
@@ -211,7 +219,9 @@ class Quotas:
             )
         self._spend(db, EVERYONE, REGISTER, 1, 0, 1, ask)
 
-    def _spend(self, db: Database, agent: str, kind: str, units: int, chars: int, per: int, ask: str = "") -> None:
+    def _spend(
+        self, db: Database, agent: str, kind: str, units: int, chars: int, per: int, ask: str = "", record: bool = True
+    ) -> None:
         if units < 1:  # nothing is written
             return
         series = SERIES[kind]
@@ -226,6 +236,8 @@ class Quotas:
             factor = 1
         if over is not None:
             raise OverQuota(self._refusal(db, agent, kind, over, used, latest, units, chars, per, factor, ts, ask))
+        if not record:
+            return
         for name in series:
             at, total_units, total_chars = latest.get(name, (ts, 0, 0))
             self.store.dialect.send(

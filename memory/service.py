@@ -439,6 +439,8 @@ class Memory:
         task_type = task_type.strip().lower()
         text = f"Problem: {problem.strip()}\nFix: {fix.strip()}"
         title = title or problem.strip().splitlines()[0][:120]
+        with self.board.store.read() as db:  # what would refuse the write is told before the embedding
+            self._lesson_refusal(db, actor, task_id, len(text))
         vector = self.embedder.embed([embedded_text("lesson", title, text)])[0]  # as the indexer would
         source = f"task:{task_id}" if task_id else None
         if supersedes is None:
@@ -460,8 +462,7 @@ class Memory:
                         similarity=round(float(sims[best]), 4),
                     )
         with self.board.store.write() as db:
-            if task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?", [task_id]).fetchone() is None:
-                raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
+            self._lesson_refusal(db, actor, task_id)
             self.board.quotas.charge(db, actor, LESSON, 1, len(text))
             item_id = self.knowledge.add(
                 db,
@@ -479,6 +480,13 @@ class Memory:
             if supersedes is not None:
                 self.knowledge.supersede(db, supersedes, item_id)
         return Recorded(item=self.knowledge.item(item_id), merged=False)
+
+    def _lesson_refusal(self, db: Database, actor: str, task_id: int | None, chars: int | None = None) -> None:
+        """Refuse a lesson naming a card that does not exist, or (with `chars`) one past the actor's quota."""
+        if task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?", [task_id]).fetchone() is None:
+            raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
+        if chars is not None:
+            self.board.quotas.check(db, actor, LESSON, 1, chars)
 
     def lessons_ahead(self, agent: str, task: Task, db: Database | None = None) -> list[Hit] | None:
         """A claimed card's lessons when they need no embedding or search, recorded as surfaced; None when they

@@ -155,12 +155,26 @@ async def test_a_quota_holds_across_nodes_and_operators_get_ten_times(limited):
         assert "over the quota of 20 (HIVEBOARD_QUOTAS__MESSAGES_PER_MINUTE=2, ×10 for role lead or human)" in text
 
 
+class Counting:
+    """An embedder that notes every text it is asked to embed."""
+
+    def __init__(self, embedder, seen: list):
+        self._embedder, self._seen = embedder, seen
+
+    def __getattr__(self, name):
+        return getattr(self._embedder, name)
+
+    def embed(self, texts):
+        self._seen.extend(texts)
+        return self._embedder.embed(texts)
+
+
 @pytest.fixture(scope="module")
 def embedder():
     return get_embedder()
 
 
-async def test_remember_and_record_lesson_are_limited_per_agent(limited, clock, tmp_path: Path, embedder):
+async def test_remember_and_record_lesson_are_limited_per_agent(limited, clock, tmp_path: Path, embedder, monkeypatch):
     board = limited(remember_items_per_hour=5, remember_mb_per_hour=100 / MB, lessons_per_hour=1)
     memory = open_memory(board, embedder, tmp_path)
     try:
@@ -176,9 +190,15 @@ async def test_remember_and_record_lesson_are_limited_per_agent(limited, clock, 
 
             lesson = dict(problem="Tests hit the real payment API.", fix="Use the sandbox keys.", task_type="test")
             await call(alice, "record_lesson", **lesson)
-            # a near-duplicate would only be counted against the first, and is still a call
+            # a near-duplicate would only be counted against the first, and is still a call; refused before the
+            # lesson is embedded (a refused call costs no model run)
+            embedded = []
+            monkeypatch.setattr(memory, "embedder", Counting(memory.embedder, embedded))
             text = await refused(alice, "record_lesson", board, **lesson)
             assert "(HIVEBOARD_QUOTAS__LESSONS_PER_HOUR=1); nothing was written; retry in 60 min" in text
+            assert embedded == []
+            error = await call_error(alice, "record_lesson", **lesson, task_id=999)
+            assert "task 999 does not exist" in error and embedded == []
             clock.advance(3601)
             assert (await call(alice, "record_lesson", **lesson))["merged"] is True
     finally:
