@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ._sqlite_utils import Database
 from .db import Store, placeholders
 from .errors import InvalidInput
 
@@ -71,9 +72,8 @@ class TableCopy:
     same: bool
 
 
-def _columns(store: Store, table: str) -> list[str]:
+def _columns(db: Database, table: str) -> list[str]:
     """The table's stored columns (not a computed one, such as PostgreSQL's keyword index)."""
-    db = store.db
     cursor = db.execute(f"SELECT * FROM {table} LIMIT 0")
     names = [d[0] for d in cursor.description]
     return [n for n in names if n != "search"]
@@ -83,10 +83,10 @@ def _order(table: str) -> str:
     return KEYS.get(table, "id")
 
 
-def checksum(store: Store, table: str, columns: list[str]) -> tuple[int, str]:
+def checksum(db: Database, table: str, columns: list[str]) -> tuple[int, str]:
     """(rows, a digest of every value of every row in key order): equal on two stores when the copy is exact."""
     digest, count = hashlib.sha256(), 0
-    for row in store.db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {_order(table)}"):
+    for row in db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {_order(table)}"):
         count += 1
         for value in row:
             text = "\x00" if value is None else (value.hex() if isinstance(value, bytes | memoryview) else repr(value))
@@ -96,38 +96,44 @@ def checksum(store: Store, table: str, columns: list[str]) -> tuple[int, str]:
 
 
 def copy_board(source: Store, target: Store, batch: int = 500) -> list[TableCopy]:
-    """Copy every table of `source` into the empty `target`, then check each table's rows and checksum."""
-    with target.write() as db:
-        held = [t for t in TABLES if db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()]
-        if held:
-            raise InvalidInput(
-                f"the target already holds a board ({', '.join(held)} not empty); copy into an empty database"
-            )
-        for table in TABLES:
-            columns = _columns(source, table)
-            later = [c for c in LATER.get(table, ()) if c in columns]
-            insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders(columns)})"
-            cursor = source.db.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {_order(table)}")
-            while rows := cursor.fetchmany(batch):
-                first = [tuple(None if c in later else v for c, v in zip(columns, r)) for r in rows]
-                db.conn.executemany(insert, first)
-                for name in later:
-                    at = columns.index(name)
-                    pending = [(r[at], r[columns.index("id")]) for r in rows if r[at] is not None]
-                    if pending:
-                        db.conn.executemany(f"UPDATE {table} SET {name} = ? WHERE id = ?", pending)
-        target.dialect.after_copy(db, IDENTITY)
-        ids = [r[0] for r in db.execute("SELECT id FROM memory_items").fetchall()]
-        if ids:  # the target's vector index has none of them yet
-            db.execute(
-                "INSERT INTO memory_outbox (item_id, queued_at) SELECT id, ? FROM memory_items WHERE true "
-                "ON CONFLICT (item_id) DO UPDATE SET queued_at = excluded.queued_at, leased_until = NULL",
-                [0.0],
-            )
-    report = []
-    for table in TABLES:
-        columns = _columns(source, table)
-        rows, theirs = checksum(source, table, columns)
-        copied, ours = checksum(target, table, columns)
-        report.append(TableCopy(table, rows, ours, rows == copied and theirs == ours))
-    return report
+    """Copy every table of `source` into the empty `target`, then check each table's rows and checksum.
+
+    The source is read in one snapshot, the copy and its checksums alike: a board still written to meanwhile
+    (a node left running) is copied as it was when the copy began, whole, and checked against that."""
+    with source.read() as src:
+        columns = {table: _columns(src, table) for table in TABLES}
+        with target.write() as db:
+            held = [t for t in TABLES if db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()]
+            if held:
+                raise InvalidInput(
+                    f"the target already holds a board ({', '.join(held)} not empty); copy into an empty database"
+                )
+            for table, names in columns.items():
+                _copy_table(src, db, table, names, batch)
+            target.dialect.after_copy(db, IDENTITY)
+            ids = [r[0] for r in db.execute("SELECT id FROM memory_items").fetchall()]
+            if ids:  # the target's vector index has none of them yet
+                db.execute(
+                    "INSERT INTO memory_outbox (item_id, queued_at) SELECT id, ? FROM memory_items WHERE true "
+                    "ON CONFLICT (item_id) DO UPDATE SET queued_at = excluded.queued_at, leased_until = NULL",
+                    [0.0],
+                )
+        theirs = {table: checksum(src, table, names) for table, names in columns.items()}
+    with target.read() as db:
+        ours = {table: checksum(db, table, names) for table, names in columns.items()}
+    return [TableCopy(table, theirs[table][0], ours[table][1], theirs[table] == ours[table]) for table in TABLES]
+
+
+def _copy_table(src: Database, db: Database, table: str, columns: list[str], batch: int) -> None:
+    """The rows of `table`, in key order, in batches; the columns that name rows copied later (LATER) after."""
+    later = [c for c in LATER.get(table, ()) if c in columns]
+    insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders(columns)})"
+    cursor = src.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {_order(table)}")
+    while rows := cursor.fetchmany(batch):
+        first = [tuple(None if c in later else v for c, v in zip(columns, r)) for r in rows]
+        db.conn.executemany(insert, first)
+        for name in later:
+            at = columns.index(name)
+            pending = [(r[at], r[columns.index("id")]) for r in rows if r[at] is not None]
+            if pending:
+                db.conn.executemany(f"UPDATE {table} SET {name} = ? WHERE id = ?", pending)

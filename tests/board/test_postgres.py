@@ -11,7 +11,7 @@ import anyio
 import pytest
 from pg_cluster import PostgresCluster
 
-from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable, cards
+from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable, cards, copy
 from hiveboard.board.db import dialect_for, redact
 from hiveboard.board.errors import Conflict
 from hiveboard.board.events import Topic
@@ -258,3 +258,30 @@ def test_a_review_whose_node_died_is_finished_by_another_node_once(postgres):
     finally:
         a.store.close()
         b.store.close()
+
+
+def test_a_board_written_during_its_copy_is_copied_as_it_was_when_the_copy_began(postgres, tmp_path, monkeypatch):
+    """`hiveboard migrate` reads the source in one snapshot: a card written by a node left running, after the
+    copy took the cards and before it took their history, is in neither (it had been half copied: its history
+    row naming a card the target lacks)."""
+    source = Board(Store(str(tmp_path / "b.db")))
+    other_node = Board(Store(str(tmp_path / "b.db")))
+    target = Store(postgres.database())
+    try:
+        for n in range(3):
+            source.create("lead", NewTask(title=f"card {n}"))
+        copy_table = copy._copy_table
+
+        def copy_then_write(src, db, table, columns, batch):
+            copy_table(src, db, table, columns, batch)
+            if table == "tasks":
+                other_node.create("lead", NewTask(title="written during the copy"))
+
+        monkeypatch.setattr(copy, "_copy_table", copy_then_write)
+        report = copy.copy_board(source.store, target)
+        assert [r.table for r in report if not r.same] == []
+        assert [t.title for t in Board(target).list().tasks] == ["card 0", "card 1", "card 2"]
+        assert len(source.list().tasks) == 4
+    finally:
+        for store in (source.store, other_node.store, target):
+            store.close()
