@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, TypeVar, get_args
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, ValidationError
@@ -26,6 +26,7 @@ from .config import Endpoint
 if TYPE_CHECKING:
     import openai
 
+B = TypeVar("B", bound=BaseModel)  # a structured reply's model
 SEVERITIES = list(get_args(Severity))
 RESOLUTION_STATUSES = list(get_args(Resolution.model_fields["status"].annotation))
 ISSUE_SCHEMA = {
@@ -168,15 +169,36 @@ def _ask(
     raise CriticFailed(f"model {model} gave malformed output {attempts + 1} time(s); last problem: {last}")
 
 
-class LLMCritic(Critic):
-    backend = "llm"
+class _Model:
+    """A model at an OpenAI-compatible endpoint, asked for structured answers: what the critic, meta-reviewer,
+    referee, synthesiser and digest writer share."""
 
-    def __init__(self, name: str, lens: str, rubric: str, endpoint: Endpoint, timeout: float, repair_attempts: int):
-        super().__init__(name, lens, endpoint.model)
-        self.rubric = rubric
+    def __init__(self, endpoint: Endpoint, timeout: float, repair_attempts: int):
         self.endpoint = endpoint
         self.repair_attempts = repair_attempts
         self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
+
+    def structured(self, messages: list[dict], schema: dict, name: str, reply: type[B]) -> B:
+        """`_ask` this endpoint's model with its temperature and repair attempts."""
+        return _ask(
+            self.client,
+            self.endpoint.model,
+            messages,
+            schema,
+            name,
+            reply,
+            self.endpoint.temperature,
+            self.repair_attempts,
+        )
+
+
+class LLMCritic(Critic, _Model):
+    backend = "llm"
+
+    def __init__(self, name: str, lens: str, rubric: str, endpoint: Endpoint, timeout: float, repair_attempts: int):
+        Critic.__init__(self, name, lens, endpoint.model)
+        _Model.__init__(self, endpoint, timeout, repair_attempts)
+        self.rubric = rubric
 
     def messages(self, work: Work, earlier: list[ReviewIssue]) -> list[dict]:
         system = SYSTEM.format(lens=self.lens, rubric=self.rubric, schema=json.dumps(CRITIQUE_SCHEMA))
@@ -196,16 +218,7 @@ class LLMCritic(Critic):
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def review(self, work: Work, earlier: list[ReviewIssue]) -> Critique:
-        return _ask(
-            self.client,
-            self.endpoint.model,
-            self.messages(work, earlier),
-            CRITIQUE_SCHEMA,
-            "critique",
-            Critique,
-            self.endpoint.temperature,
-            self.repair_attempts,
-        )
+        return self.structured(self.messages(work, earlier), CRITIQUE_SCHEMA, "critique", Critique)
 
 
 SYNTHESIS_SYSTEM = """You consolidate independent critiques of one piece of work into one verdict.
@@ -233,13 +246,8 @@ class _MetaReply(BaseModel):
     judgements: list[_Judgement]
 
 
-class MetaReviewer:
+class MetaReviewer(_Model):
     """The optional critic of the critics (review.meta): judges each blocking issue of a FAIL."""
-
-    def __init__(self, endpoint: Endpoint, timeout: float, repair_attempts: int):
-        self.endpoint = endpoint
-        self.repair_attempts = repair_attempts
-        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
 
     def judge(self, work: Work, issues: list) -> list[_Judgement]:
         listed = [
@@ -271,16 +279,7 @@ class MetaReviewer:
             "required": ["judgements"],
             "additionalProperties": False,
         }
-        reply = _ask(
-            self.client,
-            self.endpoint.model,
-            messages,
-            schema,
-            "meta_review",
-            _MetaReply,
-            self.endpoint.temperature,
-            self.repair_attempts,
-        )
+        reply = self.structured(messages, schema, "meta_review", _MetaReply)
         return reply.judgements
 
 
@@ -294,13 +293,8 @@ class _RefereeReply(BaseModel):
     reason: str = Field(max_length=2000)
 
 
-class Referee:
+class Referee(_Model):
     """The optional model referee of competing attempts (review.referee)."""
-
-    def __init__(self, endpoint: Endpoint, timeout: float, repair_attempts: int):
-        self.endpoint = endpoint
-        self.repair_attempts = repair_attempts
-        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
 
     def prefer(self, card: str, first: str, second: str) -> tuple[str, str]:
         """Which of two attempts wins ("A" = first, "B" = second), and why."""
@@ -314,27 +308,16 @@ class Referee:
             "required": ["winner", "reason"],
             "additionalProperties": False,
         }
-        reply = _ask(
-            self.client,
-            self.endpoint.model,
-            messages,
-            schema,
-            "referee",
-            _RefereeReply,
-            self.endpoint.temperature,
-            self.repair_attempts,
-        )
+        reply = self.structured(messages, schema, "referee", _RefereeReply)
         return reply.winner, reply.reason
 
 
-class LLMSynthesiser:
+class LLMSynthesiser(_Model):
     """The optional model-written verdict and brief (configured with review.synthesis)."""
 
     def __init__(self, endpoint: Endpoint, timeout: float, repair_attempts: int, precedence: tuple[str, ...]):
-        self.endpoint = endpoint
-        self.repair_attempts = repair_attempts
+        super().__init__(endpoint, timeout, repair_attempts)
         self.precedence = precedence
-        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
 
     def synthesise(self, work: Work, critiques: list[CritiqueRecord]) -> tuple[str, str, list[str]]:
         bundle = [
@@ -358,16 +341,7 @@ class LLMSynthesiser:
             "required": ["verdict", "brief", "contradictions"],
             "additionalProperties": False,
         }
-        reply = _ask(
-            self.client,
-            self.endpoint.model,
-            messages,
-            schema,
-            "synthesis",
-            _SynthesisReply,
-            self.endpoint.temperature,
-            self.repair_attempts,
-        )
+        reply = self.structured(messages, schema, "synthesis", _SynthesisReply)
         return reply.verdict, reply.brief, reply.contradictions
 
 
@@ -383,14 +357,12 @@ class _DigestReply(BaseModel):
     rules: list[str]
 
 
-class DigestWriter:
+class DigestWriter(_Model):
     """The model-written digest of a task type's lessons (memory/digests.py groups them; this writes the rules)."""
 
     def __init__(self, endpoint: Endpoint, timeout: float, repair_attempts: int):
-        self.endpoint = endpoint
-        self.repair_attempts = repair_attempts
+        super().__init__(endpoint, timeout, repair_attempts)
         self.name = f"llm:{endpoint.model}"
-        self.client = _client(endpoint.base_url, endpoint.api_key_env, endpoint.timeout or timeout)
 
     def __call__(self, task_type: str, groups: list[LessonGroup]) -> WrittenDigest:
         listed = [{"group": n, "lessons": g.count, "examples": g.texts} for n, g in enumerate(groups, 1)]
@@ -415,14 +387,5 @@ class DigestWriter:
             "required": ["title", "rules"],
             "additionalProperties": False,
         }
-        reply = _ask(
-            self.client,
-            self.endpoint.model,
-            messages,
-            schema,
-            "digest",
-            _DigestReply,
-            self.endpoint.temperature,
-            self.repair_attempts,
-        )
+        reply = self.structured(messages, schema, "digest", _DigestReply)
         return WrittenDigest(title=reply.title, rules=reply.rules)
