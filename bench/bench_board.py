@@ -38,6 +38,7 @@ import anyio
 from _board_agents import (
     BOARD_OPS,
     HERE,
+    MESSAGE_QUOTAS,
     Agent,
     Row,
     bench_server,
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         seed(board, args.seed, names[0], "seed card")
         seed_inboxes(board, names, args.inbox)
         try:
-            with bench_server(tmp / "home", tmp / "server.log", Path(args.server_script)) as server:
+            with bench_server(tmp / "home", tmp / "server.log", Path(args.server_script), **MESSAGE_QUOTAS) as server:
                 print(f"server: pid {server.proc.pid} at {server.url}")
                 res.rows = anyio.run(
                     run_matrix, server.url, tokens, plan, 2 if args.quick else 10, args.rounds, server.proc.pid

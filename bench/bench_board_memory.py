@@ -29,7 +29,18 @@ from pathlib import Path
 
 import _memory_corpus as corpus
 import anyio
-from _board_agents import HERE, TOOL_OF, Row, Sample, bench_server, measure, open_agents, print_table, run_matrix
+from _board_agents import (
+    HERE,
+    MESSAGE_QUOTAS,
+    TOOL_OF,
+    Row,
+    Sample,
+    bench_server,
+    measure,
+    open_agents,
+    print_table,
+    run_matrix,
+)
 from _harness import bench_parser, call, machine_info, machine_line, scratch, write_json
 from _memory_load import add_items
 
@@ -179,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
             tokens = {n: board.agents.new_token(n) for n in (f"bench-{i:02d}" for i in range(CLIENTS))}
             try:
-                with bench_server(home, home.with_suffix(".log"), script, ("--background",) if background else ()) as s:
+                extra = ("--background",) if background else ()
+                with bench_server(home, home.with_suffix(".log"), script, extra, **MESSAGE_QUOTAS) as s:
                     if not background:
                         print(f"server without the memory: pid {s.proc.pid}")
                         res.floor = anyio.run(run_matrix, s.url, tokens, plan, 2, args.rounds, s.proc.pid, ("noop",))

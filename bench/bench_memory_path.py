@@ -55,7 +55,7 @@ from pathlib import Path
 
 import _memory_corpus as corpus
 import anyio
-from _board_agents import Agent, Row, Sample, bench_server, measure, open_agents, print_table
+from _board_agents import MESSAGE_QUOTAS, Agent, Row, Sample, bench_server, measure, open_agents, print_table
 from _harness import (
     BenchError,
     Col,
@@ -91,12 +91,6 @@ CLIENTS = 8
 LEAD, PUBLISHER, WATCHER = "bench-lead", "bench-pub", "bench-watch"
 INTENTS = ("status_update", "request_help", "answer", "heads_up", "proposal")
 PUBLISH_OPS = ("noop", "publish_message", "publish_pool")
-# one bench agent sends hundreds of messages a minute; the quota is still checked (and charged) on each
-QUOTAS = dict(
-    HIVEBOARD_QUOTAS__MESSAGES_PER_MINUTE="1000000",
-    HIVEBOARD_QUOTAS__MESSAGES_PER_HOUR="1000000",
-    HIVEBOARD_QUOTAS__MESSAGE_MB_PER_HOUR="100000",
-)
 SEED = 5
 
 
@@ -211,7 +205,7 @@ def served(home: Path, log: Path) -> Iterator[tuple[LoggedServer, Board, dict[st
     names = [f"bench-{i:02d}" for i in range(CLIENTS)] + [LEAD, PUBLISHER, WATCHER]
     tokens = {n: board.agents.new_token(n) for n in names}
     try:
-        with bench_server(home, log, extra=("--background",), **QUOTAS) as s, TreeMemory(s.proc.pid) as mem:
+        with bench_server(home, log, extra=("--background",), **MESSAGE_QUOTAS) as s, TreeMemory(s.proc.pid) as mem:
             yield s, board, tokens, mem
     finally:
         board.store.close()
