@@ -141,6 +141,7 @@ def build_server(
         lifespan=lifespan,
         subscriptions=inboxes.bus,
         profile=profile,
+        embedded=board.store.dialect.embedded,
         extensions=[tasks_extension],
     )
     tasks_extension.server = mcp

@@ -140,8 +140,8 @@ def tool_boundary(fn: Callable) -> Callable:
 
 
 def _answering(fn: Callable, structured: bool, lane: lanes.Lane) -> Callable:
-    """A boundary-wrapped tool whose pydantic value goes out through as_result; a sync one runs on a
-    worker thread in its turn on `lane` (server/lanes.py)."""
+    """A boundary-wrapped tool whose pydantic value goes out through as_result; a sync one (board work only)
+    runs in its turn on `lane` (server/lanes.py)."""
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
@@ -171,9 +171,10 @@ class StrictServer(MCPServer):
     _parameters: dict[str, list[str]] | None = None
     _listed: list | None = None
 
-    def __init__(self, *args, profile: Profile = "lean", **kwargs):
+    def __init__(self, *args, profile: Profile = "lean", embedded: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.profile = profile
+        self.embedded = embedded  # the board is on SQLite: its lane work runs on the event loop (lanes.run)
         check_headers_only_where_declared(self)
 
     def add_tool(self, fn: Callable, *args, structured_output: bool | None = None, **kwargs) -> None:
@@ -229,6 +230,7 @@ class StrictServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict, context=None):
         await self._check_shape(name, arguments)
         lanes.caller.set(caller_key(context))  # this call's task only: the lanes take callers in turn
+        lanes.embedded.set(self.embedded)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:

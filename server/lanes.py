@@ -1,6 +1,8 @@
-"""Where the MCP surface's board work runs: two lanes of one worker thread each.
+"""Where the MCP surface's board work runs: two lanes of one call each.
 
-Sync tools and the board reads of async tools run on worker threads. Given a thread per call, eight
+Sync tools and the board reads of async tools run in a lane: on a database server (PostgreSQL), on a worker
+thread, since a statement waits for a round trip; on SQLite, where a statement is a function call, on the event
+loop's own thread, unless it would wait for the write lock (`run`). Given a thread per call, eight
 agents completing cards at once were eight threads taking turns with the GIL: the one holding the
 board's write lock gave the GIL up at every SQLite statement and waited behind the others' Python each
 time, so the lock was held longer and every writer queued longer. A lane is a capacity limiter of
@@ -49,6 +51,9 @@ T = TypeVar("T")
 
 # who the running tool call is for (set where a call enters the server: StrictServer.call_tool)
 caller: ContextVar[Hashable] = ContextVar("hiveboard_caller", default=None)
+# the board of the running tool call is on an embedded database (SQLite: a statement is a function call), so its
+# lane work runs on the event loop's thread (`run`'s `here`); set where a call enters the server, as `caller` is
+embedded: ContextVar[bool] = ContextVar("hiveboard_embedded", default=False)
 # a call that runs on after its request has ended (an MCP task: server/task_ext.py): it holds no turn of the HTTP
 # entry, so it neither steps aside from one nor takes one back (which would take another request's, or keep one
 # that no entry gives back)
@@ -252,13 +257,17 @@ def lane_of(lane: Lane) -> FairLane:
     return lanes[lane]
 
 
-async def run(lane: Lane, fn: Callable[..., T], *args, here: bool = False, **kwargs) -> T:
-    """Call `fn` on a worker thread in its caller's turn on `lane`.
+async def run(lane: Lane, fn: Callable[..., T], *args, here: bool | None = None, **kwargs) -> T:
+    """Call `fn` in its caller's turn on `lane`: on a worker thread, or with `here` on the event loop's own.
 
-    here: `fn` does nothing but work on an embedded database (SQLite: a statement is a function call, no
-    round trip): it runs on the event loop's thread, sparing the hand-over to a worker thread and back (two
-    thread switches and a GIL hand-over each way, measured as a tenth of a board call), unless the board's
-    write lock is held: then, with nothing written, on a worker thread where it may wait (`not_waiting`)."""
+    `fn` does board work only (what is slow for other reasons stays off the lanes: `off_loop`). On an embedded
+    database (`embedded`, the default of `here`) it runs on the event loop's thread, sparing the hand-over to a
+    worker thread and back: two thread switches, and a worker that gives up the GIL at every SQLite statement and
+    must win it back from the loop each time (with eight clients, a claim took twice as long that way), unless
+    the board's write lock is held: then, with nothing written, on a worker thread where it may wait
+    (`not_waiting`). `here=False`: a call whose work includes something else (git)."""
+    if here is None:
+        here = embedded.get()
     fair = lane_of(lane)
     who = caller.get()
     if who is not None and not detached.get():

@@ -267,9 +267,8 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 return agent, claim, digest, []
             return agent, claim, digest, lessons if embedded else ahead(None, claim.task)
 
-        # on SQLite the claim runs on the event loop's thread unless it must wait; a worktree's check runs git
-        here = board.store.dialect.embedded and not worktree
-        agent, claim, digest, lessons = await lanes.run("write", take, here=here)
+        # a worktree's check runs git: on a worker thread
+        agent, claim, digest, lessons = await lanes.run("write", take, here=False if worktree else None)
         given = None
         if worktree and claim.claimed:
             given = await _worktree(agent, claim, held_before)

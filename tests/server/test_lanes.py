@@ -64,13 +64,15 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
         assert (await call(bob, "get_task", task_id=lapsed["id"]))["status"] == "todo"
 
 
+@pytest.mark.parametrize("tool", ["claim_task", "update_task"])
 @pytest.mark.parametrize("holder", ["thread", "process"])
-async def test_a_claim_that_must_wait_for_the_write_lock_waits_off_the_event_loop_and_claims_once(
-    connect, board, holder
+async def test_a_write_that_must_wait_for_the_lock_waits_off_the_event_loop_and_writes_once(
+    connect, board, holder, tool
 ):
-    """On SQLite a claim runs on the event loop's thread (lanes.run's `here`), which must never wait: with the
-    write lock held by another thread of the server or another process, it goes to a worker thread with nothing
-    written, reads are answered meanwhile, and once the lock is free the card is claimed once."""
+    """On SQLite the board's work runs on the event loop's thread (lanes.run's `here`), which must never wait:
+    with the write lock held by another thread of the server or another process, a claim (an async tool) or an
+    edit (a sync one) goes to a worker thread with nothing written, reads are answered meanwhile, and once the
+    lock is free it is written once."""
     assert board.store.dialect.embedded
     async with connect("alice") as alice, connect("bob") as bob:
         card = await call(alice, "create_task", title="Write the parser")
@@ -91,26 +93,30 @@ async def test_a_claim_that_must_wait_for_the_write_lock_waits_off_the_event_loo
 
         holding = threading.Thread(target=hold)
         holding.start()
-        claimed: dict[str, dict] = {}
+        done: dict[str, dict] = {}
+        args = {"task_id": card["id"]} if tool == "claim_task" else {"task_id": card["id"], "title": "Parse it"}
 
-        async def claim() -> None:
-            claimed["alice"] = await call(alice, "claim_task", task_id=card["id"])
+        async def write() -> None:
+            done["alice"] = await call(alice, tool, **args)
 
         try:
             await anyio.to_thread.run_sync(held.wait, 60)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(claim)
-                await until(lambda: lanes.lane_of("write").busy, 60, "the claim to take the write lane")
+                tg.start_soon(write)
+                await until(lambda: lanes.lane_of("write").busy, 60, "the write to take the write lane")
                 await anyio.sleep(0.2)
                 seen = await call(bob, "get_task", task_id=card["id"])  # the event loop is not blocked
-                assert seen["status"] == "todo" and claimed == {}
+                assert (seen["status"], seen["title"], done) == ("todo", "Write the parser", {})
                 free.set()
         finally:
             free.set()
             holding.join(60)
-    assert claimed["alice"]["claimed"] and claimed["alice"]["token"] == 1
-    history = board.get(card["id"], history=10).history
-    assert [h.action for h in history].count("claimed") == 1
+    history = [h.action for h in board.get(card["id"], history=10).history]
+    if tool == "claim_task":
+        assert done["alice"]["claimed"] and done["alice"]["token"] == 1
+        assert history.count("claimed") == 1
+    else:
+        assert done["alice"]["title"] == "Parse it" and history.count("edited") == 1
 
 
 def test_a_call_that_must_not_wait_writes_once_then_waits_like_any_other(board):
