@@ -188,23 +188,22 @@ class Quotas:
 
     # ----------------------------------------------------------------- charging
 
-    def charge(self, db: Database, agent: str, kind: str, units: int = 1, chars: int = 0, per: int = 1) -> None:
+    def charge(
+        self, db: Database, agent: str, kind: str, units: int = 1, chars: int = 0, per: int = 1, record: bool = True
+    ) -> None:
         """Inside the write transaction of a bulk write, before it writes anything: refuse it (OverQuota, one
         sentence) if the database is at its ceiling or the write would pass one of the agent's limits for
         `kind`, else record it. `units`: calls or items; `chars`: its characters; `per`: how many times they
-        count (a broadcast's recipients)."""
+        count (a broadcast's recipients); `record=False`: the refusal only (`check`)."""
         if not self.on or agent in BOARD_ACTORS:
             return
         self._check_size(db)
-        self._spend(db, agent, kind, units, chars * per, per)
+        self._spend(db, agent, kind, units, chars * per, per, record=record)
 
     def check(self, db: Database, agent: str, kind: str, units: int = 1, chars: int = 0) -> None:
         """`charge`'s refusal, recording nothing: for a call to find out before costly work (embedding a
         lesson) whether its write would be refused; the write still charges in its own transaction."""
-        if not self.on or agent in BOARD_ACTORS:
-            return
-        self._check_size(db)
-        self._spend(db, agent, kind, units, chars, 1, record=False)
+        self.charge(db, agent, kind, units, chars, record=False)
 
     def admit(self, db: Database, name: str) -> None:
         """Inside the write that registers a new agent by itself (whoami): refuse it past the board's caps."""

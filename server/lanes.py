@@ -52,7 +52,7 @@ T = TypeVar("T")
 # who the running tool call is for (set where a call enters the server: StrictServer.call_tool)
 caller: ContextVar[Hashable] = ContextVar("hiveboard_caller", default=None)
 # the board of the running tool call is on an embedded database (SQLite: a statement is a function call), so its
-# lane work runs on the event loop's thread (`run`'s `here`); set where a call enters the server, as `caller` is
+# lane work runs on the event loop's thread (`run`); set where a call enters the server, as `caller` is
 embedded: ContextVar[bool] = ContextVar("hiveboard_embedded", default=False)
 # a call that runs on after its request has ended (an MCP task: server/task_ext.py): it holds no turn of the HTTP
 # entry, so it neither steps aside from one nor takes one back (which would take another request's, or keep one
@@ -257,17 +257,16 @@ def lane_of(lane: Lane) -> FairLane:
     return lanes[lane]
 
 
-async def run(lane: Lane, fn: Callable[..., T], *args, here: bool | None = None, **kwargs) -> T:
-    """Call `fn` in its caller's turn on `lane`: on a worker thread, or with `here` on the event loop's own.
+async def run(lane: Lane, fn: Callable[..., T], *args, board_only: bool = True, **kwargs) -> T:
+    """Call `fn` in its caller's turn on `lane`: on a worker thread, or on the event loop's own.
 
     `fn` does board work only (what is slow for other reasons stays off the lanes: `off_loop`). On an embedded
-    database (`embedded`, the default of `here`) it runs on the event loop's thread, sparing the hand-over to a
-    worker thread and back: two thread switches, and a worker that gives up the GIL at every SQLite statement and
-    must win it back from the loop each time (with eight clients, a claim took twice as long that way), unless
-    the board's write lock is held: then, with nothing written, on a worker thread where it may wait
-    (`not_waiting`). `here=False`: a call whose work includes something else (git)."""
-    if here is None:
-        here = embedded.get()
+    database (`embedded`) it runs on the event loop's thread, sparing the hand-over to a worker thread and back:
+    two thread switches, and a worker that gives up the GIL at every SQLite statement and must win it back from
+    the loop each time (with eight clients, a claim took twice as long that way), unless the board's write lock
+    is held: then, with nothing written, on a worker thread where it may wait (`not_waiting`).
+    `board_only=False`: a call whose work includes something else (git), always on a worker thread."""
+    here = board_only and embedded.get()
     fair = lane_of(lane)
     who = caller.get()
     if who is not None and not detached.get():

@@ -268,7 +268,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             return agent, claim, digest, lessons if embedded else ahead(None, claim.task)
 
         # a worktree's check runs git: on a worker thread
-        agent, claim, digest, lessons = await lanes.run("write", take, here=False if worktree else None)
+        agent, claim, digest, lessons = await lanes.run("write", take, board_only=not worktree)
         given = None
         if worktree and claim.claimed:
             given = await _worktree(agent, claim, held_before)

@@ -69,7 +69,7 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
 async def test_a_write_that_must_wait_for_the_lock_waits_off_the_event_loop_and_writes_once(
     connect, board, holder, tool
 ):
-    """On SQLite the board's work runs on the event loop's thread (lanes.run's `here`), which must never wait:
+    """On SQLite the board's work runs on the event loop's thread (lanes.run), which must never wait:
     with the write lock held by another thread of the server or another process, a claim (an async tool) or an
     edit (a sync one) goes to a worker thread with nothing written, reads are answered meanwhile, and once the
     lock is free it is written once."""
