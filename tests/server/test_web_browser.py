@@ -641,6 +641,16 @@ def _two_rounds_to_a_person(url: str, tokens: dict[str, str]) -> dict:
     return mcp(seed)
 
 
+def _boxes(versions) -> list[dict]:
+    """The boxes of a file's two versions (the one before, the current one), read in one evaluation: the live
+    page may replace its main part between two separate reads (a commit in the background), which leaves the
+    first element read detached, with no box."""
+    return versions.evaluate(
+        "v => [...v.querySelectorAll(':scope > .version')].slice(0, 2).map(e => {"
+        "const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, width: r.width, height: r.height}; })"
+    )
+
+
 @pytest.mark.backends("sqlite", "postgresql")
 def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_confirming(served, browser):
     """At the approval gate a person reads round 2's files, each changed one beside its round 1 version (side
@@ -662,7 +672,7 @@ def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_con
     before, now = calc.locator("> .versions > .version").nth(0), calc.locator("> .versions > .version").nth(1)
     assert before.locator(".vhead").inner_text() == "round 1" and now.locator(".vhead").inner_text() == "round 2"
     assert "a - b" in before.inner_text() and "a + b" in now.inner_text()
-    left, right = before.bounding_box(), now.bounding_box()
+    left, right = _boxes(calc.locator("> .versions"))
     assert left["x"] + left["width"] <= right["x"] and abs(left["y"] - right["y"]) < 2, (left, right)  # side by side
     keyword = now.locator(".code .k", has_text="def")
     assert keyword.count() == 1 and keyword.evaluate("e => getComputedStyle(e).color") != now.locator(
@@ -709,8 +719,8 @@ def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_con
     small = phone.new_page()
     log_in(small, base, tokens["lee"])
     small.goto(task)
-    versions = small.locator("#files #file-1 > .versions > .version")
-    assert versions.nth(1).bounding_box()["y"] < versions.nth(0).bounding_box()["y"]
+    before_box, now_box = _boxes(small.locator("#files #file-1 > .versions"))
+    assert now_box["y"] < before_box["y"]
     assert small.evaluate("document.documentElement.scrollWidth - innerWidth") <= 1
 
     # the confirmation page's own button passes the round it named
