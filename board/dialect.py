@@ -196,6 +196,13 @@ class Dialect(ABC):
     def keyword_ranked(self) -> str:
         """A query: the ids of the items matching the query given as its parameter, best first."""
 
+    merges_keywords = False  # True: the keyword index leaves merging to the memory's worker (`merge_keywords`)
+
+    def merge_keywords(self, db: Database, pages: int) -> bool:
+        """One small step of the keyword index's upkeep, inside the caller's write transaction (about `pages`
+        pages written); whether there was any to do (`merges_keywords` dialects)."""
+        return False
+
 
 class SQLite(Dialect):
     """One SQLite file shared by threads and processes: WAL, a busy timeout, an immediate write lock."""
@@ -323,3 +330,12 @@ class SQLite(Dialect):
     def keyword_ranked(self) -> str:
         # title weighs twice the text: a word in an item's title says more about what it is
         return "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY bm25(memory_fts, 2.0, 1.0)"
+
+    merges_keywords = True  # board/migrations.py m026
+
+    def merge_keywords(self, db: Database, pages: int) -> bool:
+        # FTS5 merges only where a level holds `usermerge` (4) segments or a merge is under way, and then
+        # changes at least two rows (FTS5's documented test for "work was done")
+        before = db.conn.total_changes
+        db.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('merge', ?)", [pages])
+        return db.conn.total_changes - before >= 2

@@ -147,6 +147,9 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in words if len(w) > 1 and w not in STOPWORDS))[:32]
 
 
+KEYWORD_MERGE_PAGES = 32  # a step of merging the keyword index: about this many pages written, 1-7 ms
+
+
 def fts_query(text: str | list[str]) -> str | None:
     """Free text (or its query_words) to SQLite's FTS5 query: every word quoted (no syntax errors from user
     input), any may match. The store's dialect builds the query it runs (Dialect.keyword_match)."""
@@ -624,6 +627,14 @@ class Knowledge:
         return self.store.db.execute("SELECT count(*) FROM memory_outbox WHERE queued_at <= ?", [queued_by]).fetchone()[
             0
         ]
+
+    def merge_keywords(self, pages: int = KEYWORD_MERGE_PAGES) -> bool:
+        """One small step of the keyword index's upkeep (`Dialect.merge_keywords`), for the indexing worker:
+        whether there was any to do."""
+        if not self.store.dialect.merges_keywords:  # PostgreSQL's keyword index keeps itself
+            return False
+        with self.store.write() as db:
+            return self.store.dialect.merge_keywords(db, pages)
 
     def requeue_all(self) -> int:
         """Queue every item for indexing again (reindex)."""

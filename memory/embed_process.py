@@ -2,8 +2,9 @@
 
 Embedding a text holds the interpreter for its tokenizing and pooling, and the model's run takes a core; in
 the serving process that work competed with every tool call (a pool message, which the indexer embeds, made
-its sender's calls 4x slower: bench/README.md, `bench_memory_path.py`). Here it runs in a child process at low
-CPU priority (`priority.BACKGROUND_NICE`): the server's interpreter only waits on a pipe meanwhile.
+its sender's calls 4x slower: bench/README.md, `bench_memory_path.py`). Here it runs in a child process in the
+idle scheduling class (`priority.idle_process`), on spare CPU only: the server's interpreter only waits on a
+pipe meanwhile.
 
 The child is `python -m hiveboard.memory.embed_process`. It reads frames from stdin and writes frames to
 stdout: a frame is a 4-byte big-endian length and its bytes. Its first frame says which model it loaded
@@ -65,11 +66,11 @@ class ProcessEmbedder:
     def __init__(self, name: str, dim: int, *, nice: int | None = None):
         """`name`/`dim`: what the serving process's own model computes; a child that loads anything else (e.g.
         its quantizing failed) is refused, since its vectors would not compare with the queries'."""
-        from hiveboard.board.priority import BACKGROUND_NICE
+        from hiveboard.board.priority import IDLE_NICE
 
         self.name = name
         self.dim = dim
-        self.nice = BACKGROUND_NICE if nice is None else nice
+        self.nice = IDLE_NICE if nice is None else nice
         self._lock = threading.Lock()  # one request in flight: the child answers in order
         self._proc: subprocess.Popen | None = None
         self.starts = 0  # how many children were started (a restart counts)
@@ -202,11 +203,14 @@ def _die_with_parent() -> None:
 
 def main() -> int:
     """The child: load the model, then answer requests until stdin closes."""
+    from hiveboard.board.priority import IDLE_NICE, idle_process
+
     _die_with_parent()
     try:
-        os.nice(int(os.environ.get("HIVEBOARD_EMBED_NICE", "10")))
-    except (OSError, ValueError):
-        pass
+        nice = int(os.environ.get("HIVEBOARD_EMBED_NICE", IDLE_NICE))
+    except ValueError:
+        nice = IDLE_NICE
+    idle_process(nice)
     out = os.fdopen(os.dup(1), "wb")  # the protocol's stdout; anything a library prints goes to stderr
     os.dup2(2, 1)
     inp = sys.stdin.buffer

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded, TaskChanged
 from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches, source_ids
-from hiveboard.board.priority import at_low_priority
+from hiveboard.board.priority import QuietWait, at_low_priority
 from hiveboard.board.quotas import LESSON
 from hiveboard.board.worker import Worker
 
@@ -68,6 +68,11 @@ PREPARE_BATCH = 16  # cards whose lessons one indexer step computes ahead
 # further down, claimed by id, gets its lessons computed at its claim, from its stored vector).
 PREPARE_AHEAD = 200
 GATHER_SECONDS = 0.05  # an idle indexer woken by a new item waits this long, so a burst is embedded together
+# A call into Chroma holds the interpreter throughout (an upsert of 64 items into a memory of 10,000: 30-40 ms), so
+# the indexer's own calls wait for a moment without tool calls, at most this long in a row (board/priority.py
+# QuietWait); a new item is still found by meaning well within 2 s (bench/README.md)
+QUIET_GAP_SECONDS = 0.01
+QUIET_LIMIT_SECONDS = 1.0
 Mode = Literal["hybrid", "vector", "keyword"]
 
 
@@ -249,6 +254,7 @@ class Memory:
         self.knowledge = board.knowledge
         self.embedder = embedder
         self.index = index
+        self.quiet = QuietWait(QUIET_GAP_SECONDS, QUIET_LIMIT_SECONDS)  # the background's Chroma calls (`QUIET_…`)
         self.indexer = Indexer(self)
         if isinstance(index, SharedIndex):
             index.on_owner = self.indexer.wake  # taking the index over: index what waited at once
@@ -577,6 +583,7 @@ class Memory:
             return 0
         queries = [card_query(c["title"], c["description"], c["acceptance_criteria"]) for c in cards]
         vectors = self._embed_background(queries)
+        self.quiet.wait()  # the searches below hold the interpreter too
         for card, query, vector in zip(cards, queries, vectors):
             hits = self._gather(query, card["task_type"], vector, CONTEXT_K)
             self.knowledge.save_card_context(
@@ -625,6 +632,8 @@ class Memory:
     def _index(self, index: VectorIndex, items: list[MemoryItem], lease: float, background: bool = False) -> None:
         stored = self.knowledge.embeddings([i.id for i in items], self.embedder.name)
         vectors = self._readings(items, stored, background)
+        if background:
+            self.quiet.wait()
         index.upsert(items, [vectors[i.id] for i in items])
         self.knowledge.indexed(vectors, self.embedder.name, lease)
 
@@ -660,6 +669,7 @@ class Memory:
         items = [i for i in items if i.id in stored]
         vectors = self._readings(items, stored, background=True)
         two = [i for i in items if len(vectors[i.id]) > 1]
+        self.quiet.wait()
         index.upsert(two, [vectors[i.id] for i in two], first=False)
         self.knowledge.record_bodies(
             {i.id: vectors[i.id][1] if len(vectors[i.id]) > 1 else None for i in items}, self.embedder.name
@@ -738,9 +748,16 @@ class Indexer(Worker):
         if self._idle:  # woken by a first new item: let the rest of its burst come, to embed them together
             time.sleep(GATHER_SECONDS)
         done = self.memory.index_pending(background=True)
-        if not done and self.memory._local_index() is not None:  # the process that indexes prepares too
-            done = self.memory.prepare() or self.memory.read_bodies()
+        if self.memory._local_index() is not None:  # the process that indexes does the upkeep too
+            # a step of merging the keyword index, which writes leave to this worker (board/migrations.py m026);
+            # then, with nothing new to index, a few cards' lessons ahead of their claims
+            if self.memory.knowledge.merge_keywords():
+                done += 1
+            if not done:
+                done = self.memory.prepare() or self.memory.read_bodies()
         self._idle = not done
+        if self._idle:
+            self.memory.quiet.reset()
         return done > 0
 
 

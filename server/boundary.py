@@ -31,6 +31,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from hiveboard.board import BoardError
+from hiveboard.board.priority import FOREGROUND
 from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 
 from . import lanes
@@ -232,7 +233,8 @@ class StrictServer(MCPServer):
         lanes.caller.set(caller_key(context))  # this call's task only: the lanes take callers in turn
         lanes.embedded.set(self.embedded)
         try:
-            return await super().call_tool(name, arguments, context)
+            with FOREGROUND.serving():  # the memory's Chroma writes wait for a moment without calls
+                return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
             # a bug of ours, not the caller's: log it, and still tell the caller something it can act on
             log.error("tool %s failed", name, exc_info=exc.__cause__ or exc)

@@ -45,6 +45,7 @@ import anyio.to_thread
 from anyio.lowlevel import RunVar
 
 from hiveboard.board.db import WouldWait, not_waiting, release_connections
+from hiveboard.board.priority import FOREGROUND
 
 Lane = Literal["read", "write"]
 T = TypeVar("T")
@@ -232,15 +233,16 @@ async def stepped_aside() -> AsyncIterator[None]:
     """Let the caller's next request be served while this call waits, then take a turn again."""
     who = caller.get()
     gate = turns()
-    if who is None or detached.get() or not gate.holds(who):  # not served in turns (stdio, in-process, a task)
-        yield
-        return
-    gate.release(who)
-    try:
-        yield
-    finally:
-        with anyio.CancelScope(shield=True):  # the entry gives back one turn when the request ends
-            await gate.acquire(who)
+    with FOREGROUND.waiting():  # nor does it keep background work waiting for a quiet moment
+        if who is None or detached.get() or not gate.holds(who):  # not served in turns (stdio, in-process, a task)
+            yield
+            return
+        gate.release(who)
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):  # the entry gives back one turn when the request ends
+                await gate.acquire(who)
 
 
 _LANES: RunVar[dict[str, FairLane]] = RunVar("hiveboard_lanes")

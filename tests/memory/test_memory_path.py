@@ -171,6 +171,8 @@ async def test_a_killed_embedding_process_is_started_again_and_loses_no_item(tmp
         await until(lambda: _found(bob, "storage ran out because of backups", first["id"]), what="the first message")
         workers = await until(lambda: embed_workers(home), what="an embedding process")
         assert len(workers) == 1  # the process that owns the index embeds; the other relays its searches
+        if hasattr(os, "SCHED_IDLE"):  # on spare CPU only: the idle scheduling class
+            assert os.sched_getscheduler(workers[0]) == os.SCHED_IDLE
         os.kill(workers[0], signal.SIGKILL)
         later = [
             await call(bob, "publish_message", intent="info", content=text)
