@@ -55,7 +55,7 @@ def idle_process(nice: int = IDLE_NICE) -> bool:
     a core running only idle-class work counts as free. True if the class was set."""
     try:
         os.nice(nice)
-    except OSError:
+    except (OSError, AttributeError):  # Windows has no nice values
         pass
     if not hasattr(os, "SCHED_IDLE"):
         return False
