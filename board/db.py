@@ -266,27 +266,18 @@ class Store:
         if self.read_only:
             raise PermissionError(f"{self.path} was opened read-only")
         db = self.db
-        if getattr(_here, "active", False) and not _here.wrote:
-            yield from self._write_at_once(db)
+        if getattr(_here, "active", False) and not _here.wrote:  # a call that must not wait (`not_waiting`)
+            with self.try_write() as db:
+                if db is None:
+                    raise WouldWait
+                _here.wrote = True
+                yield db
             return
         # Threads of this process queue on a mutex (an immediate hand-over); only other processes meet
         # SQLite's busy handler, which sleeps in growing steps while it waits.
         with self._write_lock:
             self.dialect.begin_write(db)
             yield from self._transaction(db)
-        self._publish()
-
-    def _write_at_once(self, db: Database) -> Iterator[Database]:
-        """`write` for a call that must not wait (`not_waiting`): `WouldWait` when the lock is held."""
-        if not self._write_lock.acquire(blocking=False):
-            raise WouldWait
-        try:
-            if not self.dialect.try_begin_write(db):
-                raise WouldWait
-            _here.wrote = True
-            yield from self._transaction(db)
-        finally:
-            self._write_lock.release()
         self._publish()
 
     @contextmanager

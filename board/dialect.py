@@ -201,7 +201,7 @@ class Dialect(ABC):
     def merge_keywords(self, db: Database, pages: int) -> bool:
         """One small step of the keyword index's upkeep, inside the caller's write transaction (about `pages`
         pages written); whether there was any to do (`merges_keywords` dialects)."""
-        return False
+        raise NotImplementedError(f"{self.name}'s keyword index keeps itself")
 
 
 class SQLite(Dialect):

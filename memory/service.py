@@ -736,6 +736,7 @@ class Indexer(Worker):
         )
         self.memory = memory
         self._idle = True
+        self._merging = False  # the keyword index's last merge step found work
 
     def heard(self, events: list[Event]) -> bool:
         return any(
@@ -749,9 +750,12 @@ class Indexer(Worker):
             time.sleep(GATHER_SECONDS)
         done = self.memory.index_pending(background=True)
         if self.memory._local_index() is not None:  # the process that indexes does the upkeep too
-            # a step of merging the keyword index, which writes leave to this worker (board/migrations.py m026);
-            # then, with nothing new to index, a few cards' lessons ahead of their claims
-            if self.memory.knowledge.merge_keywords():
+            # a step of merging the keyword index, which writes leave to this worker (board/migrations.py m026),
+            # while new items come in and until it finds nothing to merge (a write transaction each: not one per
+            # wake-up); then, with nothing new to index, a few cards' lessons ahead of their claims
+            if done or self._merging:
+                self._merging = self.memory.knowledge.merge_keywords()
+            if self._merging:
                 done += 1
             if not done:
                 done = self.memory.prepare() or self.memory.read_bodies()
