@@ -183,6 +183,7 @@ def test_a_store_made_before_code_words_is_migrated_and_keeps_working(tmp_path):
         board.store.close()
 
 
+@pytest.mark.backends("sqlite", "postgresql")
 def test_writes_leave_merging_to_the_worker_and_searches_see_the_same_before_and_after(board):
     """Each write adds a segment to the keyword index without merging earlier ones (board/migrations.py m026); the
     indexing worker's merge steps (Knowledge.merge_keywords) change nothing a search answers."""
