@@ -13,12 +13,14 @@ import re
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ._sqlite_utils import Database
+from .bridge import Local, blocking, bridged, pause
 from .dialect import Dialect, SQLite, as_dicts
 from .errors import Unavailable
 from .events import Event, Notifier, encode, prune_from
@@ -58,14 +60,36 @@ def rows_many(db: Database, statements: list[tuple[str, list | tuple]]) -> list[
 
 
 log = logging.getLogger("hiveboard")
-_borrowed = threading.local()  # the pooled stores whose connection this thread holds
+_borrowed = Local()  # the pooled stores whose connection this thread (or bridged call) holds
+
+
+POOL_POLL_SECONDS = 0.002  # how often a bridged call waiting for a connection looks for one
+
+
+class _NoMutex:
+    """A mutex that is always free (`Store._mutex` for a bridged call)."""
+
+    def acquire(self, blocking: bool = True) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass
+
+    def __enter__(self) -> bool:
+        return True
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+_NO_MUTEX = _NoMutex()
 
 
 class WouldWait(Exception):
     """A write of a call that must not wait (`not_waiting`) found the write lock held: nothing was written."""
 
 
-_here = threading.local()  # this thread runs a call that must not wait for the write lock (`not_waiting`)
+_here = Local()  # this thread (or bridged call) runs a call that must not wait for the write lock (`not_waiting`)
 
 
 @contextmanager
@@ -135,7 +159,8 @@ class Store:
             # only its owner may read the board (agents' token hashes, direct messages); SQLite gives its
             # -wal and -shm files the database file's permissions
             os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-        self._local = threading.local()
+        # a call's connection and its transaction's events: per thread, and per bridged call on a database server
+        self._local = threading.local() if self.dialect.embedded else Local()
         self.notifier = Notifier(self.target, self.dialect)
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
@@ -146,6 +171,7 @@ class Store:
         # collector hands itself back on whatever thread that runs, which may be inside the pool already
         self._returned = threading.Condition(threading.RLock())
         self._idle: list = []  # connections handed back by threads that ended, for the next thread
+        self._line: deque[object] = deque()  # who waits for a connection, first come first
         self._write_lock = threading.RLock()
         self.pending: list[str] = []
         try:
@@ -182,27 +208,50 @@ class Store:
         return holder
 
     def _pooled(self):
-        """A handed-back connection, or a new one within the pool's size; waits up to pool_wait for either."""
+        """A handed-back connection, or a new one within the pool's size; waits up to pool_wait for either, in
+        turn: while anyone waits, the first to have asked is served first (threads and bridged calls alike;
+        a bridged call, which must not block the event loop, looks again every few milliseconds and would
+        otherwise lose every free connection to calls that just arrived)."""
         deadline = time.monotonic() + self.pool_wait
-        with self._returned:
+        ticket = object()
+        queued = False
+        try:
             while True:
-                while self._idle:
-                    db = self._idle.pop()
-                    if self.dialect.alive(db):
-                        return db
-                    _close(db)
-                    self._opened -= 1
-                if self._opened < self.pool:
-                    self._opened += 1
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise Unavailable(
-                        f"all {self.pool} database connections of this node are in use (waited "
-                        f"{self.pool_wait:g} s); nothing was written; retry in a moment",
-                        "connection pool exhausted",
-                    )
-                self._returned.wait(left)
+                with self._returned:
+                    if not queued and self._line:  # others wait already: after them
+                        self._line.append(ticket)
+                        queued = True
+                    if not queued or self._line[0] is ticket:
+                        while self._idle:
+                            db = self._idle.pop()
+                            if self.dialect.alive(db):
+                                return db
+                            _close(db)
+                            self._opened -= 1
+                        if self._opened < self.pool:
+                            self._opened += 1
+                            break
+                    if not queued:
+                        self._line.append(ticket)
+                        queued = True
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise Unavailable(
+                            f"all {self.pool} database connections of this node are in use (waited "
+                            f"{self.pool_wait:g} s); nothing was written; retry in a moment",
+                            "connection pool exhausted",
+                        )
+                    if not bridged():
+                        self._returned.wait(left)
+                        continue
+                # a bridged call waits on the event loop (even while `blocking`: it holds no connection yet),
+                # holding nothing: the call that hands a connection back may be another one on this very thread
+                pause(min(POOL_POLL_SECONDS, left))
+        finally:
+            if queued:
+                with self._returned:
+                    self._line.remove(ticket)
+                    self._returned.notify_all()  # the next in line may be a thread
         try:
             return self.dialect.connect(self.target)
         except BaseException:
@@ -212,7 +261,7 @@ class Store:
     def _freed(self) -> None:
         with self._returned:
             self._opened -= 1
-            self._returned.notify()
+            self._returned.notify_all()
 
     def _hand_back(self, db) -> None:
         """A thread's connection when it is done with it: kept for the next thread if it is sound and idle."""
@@ -223,7 +272,7 @@ class Store:
         with self._returned:
             if sound and self._pooling:
                 self._idle.append(db)
-                self._returned.notify()
+                self._returned.notify_all()
                 return
         _close(db)
         if self._pooling:
@@ -274,8 +323,9 @@ class Store:
                 yield db
             return
         # Threads of this process queue on a mutex (an immediate hand-over); only other processes meet
-        # SQLite's busy handler, which sleeps in growing steps while it waits.
-        with self._write_lock:
+        # SQLite's busy handler, which sleeps in growing steps while it waits. A bridged call (board/bridge.py)
+        # takes no mutex another thread may hold: it waits for the database's lock on the event loop.
+        with self._mutex():
             self.dialect.begin_write(db)
             yield from self._transaction(db)
         self._publish()
@@ -284,20 +334,33 @@ class Store:
     def try_write(self) -> Iterator[Database | None]:
         """A write transaction if one can begin at once, else None: another thread of this process or
         another process is writing. For upkeep a reader may do but need not wait for, since every
-        writer does it first anyway (the lease sweep)."""
-        if self.read_only or not self._write_lock.acquire(blocking=False):
+        writer does it first anyway (the lease sweep). In a bridged call (board/bridge.py) the transaction
+        waits for the database in place: it holds the write lock, so its round trips should take the
+        database's time only."""
+        if self.read_only:
+            yield None
+            return
+        lock = self._mutex()
+        if not lock.acquire(blocking=False):
             yield None
             return
         try:
-            db = self.db
-            began = self.dialect.try_begin_write(db)
+            db = self.db  # waiting for a connection of the pool, if it must, on the event loop
+            with blocking():
+                began = self.dialect.try_begin_write(db)
             if not began:
                 yield None
                 return
-            yield from self._transaction(db)
+            with blocking():
+                yield from self._transaction(db)
         finally:
-            self._write_lock.release()
+            lock.release()
         self._publish()
+
+    def _mutex(self) -> threading.RLock | _NoMutex:
+        """The in-process write mutex, or none for a bridged call (it must not block the event loop's thread on a
+        mutex another thread holds; the database's own lock, awaited on the loop, keeps writers apart)."""
+        return _NO_MUTEX if bridged() else self._write_lock
 
     def _transaction(self, db: Database) -> Iterator[Database]:
         """The body of a transaction begun under the write lock: committed, or rolled back on any error."""
@@ -373,7 +436,7 @@ class Store:
             holder.close()
         for db in idle:
             _close(db)
-        self._local = threading.local()
+        self._local = threading.local() if self.dialect.embedded else Local()
 
 
 def _close(db: Database) -> None:

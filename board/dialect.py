@@ -94,6 +94,7 @@ class Dialect(ABC):
     same = "IS NOT DISTINCT FROM"  # equality that holds for two NULLs
     pushes = False  # True: the watcher blocks in wait_for_commit; False: it polls commit_counter
     embedded = False  # True: the database runs in this process, a statement is a function call (no round trip)
+    awaits = False  # True: its connections can await their round trips on an event loop (board/bridge.py)
 
     def wait_for_commit(self, conn, timeout: float, origin: str = "") -> bool:
         """Block until another connection commits or `timeout` passes; whether one did that another process

@@ -29,8 +29,10 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 import psycopg
+from psycopg import waiting
 from psycopg.pq import PipelineStatus, TransactionStatus
 
+from . import bridge
 from .dialect import Dialect
 from .errors import Conflict, Unavailable, first_line
 from .pg_migrations import apply_migrations
@@ -59,7 +61,25 @@ def translate(sql: str) -> str:
 
 # how a transaction's opening statements begin (begin_write, begin_read): deferred, with nothing after them,
 # they never need to reach the server
-OPENING = ("BEGIN", "SELECT pg_advisory_xact_lock(")
+LOCKING = "SELECT pg_advisory_xact_lock("
+OPENING = ("BEGIN", LOCKING)
+
+
+class _Connection(psycopg.Connection):
+    """psycopg's connection, whose waits for the server go to the event loop in a bridged call (board/bridge.py):
+    the loop serves other requests during the round trip instead of a worker thread blocking on it. Once its
+    transaction holds the board's write lock (`locked`), it waits in place until the transaction ends: every
+    writer waits for that lock, so it is held for the database's time only, not also until the event loop
+    comes back round to this call (bridge.blocking)."""
+
+    locked = False
+
+    def wait(self, gen, interval: float = 0.1, timeout: float | None = None):
+        if self.locked and self.pgconn.transaction_status == TransactionStatus.IDLE:
+            self.locked = False  # the transaction that held it has ended
+        if self.locked or not bridge.yields():
+            return super().wait(gen, interval=interval, timeout=timeout)
+        return bridge.wait_for(waiting.wait_async(gen, self.pgconn.socket, interval=interval, timeout=timeout))
 
 
 class PgDatabase:
@@ -114,7 +134,13 @@ class PgDatabase:
             for ahead, args in deferred:
                 self._conn.execute(ahead, args)
             cursor = self._conn.execute(translate(sql), tuple(params))
+        self._took_lock(deferred)
         return cursor
+
+    def _took_lock(self, sent: list) -> None:
+        """After a round trip: if it took the board's write lock, the rest of the transaction waits in place."""
+        if any(sql.startswith(LOCKING) for sql, _ in sent):
+            self._conn.locked = True
 
     def rows_many(self, statements: list[tuple[str, Iterable]], end: bool = False) -> list[list[dict]]:
         """Statements that do not depend on each other's answers, in one round trip (with what was
@@ -126,6 +152,7 @@ class PgDatabase:
             cursors = [self._conn.execute(translate(sql), tuple(params)) for sql, params in statements]
             if end:
                 self._conn.execute("END")
+        self._took_lock(deferred)
         return [_dicts(cursor) for cursor in cursors]
 
     def commit_after(self, sql: str, params: Iterable, then: tuple[str, Iterable]) -> list[tuple]:
@@ -203,6 +230,7 @@ class PostgreSQL(Dialect):
 
     name = "postgresql"
     pushes = True
+    awaits = True  # _Connection hands its waits to the event loop in a bridged call
 
     def __init__(self) -> None:
         self.Error = psycopg.Error
@@ -210,7 +238,7 @@ class PostgreSQL(Dialect):
     def connect(self, target: str) -> PgDatabase:
         # autocommit: the store begins and commits its transactions itself, as on SQLite
         def connection():
-            return psycopg.connect(target, autocommit=True, application_name="hiveboard")
+            return _Connection.connect(target, autocommit=True, application_name="hiveboard")
 
         with _reachable():
             return PgDatabase(connection(), connection)

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 
 from . import cards
 from ._sqlite_utils import Database
+from .bridge import Local
 from .db import Store, iso, now, placeholders, rows
 from .errors import Conflict, InvalidInput
 from .machine import Machine
@@ -132,7 +132,7 @@ class TooComplex(InvalidInput):
     """The overlap walks of one call went past their budget of steps."""
 
 
-_budget = threading.local()
+_budget = Local()  # per thread, and per bridged call (board/bridge.py)
 
 
 @contextmanager

@@ -142,6 +142,7 @@ def build_server(
         subscriptions=inboxes.bus,
         profile=profile,
         embedded=board.store.dialect.embedded,
+        awaits=board.store.dialect.awaits,
         extensions=[tasks_extension],
     )
     tasks_extension.server = mcp

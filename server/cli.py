@@ -127,7 +127,8 @@ class BearerAuth:
                 ok = self.server_token is None and not malformed
             else:
                 try:
-                    agent = None if operator else await lanes.off_loop(self.board.agents.by_token, token)
+                    awaits = self.board.store.dialect.awaits
+                    agent = None if operator else await lanes.lookup(self.board.agents.by_token, token, awaits=awaits)
                 except Unavailable as exc:  # the token cannot be checked: the client's call fails with the sentence
                     return await _unavailable(send, str(exc))
                 ok = operator or agent is not None

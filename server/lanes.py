@@ -1,13 +1,16 @@
-"""Where the MCP surface's board work runs: two lanes of one call each.
+"""Where the MCP surface's board work runs: two lanes, of one call each on SQLite.
 
-Sync tools and the board reads of async tools run in a lane: on a database server (PostgreSQL), on a worker
-thread, since a statement waits for a round trip; on SQLite, where a statement is a function call, on the event
-loop's own thread, unless it would wait for the write lock (`run`). Given a thread per call, eight
+Sync tools and the board reads of async tools run in a lane, on the event loop's own thread (`run`): on SQLite,
+where a statement is a function call, as they are, unless it would wait for the write lock; on a database server
+(PostgreSQL), as bridged calls (board/bridge.py) whose round trips are awaited on the loop, except a write's
+while it holds the board's write lock, which are waited for in place; on a database server the read lane takes
+a few calls at once (AWAITED_WIDTH), since reads take no lock and overlap their round trips. Given a thread per call, eight
 agents completing cards at once were eight threads taking turns with the GIL: the one holding the
 board's write lock gave the GIL up at every SQLite statement and waited behind the others' Python each
 time, so the lock was held longer and every writer queued longer. A lane is a capacity limiter of
 one: calls wait their turn on the event loop instead of as threads, and at most one tool call that
-writes and one that reads run at a time. SQLite takes one writer at a time anyway.
+writes and one that reads (a few, on a database server) run at a time. SQLite takes one writer at a time
+anyway, and so does the board's write lock on PostgreSQL.
 
 - `write`: a tool that is not read-only, and anything that may write (reading the inbox marks it read).
 - `read`: read-only tools and lookups. A read never waits behind a write, even one that waits for
@@ -38,12 +41,14 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
+from functools import partial
 from typing import Literal, TypeVar
 
 import anyio
 import anyio.to_thread
 from anyio.lowlevel import RunVar
 
+from hiveboard.board import bridge
 from hiveboard.board.db import WouldWait, not_waiting, release_connections
 from hiveboard.board.priority import FOREGROUND
 
@@ -55,6 +60,9 @@ caller: ContextVar[Hashable] = ContextVar("hiveboard_caller", default=None)
 # the board of the running tool call is on an embedded database (SQLite: a statement is a function call), so its
 # lane work runs on the event loop's thread (`run`); set where a call enters the server, as `caller` is
 embedded: ContextVar[bool] = ContextVar("hiveboard_embedded", default=False)
+# the board of the running tool call is on a database server whose round trips can be awaited on the event loop
+# (board/bridge.py), so its lane work runs on the loop's thread too; set where a call enters the server
+awaits: ContextVar[bool] = ContextVar("hiveboard_awaits", default=False)
 # a call that runs on after its request has ended (an MCP task: server/task_ext.py): it holds no turn of the HTTP
 # entry, so it neither steps aside from one nor takes one back (which would take another request's, or keep one
 # that no entry gives back)
@@ -87,32 +95,34 @@ async def _wait_in_line(
 
 
 class FairLane:
-    """A lane of one call at a time, handed round the callers with calls waiting (round-robin)."""
+    """A lane of `width` calls at a time (one by default), handed round the callers with calls waiting
+    (round-robin)."""
 
-    def __init__(self) -> None:
-        self._busy = False
+    def __init__(self, width: int = 1) -> None:
+        self.width = width
+        self._running = 0
         self._waiting: dict[Hashable, deque[anyio.Event]] = {}  # in turn order: the next caller first
 
     async def acquire(self, who: Hashable) -> None:
-        if not self._busy:
-            self._busy = True
+        if self._running < self.width:
+            self._running += 1
             return
         await _wait_in_line(self._waiting, who, handed=self.release)
 
     def release(self) -> None:
         if not self._waiting:
-            self._busy = False
+            self._running -= 1
             return
         who = next(iter(self._waiting))
         queue = self._waiting.pop(who)
         turn = queue.popleft()
         if queue:
             self._waiting[who] = queue  # its next call waits for every other caller's turn first
-        turn.set()  # the lane passes to that call, still busy
+        turn.set()  # the place passes to that call, still taken
 
     @property
     def busy(self) -> bool:
-        return self._busy
+        return self._running >= self.width
 
     def waiting(self) -> int:
         """How many calls wait for the lane."""
@@ -245,31 +255,39 @@ async def stepped_aside() -> AsyncIterator[None]:
                 await gate.acquire(who)
 
 
+# lanes whose calls await their round trips on the loop (PostgreSQL): reads take no lock, so a few at once overlap
+# their round trips; writes go one at a time, each holding the board's write lock in place (Store.try_write)
+AWAITED_WIDTH: dict[Lane, int] = {"read": 4, "write": 1}
+
 _LANES: RunVar[dict[str, FairLane]] = RunVar("hiveboard_lanes")
 
 
-def lane_of(lane: Lane) -> FairLane:
-    """The lane on the running event loop (each loop has its own)."""
+def lane_of(lane: Lane, width: int = 1) -> FairLane:
+    """The lane on the running event loop (each loop has its own; `width` when it is made)."""
     lanes = _LANES.get(None)
     if lanes is None:
         lanes = {}
         _LANES.set(lanes)
     if lane not in lanes:
-        lanes[lane] = FairLane()
+        lanes[lane] = FairLane(width)
     return lanes[lane]
 
 
 async def run(lane: Lane, fn: Callable[..., T], *args, board_only: bool = True, **kwargs) -> T:
-    """Call `fn` in its caller's turn on `lane`: on a worker thread, or on the event loop's own.
+    """Call `fn` in its caller's turn on `lane`: on the event loop's own thread, or on a worker thread.
 
     `fn` does board work only (what is slow for other reasons stays off the lanes: `off_loop`). On an embedded
     database (`embedded`) it runs on the event loop's thread, sparing the hand-over to a worker thread and back:
     two thread switches, and a worker that gives up the GIL at every SQLite statement and must win it back from
     the loop each time (with eight clients, a claim took twice as long that way), unless the board's write lock
-    is held: then, with nothing written, on a worker thread where it may wait (`not_waiting`).
+    is held: then, with nothing written, on a worker thread where it may wait (`not_waiting`). On a database
+    server whose round trips can be awaited (`awaits`) it runs on the event loop's thread as a bridged call
+    (`on_loop`): its first write takes the write lock only if it is free and then holds it in place; if it is
+    not free, nothing was written and the call runs again, waiting for the lock on the loop.
     `board_only=False`: a call whose work includes something else (git), always on a worker thread."""
     here = board_only and embedded.get()
-    fair = lane_of(lane)
+    bridged = board_only and awaits.get()
+    fair = lane_of(lane, AWAITED_WIDTH[lane] if awaits.get() else 1)
     who = caller.get()
     if who is not None and not detached.get():
         await turns().defer(who)
@@ -281,19 +299,57 @@ async def run(lane: Lane, fn: Callable[..., T], *args, board_only: bool = True, 
                     return fn(*args, **kwargs)
             except WouldWait:
                 pass
+        if bridged:
+            try:  # its write, if the lock is free, in place (Store.try_write); else waiting for it on the loop
+                return await on_loop(_not_waiting, fn, *args, **kwargs)
+            except WouldWait:
+                pass
+            return await on_loop(fn, *args, **kwargs)
         return await off_loop(fn, *args, **kwargs)
     finally:
         fair.release()
 
 
+def _not_waiting(fn: Callable[..., T], *args, **kwargs) -> T:
+    with not_waiting():
+        return fn(*args, **kwargs)
+
+
+def _handing_back(fn: Callable[..., T], *args, **kwargs) -> T:
+    """`fn`, then the database connections it took back to their pool."""
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        release_connections()
+
+
+async def on_loop(fn: Callable[..., T], *args, **kwargs) -> T:
+    """Call `fn`, board work on a database server, on the event loop's thread, its round trips awaited there
+    (board/bridge.py; no lane). Once begun it runs to its end, as on a worker thread, even if the caller is
+    cancelled; it hands back its database connection when it is done."""
+    with anyio.CancelScope(shield=True):
+        return await bridge.run(_handing_back, fn, *args, **kwargs)
+
+
+LOOKUPS = 4  # board reads on the event loop at once outside the lanes (`lookup`)
+_LOOKUPS: RunVar[anyio.CapacityLimiter] = RunVar("hiveboard_lookups")
+
+
+async def lookup(fn: Callable[..., T], *args, awaits: bool = False) -> T:
+    """A board read outside the lanes, before a call has its turn (the HTTP entry's token check): on a worker
+    thread, or, when its round trips can be awaited (`awaits`: PostgreSQL), on the event loop, at most LOOKUPS
+    at once (each holds a database connection while it runs)."""
+    if not awaits:
+        return await off_loop(fn, *args)
+    limiter = _LOOKUPS.get(None)
+    if limiter is None:
+        limiter = anyio.CapacityLimiter(LOOKUPS)
+        _LOOKUPS.set(limiter)
+    async with limiter:
+        return await on_loop(fn, *args)
+
+
 async def off_loop(fn: Callable[..., T], *args, **kwargs) -> T:
     """Call `fn` on a worker thread (no lane), which hands back its database connection when it is done:
     worker threads outnumber a database server's connections (board/db.py, Store's pool)."""
-
-    def call() -> T:
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            release_connections()
-
-    return await anyio.to_thread.run_sync(call)
+    return await anyio.to_thread.run_sync(partial(_handing_back, fn, *args, **kwargs))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from functools import partial
 
 import anyio
 import pytest
@@ -216,3 +217,63 @@ async def test_a_call_that_outlives_its_request_neither_gives_nor_takes_a_turn()
             assert gate.holds("dev")
         request_done.set()
     assert not gate.holds("dev") and gate.waiting("dev") == 0  # no turn left held by nobody
+
+
+@pytest.mark.backends("postgresql")
+@pytest.mark.parametrize("tool", ["claim_task", "update_task"])
+async def test_on_postgresql_a_write_waits_for_another_nodes_lock_on_the_event_loop_and_writes_once(
+    connect, board, tool
+):
+    """On PostgreSQL the board's work runs on the event loop's thread as bridged calls (board/bridge.py): with the
+    board's write lock held by another node, a claim (an async tool) or an edit (a sync one) waits for it on the
+    loop, which goes on answering reads (its own lane, several at once) and ticking; once the lock is free the
+    write is made once, and a write that finds the lock free holds it without waiting for the loop."""
+    import psycopg
+
+    from hiveboard.board.postgres import WRITE_LOCK
+
+    assert board.store.dialect.awaits
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="Write the parser")
+        other = psycopg.connect(board.store.path, autocommit=True)  # another node
+        other.execute("BEGIN")
+        other.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+        done: dict[str, dict] = {}
+        args = {"task_id": card["id"]} if tool == "claim_task" else {"task_id": card["id"], "title": "Parse it"}
+        ticks: list[float] = []
+        stop = anyio.Event()
+
+        async def tick() -> None:
+            while not stop.is_set():
+                ticks.append(anyio.current_time())
+                await anyio.sleep(0.005)
+
+        async def write() -> None:
+            done["alice"] = await call(alice, tool, **args)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(tick)
+                tg.start_soon(write)
+                await until(lambda: lanes.lane_of("write").busy, 60, "the write to take the write lane")
+                await anyio.sleep(0.3)
+                async with anyio.create_task_group() as reads:  # answered while the write waits
+                    for _ in range(3):
+                        reads.start_soon(partial(call, bob, "get_task", task_id=card["id"]))
+                seen = await call(bob, "get_task", task_id=card["id"])
+                assert (seen["status"], seen["title"], done) == ("todo", "Write the parser", {})
+                other.execute("ROLLBACK")
+                await until(lambda: "alice" in done, 60, "the write once the lock is free")
+                stop.set()
+        finally:
+            other.close()
+        gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+        assert max(gaps) < 0.25, max(gaps)  # the event loop was never blocked on the lock
+        again = await call(alice, "get_task", task_id=card["id"])
+        assert again["title"] == ("Parse it" if tool == "update_task" else "Write the parser")
+    history = [h.action for h in board.get(card["id"], history=10).history]
+    if tool == "claim_task":
+        assert done["alice"]["claimed"] and done["alice"]["token"] == 1
+        assert history.count("claimed") == 1
+    else:
+        assert done["alice"]["title"] == "Parse it" and history.count("edited") == 1
