@@ -178,6 +178,7 @@ async def test_on_postgresql_a_bridged_call_waits_for_a_pooled_connection_on_the
     board = Board(Store(store_target, pool=1, pool_wait=20), lease_seconds=300)
     try:
         first = board.create("lead", NewTask(title="one", task_type="code")).id
+        board.store.release()  # this thread's connection, back to the pool of one
         order: list[str] = []
 
         def holder() -> None:
