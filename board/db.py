@@ -22,7 +22,7 @@ from pathlib import Path
 from ._sqlite_utils import Database
 from .bridge import Local, blocking, bridged, pause
 from .dialect import Dialect, SQLite, as_dicts
-from .errors import Unavailable
+from .errors import LockBusy, Unavailable
 from .events import Event, Notifier, encode, prune_from
 
 
@@ -316,6 +316,18 @@ class Store:
             raise PermissionError(f"{self.path} was opened read-only")
         db = self.db
         if getattr(_here, "active", False) and not _here.wrote:  # a call that must not wait (`not_waiting`)
+            if bridged():
+                # a database server: the lock is tried with the transaction's first statements, in one round trip
+                # (LockBusy there, with nothing written), and then held in place
+                _here.wrote = True
+                try:
+                    with blocking():
+                        self.dialect.begin_write_at_once(db)
+                        yield from self._transaction(db)
+                except LockBusy:
+                    raise WouldWait from None
+                self._publish()
+                return
             with self.try_write() as db:
                 if db is None:
                     raise WouldWait

@@ -34,7 +34,7 @@ from psycopg.pq import PipelineStatus, TransactionStatus
 
 from . import bridge
 from .dialect import Dialect
-from .errors import Conflict, Unavailable, first_line
+from .errors import Conflict, LockBusy, Unavailable, first_line
 from .pg_migrations import apply_migrations
 
 WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction holds
@@ -62,7 +62,8 @@ def translate(sql: str) -> str:
 # how a transaction's opening statements begin (begin_write, begin_read): deferred, with nothing after them,
 # they never need to reach the server
 LOCKING = "SELECT pg_advisory_xact_lock("
-OPENING = ("BEGIN", LOCKING)
+AT_ONCE = "SET LOCAL lock_timeout = '1ms'"
+OPENING = ("BEGIN", LOCKING, AT_ONCE, "SET LOCAL lock_timeout TO DEFAULT")
 
 
 class _Connection(psycopg.Connection):
@@ -210,6 +211,8 @@ def _reachable(committing: bool = False) -> Iterator[None]:
     (update_version) as Conflict (its other errors pass through)."""
     try:
         yield
+    except psycopg.errors.LockNotAvailable:  # only a write begun at once meets it (begin_write_at_once)
+        raise LockBusy("the board is busy with another write; nothing was written; retry in a moment") from None
     except psycopg.errors.DivisionByZero:
         raise Conflict("a card changed meanwhile; nothing was written; call get_task and retry") from None
     except psycopg.OperationalError as exc:
@@ -252,6 +255,12 @@ class PostgreSQL(Dialect):
     def begin_write(self, db: PgDatabase) -> None:
         db.defer("BEGIN")  # sent with the transaction's first statement, the lock too
         db.defer("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
+
+    def begin_write_at_once(self, db: PgDatabase) -> None:
+        db.defer("BEGIN")
+        db.defer(AT_ONCE)  # the lock is waited for 1 ms at most: then LockNotAvailable, raised as LockBusy
+        db.defer("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
+        db.defer("SET LOCAL lock_timeout TO DEFAULT")  # the rest of the transaction waits for locks as usual
 
     def try_begin_write(self, db: PgDatabase) -> bool:
         db.defer("BEGIN")
