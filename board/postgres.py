@@ -131,12 +131,26 @@ class PgDatabase:
     def _send(self, deferred: list, sql: str, params: Iterable):
         if not deferred:
             return self._conn.execute(translate(sql), tuple(params))
-        with self._conn.pipeline():
-            for ahead, args in deferred:
-                self._conn.execute(ahead, args)
-            cursor = self._conn.execute(translate(sql), tuple(params))
+        cursor = self._pipelined([*deferred, (translate(sql), tuple(params))])[-1]
         self._took_lock(deferred)
         return cursor
+
+    def _pipelined(self, statements: list[tuple[str, tuple]]) -> list:
+        """Statements (translated) in one pipeline, one round trip; their cursors.
+
+        psycopg (3.3) checks a failed pipeline's results only up to the failure, so it takes the statements it
+        asked the server to prepare after that for prepared, which they are not ("prepared statement … does not
+        exist" the next time): the statements of a pipeline that may fail at its start by design (a write begun
+        at once, AT_ONCE) are not prepared, and after any failure psycopg's record of them is dropped."""
+        prepare = False if any(sql == AT_ONCE for sql, _ in statements) else None
+        try:
+            with self._conn.pipeline():
+                return [self._conn.execute(sql, args, prepare=prepare) for sql, args in statements]
+        except psycopg.Error:
+            prepared = getattr(self._conn, "_prepared", None)  # psycopg's record of what it prepared
+            if prepared is not None:
+                prepared.clear()
+            raise
 
     def _took_lock(self, sent: list) -> None:
         """After a round trip: if it took the board's write lock, the rest of the transaction waits in place."""
@@ -147,25 +161,20 @@ class PgDatabase:
         """Statements that do not depend on each other's answers, in one round trip (with what was
         deferred); each one's rows as dicts. `end`: the transaction ends in the same round trip."""
         deferred, self._deferred = self._deferred, []
-        with _reachable(), self._conn.pipeline():
-            for ahead, args in deferred:
-                self._conn.execute(ahead, args)
-            cursors = [self._conn.execute(translate(sql), tuple(params)) for sql, params in statements]
-            if end:
-                self._conn.execute("END")
+        ours = [(translate(sql), tuple(params)) for sql, params in statements]
+        with _reachable():
+            cursors = self._pipelined([*deferred, *ours, *([("END", ())] if end else [])])
         self._took_lock(deferred)
-        return [_dicts(cursor) for cursor in cursors]
+        return [_dicts(cursor) for cursor in cursors[len(deferred) : len(deferred) + len(ours)]]
 
     def commit_after(self, sql: str, params: Iterable, then: tuple[str, Iterable]) -> list[tuple]:
         """What was deferred, `sql`, `then` and COMMIT in one round trip; the rows `sql` returned."""
         deferred, self._deferred = self._deferred, []
-        with _reachable(committing=True), self._conn.pipeline():
-            for ahead, args in deferred:
-                self._conn.execute(ahead, args)
-            cursor = self._conn.execute(translate(sql), tuple(params))
-            self._conn.execute(translate(then[0]), tuple(then[1]))
-            self._conn.execute("COMMIT")
-        return cursor.fetchall()
+        with _reachable(committing=True):
+            cursors = self._pipelined(
+                [*deferred, (translate(sql), tuple(params)), (translate(then[0]), tuple(then[1])), ("COMMIT", ())]
+            )
+        return cursors[len(deferred)].fetchall()
 
     def executemany(self, sql: str, seq: Iterable) -> None:
         if self._deferred:
