@@ -22,7 +22,7 @@ from pathlib import Path
 from ._sqlite_utils import Database
 from .bridge import Local, blocking, bridged, pause
 from .dialect import Dialect, SQLite, as_dicts
-from .errors import LockBusy, Unavailable
+from .errors import Unavailable
 from .events import Event, Notifier, encode, prune_from
 
 
@@ -63,7 +63,8 @@ log = logging.getLogger("hiveboard")
 _borrowed = Local()  # the pooled stores whose connection this thread (or bridged call) holds
 
 
-POOL_POLL_SECONDS = 0.002  # how often a bridged call waiting for a connection looks for one
+POOL_POLL_SECONDS = 0.002
+DEFAULT_POOL = 20  # a database server's connections per Store unless told (the server's own: --db-pool, 20)  # how often a bridged call waiting for a connection looks for one
 
 
 class _NoMutex:
@@ -146,8 +147,9 @@ class Store:
     pool: at most this many connections at once (a database server's are few and shared by every node);
     a thread keeps its connection until it hands it back (`release_connections()` when it finishes a
     call, or when it ends), the next thread takes a handed-back one before opening another, and a thread
-    that finds all in use waits up to `pool_wait` seconds, then gets `Unavailable` (one sentence). None: a
-    connection per thread, as many as threads."""
+    that finds all in use waits up to `pool_wait` seconds, then gets `Unavailable` (one sentence). None: on
+    SQLite a connection per thread, as many as threads; on a database server DEFAULT_POOL (its calls run as
+    bridged calls, board/bridge.py, a connection each while they run: without a pool each would open one)."""
 
     def __init__(self, path: str | Path, read_only: bool = False, pool: int | None = None, pool_wait: float = 5.0):
         self.path = str(path)
@@ -164,6 +166,8 @@ class Store:
         self.notifier = Notifier(self.target, self.dialect)
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
+        if pool is None and not self.dialect.embedded:
+            pool = DEFAULT_POOL
         self.pool, self.pool_wait = pool, pool_wait
         self._pooling = bool(pool)
         self._opened = 0  # connections of the pool in existence (in threads' hands or idle)
@@ -316,18 +320,6 @@ class Store:
             raise PermissionError(f"{self.path} was opened read-only")
         db = self.db
         if getattr(_here, "active", False) and not _here.wrote:  # a call that must not wait (`not_waiting`)
-            if bridged():
-                # a database server: the lock is tried with the transaction's first statements, in one round trip
-                # (LockBusy there, with nothing written), and then held in place
-                _here.wrote = True
-                try:
-                    with blocking():
-                        self.dialect.begin_write_at_once(db)
-                        yield from self._transaction(db)
-                except LockBusy:
-                    raise WouldWait from None
-                self._publish()
-                return
             with self.try_write() as db:
                 if db is None:
                     raise WouldWait

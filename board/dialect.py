@@ -74,12 +74,6 @@ class Dialect(ABC):
     def try_begin_write(self, db: Database) -> bool:
         """Begin such a transaction only if the lock is free right now; False (nothing begun) if not."""
 
-    def begin_write_at_once(self, db: Database) -> None:
-        """Begin such a transaction with its first statements, which fail with LockBusy (nothing written) if the
-        lock is held: `try_begin_write` without a round trip of its own, on a dialect whose statements travel
-        together (a bridged call, board/bridge.py, on a database server)."""
-        raise NotImplementedError(f"{self.name} begins its write transactions with a statement of their own")
-
     @abstractmethod
     def in_transaction(self, db: Database) -> bool:
         """Whether this connection is inside a transaction it began."""

@@ -58,11 +58,6 @@ class Unavailable(BoardError):
         self.reason = reason  # the driver's own words, for a caller that words the sentence itself
 
 
-class LockBusy(Unavailable):
-    """A write that was to begin only if the board's write lock was free found it held: nothing was written
-    (Store.write turns it into WouldWait, and the call runs again, waiting for the lock)."""
-
-
 def first_line(exc: BaseException) -> str:
     """An error's message as one line (its first), or its type's name when it has none."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -34,7 +34,7 @@ from psycopg.pq import PipelineStatus, TransactionStatus
 
 from . import bridge
 from .dialect import Dialect
-from .errors import Conflict, LockBusy, Unavailable, first_line
+from .errors import Conflict, Unavailable, first_line
 from .pg_migrations import apply_migrations
 
 WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction holds
@@ -62,8 +62,7 @@ def translate(sql: str) -> str:
 # how a transaction's opening statements begin (begin_write, begin_read): deferred, with nothing after them,
 # they never need to reach the server
 LOCKING = "SELECT pg_advisory_xact_lock("
-AT_ONCE = "SET LOCAL lock_timeout = '1ms'"
-OPENING = ("BEGIN", LOCKING, AT_ONCE, "SET LOCAL lock_timeout TO DEFAULT")
+OPENING = ("BEGIN", LOCKING)
 
 
 class _Connection(psycopg.Connection):
@@ -136,16 +135,13 @@ class PgDatabase:
         return cursor
 
     def _pipelined(self, statements: list[tuple[str, tuple]]) -> list:
-        """Statements (translated) in one pipeline, one round trip; their cursors.
-
-        psycopg (3.3) checks a failed pipeline's results only up to the failure, so it takes the statements it
-        asked the server to prepare after that for prepared, which they are not ("prepared statement … does not
-        exist" the next time): the statements of a pipeline that may fail at its start by design (a write begun
-        at once, AT_ONCE) are not prepared, and after any failure psycopg's record of them is dropped."""
-        prepare = False if any(sql == AT_ONCE for sql, _ in statements) else None
+        """Statements (translated) in one pipeline, one round trip; their cursors. After a failure part-way
+        (a guarded update that found its row moved on), psycopg's record of the statements it prepared is
+        dropped: it checks a failed pipeline's results only so far, and could take statements it asked the
+        server to prepare after the failure for prepared ("prepared statement … does not exist" later)."""
         try:
             with self._conn.pipeline():
-                return [self._conn.execute(sql, args, prepare=prepare) for sql, args in statements]
+                return [self._conn.execute(sql, args) for sql, args in statements]
         except psycopg.Error:
             prepared = getattr(self._conn, "_prepared", None)  # psycopg's record of what it prepared
             if prepared is not None:
@@ -220,8 +216,6 @@ def _reachable(committing: bool = False) -> Iterator[None]:
     (update_version) as Conflict (its other errors pass through)."""
     try:
         yield
-    except psycopg.errors.LockNotAvailable:  # only a write begun at once meets it (begin_write_at_once)
-        raise LockBusy("the board is busy with another write; nothing was written; retry in a moment") from None
     except psycopg.errors.DivisionByZero:
         raise Conflict("a card changed meanwhile; nothing was written; call get_task and retry") from None
     except psycopg.OperationalError as exc:
@@ -264,12 +258,6 @@ class PostgreSQL(Dialect):
     def begin_write(self, db: PgDatabase) -> None:
         db.defer("BEGIN")  # sent with the transaction's first statement, the lock too
         db.defer("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
-
-    def begin_write_at_once(self, db: PgDatabase) -> None:
-        db.defer("BEGIN")
-        db.defer(AT_ONCE)  # the lock is waited for 1 ms at most: then LockNotAvailable, raised as LockBusy
-        db.defer("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
-        db.defer("SET LOCAL lock_timeout TO DEFAULT")  # the rest of the transaction waits for locks as usual
 
     def try_begin_write(self, db: PgDatabase) -> bool:
         db.defer("BEGIN")

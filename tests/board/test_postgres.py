@@ -285,35 +285,3 @@ def test_a_board_written_during_its_copy_is_copied_as_it_was_when_the_copy_began
     finally:
         for store in (source.store, other_node.store, target):
             store.close()
-
-
-def test_a_write_begun_at_once_that_finds_the_lock_held_leaves_the_connection_sound(postgres):
-    """`begin_write_at_once` sends the lock with the write's first statements; when another node holds it, that
-    round trip fails with nothing written (LockBusy) and the statements after the lock never ran. The connection
-    must come out of it as it went in: psycopg (3.3) took statements it had asked the server to prepare in such
-    a pipeline for prepared, and the next use of one failed ("prepared statement … does not exist")."""
-    import psycopg
-
-    from hiveboard.board.errors import LockBusy
-    from hiveboard.board.postgres import WRITE_LOCK
-
-    url = postgres.database()
-    store = Store(url)
-    other = psycopg.connect(url, autocommit=True)  # another node, holding the write lock
-    try:
-        db = store.db
-        other.execute("BEGIN")
-        other.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
-        for n in range(8):  # psycopg prepares a statement from its fifth use on
-            store.dialect.begin_write_at_once(db)
-            with pytest.raises(LockBusy, match="busy with another write; nothing was written"):
-                db.execute("SELECT count(*) FROM tasks WHERE id > ?", [n]).fetchone()
-            db.execute("ROLLBACK")
-        other.execute("ROLLBACK")
-        for n in range(8):
-            assert db.execute("SELECT count(*) FROM tasks WHERE id > ?", [n]).fetchone() == (0,)
-        with store.write() as db:  # and a write waits for the lock as usual
-            assert db.execute("SELECT count(*) FROM tasks WHERE id > ?", [9]).fetchone() == (0,)
-    finally:
-        other.close()
-        store.close()
