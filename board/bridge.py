@@ -7,7 +7,7 @@ every statement and had to win it back from the event loop, which with several c
 answering the others' requests (the same hand-overs that made SQLite's calls twice as slow on threads).
 
 `run` calls a function in a greenlet on the event loop's thread. When the driver would block on the connection's
-socket (board/postgres.py's connection class asks `bridged()` in its `wait`), the greenlet hands the wait to the
+socket (board/postgres.py's connection class asks `yields()` in its `wait`), the greenlet hands the wait to the
 event loop (`wait_for`), which serves other requests meanwhile and switches back once the socket is ready. The
 board's code stays synchronous; no statement of it changes.
 

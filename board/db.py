@@ -63,8 +63,9 @@ log = logging.getLogger("hiveboard")
 _borrowed = Local()  # the pooled stores whose connection this thread (or bridged call) holds
 
 
-POOL_POLL_SECONDS = 0.002
-DEFAULT_POOL = 20  # a database server's connections per Store unless told (the server's own: --db-pool, 20)  # how often a bridged call waiting for a connection looks for one
+POOL_POLL_SECONDS = 0.002  # how often a bridged call waiting for a connection looks for one
+DEFAULT_POOL = 20  # a database server's connections per Store unless told (the server's own: --db-pool, 20)
+_NEW = object()  # `Store._take`: a place in the pool for a new connection
 
 
 class _NoMutex:
@@ -216,51 +217,56 @@ class Store:
         turn: while anyone waits, the first to have asked is served first (threads and bridged calls alike;
         a bridged call, which must not block the event loop, looks again every few milliseconds and would
         otherwise lose every free connection to calls that just arrived)."""
-        deadline = time.monotonic() + self.pool_wait
         ticket = object()
-        queued = False
-        try:
-            while True:
-                with self._returned:
-                    if not queued and self._line:  # others wait already: after them
-                        self._line.append(ticket)
-                        queued = True
-                    if not queued or self._line[0] is ticket:
-                        while self._idle:
-                            db = self._idle.pop()
-                            if self.dialect.alive(db):
-                                return db
-                            _close(db)
-                            self._opened -= 1
-                        if self._opened < self.pool:
-                            self._opened += 1
+        with self._returned:
+            got = None if self._line else self._take()  # others wait already: after them
+            if got is None:
+                self._line.append(ticket)
+        if got is None:
+            deadline = time.monotonic() + self.pool_wait
+            try:
+                while True:
+                    with self._returned:
+                        if self._line[0] is ticket and (got := self._take()) is not None:
                             break
-                    if not queued:
-                        self._line.append(ticket)
-                        queued = True
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise Unavailable(
-                            f"all {self.pool} database connections of this node are in use (waited "
-                            f"{self.pool_wait:g} s); nothing was written; retry in a moment",
-                            "connection pool exhausted",
-                        )
-                    if not bridged():
-                        self._returned.wait(left)
-                        continue
-                # a bridged call waits on the event loop (even while `blocking`: it holds no connection yet),
-                # holding nothing: the call that hands a connection back may be another one on this very thread
-                pause(min(POOL_POLL_SECONDS, left))
-        finally:
-            if queued:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise Unavailable(
+                                f"all {self.pool} database connections of this node are in use (waited "
+                                f"{self.pool_wait:g} s); nothing was written; retry in a moment",
+                                "connection pool exhausted",
+                            )
+                        if not bridged():
+                            self._returned.wait(left)
+                            continue
+                    # a bridged call waits on the event loop (even while `blocking`: it holds no connection yet),
+                    # holding nothing: the call that hands a connection back may be another one on this thread
+                    pause(min(POOL_POLL_SECONDS, left))
+            finally:
                 with self._returned:
                     self._line.remove(ticket)
                     self._returned.notify_all()  # the next in line may be a thread
+        if got is not _NEW:
+            return got
         try:
             return self.dialect.connect(self.target)
         except BaseException:
             self._freed()
             raise
+
+    def _take(self):
+        """Under `_returned`: a sound handed-back connection, else `_NEW` (a place for a new one, counted), else
+        None (all in use)."""
+        while self._idle:
+            db = self._idle.pop()
+            if self.dialect.alive(db):
+                return db
+            _close(db)
+            self._opened -= 1
+        if self._opened < self.pool:
+            self._opened += 1
+            return _NEW
+        return None
 
     def _freed(self) -> None:
         with self._returned:

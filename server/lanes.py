@@ -285,9 +285,9 @@ async def run(lane: Lane, fn: Callable[..., T], *args, board_only: bool = True, 
     (`on_loop`): its first write takes the write lock only if it is free and then holds it in place; if it is
     not free, nothing was written and the call runs again, waiting for the lock on the loop.
     `board_only=False`: a call whose work includes something else (git), always on a worker thread."""
-    here = board_only and embedded.get()
-    bridged = board_only and awaits.get()
-    fair = lane_of(lane, AWAITED_WIDTH[lane] if awaits.get() else 1)
+    on_server = awaits.get()
+    here, bridged = board_only and embedded.get(), board_only and on_server
+    fair = lane_of(lane, AWAITED_WIDTH[lane] if on_server else 1)
     who = caller.get()
     if who is not None and not detached.get():
         await turns().defer(who)

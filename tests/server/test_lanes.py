@@ -65,6 +65,21 @@ async def test_reads_are_answered_while_a_write_waits_for_another_process(connec
         assert (await call(bob, "get_task", task_id=lapsed["id"]))["status"] == "todo"
 
 
+def write_args(tool: str, task_id: int) -> dict:
+    """The arguments of the write these tests make: a claim of the card, or an edit of its title."""
+    return {"task_id": task_id} if tool == "claim_task" else {"task_id": task_id, "title": "Parse it"}
+
+
+def assert_written_once(board, task_id: int, tool: str, answer: dict) -> None:
+    """The claim or the edit answered as made, and its card's history holds it once."""
+    history = [h.action for h in board.get(task_id, history=10).history]
+    if tool == "claim_task":
+        assert answer["claimed"] and answer["token"] == 1
+        assert history.count("claimed") == 1
+    else:
+        assert answer["title"] == "Parse it" and history.count("edited") == 1
+
+
 @pytest.mark.parametrize("tool", ["claim_task", "update_task"])
 @pytest.mark.parametrize("holder", ["thread", "process"])
 async def test_a_write_that_must_wait_for_the_lock_waits_off_the_event_loop_and_writes_once(
@@ -95,7 +110,7 @@ async def test_a_write_that_must_wait_for_the_lock_waits_off_the_event_loop_and_
         holding = threading.Thread(target=hold)
         holding.start()
         done: dict[str, dict] = {}
-        args = {"task_id": card["id"]} if tool == "claim_task" else {"task_id": card["id"], "title": "Parse it"}
+        args = write_args(tool, card["id"])
 
         async def write() -> None:
             done["alice"] = await call(alice, tool, **args)
@@ -112,12 +127,7 @@ async def test_a_write_that_must_wait_for_the_lock_waits_off_the_event_loop_and_
         finally:
             free.set()
             holding.join(60)
-    history = [h.action for h in board.get(card["id"], history=10).history]
-    if tool == "claim_task":
-        assert done["alice"]["claimed"] and done["alice"]["token"] == 1
-        assert history.count("claimed") == 1
-    else:
-        assert done["alice"]["title"] == "Parse it" and history.count("edited") == 1
+    assert_written_once(board, card["id"], tool, done["alice"])
 
 
 def test_a_call_that_must_not_wait_writes_once_then_waits_like_any_other(board):
@@ -239,7 +249,7 @@ async def test_on_postgresql_a_write_waits_for_another_nodes_lock_on_the_event_l
         other.execute("BEGIN")
         other.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
         done: dict[str, dict] = {}
-        args = {"task_id": card["id"]} if tool == "claim_task" else {"task_id": card["id"], "title": "Parse it"}
+        args = write_args(tool, card["id"])
         ticks: list[float] = []
         stop = anyio.Event()
 
@@ -271,9 +281,4 @@ async def test_on_postgresql_a_write_waits_for_another_nodes_lock_on_the_event_l
         assert max(gaps) < 0.25, max(gaps)  # the event loop was never blocked on the lock
         again = await call(alice, "get_task", task_id=card["id"])
         assert again["title"] == ("Parse it" if tool == "update_task" else "Write the parser")
-    history = [h.action for h in board.get(card["id"], history=10).history]
-    if tool == "claim_task":
-        assert done["alice"]["claimed"] and done["alice"]["token"] == 1
-        assert history.count("claimed") == 1
-    else:
-        assert done["alice"]["title"] == "Parse it" and history.count("edited") == 1
+    assert_written_once(board, card["id"], tool, done["alice"])
