@@ -79,6 +79,12 @@ def source_ids(source: str | None) -> dict[str, int]:
     return {f"{found.group(1)}_id": int(found.group(2))} if found else {}
 
 
+# the newest lesson's or critique's id, NULL before the first: an expression (Knowledge.guidance_mark)
+GUIDANCE_MARK = (
+    "(SELECT max(m) FROM (SELECT max(id) AS m FROM memory_items WHERE kind = 'lesson' "
+    "UNION ALL SELECT max(id) AS m FROM memory_items WHERE kind = 'critique') AS g)"
+)
+
 # an item's columns that make a MemoryItem (not its vectors: 3 kB a row that nothing here reads)
 ITEM = (
     "id, kind, task_type, task_id, title, text, tags, source, created_by, created_at, deprecated, superseded_by, "
@@ -651,28 +657,25 @@ class Knowledge:
     def guidance_mark(self) -> int:
         """The newest lesson's or critique's id (0: none yet): what a card's lessons computed ahead are as
         new as (memory_kind_id makes each half one index step)."""
-        return (
-            self.store.db.execute(
-                "SELECT max(m) FROM (SELECT max(id) AS m FROM memory_items WHERE kind = 'lesson' "
-                "UNION ALL SELECT max(id) AS m FROM memory_items WHERE kind = 'critique') AS g"
-            ).fetchone()[0]
-            or 0
-        )
+        return self.store.db.execute(f"SELECT {GUIDANCE_MARK}").fetchone()[0] or 0
 
-    def card_context(self, task_id: int) -> dict | None:
-        """What was computed ahead for a card: model, digest (of the card's text), vector, hits, as_of."""
+    def card_context(self, task_id: int) -> tuple[int, dict | None]:
+        """(`guidance_mark`, what was computed ahead for the card: model, digest (of the card's text), hits,
+        as_of; None when nothing was), read together. Its vector is read apart (`card_vector`): a claim that
+        hands what was computed needs none."""
         row = self.store.db.execute(
-            "SELECT model, digest, vector, hits, as_of FROM card_context WHERE task_id = ?", [task_id]
+            f"SELECT {GUIDANCE_MARK}, c.model, c.digest, c.hits, c.as_of FROM (SELECT 1 AS one) AS o "
+            "LEFT JOIN card_context c ON c.task_id = ?",
+            [task_id],
         ).fetchone()
-        if row is None:
-            return None
-        return {
-            "model": row[0],
-            "digest": row[1],
-            "vector": from_blob(row[2]),
-            "hits": json.loads(row[3]),
-            "as_of": row[4],
-        }
+        if row[1] is None:
+            return row[0] or 0, None
+        return row[0] or 0, {"model": row[1], "digest": row[2], "hits": json.loads(row[3]), "as_of": row[4]}
+
+    def card_vector(self, task_id: int) -> np.ndarray | None:
+        """The vector computed ahead for a card's text (None: none was)."""
+        row = self.store.db.execute("SELECT vector FROM card_context WHERE task_id = ?", [task_id]).fetchone()
+        return None if row is None else from_blob(row[0])
 
     def save_card_context(self, task_id: int, *, model: str, digest: str, vector, hits: list, as_of: int) -> None:
         with self.store.write() as db:
@@ -711,12 +714,12 @@ class Knowledge:
             with self.store.write() as db:
                 self.surfaced(agent, task_id, ids, db)
             return
-        ts = now()
-        self.store.dialect.send_many(
+        self.store.dialect.send(  # one statement for all of them
             db,
-            "INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) SELECT ?, ?, ?, ? WHERE NOT EXISTS "
-            f"(SELECT 1 FROM memory_surfaced WHERE item_id = ? AND agent = ? AND task_id {self.store.dialect.same} ?)",
-            [(i, agent, task_id, ts, i, agent, task_id) for i in ids],
+            "INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) SELECT v.column1, ?, ?, ? FROM "
+            f"(VALUES {', '.join(['(?)'] * len(ids))}) AS v WHERE NOT EXISTS (SELECT 1 FROM memory_surfaced s WHERE "
+            f"s.item_id = v.column1 AND s.agent = ? AND s.task_id {self.store.dialect.same} ?)",
+            [agent, task_id, now(), *ids, agent, task_id],
         )
 
     def remember_output(self, db: Database, row: dict) -> None:

@@ -507,22 +507,20 @@ class Memory:
             log.exception("could not read the lessons computed ahead for task %s; searching them", task.id)
             return None
 
-    def _ahead(self, task: Task) -> tuple[list[Hit] | None, np.ndarray | None]:
-        """(the card's lessons to hand without a search, else None; the card's stored vector when its text and
-        the model are the ones it was computed with, else None).
+    def _ahead(self, task: Task) -> tuple[list[Hit] | None, bool]:
+        """(the card's lessons to hand without a search, else None; whether the card's stored vector is of its
+        text and the model: `Knowledge.card_vector` then has it).
 
         With no lesson or critique in the memory there is nothing to hand; the lessons computed ahead for the card
         (`prepare`) are handed as they are while no lesson or critique came in since and none of them was
         deprecated."""
-        mark = self.knowledge.guidance_mark()
+        mark, ahead = self.knowledge.card_context(task.id)
         if not mark:
-            return [], None
-        ahead = self.knowledge.card_context(task.id)
+            return [], False
         query = card_query(task.title, task.description, task.acceptance_criteria)
         if ahead is None or (ahead["model"], ahead["digest"]) != (self.embedder.name, _digest(query)):
-            return None, None
-        hits = self._stored_hits(ahead["hits"]) if ahead["as_of"] >= mark else None
-        return hits, ahead["vector"]
+            return None, False
+        return (self._stored_hits(ahead["hits"]) if ahead["as_of"] >= mark else None), True
 
     def context_for(self, agent: str, task: Task, k: int = CONTEXT_K) -> list[Hit]:
         """Lessons for a card just claimed — same task type first, then any — and critiques only where no
@@ -535,9 +533,10 @@ class Memory:
         Never fails: the claim is already made, and a card must not be lost to a memory hiccup.
         """
         try:
-            hits, vector = self._ahead(task)
+            hits, stored = self._ahead(task)
             if hits is None or (hits and k != CONTEXT_K):
                 query = card_query(task.title, task.description, task.acceptance_criteria)
+                vector = self.knowledge.card_vector(task.id) if stored else None
                 if vector is None:
                     try:
                         vector = self.embedder.embed([query])[0]

@@ -57,6 +57,10 @@ async def test_a_claim_hands_the_lessons_computed_ahead_without_embedding_or_sea
         searches = Counted(monkeypatch, memory, "query")
         handed = (await call(dev, "claim_task", task_id=ahead["id"]))["lessons"]
         assert (embeds.calls, searches.calls) == (0, 0)
+        # each lesson handed is recorded once for the agent and card: a claim again by its holder adds none
+        assert handed and (await call(dev, "board_stats"))["memory_surfaced"] == len(handed)
+        assert (await call(dev, "claim_task", task_id=ahead["id"]))["lessons"] == handed
+        assert (await call(dev, "board_stats"))["memory_surfaced"] == len(handed)
         # the other card's lessons, searched now as before the change, are the same
         with memory.board.store.write() as db:
             db.execute("DELETE FROM card_context WHERE task_id = ?", [searched["id"]])
