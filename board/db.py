@@ -8,6 +8,7 @@ board/dialect.py). Events emitted inside a write reach the notifier once it has 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import threading
@@ -30,11 +31,26 @@ def now() -> float:
     return time.time()
 
 
+_second: tuple[int, str] = (0, "1970-01-01T00:00:00")  # the last whole second `iso` formatted, and its text
+
+
 def iso(ts: float | None) -> str | None:
-    """Epoch seconds to an ISO 8601 UTC string (what agents read)."""
+    """Epoch seconds to an ISO 8601 UTC string (what agents read), to the millisecond: what
+    `datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")` gives, without a datetime (an answer
+    carries dozens; most share their second with the one before)."""
+    global _second
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if ts < 0:  # before 1970 (a date an agent gave): rare enough for the datetime's own way
+        return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    frac, whole = math.modf(ts)
+    micro = round(frac * 1e6)  # as datetime rounds: half to even, to the microsecond, then cut to the millisecond
+    if micro >= 1_000_000:
+        whole, micro = whole + 1, micro - 1_000_000
+    second, last = int(whole), _second
+    if last[0] != second:
+        last = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{last[1]}.{micro // 1000:03d}Z"
 
 
 def placeholders(values) -> str:

@@ -97,3 +97,19 @@ def test_upkeep_that_need_not_wait_is_skipped_while_another_writer_holds_the_loc
     assert store.db.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000  # writers still wait their turn
     other.close()
     store.close()
+
+
+def test_times_read_as_datetime_writes_them_to_the_millisecond():
+    import random
+    from datetime import UTC, datetime
+
+    from hiveboard.board.db import iso
+
+    rng = random.Random(7)
+    edges = [0.0, 0.0005, 0.9995, 0.9999995, 1.0000005, 59.9999996, 1e9 + 0.0015, 4102444799.9999995, -1.5, -86400.25]
+    stamps = edges + [rng.uniform(1.6e9, 2e9) for _ in range(20_000)]
+    stamps += [round(rng.uniform(1.6e9, 2e9), 3) + rng.choice([0.0005, -0.0005, 5e-7, -5e-7]) for _ in range(20_000)]
+    for ts in stamps:
+        want = datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        assert iso(ts) == want, ts
+    assert iso(None) is None
