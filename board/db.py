@@ -23,7 +23,7 @@ from pathlib import Path
 from ._sqlite_utils import Database
 from .bridge import Local, blocking, bridged, pause
 from .dialect import Dialect, SQLite, as_dicts
-from .errors import Unavailable
+from .errors import Unavailable, WouldWait
 from .events import Event, Notifier, encode, prune_from
 
 
@@ -101,10 +101,6 @@ class _NoMutex:
 
 
 _NO_MUTEX = _NoMutex()
-
-
-class WouldWait(Exception):
-    """A write of a call that must not wait (`not_waiting`) found the write lock held: nothing was written."""
 
 
 _here = Local()  # this thread (or bridged call) runs a call that must not wait for the write lock (`not_waiting`)
@@ -342,7 +338,7 @@ class Store:
             raise PermissionError(f"{self.path} was opened read-only")
         db = self.db
         if getattr(_here, "active", False) and not _here.wrote:  # a call that must not wait (`not_waiting`)
-            with self.try_write() as db:
+            with self.try_write(lazily=True) as db:
                 if db is None:
                     raise WouldWait
                 _here.wrote = True
@@ -357,12 +353,13 @@ class Store:
         self._publish()
 
     @contextmanager
-    def try_write(self) -> Iterator[Database | None]:
+    def try_write(self, lazily: bool = False) -> Iterator[Database | None]:
         """A write transaction if one can begin at once, else None: another thread of this process or
         another process is writing. For upkeep a reader may do but need not wait for, since every
         writer does it first anyway (the lease sweep). In a bridged call (board/bridge.py) the transaction
         waits for the database in place: it holds the write lock, so its round trips should take the
-        database's time only."""
+        database's time only. `lazily` (Dialect.try_begin_write): on a database server the lock is tried with
+        the transaction's first statements, and one found held raises `WouldWait` there."""
         if self.read_only:
             yield None
             return
@@ -373,7 +370,7 @@ class Store:
         try:
             db = self.db  # waiting for a connection of the pool, if it must, on the event loop
             with blocking():
-                began = self.dialect.try_begin_write(db)
+                began = self.dialect.try_begin_write(db, lazily)
             if not began:
                 yield None
                 return

@@ -71,8 +71,11 @@ class Dialect(ABC):
         """Begin a transaction that holds the write lock from its start, waiting for it if need be."""
 
     @abstractmethod
-    def try_begin_write(self, db: Database) -> bool:
-        """Begin such a transaction only if the lock is free right now; False (nothing begun) if not."""
+    def try_begin_write(self, db: Database, lazily: bool = False) -> bool:
+        """Begin such a transaction only if the lock is free right now; False (nothing begun) if not.
+        `lazily`: a dialect that talks to a server may try the lock with the transaction's first statements
+        instead of a round trip of its own; True then, and a lock found held raises `WouldWait` at that first
+        round trip, before anything was written (the caller rolls back)."""
 
     @abstractmethod
     def in_transaction(self, db: Database) -> bool:
@@ -269,7 +272,7 @@ class SQLite(Dialect):
         # when another process wrote in between; an immediate one waits its turn instead.
         db.execute("BEGIN IMMEDIATE")
 
-    def try_begin_write(self, db: Database) -> bool:
+    def try_begin_write(self, db: Database, lazily: bool = False) -> bool:
         db.execute("PRAGMA busy_timeout = 0")  # another process's lock: do not wait for it either
         try:
             db.execute("BEGIN IMMEDIATE")

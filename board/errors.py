@@ -61,3 +61,8 @@ class Unavailable(BoardError):
 def first_line(exc: BaseException) -> str:
     """An error's message as one line (its first), or its type's name when it has none."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+class WouldWait(Exception):
+    """A write of a call that must not wait (`db.not_waiting`) found the write lock held: nothing was written.
+    Not a BoardError: the server runs the call again where it may wait; no agent ever reads it."""

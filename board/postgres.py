@@ -34,7 +34,7 @@ from psycopg.pq import PipelineStatus, TransactionStatus
 
 from . import bridge
 from .dialect import Dialect
-from .errors import Conflict, Unavailable, first_line
+from .errors import Conflict, Unavailable, WouldWait, first_line
 from .pg_migrations import apply_migrations
 
 WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction holds
@@ -62,7 +62,14 @@ def translate(sql: str) -> str:
 # how a transaction's opening statements begin (begin_write, begin_read): deferred, with nothing after them,
 # they never need to reach the server
 LOCKING = "SELECT pg_advisory_xact_lock("
-OPENING = ("BEGIN", LOCKING)
+TRYING = "SELECT pg_try_advisory_xact_lock("  # a write that must not wait: tried with its first reads (Dialect)
+OPENING = ("BEGIN", LOCKING, TRYING)
+# what makes a statement that opens with SELECT more than a read: it must not run before the lock is known held
+NOT_A_READ = re.compile(r"\bFOR (NO KEY )?(UPDATE|SHARE)\b|\bFOR KEY SHARE\b|pg_notify|nextval|setval|advisory", re.I)
+
+
+def _reads_only(statements: list[tuple[str, tuple]]) -> bool:
+    return all(sql.startswith("SELECT") and not NOT_A_READ.search(sql) for sql, _ in statements)
 
 
 class _Connection(psycopg.Connection):
@@ -96,6 +103,7 @@ class PgDatabase:
         self.conn = self
         self._deferred: list[tuple[str, tuple | None]] = []
         self._reconnect = reconnect  # a new psycopg connection to the same database
+        self._refused = False  # this transaction tried the write lock and found it held: only ROLLBACK is sent
 
     def defer(self, sql: str, params: Iterable = ()) -> None:
         # always a tuple, even empty: psycopg reads the `%%` of translate() back as `%` only then
@@ -104,6 +112,9 @@ class PgDatabase:
     def execute(self, sql: str, params: Iterable = ()):
         """One statement (with what was deferred ahead of it). COMMIT ends a write; END ends a read (so
         losing the server there is not reported as a commit that may have happened)."""
+        if sql == "ROLLBACK":
+            self._refused = False
+        self._not_refused()
         if sql in ("COMMIT", "END", "ROLLBACK") and self._deferred and not self._begun:
             if sql == "ROLLBACK" or all(ahead.startswith(OPENING) for ahead, _ in self._deferred):
                 self._deferred = []  # a transaction that never reached the server: nothing to end
@@ -128,11 +139,28 @@ class PgDatabase:
             return self._send(deferred, sql, params)
 
     def _send(self, deferred: list, sql: str, params: Iterable):
+        ours = [(translate(sql), tuple(params))]
+        deferred = self._tried_first(deferred, ours)
         if not deferred:
-            return self._conn.execute(translate(sql), tuple(params))
-        cursor = self._pipelined([*deferred, (translate(sql), tuple(params))])[-1]
-        self._took_lock(deferred)
-        return cursor
+            return self._conn.execute(*ours[0])
+        cursors = self._pipelined([*deferred, *ours])
+        self._took_lock(deferred, cursors)
+        return cursors[-1]
+
+    def _not_refused(self) -> None:
+        if self._refused:  # WouldWait was raised and not heeded: nothing more of this transaction may run
+            raise WouldWait("the board's write lock is held; this transaction must be rolled back")
+
+    def _tried_first(self, deferred: list, ours: list) -> list:
+        """What of `deferred` goes with `ours`: all of it, a try of the write lock included, when everything after
+        that try only reads (reads that turn out to be made without the lock are thrown away); else the try goes
+        alone first, one round trip, so that nothing writes before the lock is known held."""
+        at = next((i for i, (sql, _) in enumerate(deferred) if sql.startswith(TRYING)), None)
+        if at is None or _reads_only([*deferred[at + 1 :], *ours]):
+            return deferred
+        cursors = self._pipelined(deferred[: at + 1])
+        self._took_lock(deferred[: at + 1], cursors)
+        return deferred[at + 1 :]
 
     def _pipelined(self, statements: list[tuple[str, tuple]]) -> list:
         """Statements (translated) in one pipeline, one round trip; their cursors. After a failure part-way
@@ -148,31 +176,44 @@ class PgDatabase:
                 prepared.clear()
             raise
 
-    def _took_lock(self, sent: list) -> None:
-        """After a round trip: if it took the board's write lock, the rest of the transaction waits in place."""
-        if any(sql.startswith(LOCKING) for sql, _ in sent):
-            self._conn.locked = True
+    def _took_lock(self, sent: list, cursors: list) -> None:
+        """After a round trip: if it took the board's write lock, the rest of the transaction waits in place; if it
+        tried the lock and found it held, `WouldWait` (nothing was written: the transaction only read)."""
+        for (sql, _), cursor in zip(sent, cursors):
+            if sql.startswith(TRYING) and not cursor.fetchone()[0]:
+                self._refused = True
+                raise WouldWait("the board's write lock is held")
+            if sql.startswith((LOCKING, TRYING)):
+                self._conn.locked = True
 
     def rows_many(self, statements: list[tuple[str, Iterable]], end: bool = False) -> list[list[dict]]:
         """Statements that do not depend on each other's answers, in one round trip (with what was
         deferred); each one's rows as dicts. `end`: the transaction ends in the same round trip."""
+        self._not_refused()
         deferred, self._deferred = self._deferred, []
         ours = [(translate(sql), tuple(params)) for sql, params in statements]
         with _reachable():
+            deferred = self._tried_first(deferred, ours)
             cursors = self._pipelined([*deferred, *ours, *([("END", ())] if end else [])])
-        self._took_lock(deferred)
+        self._took_lock(deferred, cursors)
         return [_dicts(cursor) for cursor in cursors[len(deferred) : len(deferred) + len(ours)]]
 
     def commit_after(self, sql: str, params: Iterable, then: tuple[str, Iterable]) -> list[tuple]:
         """What was deferred, `sql`, `then` and COMMIT in one round trip; the rows `sql` returned."""
+        self._not_refused()
         deferred, self._deferred = self._deferred, []
+        ours = [(translate(sql), tuple(params)), (translate(then[0]), tuple(then[1])), ("COMMIT", ())]
+        with _reachable():
+            deferred = self._tried_first(deferred, ours)  # the try alone first: these write
         with _reachable(committing=True):
-            cursors = self._pipelined(
-                [*deferred, (translate(sql), tuple(params)), (translate(then[0]), tuple(then[1])), ("COMMIT", ())]
-            )
+            cursors = self._pipelined([*deferred, *ours])
         return cursors[len(deferred)].fetchall()
 
     def executemany(self, sql: str, seq: Iterable) -> None:
+        self._not_refused()
+        if any(ahead.startswith(TRYING) for ahead, _ in self._deferred):
+            with _reachable():
+                self._deferred = self._tried_first(self._deferred, [(sql, ())])  # the try alone first: these write
         if self._deferred:
             self.execute("SELECT 1")
         with _reachable(), self._conn.cursor() as cursor:
@@ -196,7 +237,7 @@ class PgDatabase:
         return self._begun or bool(self._deferred and self._deferred[0][0].startswith("BEGIN"))
 
     def close(self) -> None:
-        self._deferred = []
+        self._deferred, self._refused = [], False
         self._conn.close()
 
 
@@ -259,8 +300,11 @@ class PostgreSQL(Dialect):
         db.defer("BEGIN")  # sent with the transaction's first statement, the lock too
         db.defer("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
 
-    def try_begin_write(self, db: PgDatabase) -> bool:
+    def try_begin_write(self, db: PgDatabase, lazily: bool = False) -> bool:
         db.defer("BEGIN")
+        if lazily:  # tried with the transaction's first reads (PgDatabase._tried_first): a round trip fewer
+            db.defer("SELECT pg_try_advisory_xact_lock(?)", [WRITE_LOCK])
+            return True
         if db.execute("SELECT pg_try_advisory_xact_lock(?)", [WRITE_LOCK]).fetchone()[0]:
             return True
         db.execute("ROLLBACK")

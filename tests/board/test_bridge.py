@@ -204,3 +204,68 @@ async def test_on_postgresql_a_bridged_call_waits_for_a_pooled_connection_on_the
         assert board.store._opened == 1
     finally:
         board.store.close()
+
+
+@pytest.mark.backends("postgresql")
+def test_on_postgresql_a_write_that_must_not_wait_tries_the_lock_with_its_first_reads(store_target, monkeypatch):
+    """A write of a call that must not wait (`not_waiting`) tries the write lock in the round trip of its first
+    statements when they only read (a round trip fewer than a try of its own); when they write, the try goes
+    alone first. Found held, the lock refuses the write (`WouldWait`) before anything was written, even when the
+    body ignores the refusal; found free, the write is made."""
+    import psycopg
+
+    from hiveboard.board.db import WouldWait, not_waiting
+    from hiveboard.board.postgres import TRYING, WRITE_LOCK, PgDatabase
+
+    store = Store(store_target)
+    with psycopg.connect(store_target, autocommit=True) as setup:
+        setup.execute("CREATE TABLE lazy_try (x integer)")
+    trips: list[list[str]] = []
+    real = PgDatabase._pipelined
+
+    def recorded(self, statements):
+        trips.append([sql for sql, _ in statements])
+        return real(self, statements)
+
+    monkeypatch.setattr(PgDatabase, "_pipelined", recorded)
+
+    def write(x: int, reads_first: bool, ignore_refusal: bool = False) -> None:
+        with not_waiting(), store.write() as db:
+            if not reads_first:
+                store.dialect.send(db, "INSERT INTO lazy_try (x) VALUES (?)", [x])
+            try:
+                db.execute("SELECT count(*) FROM lazy_try").fetchone()
+            except WouldWait:
+                if not ignore_refusal:
+                    raise
+            if reads_first:
+                store.dialect.send(db, "INSERT INTO lazy_try (x) VALUES (?)", [x])
+
+    def written() -> list[int]:
+        return [r[0] for r in store.db.execute("SELECT x FROM lazy_try ORDER BY x").fetchall()]
+
+    write(1, reads_first=True)
+    assert trips[0][:2] == ["BEGIN", trips[0][1]] and trips[0][1].startswith(TRYING)
+    assert trips[0][2].startswith("SELECT count(*)")  # the try travelled with the read: one round trip
+    trips.clear()
+    write(2, reads_first=False)
+    assert len(trips[0]) == 2 and trips[0][1].startswith(TRYING)  # the try alone first: the write goes after it
+    assert [sql.split()[0] for sql in trips[1]] == ["INSERT", "SELECT"]
+    assert written() == [1, 2]
+
+    other = psycopg.connect(store_target, autocommit=True)  # another node holds the lock
+    try:
+        other.execute("BEGIN")
+        other.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+        trips.clear()
+        for reads_first, ignore in [(True, False), (False, False), (True, True)]:
+            with pytest.raises(WouldWait):
+                write(3, reads_first, ignore)
+        assert not any(sql.startswith("INSERT") for trip in trips for sql in trip)  # never sent
+        assert written() == [1, 2]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    write(4, reads_first=True)  # the connection is sound after the refusals
+    assert written() == [1, 2, 4]
+    store.close()
