@@ -24,6 +24,7 @@ psycopg is imported here only, and this module only when a `postgresql://` targe
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -385,11 +386,18 @@ class PostgreSQL(Dialect):
         return PgDatabase(conn)
 
     def wait_for_commit(self, conn: PgDatabase, timeout: float, origin: str = "") -> bool:
-        # what arrived meanwhile is drained too: one look at the events table serves them all
-        heard = [n.payload for n in conn._conn.notifies(timeout=timeout, stop_after=1)]
-        if heard:
-            heard += [n.payload for n in conn._conn.notifies(timeout=0)]
-        return any(payload != origin for payload in heard)  # a node of an older version sends ''
+        """Whether another node (or process) committed within `timeout`. This node's own commits, whose events
+        its notifier has already, are waited through here: they do not bring the wait back to the event loop
+        (two hand-overs to a thread and back for each of this node's writes)."""
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
+            heard = [n.payload for n in conn._conn.notifies(timeout=left, stop_after=1)]
+            if not heard:
+                return False
+            heard += [n.payload for n in conn._conn.notifies(timeout=0)]  # one look at the events serves them all
+            if any(payload != origin for payload in heard):  # a node of an older version sends ''
+                return True
+        return False
 
     def json_has(self, column: str) -> str:
         return f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(({column})::jsonb) AS e(value) WHERE e.value = ?)"

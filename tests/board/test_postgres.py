@@ -12,7 +12,7 @@ import pytest
 from pg_cluster import PostgresCluster
 
 from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable, cards, copy
-from hiveboard.board.db import dialect_for, redact
+from hiveboard.board.db import dialect_for, not_waiting, redact
 from hiveboard.board.errors import Conflict
 from hiveboard.board.events import Topic
 from hiveboard.board.pg_migrations import MIGRATIONS
@@ -86,6 +86,13 @@ def test_a_watcher_is_woken_by_another_nodes_commits_not_by_its_own(postgres):
         two.create("bob", NewTask(title="node two again"))
         # both arrived before the look: any commit of another node among them is a reason to read
         assert dialect.wait_for_commit(watch, 2, one.store.notifier.origin)
+        # node one's own commits during a wait are waited through: the wait ends at its timeout, not at them
+        writer = threading.Timer(0.1, lambda: [one.create("alice", NewTask(title=f"own {i}")) for i in range(3)])
+        began = time.monotonic()
+        writer.start()
+        assert not dialect.wait_for_commit(watch, 1.0, one.store.notifier.origin)
+        writer.join()
+        assert time.monotonic() - began >= 0.95
     finally:
         watch.close()
         one.store.close()
@@ -140,6 +147,19 @@ def test_reads_take_one_round_trip_and_writes_few(postgres):
         # claim: the card, its dependencies, digest and the sweep's probe; the move with its history and the claim's
         # message; the message's inbox rows, the events and the commit
         assert costs == {"claim": 3, "update": 2, "release": 3, "claim-next": 3}
+        # a write that must not wait for the lock (on the event loop) tries it with its first reads: no more
+        third = board.create("lead", NewTask(title="third"))
+        tried = {}
+        for name, write in (
+            ("claim", lambda: board.claim("dev", task_id=third.id)),
+            ("update", lambda: board.update("dev", third.id, token=1, note="half way")),
+            ("release", lambda: board.release("dev", third.id, 1)),
+        ):
+            trips["n"] = 0
+            with not_waiting():
+                write()
+            tried[name] = trips["n"]
+        assert tried == {"claim": 3, "update": 2, "release": 3}
     finally:
         board.store.close()
 
