@@ -92,7 +92,10 @@ class BearerAuth:
     register with whoami)."""
 
     def __init__(self, app, server_token: str | None, board: Board):
+        from .identity import KnownTokens
+
         self.app, self.server_token, self.board = app, server_token, board
+        self.known = KnownTokens()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -126,11 +129,15 @@ class BearerAuth:
             if token is None:
                 ok = self.server_token is None and not malformed
             else:
-                try:
-                    awaits = self.board.store.dialect.awaits
-                    agent = None if operator else await lanes.lookup(self.board.agents.by_token, token, awaits=awaits)
-                except Unavailable as exc:  # the token cannot be checked: the client's call fails with the sentence
-                    return await _unavailable(send, str(exc))
+                agent = None if operator else self.known.get(token)
+                if agent is None and not operator:
+                    try:
+                        awaits = self.board.store.dialect.awaits
+                        agent = await lanes.lookup(self.board.agents.by_token, token, awaits=awaits)
+                    except Unavailable as exc:  # the token cannot be checked: the call fails with the sentence
+                        return await _unavailable(send, str(exc))
+                    if agent is not None:
+                        self.known.put(token, agent)
                 ok = operator or agent is not None
                 if agent is not None:  # the tools' Identity reads it from here instead of looking again
                     scope.setdefault("state", {})[CHECKED] = (token, agent)

@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import threading
+import time
 import weakref
 from collections.abc import Hashable
 from typing import Literal
@@ -51,6 +53,32 @@ def _session(ctx: Context | None):
 
 
 CHECKED = "hiveboard.agent"  # the ASGI scope's state key under which cli.BearerAuth leaves (token, agent)
+TOKEN_SECONDS = 1.0  # an agent token found this recently is not looked up again: a replaced one works this long at most
+
+
+class KnownTokens:
+    """Agent tokens the HTTP entry found in the last TOKEN_SECONDS, kept by their SHA-256 with their agent: an agent
+    calling again within it needs no lookup (a round trip on a database server, a hand-over to a worker thread on
+    SQLite). A token replaced meanwhile (`hiveboard agent add`, another node) is refused once its time is up; an
+    agent's new role applies then too. Unknown tokens are never kept: each is looked up."""
+
+    MOST = 10_000  # tokens kept at once (past it, those whose time is up are dropped, then all)
+
+    def __init__(self, seconds: float | None = None):
+        self.seconds = TOKEN_SECONDS if seconds is None else seconds
+        self._found: dict[bytes, tuple[float, Agent]] = {}
+
+    def get(self, token: str) -> Agent | None:
+        found = self._found.get(hashlib.sha256(token.encode()).digest())
+        return found[1] if found is not None and found[0] > time.monotonic() else None
+
+    def put(self, token: str, agent: Agent) -> None:
+        now = time.monotonic()
+        if len(self._found) >= self.MOST:
+            self._found = {k: v for k, v in self._found.items() if v[0] > now}
+            if len(self._found) >= self.MOST:
+                self._found = {}
+        self._found[hashlib.sha256(token.encode()).digest()] = (now + self.seconds, agent)
 
 
 def _checked(ctx: Context | None, token: str) -> Agent | None:

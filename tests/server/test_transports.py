@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import anyio
 import httpx
 import pytest
 from conftest import START_TIMEOUT, agent_token, call, call_error, clean_env, fence, http_client, stdio_server
 from mcp import Client
+
+from hiveboard.server.identity import TOKEN_SECONDS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test starts server processes
 
@@ -78,6 +81,42 @@ async def test_http_agents_act_by_bearer_token_only(tmp_path, http_server):
             assert r.status_code == 401 and "is not 'Bearer <token>'" in r.json()["error"], (other, r.text)
         r = await raw.post(url, json=initialize, headers={"Accept": headers["Accept"]})  # no token: local, allowed
         assert r.status_code == 200
+
+
+async def test_a_replaced_token_is_refused_once_the_entry_stops_trusting_it(tmp_path, http_server):
+    """The HTTP entry keeps an agent token it found for a moment (identity.TOKEN_SECONDS: an agent calling again
+    needs no lookup): the operator's new token works at once, and the one it replaced is refused after that."""
+    home = tmp_path / "home"
+    old = agent_token(home, "alice")
+    url = http_server(home=home)
+    async with http_client(url, old) as a:
+        assert (await call(a, "whoami"))["agent"] == "alice"
+    new = agent_token(home, "alice")  # `hiveboard agent add alice` again: a new token replaces the old one
+    async with http_client(url, new) as a:
+        assert (await call(a, "whoami"))["agent"] == "alice"
+    await anyio.sleep(TOKEN_SECONDS)
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {old}"}
+    async with httpx.AsyncClient(timeout=30) as raw:
+        r = await raw.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers)
+    assert r.status_code == 401 and "matches no agent" in r.json()["error"], r.text
+
+
+def test_known_tokens_are_kept_a_moment_by_their_hash_and_never_when_unknown(monkeypatch):
+    from hiveboard.board import Agent
+    from hiveboard.server import identity
+
+    known = identity.KnownTokens(seconds=0.2)
+    agent = Agent(name="alice", role=None, created_at="2026-11-26T00:00:00.000Z")
+    assert known.get("hb_secret") is None
+    known.put("hb_secret", agent)
+    assert known.get("hb_secret") == agent and known.get("hb_other") is None
+    assert all("hb_secret" not in repr(key) for key in known._found)  # the token itself is not kept
+    time.sleep(0.25)
+    assert known.get("hb_secret") is None
+    monkeypatch.setattr(identity.KnownTokens, "MOST", 3)
+    for n in range(5):
+        known.put(f"hb_{n}", agent)
+    assert len(known._found) <= 3 and known.get("hb_4") == agent
 
 
 async def test_http_session_binding_on_the_session_protocol(tmp_path, http_server):
