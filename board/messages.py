@@ -177,6 +177,8 @@ def parse_time(value: str, what: str) -> float:
 
 # a message's columns as _message reads them
 COLUMNS = "id, intent, sender, recipient, task_id, thread, reply_to, priority, summary, content, metadata, created_at"
+MESSAGE_COLUMNS = tuple(c.strip() for c in COLUMNS.split(","))
+IN_INBOX = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)  # a message's COLUMNS beside its inbox row's
 
 
 def _message(row: tuple, full: bool, read: bool | None = None, acked: bool | None = None) -> Message:
@@ -474,15 +476,16 @@ class Messages:
         where, params = self._filters(task_id, intent, thread, sender, since)
         phase, after = _uncursor(cursor) if cursor else (0, 0)
         base = (
-            "SELECT i.message_id, i.read_at, i.acked_at FROM inbox i JOIN messages m ON m.id = i.message_id "
+            f"SELECT i.message_id, i.read_at, i.acked_at, {IN_INBOX} FROM inbox i JOIN messages m ON m.id = i.message_id "
             "WHERE i.agent = ?" + "".join(f" AND {w}" for w in where)
         )
-        picked: list[tuple] = []
         marking = unread_only and mark_read
         # reading that marks messages read picks and marks them in one write transaction: two readers of
         # one inbox (two windows, or a waiting call beside another) never get the same message
         with self.store.write() if marking else self.store.read() as db:
-            # the unread count and the first unread page travel together (one round trip on a database server)
+            # the unread count and the pages travel together, the messages with their place in the inbox (one
+            # round trip on a database server): the unread page (oldest first) and, when read ones may follow on
+            # this page, the read page (newest first; the part after the unread ones is used)
             statements = [("SELECT count(*) AS n FROM inbox WHERE agent = ? AND read_at IS NULL", [agent])]
             if phase == 0:
                 statements.append(
@@ -491,21 +494,28 @@ class Messages:
                         [agent, *params, after, limit + 1],
                     )
                 )
-            counted, *first = rows_many(db, statements)
+            if not unread_only:
+                below = phase == 1 and after  # a later page of the read ones: those older than its cursor
+                statements.append(
+                    (
+                        base
+                        + " AND i.read_at IS NOT NULL"
+                        + (" AND i.message_id < ?" if below else "")
+                        + " ORDER BY i.message_id DESC LIMIT ?",
+                        [agent, *params, *([after] if below else []), limit + 1],
+                    )
+                )
+            counted, *found = rows_many(db, statements)
             unread = counted[0]["n"]
-            picked += [(r["message_id"], r["read_at"], r["acked_at"]) for found in first for r in found]
+            picked = found[0] if phase == 0 else []
             if not unread_only and len(picked) <= limit:
-                if phase == 0:
-                    phase, after = 1, None
-                read_clause = " AND i.read_at IS NOT NULL" + (" AND i.message_id < ?" if after else "")
-                picked += db.execute(
-                    base + read_clause + " ORDER BY i.message_id DESC LIMIT ?",
-                    [agent, *params, *([after] if after else []), limit + 1 - len(picked)],
-                ).fetchall()
+                picked = picked + found[-1][: limit + 1 - len(picked)]
             more = len(picked) > limit
             picked = picked[:limit]
-            state = {p[0]: (p[1] is not None, p[2] is not None) for p in picked}
-            messages = self._messages(db, [p[0] for p in picked], full, state)
+            messages = [
+                _message([r[c] for c in MESSAGE_COLUMNS], full, r["read_at"] is not None, r["acked_at"] is not None)
+                for r in picked
+            ]
             kept = _within_budget(messages, full)
             cut = kept < len(messages)
             if cut:  # the rest stay unread, for the next page
@@ -521,7 +531,7 @@ class Messages:
         next_cursor = None
         if more:
             last = picked[-1]
-            next_cursor = encode_cursor(1 if last[1] is not None else 0, last[0])
+            next_cursor = encode_cursor(1 if last["read_at"] is not None else 0, last["message_id"])
         hint = _budget_hint(len(messages)) if cut else None
         return MessagePage(messages=messages, unread=unread, next_cursor=next_cursor, hint=hint)
 

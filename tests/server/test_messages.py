@@ -227,6 +227,30 @@ async def test_filters_previews_and_cursor(connect):
         assert told["summary"] == "parser done" and told["content"] == "The parser handles nested lists now."
 
 
+async def test_browsing_pages_through_unread_then_read_ones_sees_each_once_in_order(connect):
+    """unread_only=False pages through the unread messages (oldest first), then the read ones (newest first),
+    whatever page the turn from one to the other falls on; browsing marks nothing read."""
+    await register(connect, ("a", None), ("b", None))
+    async with connect("a") as a, connect("b") as b:
+        ids = [
+            (await call(a, "publish_message", intent="status_update", recipient="b", content=f"note {i}"))["id"]
+            for i in range(13)
+        ]
+        read = [m["id"] for m in (await call(b, "get_messages", limit=6))["messages"]]  # the six oldest, marked read
+        assert read == ids[:6]
+        for limit in (1, 4, 5, 7, 20):
+            seen, cursor = [], None
+            while True:
+                args = {"cursor": cursor} if cursor else {}
+                page = await call(b, "get_messages", unread_only=False, limit=limit, **args)
+                assert page["unread"] == 7
+                seen += [(m["id"], m["read"]) for m in page["messages"]]
+                cursor = page.get("next_cursor")
+                if not cursor:
+                    break
+            assert seen == [(i, False) for i in ids[6:]] + [(i, True) for i in reversed(ids[:6])], limit
+
+
 async def test_full_pages_are_bounded_and_say_how_to_get_the_rest(connect):
     await register(connect, ("a", None), ("b", None))
     async with connect("a") as a, connect("b") as b:
