@@ -70,7 +70,13 @@ NOT_A_READ = re.compile(r"\bFOR (NO KEY )?(UPDATE|SHARE)\b|\bFOR KEY SHARE\b|pg_
 
 
 def _reads_only(statements: list[tuple[str, tuple]]) -> bool:
-    return all(sql.startswith("SELECT") and not NOT_A_READ.search(sql) for sql, _ in statements)
+    return all(_reads(sql) for sql, _ in statements)
+
+
+@lru_cache(maxsize=1024)
+def _reads(sql: str) -> bool:
+    """Whether a statement only reads (the board's are a few hundred texts: each is looked at once)."""
+    return sql.startswith("SELECT") and not NOT_A_READ.search(sql)
 
 
 class _Connection(psycopg.Connection):
