@@ -98,10 +98,21 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             mark = notifier.mark(Topic.inbox(agent))  # before the check, so a publish in between still wakes us
             return agent, acked, mark, board.messages.inbox(agent, unread_only=unread_only, **filters)
 
+        def nothing_unread() -> tuple[str | None, int | None, int, MessagePage] | None:
+            # an inbox with nothing unread is answered from a read: a poll of an empty inbox (the commonest
+            # call of a waiting agent) takes neither the write lane nor the board's write lock
+            agent = identity.require(ctx)
+            board.messages.check_query(since, cursor)
+            mark = notifier.mark(Topic.inbox(agent))  # before the check, so a publish in between still wakes us
+            return (
+                None if board.messages.unread_count(agent) else (agent, None, mark, MessagePage(messages=[], unread=0))
+            )
+
         # a read marks what it returns read, unless it browses (or reads the pool)
         lane = "write" if ack or (box == "inbox" and unread_only) else "read"
         deadline = time.monotonic() + wait_seconds
-        agent, acked, mark, page = await lanes.run(lane, first_read)
+        found = await lanes.run("read", nothing_unread) if lane == "write" and not ack else None
+        agent, acked, mark, page = found or await lanes.run(lane, first_read)
         if box == "pool":
             return page.model_copy(update={"acked": acked})
         waiting = False

@@ -507,3 +507,38 @@ async def test_operator_roles_are_granted_not_taken(connect, board):
         )
         moved = await call(olive, "update_task", task_id=card["id"], status="todo", reason="use v2")
         assert moved["status"] == "todo"
+
+
+async def test_polling_an_inbox_with_nothing_unread_needs_no_write_lock(connect, board):
+    """A poll (get_messages, unread first, marking them read) of an inbox with nothing unread is answered from a
+    read: with the board's write lock held elsewhere (another process, another node) it answers at once; with
+    unread messages it marks them read as before, once the lock is free."""
+    import sqlite3
+
+    await register(connect, ("a", None), ("b", None))
+    async with connect("a") as a, connect("b") as b:
+        await call(a, "publish_message", intent="status_update", recipient="b", content="first")
+        assert [m["content"] for m in (await call(b, "get_messages"))["messages"]] == ["first"]
+        if board.store.dialect.name == "sqlite":
+            holder = sqlite3.connect(board.store.path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+        else:
+            import psycopg
+
+            from hiveboard.board.postgres import WRITE_LOCK
+
+            holder = psycopg.connect(board.store.path, autocommit=True)
+            holder.execute("BEGIN")
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+        try:
+            with anyio.fail_after(5):  # the lock is held for longer than this
+                for _ in range(3):
+                    page = await call(b, "get_messages")
+                    assert (page["messages"], page["unread"]) == ([], 0)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        await call(a, "publish_message", intent="status_update", recipient="b", content="second")
+        page = await call(b, "get_messages")
+        assert [m["content"] for m in page["messages"]] == ["second"] and page["unread"] == 1
+        assert (await call(b, "get_messages"))["unread"] == 0  # marked read
