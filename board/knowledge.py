@@ -708,6 +708,7 @@ class Knowledge:
     def surfaced(self, agent: str, task_id: int | None, ids: list[int], db: Database | None = None) -> None:
         """Record the items handed to `agent` for a card, once per item, agent and card (a re-claim does not
         count again); in `db`'s write transaction when given, else in one of their own."""
+        ids = list(dict.fromkeys(ids))  # one statement sees none of its own rows: an id twice would be two
         if not ids:
             return
         if db is None:

@@ -131,9 +131,13 @@ class PgDatabase:
             self._deferred = []  # what was deferred belongs to the transaction being abandoned
         deferred, self._deferred = self._deferred, []
         # a transaction's first round trip, or a read: if the connection turns out dead (the server restarted
-        # since its last use), nothing of it took effect, and it goes again on a new connection
-        again = self._reconnect is not None and (
-            (deferred and deferred[0][0].startswith("BEGIN")) or (not deferred and sql.startswith("SELECT"))
+        # since its last use), nothing of it took effect, and it goes again on a new connection. Not a round
+        # trip that commits: the server may have committed it and lost only its answer (then: Unavailable, which
+        # says to check whether the change took effect)
+        again = (
+            self._reconnect is not None
+            and sql != "COMMIT"
+            and ((deferred and deferred[0][0].startswith("BEGIN")) or (not deferred and sql.startswith("SELECT")))
         )
         with _reachable(committing=sql == "COMMIT"):
             try:

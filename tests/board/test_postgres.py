@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import anyio
 import pytest
@@ -162,6 +162,42 @@ def test_reads_take_one_round_trip_and_writes_few(postgres):
         assert tried == {"claim": 3, "update": 2, "release": 3}
     finally:
         board.store.close()
+
+
+def test_a_commit_whose_answer_is_lost_is_not_sent_again(postgres, monkeypatch):
+    """A round trip that commits is never replayed on a new connection: the server may have committed it and lost
+    only its answer. The caller hears the database became unavailable while committing, and the row is there once
+    (a transaction whose statements all travel with its COMMIT, in a call that may wait and one that may not)."""
+    import psycopg
+
+    from hiveboard.board.postgres import PgDatabase
+
+    url = postgres.database()
+    store = Store(url)
+    with psycopg.connect(url, autocommit=True) as setup:
+        setup.execute("CREATE TABLE committed_once (x integer)")
+    real = PgDatabase._pipelined
+    lose = {"next": False}
+
+    def answer_lost(self, statements):
+        out = real(self, statements)
+        if lose["next"] and any(sql == "COMMIT" for sql, _ in statements):
+            lose["next"] = False
+            self._conn.close()  # committed, then the connection is gone before its answer is read
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return out
+
+    monkeypatch.setattr(PgDatabase, "_pipelined", answer_lost)
+    try:
+        for x, must_not_wait in ((1, True), (2, False)):
+            lose["next"] = True
+            with pytest.raises(Unavailable, match="while committing"):
+                with not_waiting() if must_not_wait else nullcontext(), store.write() as db:
+                    store.dialect.send(db, "INSERT INTO committed_once (x) VALUES (?)", [x])
+        found = store.db.execute("SELECT x, count(*) FROM committed_once GROUP BY x ORDER BY x").fetchall()
+        assert [tuple(r) for r in found] == [(1, 1), (2, 1)]
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])

@@ -256,3 +256,15 @@ def test_a_search_by_first_readings_looks_past_second_readings_it_drops(board, m
     memory.drain()
     found = memory.query("retry a failed HTTP request with backoff", kinds=["lesson"], mode="vector", bodies=False).hits
     assert [h.kind for h in found] == ["lesson"]
+
+
+def test_an_item_handed_twice_in_one_claim_is_recorded_once(board):
+    """Knowledge.surfaced records each item once per agent and card, an id given twice in one call included (its
+    one statement does not see its own rows)."""
+    with board.store.write() as db:
+        item = board.knowledge.add(
+            db, kind="lesson", text="Problem: a flaky test.\nFix: wait for the port.", created_by="lead"
+        )
+    board.knowledge.surfaced("dev", None, [item, item])
+    board.knowledge.surfaced("dev", None, [item])
+    assert board.knowledge.reuse() == (1, 0)
