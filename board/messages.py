@@ -446,6 +446,13 @@ class Messages:
             where.append("m.created_at >= ?"), params.append(parse_time(since, "since"))
         return where, params
 
+    def has_unread(self, agent: str) -> bool:
+        """Whether the agent has an unread message (one index step, however many there are)."""
+        return (
+            self.store.db.execute("SELECT 1 FROM inbox WHERE agent = ? AND read_at IS NULL LIMIT 1", [agent]).fetchone()
+            is not None
+        )
+
     def unread_count(self, agent: str) -> int:
         return self.store.db.execute(
             "SELECT count(*) FROM inbox WHERE agent = ? AND read_at IS NULL", [agent]

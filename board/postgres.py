@@ -222,9 +222,8 @@ class PgDatabase:
 
     def executemany(self, sql: str, seq: Iterable) -> None:
         self._not_refused()
-        if any(ahead.startswith(TRYING) for ahead, _ in self._deferred):
-            with _reachable():
-                self._deferred = self._tried_first(self._deferred, [(sql, ())])  # the try alone first: these write
+        with _reachable():  # a try of the lock goes alone first: these write
+            self._deferred = self._tried_first(self._deferred, [(sql, ())])
         if self._deferred:
             self.execute("SELECT 1")
         with _reachable(), self._conn.cursor() as cursor:

@@ -104,9 +104,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             agent = identity.require(ctx)
             board.messages.check_query(since, cursor)
             mark = notifier.mark(Topic.inbox(agent))  # before the check, so a publish in between still wakes us
-            return (
-                None if board.messages.unread_count(agent) else (agent, None, mark, MessagePage(messages=[], unread=0))
-            )
+            return None if board.messages.has_unread(agent) else (agent, None, mark, MessagePage(messages=[], unread=0))
 
         # a read marks what it returns read, unless it browses (or reads the pool)
         lane = "write" if ack or (box == "inbox" and unread_only) else "read"
