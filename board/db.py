@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 
 from ._sqlite_utils import Database
@@ -34,10 +35,15 @@ def now() -> float:
 _second: tuple[int, str] = (0, "1970-01-01T00:00:00")  # the last whole second `iso` formatted, and its text
 
 
+@lru_cache(maxsize=4096)
+def _second_text(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+
+
 def iso(ts: float | None) -> str | None:
     """Epoch seconds to an ISO 8601 UTC string (what agents read), to the millisecond: what
     `datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")` gives, without a datetime (an answer
-    carries dozens; most share their second with the one before)."""
+    carries dozens; most share their second with the one before, and items read again keep theirs)."""
     global _second
     if ts is None:
         return None
@@ -49,7 +55,7 @@ def iso(ts: float | None) -> str | None:
         whole, micro = whole + 1, micro - 1_000_000
     second, last = int(whole), _second
     if last[0] != second:
-        last = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        last = _second = (second, _second_text(second))
     return f"{last[1]}.{micro // 1000:03d}Z"
 
 

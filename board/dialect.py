@@ -29,6 +29,7 @@ from ._sqlite_utils import Database
 from .migrations import apply_migrations
 
 BUSY_TIMEOUT_MS = 30_000
+EVENTS_AT_ONCE = 500  # events rows written by one statement (SQLite takes at most 32,766 parameters in one)
 
 
 def fts5_match(words: list[str]) -> str | None:
@@ -154,11 +155,18 @@ class Dialect(ABC):
     def commit(self, db: Database, events: list[tuple[str, str]], origin: str = "") -> list[int]:
         """Commit the write transaction with its events' rows, (kind, data) each, written in it; their ids,
         in order. `origin`: the committing process's (events.Notifier.origin), for a dialect that pushes
-        commits. Here: a statement each (SQLite's statements cost no round trip), then COMMIT."""
-        ids = [
-            db.execute("INSERT INTO events (kind, data) VALUES (?, ?) RETURNING id", row).fetchall()[0][0]
-            for row in events
-        ]
+        commits. Here: the rows in one statement, then COMMIT."""
+        ids: list[int] = []
+        for at in range(0, len(events), EVENTS_AT_ONCE):
+            part = events[at : at + EVENTS_AT_ONCE]
+            values = ", ".join(["(?, ?)"] * len(part))
+            # ids are given in the order the rows are written: sorted, they are the events' (RETURNING's order is not)
+            ids += sorted(
+                row[0]
+                for row in db.conn.execute(
+                    f"INSERT INTO events (kind, data) VALUES {values} RETURNING id", [v for row in part for v in row]
+                )
+            )
         db.execute("COMMIT")
         return ids
 

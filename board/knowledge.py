@@ -85,6 +85,9 @@ GUIDANCE_MARK = (
     "UNION ALL SELECT max(id) AS m FROM memory_items WHERE kind = 'critique') AS g)"
 )
 
+# how many times an item already stored was changed (kept by triggers on memory_items: m027_memory_revision)
+REVISION = "(SELECT n FROM memory_revision)"
+
 # an item's columns that make a MemoryItem (not its vectors: 3 kB a row that nothing here reads)
 ITEM = (
     "id, kind, task_type, task_id, title, text, tags, source, created_by, created_at, deprecated, superseded_by, "
@@ -657,47 +660,66 @@ class Knowledge:
     def guidance_mark(self) -> int:
         """The newest lesson's or critique's id (0: none yet): what a card's lessons computed ahead are as
         new as (memory_kind_id makes each half one index step)."""
-        return self.store.db.execute(f"SELECT {GUIDANCE_MARK}").fetchone()[0] or 0
+        return self.guidance()[0]
+
+    def guidance(self) -> tuple[int, int]:
+        """(`guidance_mark`, the count of changes to stored items so far): read before a card's lessons are
+        computed ahead, what they are as new as."""
+        row = self.store.db.execute(f"SELECT {GUIDANCE_MARK}, {REVISION}").fetchone()
+        return row[0] or 0, row[1] or 0
 
     def card_context(self, task_id: int) -> tuple[int, dict | None]:
         """(`guidance_mark`, what was computed ahead for the card: model, digest (of the card's text), hits,
-        as_of; None when nothing was), read together. Its vector is read apart (`card_vector`): a claim that
-        hands what was computed needs none."""
+        as_of, and the hits as handed (`shown`, None when not kept) while no stored item changed since; None when
+        nothing was), read together. Its vector is read apart (`card_vector`): a claim that hands what was
+        computed needs none."""
         row = self.store.db.execute(
-            f"SELECT {GUIDANCE_MARK}, c.model, c.digest, c.hits, c.as_of FROM (SELECT 1 AS one) AS o "
-            "LEFT JOIN card_context c ON c.task_id = ?",
+            f"SELECT {GUIDANCE_MARK}, c.model, c.digest, c.hits, c.as_of, CASE WHEN c.revision = {REVISION} THEN "
+            "c.shown END FROM (SELECT 1 AS one) AS o LEFT JOIN card_context c ON c.task_id = ?",
             [task_id],
         ).fetchone()
         if row[1] is None:
             return row[0] or 0, None
-        return row[0] or 0, {"model": row[1], "digest": row[2], "hits": json.loads(row[3]), "as_of": row[4]}
+        return row[0] or 0, {
+            "model": row[1],
+            "digest": row[2],
+            "hits": json.loads(row[3]),
+            "as_of": row[4],
+            "shown": None if row[5] is None else json.loads(row[5]),
+        }
 
     def card_vector(self, task_id: int) -> np.ndarray | None:
         """The vector computed ahead for a card's text (None: none was)."""
         row = self.store.db.execute("SELECT vector FROM card_context WHERE task_id = ?", [task_id]).fetchone()
         return None if row is None else from_blob(row[0])
 
-    def save_card_context(self, task_id: int, *, model: str, digest: str, vector, hits: list, as_of: int) -> None:
+    def save_card_context(
+        self, task_id: int, *, model: str, digest: str, vector, hits: list, as_of: int, shown: list, revision: int
+    ) -> None:
+        """What was computed ahead for a card: `hits` ([id, score, matched, similarity] each), `shown` (the hits as
+        a claim hands them), as of the guidance mark `as_of` and the count of item changes `revision` read before
+        the items were."""
         with self.store.write() as db:
             db.execute(
-                "INSERT INTO card_context (task_id, model, digest, vector, hits, as_of, computed_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET model = excluded.model, "
+                "INSERT INTO card_context (task_id, model, digest, vector, hits, as_of, computed_at, shown, revision) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET model = excluded.model, "
                 "digest = excluded.digest, vector = excluded.vector, hits = excluded.hits, as_of = excluded.as_of, "
-                "computed_at = excluded.computed_at",
-                [task_id, model, digest, to_blob(vector), json.dumps(hits), as_of, now()],
+                "computed_at = excluded.computed_at, shown = excluded.shown, revision = excluded.revision",
+                [task_id, model, digest, to_blob(vector), json.dumps(hits), as_of, now(), json.dumps(shown), revision],
             )
 
-    def cards_needing_context(self, model: str, mark: int, limit: int, ahead: int) -> list[dict]:
+    def cards_needing_context(self, model: str, mark: int, limit: int, ahead: int, revision: int = 0) -> list[dict]:
         """Cards waiting to be claimed (todo), in the order claims take them, whose lessons were never computed
         ahead with `model` or not since the card last changed, and of the first `ahead` of them those computed
-        before the guidance as of `mark`."""
+        before the guidance as of `mark` or before the stored items' `revision` (a claim reads their items again)."""
         found = rows(
             self.store.db,
             "SELECT t.id, t.title, t.description, t.acceptance_criteria, t.task_type FROM tasks t LEFT JOIN "
             "card_context c ON c.task_id = t.id WHERE t.status = 'todo' AND (c.task_id IS NULL OR c.model != ? OR "
-            "c.computed_at < t.updated_at OR (c.as_of < ? AND t.id IN (SELECT id FROM tasks WHERE status = 'todo' "
-            "ORDER BY priority DESC, id LIMIT ?))) ORDER BY t.priority DESC, t.id LIMIT ?",
-            [model, mark, ahead, limit],
+            "c.computed_at < t.updated_at OR ((c.as_of < ? OR c.revision IS NULL OR c.revision != ?) AND t.id IN "
+            "(SELECT id FROM tasks WHERE status = 'todo' ORDER BY priority DESC, id LIMIT ?))) "
+            "ORDER BY t.priority DESC, t.id LIMIT ?",
+            [model, mark, revision, ahead, limit],
         )
         for card in found:
             card["acceptance_criteria"] = json.loads(card["acceptance_criteria"])

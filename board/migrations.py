@@ -586,6 +586,24 @@ def m026_keyword_merges_in_the_background(db: Database) -> None:
     db.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('crisismerge', 64)")
 
 
+def m027_memory_revision(db: Database) -> None:
+    # A count of changes to memory items already stored (a lesson merged into, superseded, deprecated, edited or
+    # removed; not its vectors, which the indexer rewrites), kept by triggers so that no path that changes an item can miss it. card_context keeps the hits as a
+    # claim hands them (`shown`) and the count they were read at (`revision`): while no item changed since, a claim
+    # hands them as they are, without reading the items again (Memory.lessons_ahead).
+    db.execute("CREATE TABLE memory_revision (one INTEGER PRIMARY KEY CHECK (one = 1), n INTEGER NOT NULL)")
+    db.execute("INSERT INTO memory_revision (one, n) VALUES (1, 0)")
+    db.execute(
+        "CREATE TRIGGER memory_items_changed AFTER UPDATE OF kind, task_type, task_id, title, text, tags, source, "
+        "created_at, deprecated, superseded_by, merged_count ON memory_items BEGIN UPDATE memory_revision SET n = n + 1; END"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_items_removed AFTER DELETE ON memory_items BEGIN UPDATE memory_revision SET n = n + 1; END"
+    )
+    db.execute("ALTER TABLE card_context ADD COLUMN shown TEXT")
+    db.execute("ALTER TABLE card_context ADD COLUMN revision INTEGER")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -612,6 +630,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m024_repositories,
     m025_reservations,
     m026_keyword_merges_in_the_background,
+    m027_memory_revision,
 ]
 
 

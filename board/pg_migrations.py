@@ -436,6 +436,27 @@ def p011_reservations(db) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN paths TEXT NOT NULL DEFAULT '[]'")
 
 
+def p012_memory_revision(db) -> None:
+    # board/migrations.py m027_memory_revision: the count kept by one trigger function, once per statement
+    db.execute("CREATE TABLE memory_revision (one INTEGER PRIMARY KEY CHECK (one = 1), n BIGINT NOT NULL)")
+    db.execute("INSERT INTO memory_revision (one, n) VALUES (1, 0)")
+    db.execute(
+        "CREATE FUNCTION memory_items_changed() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN UPDATE memory_revision SET n = n + 1; RETURN NULL; END $$"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_items_changed AFTER UPDATE OF kind, task_type, task_id, title, text, tags, source, "
+        "created_at, deprecated, superseded_by, merged_count ON memory_items "
+        "FOR EACH STATEMENT EXECUTE FUNCTION memory_items_changed()"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_items_removed AFTER DELETE ON memory_items "
+        "FOR EACH STATEMENT EXECUTE FUNCTION memory_items_changed()"
+    )
+    db.execute("ALTER TABLE card_context ADD COLUMN shown TEXT")
+    db.execute("ALTER TABLE card_context ADD COLUMN revision BIGINT")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -448,6 +469,7 @@ MIGRATIONS: list[Callable] = [
     p009_body_embedding,
     p010_repositories,
     p011_reservations,
+    p012_memory_revision,
 ]
 
 

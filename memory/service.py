@@ -512,15 +512,20 @@ class Memory:
         text and the model: `Knowledge.card_vector` then has it).
 
         With no lesson or critique in the memory there is nothing to hand; the lessons computed ahead for the card
-        (`prepare`) are handed as they are while no lesson or critique came in since and none of them was
-        deprecated."""
+        (`prepare`) are handed while no lesson or critique came in since: as they were read then while no stored
+        item changed since (the items are not read again), else with their items as they are now unless one of
+        them was deprecated."""
         mark, ahead = self.knowledge.card_context(task.id)
         if not mark:
             return [], False
         query = card_query(task.title, task.description, task.acceptance_criteria)
         if ahead is None or (ahead["model"], ahead["digest"]) != (self.embedder.name, _digest(query)):
             return None, False
-        return (self._stored_hits(ahead["hits"]) if ahead["as_of"] >= mark else None), True
+        if ahead["as_of"] < mark:
+            return None, True
+        if ahead["shown"] is not None:  # no stored item changed since: the hits as they were read then
+            return [Hit.model_validate(hit) for hit in ahead["shown"]], True
+        return self._stored_hits(ahead["hits"]), True
 
     def context_for(self, agent: str, task: Task, k: int = CONTEXT_K) -> list[Hit]:
         """Lessons for a card just claimed — same task type first, then any — and critiques only where no
@@ -572,12 +577,14 @@ class Memory:
 
     def prepare(self, limit: int = PREPARE_BATCH) -> int:
         """Compute ahead the lessons of cards waiting to be claimed (new or changed cards, and the next ones
-        in claim order after new lessons or critiques came in), so that their claims need no embedding or
-        search; returns how many cards it computed. Nothing while the memory holds no lesson or critique."""
-        mark = self.knowledge.guidance_mark()
+        in claim order after new lessons or critiques came in or a stored item changed), so that their claims
+        need no embedding, search or read of the items; returns how many cards it computed. Nothing while the memory holds no lesson or critique."""
+        mark, revision = self.knowledge.guidance()  # before any item is read: a change after is seen at the claim
         if not mark:
             return 0
-        cards = self.knowledge.cards_needing_context(self.embedder.name, mark, limit, ahead=PREPARE_AHEAD)
+        cards = self.knowledge.cards_needing_context(
+            self.embedder.name, mark, limit, ahead=PREPARE_AHEAD, revision=revision
+        )
         if not cards:
             return 0
         queries = [card_query(c["title"], c["description"], c["acceptance_criteria"]) for c in cards]
@@ -592,6 +599,8 @@ class Memory:
                 vector=vector,
                 hits=[[h.id, h.score, h.matched, h.similarity] for h in hits],
                 as_of=mark,
+                shown=[h.model_dump(mode="json") for h in hits],
+                revision=revision,
             )
         return len(cards)
 

@@ -109,6 +109,37 @@ async def test_lessons_computed_ahead_give_way_to_newer_and_deprecated_ones(conn
 
 
 @pytest.mark.backends("sqlite", "postgresql")
+async def test_lessons_computed_ahead_are_handed_as_read_until_a_stored_item_changes(connect, memory, monkeypatch):
+    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+        sql = await call(lead, "record_lesson", **SQL_LESSON)
+        await call(lead, "record_lesson", **RETRY_LESSON)
+        memory.drain()
+        cards = [await call(lead, "create_task", **CARD) for _ in range(3)]
+        assert memory.prepare() == 3
+        reads = Counted(monkeypatch, memory.knowledge, "get")
+        first = (await call(dev, "claim_task", task_id=cards[0]["id"]))["lessons"]
+        assert reads.calls == 0  # handed as they were read ahead: the items are not read again
+        # the same lesson recorded again is merged into the stored one: no new lesson, but an item changed
+        merged = await call(lead, "record_lesson", **SQL_LESSON)
+        assert merged["merged"] and merged["item"]["id"] == sql["item"]["id"]
+        reads.calls = 0
+        second = (await call(dev, "claim_task", task_id=cards[1]["id"]))["lessons"]
+        assert reads.calls == 1  # read again, as they are now
+        # computed ahead again, the items are not read at the claim
+        assert memory.prepare() == 1
+        reads.calls = 0
+        third = (await call(dev, "claim_task", task_id=cards[2]["id"]))["lessons"]
+        assert reads.calls == 0
+    counted = {h["id"]: h["merged_count"] for h in first}, {h["id"]: h["merged_count"] for h in second}
+    assert counted[0][sql["item"]["id"]] == 1 and counted[1][sql["item"]["id"]] == 2
+    assert {h["id"]: h["merged_count"] for h in third} == counted[1]
+    assert [h["id"] for h in first] == [h["id"] for h in second] == [h["id"] for h in third]
+    assert [{k: v for k, v in h.items() if k != "merged_count"} for h in first] == [
+        {k: v for k, v in h.items() if k != "merged_count"} for h in second
+    ]
+
+
+@pytest.mark.backends("sqlite", "postgresql")
 async def test_with_no_lesson_a_claim_neither_embeds_nor_searches(connect, memory, monkeypatch):
     async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
         await call(lead, "remember", items=[{"text": "The staging database lives on db-2.", "kind": "note"}])
