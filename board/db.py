@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -393,13 +393,15 @@ class Store:
 
     def _transaction(self, db: Database) -> Iterator[Database]:
         """The body of a transaction begun under the write lock: committed, or rolled back on any error."""
-        self._local.pending = []
+        self._local.pending, self._local.written, self._local.writes_events = [], [], False
         try:
             yield db
             events = self._local.pending
             rows = [(event.kind, encode(event, self.notifier.origin)) for event in events]
-            ids = self.dialect.commit(db, rows, self.notifier.origin)
+            ids = self.dialect.commit(db, rows, self.notifier.origin, pushed=self._local.writes_events)
             self._local.pending = list(zip(ids, events))
+            if self._local.written:  # events whose rows statements of the transaction wrote: in the order of their ids
+                self._local.pending = sorted([*self._local.pending, *self._local.written], key=lambda pair: pair[0])
         except BaseException:
             self._local.pending = []
             try:
@@ -424,6 +426,14 @@ class Store:
     def _publish(self) -> None:
         events, self._local.pending = self._local.pending, []
         self.notifier.publish(events)
+
+    def emit_written(self, db: Database, sql: str, params: list, event: Callable[[dict], tuple[int, Event]]) -> None:
+        """In a write transaction, a statement that writes an event's row itself (the row's data must be what `encode`
+        gives, origin included) and returns one row, from which `event` makes (the event row's id, the event): on a
+        database server it is sent with the next statement, not waited for. The notifier hears of the event once the
+        transaction commits, in the order of its id among the transaction's events."""
+        self._local.writes_events = True
+        self.dialect.send(db, sql, params, then=lambda found: self._local.written.append(event(found[0])))
 
     def emit(self, event: Event) -> None:
         """Record an event in the current write transaction: its row is written with the commit (one

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -99,6 +100,7 @@ class Dialect(ABC):
     pushes = False  # True: the watcher blocks in wait_for_commit; False: it polls commit_counter
     embedded = False  # True: the database runs in this process, a statement is a function call (no round trip)
     awaits = False  # True: its connections can await their round trips on an event loop (board/bridge.py)
+    writing_ctes = False  # True: a WITH may hold INSERTs (several tables written by one statement)
 
     def wait_for_commit(self, conn, timeout: float, origin: str = "") -> bool:
         """Block until another connection commits or `timeout` passes; whether one did that another process
@@ -130,11 +132,16 @@ class Dialect(ABC):
     def after_copy(self, db: Database, tables: tuple[str, ...]) -> None:
         """After rows were inserted with their ids given: new rows of these tables get ids after them."""
 
-    def send(self, db: Database, sql: str, params: list | tuple = ()) -> None:
-        """A write inside a transaction whose answer nobody reads (a history row, an inbox row): a dialect
+    def send(
+        self, db: Database, sql: str, params: list | tuple = (), then: Callable[[list[dict]], None] | None = None
+    ) -> None:
+        """A write inside a transaction whose answer nobody waits for (a history row, an inbox row): a dialect
         that talks to a server may send it with the next statement instead of waiting for it; an error
-        in it still fails the transaction."""
-        db.execute(sql, params)
+        in it still fails the transaction. `then`: given its rows once they are in (here, at once)."""
+        if then is None:
+            db.execute(sql, params)
+        else:
+            then(as_dicts(db.conn.execute(sql, params)))
 
     def update_version(self, db: Database, table: str, row: dict, sets: dict) -> dict | None:
         """A guarded UPDATE of one row of `table` (its `id` and `version` columns) at the version the caller
@@ -152,10 +159,11 @@ class Dialect(ABC):
         """`send` for each parameter list of `seq`."""
         db.conn.executemany(sql, seq)
 
-    def commit(self, db: Database, events: list[tuple[str, str]], origin: str = "") -> list[int]:
+    def commit(self, db: Database, events: list[tuple[str, str]], origin: str = "", pushed: bool = False) -> list[int]:
         """Commit the write transaction with its events' rows, (kind, data) each, written in it; their ids,
         in order. `origin`: the committing process's (events.Notifier.origin), for a dialect that pushes
-        commits. Here: the rows in one statement, then COMMIT."""
+        commits; `pushed`: the transaction wrote events' rows of its own too (Store.emit_written), so a commit is
+        pushed even with no `events`. Here: the rows in one statement, then COMMIT."""
         ids: list[int] = []
         for at in range(0, len(events), EVENTS_AT_ONCE):
             part = events[at : at + EVENTS_AT_ONCE]

@@ -241,34 +241,52 @@ class Knowledge:
         source: str | None = None,
         embedding=None,
         model: str | None = None,
-    ) -> int:
-        """Store an item inside the caller's write transaction and queue it for indexing."""
+        unwaited: bool = False,
+    ) -> int | None:
+        """Store an item inside the caller's write transaction and queue it for indexing; its id. `unwaited`:
+        nobody reads the id, so where the dialect can, the item, its place in the indexing queue and its event are
+        written by one statement that is not waited for (then None is returned)."""
         if kind not in KINDS:
             raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
-        item_id = self._insert(
-            db,
-            NewItem(
-                kind=kind,
-                text=text,
-                title=title,
-                task_type=task_type,
-                task_id=task_id,
-                tags=list(tags),
-                source=source,
-                created_by=created_by,
-            ),
-            None if embedding is None else to_blob(embedding),
-            model,
+        item = NewItem(
+            kind=kind,
+            text=text,
+            title=title,
+            task_type=task_type,
+            task_id=task_id,
+            tags=list(tags),
+            source=source,
+            created_by=created_by,
         )
+        blob = None if embedding is None else to_blob(embedding)
+        if unwaited and self.store.dialect.writing_ctes:
+            sql, params = self._insert_statement(item, blob, model)
+            self.store.emit_written(
+                db,
+                f"WITH i AS ({sql} RETURNING id), o AS (INSERT INTO memory_outbox (item_id, queued_at) SELECT id, ? "
+                "FROM i), e AS (INSERT INTO events (kind, data) SELECT ?::text, json_build_object('item_id', i.id, "
+                "'_o', ?::text)::text FROM i RETURNING id) SELECT i.id, (SELECT id FROM e) AS event_id FROM i",
+                [*params, now(), MemoryAdded.kind, self.store.notifier.origin],
+                lambda found: (found["event_id"], MemoryAdded(found["id"])),
+            )
+            return None
+        item_id = self._insert(db, item, blob, model)
         self.store.emit(MemoryAdded(item_id))
         return item_id
 
     def _insert(self, db: Database, item: NewItem, embedding: bytes | None = None, model: str | None = None) -> int:
-        ts = now()
-        item_id = db.execute(
+        sql, params = self._insert_statement(item, embedding, model)
+        item_id = db.execute(f"{sql} RETURNING id", params).fetchall()[0][0]
+        self.store.dialect.send(db, "INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, now()])
+        return item_id
+
+    @staticmethod
+    def _insert_statement(item: NewItem, embedding: bytes | None, model: str | None) -> tuple[str, list]:
+        """The INSERT of an item's row (without RETURNING) and its parameters."""
+        return (
             "INSERT INTO memory_items (kind, task_type, task_id, title, text, code_words, tags, source, created_by, "
             "created_at, merged_count, deprecated, embedding, embedding_model) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 item.kind,
                 item.task_type,
@@ -279,15 +297,13 @@ class Knowledge:
                 json.dumps(item.tags),
                 item.source,
                 item.created_by,
-                item.created_at or ts,
+                item.created_at or now(),
                 item.merged_count,
                 int(item.deprecated),
                 embedding,
                 model,
             ],
-        ).fetchall()[0][0]
-        self.store.dialect.send(db, "INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, ts])
-        return item_id
+        )
 
     def add_many(self, db: Database, items: list[NewItem], created_by: str) -> list[int]:
         """Store items as given, inside the caller's write transaction, and queue them for indexing (one
@@ -768,6 +784,7 @@ class Knowledge:
                 title=row["title"],
                 tags=json.loads(row["labels"]),
                 source=f"task:{row['id']}",
+                unwaited=True,
             )
 
     def mark_useful(self, db: Database, agent: str, task_id: int, ids: list[int]) -> None:

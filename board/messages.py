@@ -232,7 +232,8 @@ class Messages:
         row: dict | None = None,
     ) -> None:
         """Post a board event (a claim, a move, a verdict) to the pool inside the change's own transaction.
-        `row`: the task's current row, when the caller has it (else it is read)."""
+        `row`: the task's current row, when the caller has it (else it is read). Nobody waits for it: on a
+        database server an event to the pool is one statement sent with the transaction's next one."""
         self.post(
             db,
             actor,
@@ -245,6 +246,7 @@ class Messages:
                 metadata={"event": True, **(metadata or {})},
             ),
             row,
+            unwaited=True,
         )
 
     def _check(self, msg: NewMessage) -> None:
@@ -322,12 +324,19 @@ class Messages:
         return tuple(card)
 
     def post(
-        self, db: Database, sender: str, msg: NewMessage, row: dict | None = None, charged: bool = False
-    ) -> tuple[int, set[str], tuple]:
+        self,
+        db: Database,
+        sender: str,
+        msg: NewMessage,
+        row: dict | None = None,
+        charged: bool = False,
+        unwaited: bool = False,
+    ) -> tuple[int, set[str], tuple] | None:
         """Store a message inside the caller's write transaction; returns its id, recipients and row (COLUMNS).
         `row`: the current row of the task it names, when the caller has it; `charged`: an agent's own message,
         counted against its quotas (board/quotas.py) once its recipients are known and before anything is
-        written."""
+        written; `unwaited`: nobody reads what it returns, so where the dialect can, a message to the pool is
+        written by one statement that is not waited for (then None is returned)."""
         self._check(msg)
         if row is not None and row["id"] == msg.task_id:
             card: tuple | None = (row["created_by"], row["assignee"], row["reserved_for"], row["task_type"])
@@ -369,6 +378,9 @@ class Messages:
                 self.quotas.charge(db, sender, MESSAGE, 1, size)
         summary = (msg.summary or msg.content.strip().splitlines()[0])[: self.limits.message_summary]
         ts = now()
+        if unwaited and recipient is None and followers is not None and self.store.dialect.writing_ctes:
+            self._post_unwaited(db, sender, msg, summary, ts, thread, to, followers)
+            return None
         insert = (
             "INSERT INTO messages (intent, task_id, sender, recipient, thread, reply_to, summary, content, priority, "
             f"metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}",
@@ -416,6 +428,51 @@ class Messages:
         if message_id % 10_000 == 0:
             self.store.optimize()  # keep the planner's statistics in step with a growing pool
         return message_id, to, tuple(stored.values())
+
+    def _post_unwaited(
+        self,
+        db: Database,
+        sender: str,
+        msg: NewMessage,
+        summary: str,
+        ts: float,
+        thread: str,
+        to: set[str],
+        followers: tuple[str, list],
+    ) -> None:
+        """`post`'s message to the pool as one statement (a dialect with writing CTEs): the message, the inbox rows
+        of `to` and of the followers, and the InboxChanged event's row (encoded as `encode` does), sent with the
+        transaction's next statement. Its id and recipients reach the notifier once the transaction commits."""
+        followed, followed_params = followers
+        sql = (
+            "WITH m AS (INSERT INTO messages (intent, task_id, sender, recipient, thread, reply_to, summary, content, "
+            "priority, metadata, created_at) VALUES (?, ?, ?, NULL, ?, NULL, ?, ?, ?, ?, ?) RETURNING id), "
+            f"t AS (SELECT DISTINCT a.agent FROM (SELECT unnest(?::text[]) AS agent UNION {followed}) AS a "
+            "WHERE a.agent <> ?), "
+            "i AS (INSERT INTO inbox (agent, message_id) SELECT t.agent, m.id FROM t, m), "
+            "e AS (INSERT INTO events (kind, data) SELECT ?::text, json_build_object('message_id', m.id, 'agents', "
+            "coalesce((SELECT json_agg(agent ORDER BY agent) FROM t), '[]'::json), '_o', ?::text)::text FROM m RETURNING id) "
+            "SELECT m.id, (SELECT id FROM e) AS event_id, ARRAY(SELECT agent FROM t ORDER BY agent) AS agents FROM m"
+        )
+        params = [
+            msg.intent,
+            msg.task_id,
+            sender,
+            thread,
+            summary,
+            msg.content,
+            MESSAGE_PRIORITY_RANK[msg.priority],
+            json.dumps(msg.metadata),
+            ts,
+            sorted(to),
+            *followed_params,
+            sender,
+            InboxChanged.kind,
+            self.store.notifier.origin,
+        ]
+        self.store.emit_written(
+            db, sql, params, lambda found: (found["event_id"], InboxChanged(found["id"], frozenset(found["agents"])))
+        )
 
     def publish(self, sender: str, msg: NewMessage) -> Message:
         """Post a message from an agent (its own transaction)."""

@@ -111,16 +111,21 @@ class PgDatabase:
         self._deferred: list[tuple[str, tuple | None]] = []
         self._reconnect = reconnect  # a new psycopg connection to the same database
         self._refused = False  # this transaction tried the write lock and found it held: only ROLLBACK is sent
+        self._then: dict[int, tuple[tuple, Callable[[list[dict]], None]]] = {}  # deferred statements' readers
 
-    def defer(self, sql: str, params: Iterable = ()) -> None:
+    def defer(self, sql: str, params: Iterable = (), then: Callable[[list[dict]], None] | None = None) -> None:
+        """A statement sent with the next one; `then`: given its rows once that round trip is back."""
         # always a tuple, even empty: psycopg reads the `%%` of translate() back as `%` only then
-        self._deferred.append((translate(sql), tuple(params)))
+        statement = (translate(sql), tuple(params))
+        self._deferred.append(statement)
+        if then is not None:
+            self._then[id(statement)] = (statement, then)
 
     def execute(self, sql: str, params: Iterable = ()):
         """One statement (with what was deferred ahead of it). COMMIT ends a write; END ends a read (so
         losing the server there is not reported as a commit that may have happened)."""
         if sql == "ROLLBACK":
-            self._refused = False
+            self._refused, self._then = False, {}
         self._not_refused()
         if sql in ("COMMIT", "END", "ROLLBACK") and self._deferred and not self._begun:
             if sql == "ROLLBACK" or all(ahead.startswith(OPENING) for ahead, _ in self._deferred):
@@ -180,12 +185,18 @@ class PgDatabase:
         server to prepare after the failure for prepared ("prepared statement … does not exist" later)."""
         try:
             with self._conn.pipeline():
-                return [self._conn.execute(sql, args) for sql, args in statements]
+                cursors = [self._conn.execute(sql, args) for sql, args in statements]
         except psycopg.Error:
             prepared = getattr(self._conn, "_prepared", None)  # psycopg's record of what it prepared
             if prepared is not None:
                 prepared.clear()
             raise
+        if self._then:
+            for statement, cursor in zip(statements, cursors):
+                reader = self._then.pop(id(statement), None)
+                if reader is not None and reader[0] is statement:
+                    reader[1](_dicts(cursor))
+        return cursors
 
     def _took_lock(self, sent: list, cursors: list) -> None:
         """After a round trip: if it took the board's write lock, the rest of the transaction waits in place; if it
@@ -247,7 +258,7 @@ class PgDatabase:
         return self._begun or bool(self._deferred and self._deferred[0][0].startswith("BEGIN"))
 
     def close(self) -> None:
-        self._deferred, self._refused = [], False
+        self._deferred, self._refused, self._then = [], False, {}
         self._conn.close()
 
 
@@ -288,6 +299,7 @@ class PostgreSQL(Dialect):
     name = "postgresql"
     pushes = True
     awaits = True  # _Connection hands its waits to the event loop in a bridged call
+    writing_ctes = True
 
     def __init__(self) -> None:
         self.Error = psycopg.Error
@@ -346,8 +358,10 @@ class PostgreSQL(Dialect):
                 [table],
             )
 
-    def send(self, db: PgDatabase, sql: str, params: list | tuple = ()) -> None:
-        db.defer(sql, params)
+    def send(
+        self, db: PgDatabase, sql: str, params: list | tuple = (), then: Callable[[list[dict]], None] | None = None
+    ) -> None:
+        db.defer(sql, params, then)
 
     def update_version(self, db: PgDatabase, table: str, row: dict, sets: dict) -> dict | None:
         """Sent with the next statement, not waited for: the row after it is the row read with `sets` and the
@@ -365,11 +379,15 @@ class PostgreSQL(Dialect):
         for params in seq:
             db.defer(sql, params)
 
-    def commit(self, db: PgDatabase, events: list[tuple[str, str]], origin: str = "") -> list[int]:
+    def commit(
+        self, db: PgDatabase, events: list[tuple[str, str]], origin: str = "", pushed: bool = False
+    ) -> list[int]:
         """One round trip: what was deferred, the events' rows in one statement, a NOTIFY naming the origin
         (delivered to every node's watcher when, and only if, the transaction commits; the other nodes'
         watchers read the rows, this node's has them already), COMMIT."""
         if not events:
+            if pushed:  # only statements of the transaction wrote events' rows
+                db.defer("SELECT pg_notify(?, ?)", [CHANNEL, origin])
             db.execute("COMMIT")
             return []
         values = ", ".join(["(?, ?)"] * len(events))
