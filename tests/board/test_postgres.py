@@ -172,13 +172,16 @@ def test_reads_take_one_round_trip_and_writes_few(postgres):
             ("update", lambda: board.update("dev", first.id, token=1, note="half way")),
             ("release", lambda: board.release("dev", first.id, 1)),
             ("claim-next", lambda: board.claim("dev")),
+            ("complete", lambda: board.complete("dev", first.id, 2, output="done, with a test")),
         ):
             trips["n"] = 0
             write()
             costs[name] = trips["n"]
         # claim: the card, its dependencies, digest and the sweep's probe; then the move with its history, the claim's
         # message with its inbox rows and event (one statement), the other events and the commit
-        assert costs == {"claim": 2, "update": 2, "release": 2, "claim-next": 2}
+        # complete (straight to done): the card and the sweep's probe; the move, its history and the artifacts read
+        # for the memory; the output's memory item with its queue row and event, the card's event, the commit
+        assert costs == {"claim": 2, "update": 2, "release": 2, "claim-next": 2, "complete": 3}
         # a write that must not wait for the lock (on the event loop) tries it with its first reads: no more
         third = board.create("lead", NewTask(title="third"))
         tried = {}
