@@ -79,7 +79,7 @@ def source_ids(source: str | None) -> dict[str, int]:
     return {f"{found.group(1)}_id": int(found.group(2))} if found else {}
 
 
-# the newest lesson's or critique's id, NULL before the first: an expression (Knowledge.guidance_mark)
+# the newest lesson's or critique's id, NULL before the first: an expression (Knowledge.guidance)
 GUIDANCE_MARK = (
     "(SELECT max(m) FROM (SELECT max(id) AS m FROM memory_items WHERE kind = 'lesson' "
     "UNION ALL SELECT max(id) AS m FROM memory_items WHERE kind = 'critique') AS g)"
@@ -673,19 +673,15 @@ class Knowledge:
 
     # ----------------------------------------------------------------- cards' lessons, ahead of claims
 
-    def guidance_mark(self) -> int:
-        """The newest lesson's or critique's id (0: none yet): what a card's lessons computed ahead are as
-        new as (memory_kind_id makes each half one index step)."""
-        return self.guidance()[0]
-
     def guidance(self) -> tuple[int, int]:
-        """(`guidance_mark`, the count of changes to stored items so far): read before a card's lessons are
-        computed ahead, what they are as new as."""
+        """(the guidance mark: the newest lesson's or critique's id, 0 before the first; the count of changes to
+        stored items so far): read before a card's lessons are computed ahead, what they are as new as
+        (memory_kind_id makes each half of the mark one index step)."""
         row = self.store.db.execute(f"SELECT {GUIDANCE_MARK}, {REVISION}").fetchone()
         return row[0] or 0, row[1] or 0
 
     def card_context(self, task_id: int) -> tuple[int, dict | None]:
-        """(`guidance_mark`, what was computed ahead for the card: model, digest (of the card's text), hits,
+        """(the guidance mark (`guidance`), what was computed ahead for the card: model, digest (of the card's text), hits,
         as_of, and the hits as handed (`shown`, None when not kept) while no stored item changed since; None when
         nothing was), read together. Its vector is read apart (`card_vector`): a claim that hands what was
         computed needs none."""
@@ -724,7 +720,7 @@ class Knowledge:
                 [task_id, model, digest, to_blob(vector), json.dumps(hits), as_of, now(), json.dumps(shown), revision],
             )
 
-    def cards_needing_context(self, model: str, mark: int, limit: int, ahead: int, revision: int = 0) -> list[dict]:
+    def cards_needing_context(self, model: str, mark: int, limit: int, ahead: int, revision: int) -> list[dict]:
         """Cards waiting to be claimed (todo), in the order claims take them, whose lessons were never computed
         ahead with `model` or not since the card last changed, and of the first `ahead` of them those computed
         before the guidance as of `mark` or before the stored items' `revision` (a claim reads their items again)."""

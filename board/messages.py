@@ -378,12 +378,9 @@ class Messages:
                 self.quotas.charge(db, sender, MESSAGE, 1, size)
         summary = (msg.summary or msg.content.strip().splitlines()[0])[: self.limits.message_summary]
         ts = now()
-        if unwaited and recipient is None and followers is not None and self.store.dialect.writing_ctes:
-            self._post_unwaited(db, sender, msg, summary, ts, thread, to, followers)
-            return None
         insert = (
             "INSERT INTO messages (intent, task_id, sender, recipient, thread, reply_to, summary, content, priority, "
-            f"metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}",
+            "metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 msg.intent,
                 msg.task_id,
@@ -398,6 +395,10 @@ class Messages:
                 ts,
             ],
         )
+        if unwaited and recipient is None and followers is not None and self.store.dialect.writing_ctes:
+            self._post_unwaited(db, sender, insert, to, followers)
+            return None
+        insert = (f"{insert[0]} RETURNING {COLUMNS}", insert[1])
         # the followers are read with the insert (one round trip on a database server)
         *read, inserted = rows_many(db, [followers, insert] if followers is not None else [insert])
         stored = inserted[0]
@@ -430,46 +431,24 @@ class Messages:
         return message_id, to, tuple(stored.values())
 
     def _post_unwaited(
-        self,
-        db: Database,
-        sender: str,
-        msg: NewMessage,
-        summary: str,
-        ts: float,
-        thread: str,
-        to: set[str],
-        followers: tuple[str, list],
+        self, db: Database, sender: str, insert: tuple[str, list], to: set[str], followers: tuple[str, list]
     ) -> None:
-        """`post`'s message to the pool as one statement (a dialect with writing CTEs): the message, the inbox rows
-        of `to` and of the followers, and the InboxChanged event's row (encoded as `encode` does), sent with the
-        transaction's next statement. Its id and recipients reach the notifier once the transaction commits."""
-        followed, followed_params = followers
+        """`post`'s message to the pool as one statement (a dialect with writing CTEs): the message (`insert`, its
+        INSERT and parameters), the inbox rows of `to` and of the followers, and the InboxChanged event's row
+        (encoded as `encode` does), sent with the transaction's next statement. Its id and recipients reach the
+        notifier once the transaction commits."""
+        (inserted, values), (followed, followed_params) = insert, followers
         sql = (
-            "WITH m AS (INSERT INTO messages (intent, task_id, sender, recipient, thread, reply_to, summary, content, "
-            "priority, metadata, created_at) VALUES (?, ?, ?, NULL, ?, NULL, ?, ?, ?, ?, ?) RETURNING id), "
+            f"WITH m AS ({inserted} RETURNING id), "
             f"t AS (SELECT DISTINCT a.agent FROM (SELECT unnest(?::text[]) AS agent UNION {followed}) AS a "
             "WHERE a.agent <> ?), "
             "i AS (INSERT INTO inbox (agent, message_id) SELECT t.agent, m.id FROM t, m), "
             "e AS (INSERT INTO events (kind, data) SELECT ?::text, json_build_object('message_id', m.id, 'agents', "
-            "coalesce((SELECT json_agg(agent ORDER BY agent) FROM t), '[]'::json), '_o', ?::text)::text FROM m RETURNING id) "
+            "coalesce((SELECT json_agg(agent ORDER BY agent) FROM t), '[]'::json), '_o', ?::text)::text FROM m "
+            "RETURNING id) "
             "SELECT m.id, (SELECT id FROM e) AS event_id, ARRAY(SELECT agent FROM t ORDER BY agent) AS agents FROM m"
         )
-        params = [
-            msg.intent,
-            msg.task_id,
-            sender,
-            thread,
-            summary,
-            msg.content,
-            MESSAGE_PRIORITY_RANK[msg.priority],
-            json.dumps(msg.metadata),
-            ts,
-            sorted(to),
-            *followed_params,
-            sender,
-            InboxChanged.kind,
-            self.store.notifier.origin,
-        ]
+        params = [*values, sorted(to), *followed_params, sender, InboxChanged.kind, self.store.notifier.origin]
         self.store.emit_written(
             db, sql, params, lambda found: (found["event_id"], InboxChanged(found["id"], frozenset(found["agents"])))
         )

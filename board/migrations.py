@@ -588,9 +588,10 @@ def m026_keyword_merges_in_the_background(db: Database) -> None:
 
 def m027_memory_revision(db: Database) -> None:
     # A count of changes to memory items already stored (a lesson merged into, superseded, deprecated, edited or
-    # removed; not its vectors, which the indexer rewrites), kept by triggers so that no path that changes an item can miss it. card_context keeps the hits as a
-    # claim hands them (`shown`) and the count they were read at (`revision`): while no item changed since, a claim
-    # hands them as they are, without reading the items again (Memory.lessons_ahead).
+    # removed; not its vectors, which the indexer rewrites), kept by triggers so that no path that changes an item
+    # can miss it. card_context keeps the hits as a claim hands them (`shown`) and the count they were read at
+    # (`revision`): while no item changed since, a claim hands them as they are, without reading the items again
+    # (Memory.lessons_ahead).
     db.execute("CREATE TABLE memory_revision (one INTEGER PRIMARY KEY CHECK (one = 1), n INTEGER NOT NULL)")
     db.execute("INSERT INTO memory_revision (one, n) VALUES (1, 0)")
     db.execute(

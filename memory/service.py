@@ -578,7 +578,8 @@ class Memory:
     def prepare(self, limit: int = PREPARE_BATCH) -> int:
         """Compute ahead the lessons of cards waiting to be claimed (new or changed cards, and the next ones
         in claim order after new lessons or critiques came in or a stored item changed), so that their claims
-        need no embedding, search or read of the items; returns how many cards it computed. Nothing while the memory holds no lesson or critique."""
+        need no embedding, search or read of the items; returns how many cards it computed. Nothing while the
+        memory holds no lesson or critique."""
         mark, revision = self.knowledge.guidance()  # before any item is read: a change after is seen at the claim
         if not mark:
             return 0
