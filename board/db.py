@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -394,8 +394,10 @@ class Store:
     def _transaction(self, db: Database) -> Iterator[Database]:
         """The body of a transaction begun under the write lock: committed, or rolled back on any error."""
         self._local.pending, self._local.written, self._local.writes_events = [], [], False
+        self._local.noted = {}
         try:
             yield db
+            self._local.noted = {}
             events = self._local.pending
             rows = [(event.kind, encode(event, self.notifier.origin)) for event in events]
             ids = self.dialect.commit(db, rows, self.notifier.origin, pushed=self._local.writes_events)
@@ -403,7 +405,7 @@ class Store:
             if self._local.written:  # events whose rows statements of the transaction wrote: in the order of their ids
                 self._local.pending = sorted([*self._local.pending, *self._local.written], key=lambda pair: pair[0])
         except BaseException:
-            self._local.pending = []
+            self._local.pending, self._local.noted = [], {}
             try:
                 if self.dialect.in_transaction(db):  # a failed COMMIT must not leave the write lock held
                     db.execute("ROLLBACK")
@@ -434,6 +436,15 @@ class Store:
         transaction commits, in the order of its id among the transaction's events."""
         self._local.writes_events = True
         self.dialect.send(db, sql, params, then=lambda found: self._local.written.append(event(found[0])))
+
+    def note(self, key: Hashable, value) -> None:
+        """In a write transaction, something it wrote that a later step of it would otherwise read back (a round trip
+        on a database server); `noted` gives it until the transaction ends."""
+        self._local.noted[key] = value
+
+    def noted(self, key: Hashable):
+        """What the current write transaction `note`d under `key`, else None."""
+        return getattr(self._local, "noted", {}).get(key)
 
     def emit(self, event: Event) -> None:
         """Record an event in the current write transaction: its row is written with the commit (one

@@ -143,6 +143,15 @@ def encode(event: Event, origin: str = "") -> str:
     return json.dumps({**{k: sorted(v) if isinstance(v, frozenset) else v for k, v in values.items()}, "_o": origin})
 
 
+def encoded_sql(fields: list[tuple[str, str]]) -> str:
+    """An SQL expression that writes an event row's data as `encode` does (json.dumps' separators, the origin last):
+    from (field name, an SQL expression of its JSON text) pairs and the origin as the expression's one parameter,
+    for a statement that writes an event's row itself (Store.emit_written). A watcher knows its own process's rows by
+    how they end (`Notifier._changes`): PostgreSQL's json_build_object writes `"_o" : "…"`, which it would not know."""
+    values = " || ', ' || ".join(f"'\"{name}\": ' || {expr}" for name, expr in fields)
+    return f"'{{' || {values} || ', \"_o\": ' || to_json(?::text)::text || '}}'"
+
+
 def decode(kind: str, data: str) -> Event | None:
     cls = KINDS.get(kind)
     if cls is None:  # written by a newer version of hiveboard; its waiters are not here

@@ -21,7 +21,7 @@ from ._sqlite_utils import Database
 from .db import Store, iso, now, placeholders, rows
 from .dialect import fts5_match
 from .errors import InvalidInput, NotFound
-from .events import MemoryAdded, MemoryIndexed
+from .events import MemoryAdded, MemoryIndexed, encoded_sql
 from .quotas import REMEMBER, Quotas
 
 if TYPE_CHECKING:
@@ -264,8 +264,8 @@ class Knowledge:
             self.store.emit_written(
                 db,
                 f"WITH i AS ({sql} RETURNING id), o AS (INSERT INTO memory_outbox (item_id, queued_at) SELECT id, ? "
-                "FROM i), e AS (INSERT INTO events (kind, data) SELECT ?::text, json_build_object('item_id', i.id, "
-                "'_o', ?::text)::text FROM i RETURNING id) SELECT i.id, (SELECT id FROM e) AS event_id FROM i",
+                f"FROM i), e AS (INSERT INTO events (kind, data) SELECT ?::text, {encoded_sql([('item_id', 'i.id::text')])} "
+                "FROM i RETURNING id) SELECT i.id, (SELECT id FROM e) AS event_id FROM i",
                 [*params, now(), MemoryAdded.kind, self.store.notifier.origin],
                 lambda found: (found["event_id"], MemoryAdded(found["id"])),
             )
@@ -683,8 +683,8 @@ class Knowledge:
     def card_context(self, task_id: int) -> tuple[int, dict | None]:
         """(the guidance mark (`guidance`), what was computed ahead for the card: model, digest (of the card's text), hits,
         as_of, and the hits as handed (`shown`, None when not kept) while no stored item changed since; None when
-        nothing was), read together. Its vector is read apart (`card_vector`): a claim that hands what was
-        computed needs none."""
+        nothing was), read together. `hits` and `shown` are their JSON text (a claim parses the one it uses). Its
+        vector is read apart (`card_vector`): a claim that hands what was computed needs none."""
         row = self.store.db.execute(
             f"SELECT {GUIDANCE_MARK}, c.model, c.digest, c.hits, c.as_of, CASE WHEN c.revision = {REVISION} THEN "
             "c.shown END FROM (SELECT 1 AS one) AS o LEFT JOIN card_context c ON c.task_id = ?",
@@ -695,9 +695,9 @@ class Knowledge:
         return row[0] or 0, {
             "model": row[1],
             "digest": row[2],
-            "hits": json.loads(row[3]),
+            "hits": row[3],
             "as_of": row[4],
-            "shown": None if row[5] is None else json.loads(row[5]),
+            "shown": row[5],
         }
 
     def card_vector(self, task_id: int) -> np.ndarray | None:
@@ -760,14 +760,15 @@ class Knowledge:
     def remember_output(self, db: Database, row: dict) -> None:
         """A card's work joins the shared memory when it is done: its review passed, a person passed it, or
         it needed no review (an output a review sends back is not something to learn from). Its holder's
-        output, summary and artifact excerpts, in the same transaction as the move."""
-        excerpts = "\n".join(
-            f"--- {name} ({kind})\n{content[:2000]}"
-            for name, kind, content in db.execute(
+        output, summary and artifact excerpts, in the same transaction as the move (its artifacts as the transaction
+        noted them when it wrote them, `Board.complete`, else read)."""
+        attached = self.store.noted(("artifacts", row["id"], row["fencing_token"]))
+        if attached is None:
+            attached = db.execute(
                 "SELECT name, kind, content FROM artifacts WHERE task_id = ? AND fencing_token = ? ORDER BY id",
                 [row["id"], row["fencing_token"]],
             )
-        )
+        excerpts = "\n".join(f"--- {name} ({kind})\n{content[:2000]}" for name, kind, content in attached)
         text = f"{row['summary'] or ''}\n{(row['output'] or '')[:8000]}\n{excerpts}".strip()
         if text:  # a person may pass a card that was escalated before any output
             self.add(

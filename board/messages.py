@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, get_args
 
@@ -32,7 +33,7 @@ from .agents import Agents
 from .cursor import decode_cursor, encode_cursor
 from .db import Store, iso, now, placeholders, rows, rows_many
 from .errors import InvalidInput
-from .events import InboxChanged
+from .events import InboxChanged, encoded_sql
 from .knowledge import Knowledge
 from .quotas import BROADCAST, MESSAGE, Quotas
 
@@ -179,6 +180,16 @@ def parse_time(value: str, what: str) -> float:
 COLUMNS = "id, intent, sender, recipient, task_id, thread, reply_to, priority, summary, content, metadata, created_at"
 MESSAGE_COLUMNS = tuple(c.strip() for c in COLUMNS.split(","))
 IN_INBOX = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)  # a message's COLUMNS beside its inbox row's
+# what a new message's INSERT gives, in this order (`post`'s values)
+INSERTED = "intent, task_id, sender, recipient, thread, reply_to, summary, content, priority, metadata, created_at"
+
+
+@dataclass
+class Posted:
+    """A message `Messages.post` stored: its row (COLUMNS), there once the transaction has committed (on a database
+    server its statement may travel with the COMMIT)."""
+
+    row: tuple | None = None
 
 
 def _message(row: tuple, full: bool, read: bool | None = None, acked: bool | None = None) -> Message:
@@ -234,20 +245,16 @@ class Messages:
         """Post a board event (a claim, a move, a verdict) to the pool inside the change's own transaction.
         `row`: the task's current row, when the caller has it (else it is read). Nobody waits for it: on a
         database server an event to the pool is one statement sent with the transaction's next one."""
-        self.post(
-            db,
-            actor,
-            NewMessage(
-                intent=intent,
-                task_id=task_id,
-                recipient=recipient,
-                summary=summary[: self.limits.message_summary],
-                content=content[: self.limits.message_chars],
-                metadata={"event": True, **(metadata or {})},
-            ),
-            row,
-            unwaited=True,
+        # made here from the board's own values (its intents, cut to the limits): nothing for _check to refuse
+        message = NewMessage.model_construct(
+            intent=intent,
+            task_id=task_id,
+            recipient=recipient,
+            summary=summary[: self.limits.message_summary],
+            content=content[: self.limits.message_chars],
+            metadata={"event": True, **(metadata or {})},
         )
+        self.post(db, actor, message, row, unwaited=True, checked=True)
 
     def _check(self, msg: NewMessage) -> None:
         lim = self.limits
@@ -275,10 +282,12 @@ class Messages:
 
     def _recipients(
         self, db: Database, sender: str, msg: NewMessage, thread: str, card: tuple | None
-    ) -> tuple[str | None, set[str], tuple[str, list] | None]:
-        """(the recipient as stored, the agents whose inbox gets the message, and the read of its followers
-        whose agents get it too, or None: the caller reads it when it needs to). `card`: the (creator,
-        holder, reserved for) of the message's task, if it names one."""
+    ) -> tuple[str | None, set[str], tuple[str, list] | None, tuple[str, list] | None]:
+        """(the recipient as stored, the agents whose inbox gets the message, the read of its followers whose
+        agents get it too, or None: the caller reads it when it needs to, and the read that finds a direct
+        recipient registered, or None: `_registered` checks its rows). `card`: the (creator, holder, reserved for)
+        of the message's task, if it names one."""
+        registered = None
         to: set[str] = set()
         recipient = msg.recipient.strip() if msg.recipient else None
         if recipient == "everyone":
@@ -292,12 +301,7 @@ class Messages:
             to |= members
         elif recipient:
             recipient = recipient.lower()
-            if db.execute("SELECT 1 FROM agents WHERE name = ?", [recipient]).fetchone() is None:
-                raise InvalidInput(
-                    f"recipient {recipient!r} is not a registered agent; send to an agent name, "
-                    f"'role:<role>', 'everyone', or leave it out to post to the pool. Known "
-                    f"agents: {', '.join(self.agents.names(20))}"
-                )
+            registered = ("SELECT 1 AS found FROM agents WHERE name = ?", [recipient])
             to.add(recipient)
         elif card is not None:
             to |= needs(msg.intent, sender, *card) if msg.metadata.get("event") else {p for p in card if p}
@@ -309,7 +313,16 @@ class Messages:
                 [msg.intent, str(msg.task_id), thread],
             )
         to.discard(sender)
-        return recipient, to, followers
+        return recipient, to, followers, registered
+
+    def _registered(self, recipient: str, found: list[dict]) -> None:
+        """Refuse a message to `recipient` unless its registration was `found` (the rows of `_recipients`'s read)."""
+        if not found:
+            raise InvalidInput(
+                f"recipient {recipient!r} is not a registered agent; send to an agent name, "
+                f"'role:<role>', 'everyone', or leave it out to post to the pool. Known "
+                f"agents: {', '.join(self.agents.names(20))}"
+            )
 
     @staticmethod
     def _card(db: Database, task_id: int | None) -> tuple | None:
@@ -331,13 +344,17 @@ class Messages:
         row: dict | None = None,
         charged: bool = False,
         unwaited: bool = False,
-    ) -> tuple[int, set[str], tuple] | None:
-        """Store a message inside the caller's write transaction; returns its id, recipients and row (COLUMNS).
-        `row`: the current row of the task it names, when the caller has it; `charged`: an agent's own message,
-        counted against its quotas (board/quotas.py) once its recipients are known and before anything is
-        written; `unwaited`: nobody reads what it returns, so where the dialect can, a message to the pool is
-        written by one statement that is not waited for (then None is returned)."""
-        self._check(msg)
+        checked: bool = False,
+    ) -> Posted | None:
+        """Store a message inside the caller's write transaction; what was stored (`Posted`), complete once the
+        transaction commits. `row`: the current row of the task it names, when the caller has it; `charged`: an
+        agent's own message, counted against its quotas (board/quotas.py) once its recipients are known and before
+        anything is written; `unwaited`: nobody reads what it returns (None is returned); `checked`: the board made
+        the message itself, within the limits (`event`). Where the dialect has writing CTEs, a message that does not
+        join the shared memory (a direct one, a card's event) is written by one statement sent with the
+        transaction's next one, not waited for (`_post_written`)."""
+        if not checked:
+            self._check(msg)
         if row is not None and row["id"] == msg.task_id:
             card: tuple | None = (row["created_by"], row["assignee"], row["reserved_for"], row["task_type"])
         else:
@@ -364,41 +381,57 @@ class Messages:
                 card = self._card(db, msg.task_id)
         if thread is None and msg.task_id is not None:
             thread = f"task-{msg.task_id}"
-        msg = msg.model_copy(update=dict(recipient=recipient_in))
-        recipient, to, followers = self._recipients(db, sender, msg, thread or "", card and card[:3])
+        if recipient_in != msg.recipient:
+            msg = msg.model_copy(update=dict(recipient=recipient_in))
+        recipient, to, followers, registered = self._recipients(db, sender, msg, thread or "", card and card[:3])
         to |= also
-        if charged and followers is not None:  # the charge counts every recipient before anything is written
+        broadcast = recipient == "everyone" or (recipient or "").startswith("role:")
+        if charged and broadcast:  # the charge counts every recipient before anything is written
             to |= {r["agent"] for r in rows(db, *followers)} - {sender}
             followers = None
+        # what the message needs read before it is written (a direct recipient's registration, or when charged the
+        # followers of one that is not direct: never both) is read with the sender's quota usage: one round trip on
+        # a database server
+        reads = [registered] if registered is not None else [followers] if charged and followers is not None else []
+        if charged:
+            followers = None
+
+        def seen(found: list[list[dict]]) -> None:
+            if registered is not None:
+                self._registered(recipient, found[0])
+            else:
+                to.update({r["agent"] for r in found[0]} - {sender})
+
         if charged:
             size = len(msg.content) + len(msg.summary or "") + len(json.dumps(msg.metadata))
-            if recipient == "everyone" or (recipient or "").startswith("role:"):
+            if broadcast:
                 self.quotas.charge(db, sender, BROADCAST, 1, size, per=max(1, len(to)))
             else:
-                self.quotas.charge(db, sender, MESSAGE, 1, size)
+                self.quotas.charge(db, sender, MESSAGE, 1, size, reads=reads, seen=seen if reads else None)
+        elif reads:
+            seen(rows_many(db, reads))
         summary = (msg.summary or msg.content.strip().splitlines()[0])[: self.limits.message_summary]
         ts = now()
-        insert = (
-            "INSERT INTO messages (intent, task_id, sender, recipient, thread, reply_to, summary, content, priority, "
-            "metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                msg.intent,
-                msg.task_id,
-                sender,
-                recipient,
-                thread or "",
-                msg.reply_to,
-                summary,
-                msg.content,
-                MESSAGE_PRIORITY_RANK[msg.priority],
-                json.dumps(msg.metadata),
-                ts,
-            ],
-        )
-        if unwaited and recipient is None and followers is not None and self.store.dialect.writing_ctes:
-            self._post_unwaited(db, sender, insert, to, followers)
-            return None
-        insert = (f"{insert[0]} RETURNING {COLUMNS}", insert[1])
+        values = [
+            msg.intent,
+            msg.task_id,
+            sender,
+            recipient,
+            thread,
+            msg.reply_to,
+            summary,
+            msg.content,
+            MESSAGE_PRIORITY_RANK[msg.priority],
+            json.dumps(msg.metadata),
+            ts,
+        ]
+        joins_memory = not is_direct(recipient) and not msg.metadata.get("event")
+        if self.store.dialect.writing_ctes and not joins_memory:
+            posted = self._post_written(db, sender, values, to, followers)
+            return None if unwaited else posted
+        values[4] = thread or ""
+        returning = "id" if unwaited else COLUMNS
+        insert = (f"INSERT INTO messages ({INSERTED}) VALUES ({placeholders(values)}) RETURNING {returning}", values)
         # the followers are read with the insert (one round trip on a database server)
         *read, inserted = rows_many(db, [followers, insert] if followers is not None else [insert])
         stored = inserted[0]
@@ -409,10 +442,11 @@ class Messages:
         if thread is None:
             stored["thread"] = f"msg-{message_id}"
             dialect.send(db, "UPDATE messages SET thread = ? WHERE id = ?", [stored["thread"], message_id])
-        dialect.send_many(
-            db, "INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)]
-        )
-        if not is_direct(recipient) and not msg.metadata.get("event"):  # direct messages stay out of the shared memory
+        if to:
+            dialect.send_many(
+                db, "INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)]
+            )
+        if joins_memory:  # direct messages and the board's events stay out of the shared memory
             task_type = card[3] if card else None
             self.knowledge.add(
                 db,
@@ -424,40 +458,54 @@ class Messages:
                 title=summary,
                 tags=[msg.intent],
                 source=f"message:{message_id}",
+                unwaited=True,  # on a database server sent with the commit, with its indexing queue row and event
             )
         self.store.emit(InboxChanged(message_id, frozenset(to)))
-        if message_id % 10_000 == 0:
+        if message_id % 10_000 == 0:  # (a database server's own autovacuum keeps them for what `_post_written` wrote)
             self.store.optimize()  # keep the planner's statistics in step with a growing pool
-        return message_id, to, tuple(stored.values())
+        return None if unwaited else Posted(tuple(stored.values()))
 
-    def _post_unwaited(
-        self, db: Database, sender: str, insert: tuple[str, list], to: set[str], followers: tuple[str, list]
-    ) -> None:
-        """`post`'s message to the pool as one statement (a dialect with writing CTEs): the message (`insert`, its
-        INSERT and parameters), the inbox rows of `to` and of the followers, and the InboxChanged event's row
-        (encoded as `encode` does), sent with the transaction's next statement. Its id and recipients reach the
-        notifier once the transaction commits."""
-        (inserted, values), (followed, followed_params) = insert, followers
+    def _post_written(
+        self, db: Database, sender: str, values: list, to: set[str], followers: tuple[str, list] | None
+    ) -> Posted:
+        """`post`'s message as one statement (a dialect with writing CTEs): the message (`values`, its columns as
+        INSERTED names them; a thread of None is the message's own, msg-<id>), the inbox rows of `to` and of
+        the followers (when read), and the InboxChanged event's row (encoded as `encode` does), sent with the
+        transaction's next statement. What it stored, and its event, reach `Posted` and the notifier once the
+        transaction commits."""
+        followed, followed_params = followers if followers is not None else ("", [])
         sql = (
-            f"WITH m AS ({inserted} RETURNING id), "
-            f"t AS (SELECT DISTINCT a.agent FROM (SELECT unnest(?::text[]) AS agent UNION {followed}) AS a "
-            "WHERE a.agent <> ?), "
+            "WITH n AS (SELECT nextval(pg_get_serial_sequence('messages', 'id')) AS id), "
+            f"m AS (INSERT INTO messages (id, {INSERTED}) VALUES ((SELECT id FROM n), ?, ?, ?, ?, "
+            f"coalesce(?, 'msg-' || (SELECT id FROM n)), ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}), "
+            "t AS (SELECT DISTINCT a.agent FROM (SELECT unnest(?::text[]) AS agent"
+            f"{f' UNION {followed}' if followed else ''}) AS a WHERE a.agent <> ?), "
             "i AS (INSERT INTO inbox (agent, message_id) SELECT t.agent, m.id FROM t, m), "
-            "e AS (INSERT INTO events (kind, data) SELECT ?::text, json_build_object('message_id', m.id, 'agents', "
-            "coalesce((SELECT json_agg(agent ORDER BY agent) FROM t), '[]'::json), '_o', ?::text)::text FROM m "
-            "RETURNING id) "
-            "SELECT m.id, (SELECT id FROM e) AS event_id, ARRAY(SELECT agent FROM t ORDER BY agent) AS agents FROM m"
+            "e AS (INSERT INTO events (kind, data) SELECT ?::text, "
+            + encoded_sql(
+                [
+                    ("message_id", "m.id::text"),
+                    ("agents", "coalesce((SELECT json_agg(agent ORDER BY agent) FROM t), '[]'::json)::text"),
+                ]
+            )
+            + " FROM m RETURNING id) "
+            "SELECT m.*, (SELECT id FROM e) AS event_id, ARRAY(SELECT agent FROM t ORDER BY agent) AS agents FROM m"
         )
         params = [*values, sorted(to), *followed_params, sender, InboxChanged.kind, self.store.notifier.origin]
-        self.store.emit_written(
-            db, sql, params, lambda found: (found["event_id"], InboxChanged(found["id"], frozenset(found["agents"])))
-        )
+        posted = Posted()
+
+        def written(found: dict) -> tuple[int, InboxChanged]:
+            posted.row = tuple(found[c] for c in MESSAGE_COLUMNS)
+            return found["event_id"], InboxChanged(found["id"], frozenset(found["agents"]))
+
+        self.store.emit_written(db, sql, params, written)
+        return posted
 
     def publish(self, sender: str, msg: NewMessage) -> Message:
         """Post a message from an agent (its own transaction)."""
         with self.store.write() as db:
-            _, _, stored = self.post(db, sender, msg, charged=True)
-            return _message(stored, full=True)
+            posted = self.post(db, sender, msg, charged=True)
+        return _message(posted.row, full=True)
 
     # ----------------------------------------------------------------- reading
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from .agents import OPERATOR_ROLES
-from .db import Store
+from .db import Store, rows_many
 from .errors import OverQuota
 
 if TYPE_CHECKING:
@@ -189,16 +189,29 @@ class Quotas:
     # ----------------------------------------------------------------- charging
 
     def charge(
-        self, db: Database, agent: str, kind: str, units: int = 1, chars: int = 0, per: int = 1, record: bool = True
+        self,
+        db: Database,
+        agent: str,
+        kind: str,
+        units: int = 1,
+        chars: int = 0,
+        per: int = 1,
+        record: bool = True,
+        reads: list[tuple[str, list]] = (),
+        seen: Callable[[list[list[dict]]], None] | None = None,
     ) -> None:
         """Inside the write transaction of a bulk write, before it writes anything: refuse it (OverQuota, one
         sentence) if the database is at its ceiling or the write would pass one of the agent's limits for
         `kind`, else record it. `units`: calls or items; `chars`: its characters; `per`: how many times they
-        count (a broadcast's recipients); `record=False`: the refusal only (`check`)."""
+        count (a broadcast's recipients); `record=False`: the refusal only (`check`). `reads`: the caller's own
+        reads, read with the agent's usage (one round trip on a database server); `seen` gets their rows
+        (`rows_many`) before a refusal is decided, and may refuse the write itself."""
         if not self.on or agent in BOARD_ACTORS:
+            if seen is not None:
+                seen(rows_many(db, list(reads)))
             return
         self._check_size(db)
-        self._spend(db, agent, kind, units, chars * per, per, record=record)
+        self._spend(db, agent, kind, units, chars * per, per, record=record, reads=reads, seen=seen)
 
     def check(self, db: Database, agent: str, kind: str, units: int = 1, chars: int = 0) -> None:
         """`charge`'s refusal, recording nothing: for a call to find out before costly work (embedding a
@@ -219,14 +232,28 @@ class Quotas:
         self._spend(db, EVERYONE, REGISTER, 1, 0, 1, ask)
 
     def _spend(
-        self, db: Database, agent: str, kind: str, units: int, chars: int, per: int, ask: str = "", record: bool = True
+        self,
+        db: Database,
+        agent: str,
+        kind: str,
+        units: int,
+        chars: int,
+        per: int,
+        ask: str = "",
+        record: bool = True,
+        reads: list[tuple[str, list]] = (),
+        seen: Callable[[list[list[dict]]], None] | None = None,
     ) -> None:
         if units < 1:  # nothing is written
+            if seen is not None:
+                seen(rows_many(db, list(reads)))
             return
         series = SERIES[kind]
         limits = [b for name in series for b in self.budgets[name]]
         ts = self.clock()
-        latest, used = self._usage(db, agent, series, limits, ts)
+        latest, used, read = self._usage(db, agent, series, limits, ts, reads)
+        if seen is not None:
+            seen(read)
         over = self._over(limits, used, units, chars, 1)
         factor = self.config.operator_factor
         if over is not None and agent != EVERYONE and factor > 1 and self._operator(db, agent):
@@ -253,10 +280,17 @@ class Quotas:
             self.store.dialect.send(db, "DELETE FROM quota_usage WHERE at <= ?", [ts - KEEP_SECONDS])
 
     def _usage(
-        self, db: Database, agent: str, series: tuple[str, ...], limits: list[Budget], ts: float
-    ) -> tuple[dict[str, tuple[float, int, int]], dict[tuple[str, int], tuple[int, int]]]:
+        self,
+        db: Database,
+        agent: str,
+        series: tuple[str, ...],
+        limits: list[Budget],
+        ts: float,
+        reads: list[tuple[str, list]] = (),
+    ) -> tuple[dict[str, tuple[float, int, int]], dict[tuple[str, int], tuple[int, int]], list[list[dict]]]:
         """({series: (at, total units, total characters) of its newest row}, {(series, window seconds): (units,
-        characters) written within it}), in one statement of two primary-key lookups per series and window."""
+        characters) written within it}, the rows of `reads`), in one statement of two primary-key lookups per series
+        and window, and `reads` with it."""
         arms, params, keys = [], [], []
         for name in series:
             arms.append(
@@ -275,7 +309,8 @@ class Quotas:
                 )
                 params += [agent, name, ts - seconds]
                 keys.append((name, seconds))
-        found = {row[0]: row[1:] for row in db.execute(" UNION ALL ".join(arms), params).fetchall()}
+        usage, *read = rows_many(db, [(" UNION ALL ".join(arms), params), *reads])
+        found = {row["arm"]: tuple(row.values())[1:] for row in usage}
         latest = {name: found[n] for n, (name, seconds) in enumerate(keys) if seconds is None and n in found}
         used = {}
         for n, (name, seconds) in enumerate(keys):
@@ -283,7 +318,7 @@ class Quotas:
                 _, before_units, before_chars = found[n]
                 _, total_units, total_chars = latest[name]
                 used[(name, seconds)] = (total_units - before_units, total_chars - before_chars)
-        return latest, used
+        return latest, used, read
 
     @staticmethod
     def _total(budget: Budget, used: dict, units: int = 0, chars: int = 0) -> int:

@@ -756,6 +756,8 @@ class Board:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [[task_id, token, a.name, a.kind, a.content, ts] for a in artifacts],
             )
+            # the card's artifacts now, for what reads them back in this transaction (the output it adds to the memory)
+            self.store.note(("artifacts", task_id, token), [(a.name, a.kind, a.content) for a in artifacts])
             moved = self.machine.move(
                 db,
                 row,

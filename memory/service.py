@@ -10,6 +10,7 @@ rebuilds the Chroma collection from SQLite.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import threading
@@ -18,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
 
 from hiveboard.board import Board, InvalidInput, Task
 from hiveboard.board.events import Event, MemoryAdded, TaskChanged
@@ -94,6 +95,9 @@ class Hit(BaseModel):
     merged_count: int = 1
     deprecated: bool = False
     superseded_by: int | None = None
+
+
+HITS = TypeAdapter(list[Hit])  # hits kept as JSON text, parsed and checked in one pass
 
 
 class Results(BaseModel):
@@ -524,8 +528,8 @@ class Memory:
         if ahead["as_of"] < mark:
             return None, True
         if ahead["shown"] is not None:  # no stored item changed since: the hits as they were read then
-            return [Hit.model_validate(hit) for hit in ahead["shown"]], True
-        return self._stored_hits(ahead["hits"]), True
+            return HITS.validate_json(ahead["shown"]), True
+        return self._stored_hits(json.loads(ahead["hits"])), True
 
     def context_for(self, agent: str, task: Task, k: int = CONTEXT_K) -> list[Hit]:
         """Lessons for a card just claimed — same task type first, then any — and critiques only where no

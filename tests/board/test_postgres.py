@@ -3,6 +3,7 @@ commit on one node waking a waiter on another (LISTEN/NOTIFY, no polling)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from contextlib import contextmanager, nullcontext
@@ -12,11 +13,13 @@ import pytest
 from pg_cluster import PostgresCluster
 
 from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable, cards, copy
-from hiveboard.board.db import dialect_for, not_waiting, redact
+from hiveboard.board.db import dialect_for, not_waiting, redact, rows
 from hiveboard.board.errors import Conflict
-from hiveboard.board.events import InboxChanged, Topic, decode
+from hiveboard.board.events import InboxChanged, MemoryAdded, Topic, decode, encode
+from hiveboard.board.messages import NewMessage
 from hiveboard.board.pg_migrations import MIGRATIONS
 from hiveboard.board.postgres import translate
+from hiveboard.board.quotas import QuotaConfig
 
 pytestmark = pytest.mark.anyio
 
@@ -153,6 +156,66 @@ def _round_trips(store: Store):
     return counted
 
 
+def test_a_direct_message_takes_two_round_trips_and_reads_back_as_answered(postgres):
+    """A direct message, quotas on as the server runs: the lock, the recipient's check and the quota's reads, then
+    the quota's record, the message with its inbox row and event, and the commit. What `publish` answers is the
+    stored row: a message without a thread gets its own (msg-<id>), and the recipient's inbox holds it. A message
+    to the pool takes one round trip more (its memory item names the message's id) and joins the memory."""
+    board = Board(Store(postgres.database()), quotas=QuotaConfig())
+    try:
+        for name in ("dev", "peer"):
+            board.agents.new_token(name)
+        # the database's size is measured now and then (quotas' ceiling): once before counting
+        board.messages.publish("dev", NewMessage(intent="note", content="first", recipient="peer"))
+        trips = _round_trips(board.store)
+        answers = []
+        for wait in (nullcontext, not_waiting):
+            trips["n"] = 0
+            with wait():
+                answers.append(board.messages.publish("dev", NewMessage(intent="note", content="hi", recipient="peer")))
+            assert trips["n"] == 2
+        for answer in answers:
+            assert (answer.sender, answer.recipient, answer.thread) == ("dev", "peer", f"msg-{answer.id}")
+        page = board.messages.inbox("peer")
+        assert [m.id for m in page.messages][1:] == [a.id for a in answers]
+        assert [m.thread for m in page.messages][1:] == [a.thread for a in answers]
+        threaded = board.messages.publish(
+            "dev", NewMessage(intent="note", content="more", recipient="peer", thread="x")
+        )
+        assert threaded.thread == "x"
+        # to the pool: the lock, the followers with the quota's reads; the quota's record and the message; its memory
+        # item (with its queue row and event), the inbox rows and the commit
+        trips["n"] = 0
+        pooled = board.messages.publish("dev", NewMessage(intent="note", content="the parser takes UTC dates now"))
+        assert trips["n"] == 3
+        (item,) = rows(board.store.db, "SELECT text FROM memory_items WHERE source = ?", [f"message:{pooled.id}"])
+        assert "the parser takes UTC dates now" in item["text"]
+    finally:
+        board.store.close()
+
+
+def test_event_rows_written_by_statements_read_as_encode_writes_them(postgres):
+    """The event rows a statement writes itself (a card's event to the pool, a direct message, a finished card's
+    output joining the memory) are the JSON `encode` writes, ending with the node's origin as `encode` ends it: the
+    node's own watcher knows them as its own by that ending and does not publish them a second time."""
+    board = Board(Store(postgres.database()))
+    try:
+        for name in ("dev", "peer"):
+            board.agents.new_token(name)
+        card = board.create("lead", NewTask(title="a card"))
+        claim = board.claim("dev", task_id=card.id)
+        board.messages.publish("dev", NewMessage(intent="note", content="hi", recipient="peer"))
+        board.complete("dev", card.id, claim.token, output="done, with a test")
+        origin = board.store.notifier.origin
+        found = rows(board.store.db, "SELECT kind, data FROM events ORDER BY id")
+        assert {r["kind"] for r in found} >= {InboxChanged.kind, MemoryAdded.kind}
+        for r in found:
+            assert r["data"].endswith(f'"_o": "{origin}"}}'), r
+            assert json.loads(r["data"]) == json.loads(encode(decode(r["kind"], r["data"]), origin))
+    finally:
+        board.store.close()
+
+
 def test_reads_take_one_round_trip_and_writes_few(postgres):
     """What a tool costs on a database server is mostly its round trips: a read is one (its snapshot's
     beginning, the probe for expired leases, its statements and its end travel together), a claim, an update
@@ -179,9 +242,10 @@ def test_reads_take_one_round_trip_and_writes_few(postgres):
             costs[name] = trips["n"]
         # claim: the card, its dependencies, digest and the sweep's probe; then the move with its history, the claim's
         # message with its inbox rows and event (one statement), the other events and the commit
-        # complete (straight to done): the card and the sweep's probe; the move, its history and the artifacts read
-        # for the memory; the output's memory item with its queue row and event, the card's event, the commit
-        assert costs == {"claim": 2, "update": 2, "release": 2, "claim-next": 2, "complete": 3}
+        # complete (straight to done): the card and the sweep's probe; then the move, its history, the output's memory
+        # item (of the artifacts the transaction wrote, not read back) with its queue row and event, the card's
+        # event, the commit
+        assert costs == {"claim": 2, "update": 2, "release": 2, "claim-next": 2, "complete": 2}
         # a write that must not wait for the lock (on the event loop) tries it with its first reads: no more
         third = board.create("lead", NewTask(title="third"))
         tried = {}

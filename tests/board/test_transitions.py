@@ -8,7 +8,8 @@ import pytest
 from conftest import call, call_error
 from mcp import Client
 
-from hiveboard.board import Board, Forbidden, IllegalTransition, InvalidInput, NewTask, Synthesis
+from hiveboard.board import Artifact, Board, Forbidden, IllegalTransition, InvalidInput, NewTask, Synthesis
+from hiveboard.board.db import rows
 from hiveboard.board.machine import TRANSITIONS
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
@@ -154,3 +155,26 @@ def test_an_edit_cannot_move_a_card_only_the_machine_can(board):
         assert board.get(card.id).status == "todo"
     finally:
         board.store.close()
+
+
+def test_a_card_done_without_review_joins_the_memory_with_the_artifacts_it_was_completed_with(board):
+    """The output a card adds to the shared memory as it moves to done carries excerpts of the artifacts its
+    completion wrote (in the same transaction: on PostgreSQL they are not read back), and only those."""
+    card = board.create("lead", NewTask(title="parse the dates"))
+    claim = board.claim("dev", task_id=card.id)
+    board.complete(
+        "dev",
+        card.id,
+        claim.token,
+        output="dates parse in UTC now",
+        summary="UTC dates",
+        artifacts=[
+            Artifact(name="dates.py", kind="code", content="def parse(text):\n    return iso(text)"),
+            Artifact(name="notes.md", kind="text", content="x" * 3000),
+        ],
+        to_status="done",
+    )
+    (row,) = rows(board.store.db, "SELECT text FROM memory_items WHERE source = ?", [f"task:{card.id}"])
+    text = row["text"]
+    assert text.startswith("UTC dates\ndates parse in UTC now\n--- dates.py (code)\ndef parse(text):")
+    assert "--- notes.md (text)\n" + "x" * 2000 in text and "x" * 2001 not in text

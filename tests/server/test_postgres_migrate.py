@@ -243,7 +243,7 @@ def post_messages(board: Board, rng: random.Random) -> None:
                     )
                 else:
                     msg, into = NewMessage(intent="info", recipient="everyone", content=text, thread="release"), pool
-                into.append(board.messages.post(db, sender, msg)[0])
+                into.append(board.messages.post(db, sender, msg).row[0])
 
 
 def remember_set(board: Board) -> list[int]:
