@@ -51,7 +51,7 @@ CANDIDATES = 50
 OVERFETCH = 200  # unfiltered vector candidates, filtered afterwards in SQLite
 SMALL_FETCH = 100  # the first fetch when no filter but `deprecated` narrows the search (Chroma searches
 # with ef = max(100, n): up to 100 neighbours cost the same)
-TAGGED_SCAN = 5_000  # the newest items with the asked-for tags whose stored vectors a rare-tag search ranks
+TAGGED_SCAN = 5_000  # the newest items passing the filters whose stored vectors a rare-tag or small-set search ranks
 DUPLICATE_SIMILARITY = 0.9
 # Below this cosine similarity a vector "match" is noise to a hybrid search: kept, it would lend fusion credit to
 # weak keyword hits and push better ones down (tests/memory/test_retrieval.py scores the labelled set). A search
@@ -331,18 +331,24 @@ class Memory:
                     if len(kept) == CANDIDATES or not more:  # enough, or nothing more to find
                         break
                 if narrowing and len(kept) < max(k, 10) and more:
-                    if tags:  # tags live in SQLite only: rank the tagged items' stored vectors there
-                        found = self.knowledge.vectors_where(self.embedder.name, TAGGED_SCAN, **filters)
-                        filtered = sorted(((i, _similarity(v, vector, bodies)) for i, v in found), key=lambda p: -p[1])
-                    else:
-                        filtered = self._vector(
+                    inside = None  # tags live in SQLite only: no Chroma filter can ask for them
+                    if not tags:
+                        inside = self._vector(
                             vector,
                             CANDIDATES,
                             task_type=task_type,
                             kinds=kinds,
                             include_deprecated=include_deprecated,
                             first_only=not bodies,
-                        ).hits
+                        )
+                    if inside is None or not inside.more:
+                        # Rank the matching items' stored vectors here: a rare tag's, or a set smaller than asked
+                        # for, which is cheap to rank exactly and which HNSW's filtered search, approximate, can
+                        # answer short (a node of a small set it does not reach).
+                        found = self.knowledge.vectors_where(self.embedder.name, TAGGED_SCAN, **filters)
+                        filtered = sorted(((i, _similarity(v, vector, bodies)) for i, v in found), key=lambda p: -p[1])
+                    else:
+                        filtered = inside.hits
                     filtered = [(i, sim) for i, sim in filtered if sim >= least][:CANDIDATES]
                     allowed = self.knowledge.allowed([i for i, _ in filtered], **filters)
                     kept = [(i, sim) for i, sim in filtered if i in allowed]
