@@ -33,6 +33,18 @@ BUSY_TIMEOUT_MS = 30_000
 EVENTS_AT_ONCE = 500  # events rows written by one statement (SQLite takes at most 32,766 parameters in one)
 
 
+def events_parts(events: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """A transaction's events' rows, (kind, data) each, in parts of EVENTS_AT_ONCE."""
+    return [events[at : at + EVENTS_AT_ONCE] for at in range(0, len(events), EVENTS_AT_ONCE)]
+
+
+def events_insert(part: list[tuple[str, str]]) -> tuple[str, list]:
+    """The statement that writes a part of `events_parts` and returns the rows' ids, and its parameters."""
+    return f"INSERT INTO events (kind, data) VALUES {', '.join(['(?, ?)'] * len(part))} RETURNING id", [
+        v for row in part for v in row
+    ]
+
+
 def fts5_match(words: list[str]) -> str | None:
     """An FTS5 query for any of these words, each quoted: no FTS5 syntax errors from what a user typed."""
     return " OR ".join(f'"{w}"' for w in words) or None
@@ -163,18 +175,11 @@ class Dialect(ABC):
         """Commit the write transaction with its events' rows, (kind, data) each, written in it; their ids,
         in order. `origin`: the committing process's (events.Notifier.origin), for a dialect that pushes
         commits; `pushed`: the transaction wrote events' rows of its own too (Store.emit_written), so a commit is
-        pushed even with no `events`. Here: the rows in one statement, then COMMIT."""
+        pushed even with no `events`. Here: the rows in statements of EVENTS_AT_ONCE, then COMMIT."""
         ids: list[int] = []
-        for at in range(0, len(events), EVENTS_AT_ONCE):
-            part = events[at : at + EVENTS_AT_ONCE]
-            values = ", ".join(["(?, ?)"] * len(part))
+        for part in events_parts(events):
             # ids are given in the order the rows are written: sorted, they are the events' (RETURNING's order is not)
-            ids += sorted(
-                row[0]
-                for row in db.conn.execute(
-                    f"INSERT INTO events (kind, data) VALUES {values} RETURNING id", [v for row in part for v in row]
-                )
-            )
+            ids += sorted(row[0] for row in db.conn.execute(*events_insert(part)))
         db.execute("COMMIT")
         return ids
 

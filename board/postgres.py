@@ -34,7 +34,7 @@ from psycopg import waiting
 from psycopg.pq import PipelineStatus, TransactionStatus
 
 from . import bridge
-from .dialect import Dialect
+from .dialect import Dialect, events_insert, events_parts
 from .errors import Conflict, Unavailable, WouldWait, first_line
 from .pg_migrations import apply_migrations
 
@@ -382,24 +382,21 @@ class PostgreSQL(Dialect):
     def commit(
         self, db: PgDatabase, events: list[tuple[str, str]], origin: str = "", pushed: bool = False
     ) -> list[int]:
-        """One round trip: what was deferred, the events' rows in one statement, a NOTIFY naming the origin
-        (delivered to every node's watcher when, and only if, the transaction commits; the other nodes'
+        """One round trip: what was deferred, the events' rows (in statements of EVENTS_AT_ONCE), a NOTIFY naming
+        the origin (delivered to every node's watcher when, and only if, the transaction commits; the other nodes'
         watchers read the rows, this node's has them already), COMMIT."""
         if not events:
             if pushed:  # only statements of the transaction wrote events' rows
                 db.defer("SELECT pg_notify(?, ?)", [CHANNEL, origin])
             db.execute("COMMIT")
             return []
-        values = ", ".join(["(?, ?)"] * len(events))
-        ids = sorted(
-            row[0]
-            for row in db.commit_after(
-                f"INSERT INTO events (kind, data) VALUES {values} RETURNING id",
-                [v for row in events for v in row],
-                ("SELECT pg_notify(?, ?)", [CHANNEL, origin]),
-            )
-        )  # a sequence numbers the rows in the order they are written: sorted, the ids are the events'
-        return ids
+        # in parts (a statement takes at most 65,535 parameters), all of them sent with the COMMIT
+        *ahead, last = events_parts(events)
+        ids: list[int] = []
+        for part in ahead:
+            db.defer(*events_insert(part), then=lambda found: ids.extend(r["id"] for r in found))
+        ids += [row[0] for row in db.commit_after(*events_insert(last), ("SELECT pg_notify(?, ?)", [CHANNEL, origin]))]
+        return sorted(ids)  # a sequence numbers the rows in the order they are written: sorted, they are the events'
 
     def commit_counter(self, conn) -> int:
         return 0  # nodes are woken by NOTIFY (wait_for_commit), not by a counter

@@ -340,6 +340,38 @@ def test_a_write_of_statements_sent_ahead_alone_commits_them_in_one_round_trip(k
         board.store.close()
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_transaction_with_more_events_than_a_statement_takes_parameters_commits_them_all(kind, postgres, tmp_path):
+    """A transaction's events' rows are written in parts: 40,000 events are 80,000 parameters, more than one
+    statement takes (PostgreSQL 65,535, SQLite 32,766). Every one commits, and the notifier hears them in order;
+    on PostgreSQL the parts go with the COMMIT: no round trip more than for one event."""
+    board = Board(Store(postgres.database() if kind == "postgresql" else str(tmp_path / "b.db")))
+    heard: list = []
+    board.store.notifier.subscribe(heard.extend)
+    try:
+        card = board.create("lead", NewTask(title="a card"))
+        trips = _round_trips(board.store) if kind == "postgresql" else {}
+        counted = []
+        for events in (1, 40_000):
+            trips["n"] = 0
+            with board.store.write() as db:
+                board.store.dialect.send(db, "UPDATE tasks SET priority = ? WHERE id = ?", [events % 3 + 1, card.id])
+                for n in range(events):
+                    board.store.emit(MemoryAdded(n + 1))
+            counted.append(trips["n"])
+        # the parts add no round trip; the second transaction then prunes the rows past KEEP_EVENTS, a round trip
+        # after its commit
+        if kind == "postgresql":
+            assert counted == [counted[0], counted[0] + 1]
+        assert [e.item_id for e in heard if isinstance(e, MemoryAdded)] == [1, *range(1, 40_001)]
+        with board.store.read() as db:
+            kept = db.execute("SELECT count(*) FROM events WHERE kind = ?", [MemoryAdded.kind]).fetchone()[0]
+            assert db.execute("SELECT priority FROM tasks WHERE id = ?", [card.id]).fetchone()[0] == 2
+        assert kept >= 20_000  # all written; the oldest beyond KEEP_EVENTS are pruned after the commit
+    finally:
+        board.store.close()
+
+
 def test_a_restarted_server_costs_nothing_and_a_stopped_one_one_clear_error(postgres, tmp_path):
     """After a restart the old connections are dead: a transaction's first round trip finds that out before
     anything took effect, and goes again on a new connection. While the server is down, one sentence and
