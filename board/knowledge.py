@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from ._sqlite_utils import Database
 from .db import Store, iso, now, placeholders, rows
-from .dialect import fts5_match
+from .dialect import fts5_match, grown
 from .errors import InvalidInput, NotFound
 from .events import MemoryAdded, MemoryIndexed, encoded_sql
 from .quotas import REMEMBER, Quotas
@@ -621,6 +621,8 @@ class Knowledge:
             db.conn.executemany(
                 "DELETE FROM memory_outbox WHERE item_id = ? AND leased_until = ?", [(i, lease) for i in vectors]
             )
+            if any(grown(i) for i in vectors):  # here, in the background, not on the path of the write that added it
+                self.store.dialect.analyze(db, "memory_items")
             self.store.emit(MemoryIndexed(len(vectors)))
 
     def unread_bodies(self, model: str, limit: int) -> list[MemoryItem]:

@@ -50,6 +50,7 @@ from . import cards
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
 from .db import Store, iso, now, placeholders, rows, rows_many
+from .dialect import grown
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim, StaleToken
 from .events import TaskChanged
 from .messages import Messages
@@ -187,6 +188,8 @@ class Machine:
         note = note(new["id"]) if callable(note) else note
         self._history(db, new["id"], actor, rule.action, rule.source, rule.target, note, ts)
         self.store.emit(TaskChanged(new["id"], rule.target))
+        if grown(new["id"]):
+            self.store.dialect.analyze(db, "tasks")
         return new
 
     def move(

@@ -9,6 +9,7 @@ import time
 from contextlib import contextmanager, nullcontext
 
 import anyio
+import numpy as np
 import pytest
 from pg_cluster import PostgresCluster
 
@@ -368,6 +369,42 @@ def test_a_transaction_with_more_events_than_a_statement_takes_parameters_commit
             kept = db.execute("SELECT count(*) FROM events WHERE kind = ?", [MemoryAdded.kind]).fetchone()[0]
             assert db.execute("SELECT priority FROM tasks WHERE id = ?", [card.id]).fetchone()[0] == 2
         assert kept >= 20_000  # all written; the oldest beyond KEEP_EVENTS are pruned after the commit
+    finally:
+        board.store.close()
+
+
+def _rows_in_statistics(store: Store, table: str) -> float:
+    """How many rows the planner's statistics of `table` say it holds."""
+    with store.read() as db:
+        if store.dialect.name == "postgresql":
+            return max(0.0, db.execute("SELECT reltuples FROM pg_class WHERE relname = ?", [table]).fetchone()[0])
+        found = db.execute("SELECT stat FROM sqlite_stat1 WHERE tbl = ?", [table]).fetchall()
+        return max((float(r[0].split()[0]) for r in found), default=0.0)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_the_planners_statistics_follow_a_growing_board(kind, postgres, tmp_path):
+    """Statistics taken when the board was opened empty would tell the planner that the cards and the memory are
+    a handful of rows (on PostgreSQL a claim-next then read and sorted every card in todo, and foreign-key checks
+    scanned the cards, until autovacuum came a minute later): they are taken again each time a table doubles,
+    the cards' when a card is created, the memory's when the indexer takes an item."""
+    board = Board(Store(postgres.database() if kind == "postgresql" else str(tmp_path / "b.db")))
+    try:
+        for n in range(63):
+            board.create("lead", NewTask(title=f"card {n}"))
+        assert _rows_in_statistics(board.store, "tasks") < 63
+        board.create("lead", NewTask(title="card 63"))
+        assert _rows_in_statistics(board.store, "tasks") == 64
+        for n in range(64, 130):
+            board.create("lead", NewTask(title=f"card {n}"))
+        assert _rows_in_statistics(board.store, "tasks") == 128
+        with board.store.write() as db:
+            for n in range(64):
+                board.knowledge.add(db, kind="note", text=f"note {n}", created_by="lead")
+        assert _rows_in_statistics(board.store, "memory_items") < 64
+        lease, items = board.knowledge.lease(100)
+        board.knowledge.indexed({i.id: np.ones((1, 4), dtype=np.float32) for i in items}, "m", lease)
+        assert _rows_in_statistics(board.store, "memory_items") == 64
     finally:
         board.store.close()
 
