@@ -457,6 +457,14 @@ def p012_memory_revision(db) -> None:
     db.execute("ALTER TABLE card_context ADD COLUMN revision BIGINT")
 
 
+def p013_cards_in_todo(db) -> None:
+    # What a claim-next reads, indexed over only the cards it can take, in claim order. PostgreSQL's planner picks
+    # among the indexes that give that order by its statistics: while they said most cards were in todo (taken
+    # before the cards were worked), it walked tasks_by_priority through every card done since to reach the first
+    # one in todo (bench/README.md). SQLite's planner takes tasks_claimable whatever its statistics say: no twin there.
+    db.execute("CREATE INDEX tasks_todo ON tasks (priority DESC, id) WHERE status = 'todo'")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -470,6 +478,7 @@ MIGRATIONS: list[Callable] = [
     p010_repositories,
     p011_reservations,
     p012_memory_revision,
+    p013_cards_in_todo,
 ]
 
 

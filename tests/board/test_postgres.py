@@ -409,6 +409,32 @@ def test_the_planners_statistics_follow_a_growing_board(kind, postgres, tmp_path
         board.store.close()
 
 
+def _scanned(plan: dict, alias: str) -> float:
+    """The rows a plan's scans of `alias` produced or threw away (EXPLAIN ANALYZE, JSON)."""
+    own = plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0) if plan.get("Alias") == alias else 0
+    return own + sum(_scanned(p, alias) for p in plan.get("Plans", ()))
+
+
+def test_a_claim_next_reads_one_card_while_the_statistics_say_all_are_in_todo(postgres):
+    """Statistics taken while every card was in todo (a new board's, until autovacuum takes them again) must not
+    lead a claim-next to walk the cards done since, ahead of the first in todo in claim order: it reads one card."""
+    board = Board(Store(postgres.database()))
+    try:
+        board.store.db.execute("ALTER TABLE tasks SET (autovacuum_enabled = false)")  # the statistics stay stale
+        for n in range(256):  # the statistics are taken at 256 cards, all in todo
+            board.create("lead", NewTask(title=f"card {n}"))
+        for _ in range(200):
+            claim = board.claim("dev")
+            board.complete("dev", claim.task.id, claim.token, output="done")
+        sql, params = board._claimable_query("dev", [])
+        with board.store.read() as db:
+            (plan,) = db.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).fetchone()[0]
+        assert _scanned(plan["Plan"], "t") <= 1, plan
+        assert board.claim("dev").task.id == 201
+    finally:
+        board.store.close()
+
+
 def test_a_restarted_server_costs_nothing_and_a_stopped_one_one_clear_error(postgres, tmp_path):
     """After a restart the old connections are dead: a transaction's first round trip finds that out before
     anything took effect, and goes again on a new connection. While the server is down, one sentence and
