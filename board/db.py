@@ -334,6 +334,17 @@ class Store:
         """Refresh the query planner's statistics; run at open and as data grows."""
         self.dialect.optimize(self.db)
 
+    def analyze(self, table: str) -> None:
+        """Refresh the planner's statistics of one table (`Dialect.analyze`) outside the caller's transactions: on a
+        database server not holding the board's write lock, on SQLite in a write of its own (its statistics are a
+        table). Never fails: the statistics only guide the planner."""
+        try:
+            if not self.dialect.analyze_apart(self.target, table):
+                with self.write() as db:
+                    self.dialect.analyze(db, table)
+        except Exception:  # autovacuum, or the next doubling, takes them
+            log.warning("could not refresh the planner's statistics of %s", table, exc_info=True)
+
     @contextmanager
     def write(self) -> Iterator[Database]:
         """A write transaction holding the database's write lock; rolled back on any error.

@@ -112,6 +112,11 @@ class Dialect(ABC):
         later, took them again (bench/README.md)."""
         db.execute(f"ANALYZE {table}")
 
+    def analyze_apart(self, target: str, table: str) -> bool:
+        """`analyze` on a connection of its own, outside any transaction, where the database needs no write lock
+        for it; False where it does (then the caller takes one: `Store.analyze`)."""
+        return False
+
     @abstractmethod
     def commit_counter(self, conn) -> int:
         """A number that changes when another connection commits (read on the watcher's connection)."""

@@ -621,9 +621,9 @@ class Knowledge:
             db.conn.executemany(
                 "DELETE FROM memory_outbox WHERE item_id = ? AND leased_until = ?", [(i, lease) for i in vectors]
             )
-            if any(grown(i) for i in vectors):  # here, in the background, not on the path of the write that added it
-                self.store.dialect.analyze(db, "memory_items")
             self.store.emit(MemoryIndexed(len(vectors)))
+        if any(grown(i) for i in vectors):  # here, in the background, not on the path of the write that added it
+            self.store.analyze("memory_items")
 
     def unread_bodies(self, model: str, limit: int) -> list[MemoryItem]:
         """Items embedded by `model` whose content has not been considered for a second reading yet (indexed
