@@ -121,6 +121,7 @@ def copy_board(source: Store, target: Store, batch: int = 500) -> list[TableCopy
         theirs = {table: checksum(src, table, names) for table, names in columns.items()}
     with target.read() as db:
         ours = {table: checksum(db, table, names) for table, names in columns.items()}
+    target.optimize()  # statistics taken while the tables were empty (at open) would mislead the planner
     return [TableCopy(table, theirs[table][0], ours[table][1], theirs[table] == ours[table]) for table in TABLES]
 
 

@@ -409,6 +409,21 @@ def test_the_planners_statistics_follow_a_growing_board(kind, postgres, tmp_path
         board.store.close()
 
 
+def test_a_copied_board_has_the_statistics_of_its_rows(postgres, tmp_path):
+    """`migrate` copies into an empty database, whose statistics were taken empty when the store opened: they are
+    taken again once the rows are in."""
+    source = Board(Store(str(tmp_path / "b.db")))
+    target = Store(postgres.database())
+    try:
+        for n in range(40):
+            source.create("lead", NewTask(title=f"card {n}"))
+        assert all(c.same for c in copy.copy_board(source.store, target))
+        assert _rows_in_statistics(target, "tasks") == 40
+    finally:
+        source.store.close()
+        target.close()
+
+
 def _scanned(plan: dict, alias: str) -> float:
     """The rows a plan's scans of `alias` produced or threw away (EXPLAIN ANALYZE, JSON)."""
     own = plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0) if plan.get("Alias") == alias else 0
