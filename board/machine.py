@@ -145,9 +145,13 @@ def illegal(row: dict, target: str, via: Via) -> str:
     )
 
 
-# the cards whose lease ran out by a time (the lease sweep's probe inside a write)
-EXPIRED = "SELECT id FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ?"
-ANY_EXPIRED = "SELECT 1 FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ? LIMIT 1"  # a read's probe
+# the cards whose lease ran out by a time (the lease sweep's probe inside a write). In lease order: only the lease
+# index gives it, which PostgreSQL's planner then takes even while its statistics say no card is held (else it may
+# walk the held cards on the index of their status alone, every write)
+EXPIRED = "SELECT id FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ? ORDER BY lease_expires_at"
+ANY_EXPIRED = (  # a read's probe
+    "SELECT 1 FROM tasks WHERE status = 'in_progress' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT 1"
+)
 
 
 class Machine:

@@ -17,6 +17,7 @@ from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable, cards
 from hiveboard.board.db import dialect_for, not_waiting, redact, rows
 from hiveboard.board.errors import Conflict
 from hiveboard.board.events import InboxChanged, MemoryAdded, Topic, decode, encode
+from hiveboard.board.machine import ANY_EXPIRED, EXPIRED
 from hiveboard.board.messages import NewMessage
 from hiveboard.board.pg_migrations import MIGRATIONS
 from hiveboard.board.postgres import translate
@@ -446,6 +447,24 @@ def test_a_claim_next_reads_one_card_while_the_statistics_say_all_are_in_todo(po
             (plan,) = db.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).fetchone()[0]
         assert _scanned(plan["Plan"], "t") <= 1, plan
         assert board.claim("dev").task.id == 201
+    finally:
+        board.store.close()
+
+
+def test_the_lease_sweep_reads_no_card_whose_lease_runs_while_the_statistics_say_none_is_held(postgres):
+    """Every write first looks for cards whose lease ran out. Statistics taken while no card was held must not lead
+    it through the held cards one by one (on the index of their status alone): it reads none while none ran out."""
+    board = Board(Store(postgres.database()))
+    try:
+        board.store.db.execute("ALTER TABLE tasks SET (autovacuum_enabled = false)")  # the statistics stay stale
+        for n in range(256):  # the statistics are taken at 256 cards, none held
+            board.create("lead", NewTask(title=f"card {n}"))
+        for _ in range(100):
+            board.claim("dev")
+        for probe in (EXPIRED, ANY_EXPIRED):  # a write's, a read's
+            with board.store.read() as db:
+                (plan,) = db.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {probe}", [time.time()]).fetchone()[0]
+            assert _scanned(plan["Plan"], "tasks") == 0, plan
     finally:
         board.store.close()
 
