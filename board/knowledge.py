@@ -725,18 +725,24 @@ class Knowledge:
     def cards_needing_context(self, model: str, mark: int, limit: int, ahead: int, revision: int) -> list[dict]:
         """Cards waiting to be claimed (todo), in the order claims take them, whose lessons were never computed
         ahead with `model` or not since the card last changed, and of the first `ahead` of them those computed
-        before the guidance as of `mark` or before the stored items' `revision` (a claim reads their items again)."""
+        before the guidance as of `mark` or before the stored items' `revision` (a claim reads their items again).
+        Each with the vector computed for it with `model` and the digest of the text it was computed from
+        (`kept_vector`, `kept_digest`; None when there is none): a card whose text is unchanged needs no
+        embedding again."""
         found = rows(
             self.store.db,
-            "SELECT t.id, t.title, t.description, t.acceptance_criteria, t.task_type FROM tasks t LEFT JOIN "
-            "card_context c ON c.task_id = t.id WHERE t.status = 'todo' AND (c.task_id IS NULL OR c.model != ? OR "
-            "c.computed_at < t.updated_at OR ((c.as_of < ? OR c.revision IS NULL OR c.revision != ?) AND t.id IN "
+            "SELECT t.id, t.title, t.description, t.acceptance_criteria, t.task_type, c.digest AS kept_digest, "
+            "c.vector AS kept_vector FROM tasks t LEFT JOIN card_context c ON c.task_id = t.id AND c.model = ? "
+            "WHERE t.status = 'todo' AND (c.task_id IS NULL OR c.computed_at < t.updated_at OR ((c.as_of < ? OR "
+            "c.revision IS NULL OR c.revision != ?) AND t.id IN "
             "(SELECT id FROM tasks WHERE status = 'todo' ORDER BY priority DESC, id LIMIT ?))) "
             "ORDER BY t.priority DESC, t.id LIMIT ?",
             [model, mark, revision, ahead, limit],
         )
         for card in found:
             card["acceptance_criteria"] = json.loads(card["acceptance_criteria"])
+            if card["kept_vector"] is not None:
+                card["kept_vector"] = from_blob(card["kept_vector"])
         return found
 
     # ----------------------------------------------------------------- reuse

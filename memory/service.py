@@ -599,7 +599,11 @@ class Memory:
         if not cards:
             return 0
         queries = [card_query(c["title"], c["description"], c["acceptance_criteria"]) for c in cards]
-        vectors = self._embed_background(queries)
+        # a card whose text is as it was when its vector was computed (new lessons came in since) keeps that vector
+        vectors = [c["kept_vector"] if c["kept_digest"] == _digest(q) else None for c, q in zip(cards, queries)]
+        if missing := [n for n, vector in enumerate(vectors) if vector is None]:
+            for n, vector in zip(missing, self._embed_background([queries[n] for n in missing])):
+                vectors[n] = vector
         self.quiet.wait()  # the searches below hold the interpreter too
         for card, query, vector in zip(cards, queries, vectors):
             hits = self._gather(query, card["task_type"], vector, CONTEXT_K)

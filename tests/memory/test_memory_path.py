@@ -109,6 +109,43 @@ async def test_lessons_computed_ahead_give_way_to_newer_and_deprecated_ones(conn
 
 
 @pytest.mark.backends("sqlite", "postgresql")
+async def test_lessons_computed_again_ahead_reuse_the_vectors_of_unchanged_cards(connect, memory, monkeypatch):
+    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+        await call(lead, "record_lesson", **RETRY_LESSON)
+        memory.drain()
+        cards = [await call(lead, "create_task", **CARD) for _ in range(3)]
+        assert memory.prepare() == 3
+        embedded: list[str] = []
+        real = memory._embed_background
+
+        def embed(texts):
+            embedded.extend(texts)
+            return real(texts)
+
+        monkeypatch.setattr(memory, "_embed_background", embed)
+        newer = await call(lead, "record_lesson", **SQL_LESSON)  # every card's lessons are computed again
+        memory.drain()
+        embedded.clear()  # the lesson's own readings
+        await call(lead, "update_task", task_id=cards[1]["id"], priority="high")  # a change that keeps its text
+        assert memory.prepare() == 3
+        assert embedded == []  # their text is as it was: the vectors computed for it are searched again
+        await call(
+            lead,
+            "update_task",
+            task_id=cards[2]["id"],
+            title="Retry the payments API",
+            description="Payments API calls retried together after an outage and overloaded it.",
+        )
+        assert memory.prepare() == 1
+        assert len(embedded) == 1 and "payments API" in embedded[0]  # a card whose text changed is embedded again
+        searches = Counted(monkeypatch, memory, "query")
+        handed = [(await call(dev, "claim_task", task_id=card["id"]))["lessons"] for card in cards]
+        assert searches.calls == 0  # handed as computed ahead
+    assert handed[0][0]["id"] == handed[1][0]["id"] == newer["item"]["id"]
+    assert handed[2][0]["id"] != newer["item"]["id"]  # the retry lesson ranks first for the card about retries
+
+
+@pytest.mark.backends("sqlite", "postgresql")
 async def test_lessons_computed_ahead_are_handed_as_read_until_a_stored_item_changes(connect, memory, monkeypatch):
     async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
         sql = await call(lead, "record_lesson", **SQL_LESSON)
