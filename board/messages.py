@@ -166,6 +166,25 @@ def is_direct(recipient: str | None) -> bool:
     return recipient is not None and recipient != "everyone" and not recipient.startswith("role:")
 
 
+# what a message needs of the task it names (`_found_card`)
+CARD = "SELECT created_by, assignee, reserved_for, task_type FROM tasks WHERE id = ?"
+
+
+def _found_card(found: list[dict], task_id: int) -> tuple:
+    """The (creator, holder, reserved for, type) of the task a message names, from CARD's rows; refused when there is
+    no such task."""
+    if not found:
+        raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
+    card = found[0]
+    return card["created_by"], card["assignee"], card["reserved_for"], card["task_type"]
+
+
+def _card_audience(msg: NewMessage, sender: str, card: tuple) -> set[str]:
+    """Whose inbox a message to the pool naming a card goes to, from the card's (creator, holder, reserved for):
+    a board event's `needs`, else all three."""
+    return needs(msg.intent, sender, *card) if msg.metadata.get("event") else {p for p in card if p}
+
+
 def parse_time(value: str, what: str) -> float:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -304,7 +323,7 @@ class Messages:
             registered = ("SELECT 1 AS found FROM agents WHERE name = ?", [recipient])
             to.add(recipient)
         elif card is not None:
-            to |= needs(msg.intent, sender, *card) if msg.metadata.get("event") else {p for p in card if p}
+            to |= _card_audience(msg, sender, card)
         followers = None
         if not is_direct(recipient):  # a direct message reaches its addressee only, whoever follows its intent or task
             followers = (
@@ -329,12 +348,7 @@ class Messages:
         """What a message needs of the task it names: (creator, holder, reserved for, type)."""
         if task_id is None:
             return None
-        card = db.execute(
-            "SELECT created_by, assignee, reserved_for, task_type FROM tasks WHERE id = ?", [task_id]
-        ).fetchone()
-        if card is None:
-            raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
-        return tuple(card)
+        return _found_card(rows(db, CARD, [task_id]), task_id)
 
     def post(
         self,
@@ -355,8 +369,11 @@ class Messages:
         transaction's next one, not waited for (`_post_written`)."""
         if not checked:
             self._check(msg)
+        later = None  # the card's read, when it goes with the sender's quota usage (one round trip on a server)
         if row is not None and row["id"] == msg.task_id:
             card: tuple | None = (row["created_by"], row["assignee"], row["reserved_for"], row["task_type"])
+        elif charged and msg.task_id is not None and msg.reply_to is None:
+            card, later = None, (CARD, [msg.task_id])
         else:
             card = self._card(db, msg.task_id)
         thread = msg.thread
@@ -392,11 +409,20 @@ class Messages:
         # what the message needs read before it is written (a direct recipient's registration, or when charged the
         # followers of one that is not direct: never both) is read with the sender's quota usage: one round trip on
         # a database server
+        if later is not None and broadcast:  # a broadcast's charge reads nothing of the message's
+            card, later = self._card(db, msg.task_id), None
         reads = [registered] if registered is not None else [followers] if charged and followers is not None else []
+        if later is not None:
+            reads.append(later)
         if charged:
             followers = None
 
         def seen(found: list[list[dict]]) -> None:
+            nonlocal card
+            if later is not None:  # refused before anything is written when the card does not exist
+                card = _found_card(found.pop(), msg.task_id)
+                if not recipient:  # to the pool: the card's people hear of it, as `_recipients` would have said
+                    to.update(_card_audience(msg, sender, card[:3]) - {sender})
             if registered is not None:
                 self._registered(recipient, found[0])
             else:

@@ -192,6 +192,15 @@ def test_a_direct_message_takes_two_round_trips_and_reads_back_as_answered(postg
         assert trips["n"] == 3
         (item,) = rows(board.store.db, "SELECT text FROM memory_items WHERE source = ?", [f"message:{pooled.id}"])
         assert "the parser takes UTC dates now" in item["text"]
+        # naming a card costs no round trip more: the card is read with the quota's reads; its creator hears of it
+        card = board.create("lead", NewTask(title="a card"))
+        for recipient, expected in (("peer", 2), (None, 3)):
+            trips["n"] = 0
+            board.messages.publish(
+                "dev", NewMessage(intent="note", content="on it", task_id=card.id, recipient=recipient)
+            )
+            assert trips["n"] == expected
+        assert [m.content for m in board.messages.inbox("lead").messages] == ["on it"]
     finally:
         board.store.close()
 

@@ -382,6 +382,25 @@ async def test_subscribers_never_see_direct_messages(connect):
         assert [m["content"] for m in await inbox(carol)] == ["for the pool"]
 
 
+async def test_a_message_naming_a_card_that_does_not_exist_is_refused_and_nothing_is_written(connect):
+    await register(connect, ("alice", None), ("bob", None), ("carol", None))
+    async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
+        card = await call(alice, "create_task", title="t")
+        await call(carol, "subscribe", kind="intent", value="info")
+        missing = card["id"] + 1000
+        for to in ({}, {"recipient": "bob"}, {"recipient": "everyone"}):
+            refused = await call_error(alice, "publish_message", intent="info", task_id=missing, content="x", **to)
+            assert refused == (
+                f"publish_message: task {missing} does not exist; omit task_id or use an id from list_tasks"
+            )
+        assert await inbox(bob) == [] and await inbox(carol) == []
+        # naming the card that does exist, the same messages reach them, and the pool's reaches its creator too
+        for to in ({}, {"recipient": "bob"}):
+            await call(bob, "publish_message", intent="info", task_id=card["id"], content=f"ok {to}", **to)
+        assert [m["content"] for m in await inbox(alice)] == ["ok {}"]
+        assert [m["content"] for m in await inbox(carol)] == ["ok {}"]
+
+
 async def test_only_the_cards_people_unblock_it_and_the_holder_hears(connect):
     await register(connect, ("alice", None), ("bob", None), ("carol", None))
     async with connect("alice") as alice, connect("bob") as bob, connect("carol") as carol:
