@@ -420,7 +420,8 @@ class Messages:
         def seen(found: list[list[dict]]) -> None:
             nonlocal card
             if later is not None:  # refused before anything is written when the card does not exist
-                card = _found_card(found.pop(), msg.task_id)
+                *found, got = found
+                card = _found_card(got, msg.task_id)
                 if not recipient:  # to the pool: the card's people hear of it, as `_recipients` would have said
                     to.update(_card_audience(msg, sender, card[:3]) - {sender})
             if registered is not None:
