@@ -23,6 +23,11 @@ RETRY_LESSON = dict(
     fix="Back off exponentially with random jitter between attempts.",
     task_type="code",
 )
+# the third card's new text in the tests that change one (about retries: the retry lesson fits it best)
+RETITLED = dict(
+    title="Retry the payments API",
+    description="Payments API calls retried together after an outage and overloaded it.",
+)
 CARD = dict(
     title="Fix the customer search endpoint's SQL query",
     task_type="code",
@@ -31,14 +36,16 @@ CARD = dict(
 
 
 class Counted:
-    """Counts the calls of one method of an object, calling through."""
+    """Counts the calls of one method of an object (and keeps their positional arguments), calling through."""
 
     def __init__(self, monkeypatch, obj, name: str):
         self.calls = 0
+        self.args: list[tuple] = []
         real = getattr(obj, name)
 
         def counted(*args, **kwargs):
             self.calls += 1
+            self.args.append(args)
             return real(*args, **kwargs)
 
         monkeypatch.setattr(obj, name, counted)
@@ -95,13 +102,7 @@ async def test_lessons_computed_ahead_give_way_to_newer_and_deprecated_ones(conn
         second = (await call(dev, "claim_task", task_id=cards[1]["id"]))["lessons"]
         assert embeds.calls == 0
         # a card whose text changed is searched with its new text
-        await call(
-            lead,
-            "update_task",
-            task_id=cards[2]["id"],
-            title="Retry the payments API",
-            description="Payments API calls retried together after an outage and overloaded it.",
-        )
+        await call(lead, "update_task", task_id=cards[2]["id"], **RETITLED)
         third = (await call(dev, "claim_task", task_id=cards[2]["id"]))["lessons"]
         assert embeds.calls == 1
     assert newer["item"]["id"] not in [h["id"] for h in second]
@@ -115,29 +116,17 @@ async def test_lessons_computed_again_ahead_reuse_the_vectors_of_unchanged_cards
         memory.drain()
         cards = [await call(lead, "create_task", **CARD) for _ in range(3)]
         assert memory.prepare() == 3
-        embedded: list[str] = []
-        real = memory._embed_background
-
-        def embed(texts):
-            embedded.extend(texts)
-            return real(texts)
-
-        monkeypatch.setattr(memory, "_embed_background", embed)
+        embeds = Counted(monkeypatch, memory, "_embed_background")
         newer = await call(lead, "record_lesson", **SQL_LESSON)  # every card's lessons are computed again
         memory.drain()
-        embedded.clear()  # the lesson's own readings
+        embeds.args.clear()  # the lesson's own readings
         await call(lead, "update_task", task_id=cards[1]["id"], priority="high")  # a change that keeps its text
         assert memory.prepare() == 3
-        assert embedded == []  # their text is as it was: the vectors computed for it are searched again
-        await call(
-            lead,
-            "update_task",
-            task_id=cards[2]["id"],
-            title="Retry the payments API",
-            description="Payments API calls retried together after an outage and overloaded it.",
-        )
+        assert embeds.args == []  # their text is as it was: the vectors computed for it are searched again
+        await call(lead, "update_task", task_id=cards[2]["id"], **RETITLED)
         assert memory.prepare() == 1
-        assert len(embedded) == 1 and "payments API" in embedded[0]  # a card whose text changed is embedded again
+        (texts,) = embeds.args[0]
+        assert len(embeds.args) == 1 and len(texts) == 1 and "payments API" in texts[0]  # changed text: embedded
         searches = Counted(monkeypatch, memory, "query")
         handed = [(await call(dev, "claim_task", task_id=card["id"]))["lessons"] for card in cards]
         assert searches.calls == 0  # handed as computed ahead
