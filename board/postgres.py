@@ -31,7 +31,9 @@ from functools import lru_cache
 
 import psycopg
 from psycopg import waiting
-from psycopg.pq import PipelineStatus, TransactionStatus
+from psycopg.adapt import PyFormat, Transformer
+from psycopg.pq import ExecStatus, PipelineStatus, TransactionStatus
+from psycopg.waiting import READY_R, WAIT_R, WAIT_RW
 
 from . import bridge
 from .dialect import Dialect, events_insert, events_parts
@@ -79,6 +81,97 @@ def _reads(sql: str) -> bool:
     return sql.startswith("SELECT") and not NOT_A_READ.search(sql)
 
 
+_NUMBERED = re.compile(r"%%|%s")
+PREPARED_AT_MOST = 1024  # statements a connection keeps prepared (the board's are a few hundred texts)
+_PREPARABLE = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
+
+
+@lru_cache(maxsize=4096)
+def _numbered(translated: str) -> bytes:
+    """A statement in translate()'s form with PostgreSQL's own `$1, $2 …` placeholders (and `%%` back to `%`)."""
+    count = 0
+
+    def place(match: re.Match) -> str:
+        nonlocal count
+        if match.group() == "%%":
+            return "%"
+        count += 1
+        return f"${count}"
+
+    return _NUMBERED.sub(place, translated).encode()
+
+
+class _Result:
+    """One statement's answer, read in full: the part of a psycopg cursor the board uses (`fetchone`, `fetchall`,
+    `fetchmany`, iteration, `close`, `rowcount`, `description`, `pgresult`)."""
+
+    __slots__ = ("pgresult", "_rows", "_at")
+
+    def __init__(self, pgresult, rows: list[tuple]) -> None:
+        self.pgresult, self._rows, self._at = pgresult, rows, 0
+
+    def fetchone(self) -> tuple | None:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchmany(self, size: int) -> list[tuple]:
+        rows = self._rows[self._at : self._at + size]
+        self._at += len(rows)
+        return rows
+
+    def fetchall(self) -> list[tuple]:
+        rows = self._rows[self._at :]
+        self._at = len(self._rows)
+        return rows
+
+    def __iter__(self) -> Iterator[tuple]:
+        while (row := self.fetchone()) is not None:
+            yield row
+
+    def close(self) -> None:
+        self._rows, self._at = [], 0
+
+    @property
+    def rowcount(self) -> int:
+        count = self.pgresult.command_tuples
+        return -1 if count is None else count
+
+    @property
+    def description(self) -> list[tuple[str, int]] | None:
+        result = self.pgresult
+        if not result.nfields:
+            return None
+        return [(result.fname(i).decode(), result.ftype(i)) for i in range(result.nfields)]
+
+
+def _answers(pgconn, pipelined: bool):
+    """A generator for psycopg's waits: flush what was sent, then read every command's results (a pipeline's up to
+    its sync); one list of results per command. One wait for a round trip, where a psycopg cursor in a pipeline
+    makes one per statement and one more to end it."""
+    while pgconn.flush() != 0:
+        ready = yield WAIT_RW
+        if ready & READY_R:
+            pgconn.consume_input()
+    answers: list[list] = []
+    current: list = []
+    while True:
+        while pgconn.is_busy():
+            if (yield WAIT_R):
+                pgconn.consume_input()
+        result = pgconn.get_result()
+        if result is None:
+            answers.append(current)
+            current = []
+            if not pipelined:
+                return answers
+        elif result.status == ExecStatus.PIPELINE_SYNC:
+            return answers
+        else:
+            current.append(result)
+
+
 class _Connection(psycopg.Connection):
     """psycopg's connection, whose waits for the server go to the event loop in a bridged call (board/bridge.py):
     the loop serves other requests during the round trip instead of a worker thread blocking on it. Once its
@@ -87,6 +180,78 @@ class _Connection(psycopg.Connection):
     comes back round to this call (bridge.blocking)."""
 
     locked = False
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.statements: dict[tuple, bytes] = {}  # (statement, parameter types) -> the name it is prepared under
+        self.seen: dict[tuple, int] = {}  # statements sent once, not prepared yet
+        self.named = 0  # names given so far (never reused: a name dropped from `statements` may still exist)
+        self.transformer = Transformer(self)
+
+    def exchange(self, statements: list[tuple[str, tuple]]) -> list[_Result]:
+        """Statements (translate()'s form) in one round trip, each one's answer, without psycopg's cursors: the
+        parameters dumped and the rows loaded by psycopg's own adapters (its C code), a statement sent the second
+        time prepared under a name and executed by it after that. Several statements, or one to prepare, travel
+        as a pipeline; a statement's error is raised once every answer is in (the rest of a pipeline after it
+        did not run), as psycopg's pipeline raises it."""
+        pgconn, tx = self.pgconn, self.transformer
+        if self.locked and pgconn.transaction_status == TransactionStatus.IDLE:
+            self.locked = False  # the transaction that held it has ended (`wait` sees this exchange's status)
+        sent: list[tuple | None] = []  # per command: the statement it prepares, or None for one that executes
+        commands = []
+        for sql, args in statements:
+            query = _numbered(sql)
+            if args:
+                params = tx.dump_sequence(args, [PyFormat.AUTO] * len(args))
+                types, formats = tuple(tx.types), tx.formats
+            else:
+                params, types, formats = None, (), None
+            key = (query, types)
+            name = self.statements.get(key)
+            if name is None and sql.startswith(_PREPARABLE) and len(self.statements) < PREPARED_AT_MOST:
+                if self.seen.pop(key, None) is not None:
+                    self.named += 1
+                    name = b"hb%d" % self.named
+                    commands.append((pgconn.send_prepare, (name, query, types or None)))
+                    sent.append(key + (name,))
+                elif len(self.seen) < 4 * PREPARED_AT_MOST:
+                    self.seen[key] = 1
+            if name is None:
+                commands.append((pgconn.send_query_params, (query, params, types or None, formats)))
+            else:
+                commands.append((pgconn.send_query_prepared, (name, params, formats)))
+            sent.append(None)
+        pipelined = len(commands) > 1
+        if pipelined:
+            pgconn.enter_pipeline_mode()
+        for send, args in commands:
+            send(*args)
+        if pipelined:
+            pgconn.pipeline_sync()
+        answers = self.wait(_answers(pgconn, pipelined))
+        if pipelined:
+            pgconn.exit_pipeline_mode()
+        results: list[_Result] = []
+        error = None
+        for preparing, answer in zip(sent, answers):
+            result = answer[-1] if answer else None
+            status = result.status if result is not None else ExecStatus.COMMAND_OK
+            if status == ExecStatus.FATAL_ERROR and error is None:
+                error = psycopg.errors.error_from_result(result, encoding=pgconn._encoding)
+            if preparing is not None:
+                if status == ExecStatus.COMMAND_OK:
+                    self.statements[preparing[:2]] = preparing[2]
+                continue
+            rows = []
+            if status == ExecStatus.TUPLES_OK:
+                tx.set_pgresult(result)
+                rows = tx.load_rows(0, result.ntuples, tuple)
+            results.append(_Result(result, rows))
+        if error is not None:
+            if error.sqlstate == "0A000":  # "cached plan must not change result type": a node migrated the schema
+                self.statements.clear()
+            raise error
+        return results
 
     def wait(self, gen, interval: float = 0.1, timeout: float | None = None):
         if self.locked and self.pgconn.transaction_status == TransactionStatus.IDLE:
@@ -157,8 +322,6 @@ class PgDatabase:
     def _send(self, deferred: list, sql: str, params: Iterable):
         ours = [(translate(sql), tuple(params))]
         deferred = self._tried_first(deferred, ours)
-        if not deferred:
-            return self._conn.execute(*ours[0])
         cursors = self._pipelined([*deferred, *ours])
         self._took_lock(deferred, cursors)
         return cursors[-1]
@@ -178,25 +341,15 @@ class PgDatabase:
         self._took_lock(deferred[: at + 1], cursors)
         return deferred[at + 1 :]
 
-    def _pipelined(self, statements: list[tuple[str, tuple]]) -> list:
-        """Statements (translated) in one pipeline, one round trip; their cursors. After a failure part-way
-        (a guarded update that found its row moved on), psycopg's record of the statements it prepared is
-        dropped: it checks a failed pipeline's results only so far, and could take statements it asked the
-        server to prepare after the failure for prepared ("prepared statement … does not exist" later)."""
-        try:
-            with self._conn.pipeline():
-                cursors = [self._conn.execute(sql, args) for sql, args in statements]
-        except psycopg.Error:
-            prepared = getattr(self._conn, "_prepared", None)  # psycopg's record of what it prepared
-            if prepared is not None:
-                prepared.clear()
-            raise
+    def _pipelined(self, statements: list[tuple[str, tuple]]) -> list[_Result]:
+        """Statements (translated) in one round trip; their answers (`_Connection.exchange`)."""
+        results = self._conn.exchange(statements)
         if self._then:
-            for statement, cursor in zip(statements, cursors):
+            for statement, result in zip(statements, results):
                 reader = self._then.pop(id(statement), None)
                 if reader is not None and reader[0] is statement:
-                    reader[1](_dicts(cursor))
-        return cursors
+                    reader[1](_dicts(result))
+        return results
 
     def _took_lock(self, sent: list, cursors: list) -> None:
         """After a round trip: if it took the board's write lock, the rest of the transaction waits in place; if it
@@ -245,9 +398,15 @@ class PgDatabase:
 
     @property
     def alive(self) -> bool:
-        # a pipeline the server broke off mid-way can leave the connection in pipeline mode, unusable
+        # a pipeline the server broke off mid-way can leave the connection in pipeline mode, unusable, and a wait
+        # given up (a call cancelled mid-way) a command running
         conn = self._conn
-        return not (conn.closed or conn.broken) and conn.pgconn.pipeline_status == PipelineStatus.OFF
+        pgconn = conn.pgconn
+        return (
+            not (conn.closed or conn.broken)
+            and pgconn.pipeline_status == PipelineStatus.OFF
+            and pgconn.transaction_status != TransactionStatus.ACTIVE
+        )
 
     @property
     def _begun(self) -> bool:
@@ -412,7 +571,7 @@ class PostgreSQL(Dialect):
         return True
 
     def watch_connect(self, target: str) -> PgDatabase:
-        conn = psycopg.connect(target, autocommit=True, application_name="hiveboard-watch")
+        conn = _Connection.connect(target, autocommit=True, application_name="hiveboard-watch")
         conn.execute(f"LISTEN {CHANNEL}")
         return PgDatabase(conn)
 

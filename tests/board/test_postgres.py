@@ -137,11 +137,16 @@ def test_a_watcher_is_woken_by_another_nodes_commits_not_by_its_own(postgres):
 
 
 def _round_trips(store: Store):
-    """Count the round trips to the server from this thread's connection (a statement outside a pipeline, or a
-    pipeline's sync)."""
+    """Count the round trips to the server from this thread's connection (the board's statements are sent in
+    exchanges of one round trip each; psycopg's own cursors, as executemany uses, count a statement outside a
+    pipeline or a pipeline's sync)."""
     conn = store.db._conn
     counted = {"n": 0}
-    execute, pipeline = conn.execute, conn.pipeline
+    exchange, execute, pipeline = conn.exchange, conn.execute, conn.pipeline
+
+    def counted_exchange(*args, **kwargs):
+        counted["n"] += 1
+        return exchange(*args, **kwargs)
 
     def counted_execute(*args, **kwargs):
         if conn.pgconn.pipeline_status == 0:  # psycopg.pq.PipelineStatus.OFF
@@ -154,7 +159,7 @@ def _round_trips(store: Store):
             yield p
         counted["n"] += 1
 
-    conn.execute, conn.pipeline = counted_execute, counted_pipeline
+    conn.exchange, conn.execute, conn.pipeline = counted_exchange, counted_execute, counted_pipeline
     return counted
 
 
