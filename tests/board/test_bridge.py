@@ -170,6 +170,54 @@ async def test_on_postgresql_bridged_calls_have_their_own_connections_and_wait_o
         board.store.close()
 
 
+def test_round_trips_go_straight_to_the_loop_while_most_outlast_the_budget_one_in_a_window_still_tried():
+    from hiveboard.board.postgres import InPlace
+
+    policy = InPlace(budget=0.001, window=8)
+    assert all(policy.tried() for _ in range(3))  # nothing outlasted yet: in place
+    for _ in range(8):
+        policy.note(True)  # the database answers slowly (far away, or busy)
+    tried = [policy.tried() for _ in range(16)]
+    assert tried == ([False] * 7 + [True]) * 2  # to the loop, a probe in place once a window
+    for _ in range(5):
+        policy.note(False)  # it answers quickly again: five of the last eight within the budget
+    assert all(policy.tried() for _ in range(3))
+
+
+@pytest.mark.backends("postgresql")
+async def test_on_postgresql_a_round_trip_is_waited_for_in_place_only_up_to_the_budget(store_target, monkeypatch):
+    """A bridged call first waits for its round trip in place: a quick one ends there, one that outlasts the
+    budget is waited for on the loop, which goes on serving others; the loop is held up for the budget at most."""
+    from hiveboard.board import postgres
+
+    policy = postgres.InPlace(budget=0.02, window=1000)
+    monkeypatch.setattr(postgres, "IN_PLACE", policy)
+    board = Board(Store(store_target), lease_seconds=300)
+    try:
+        first = board.create("lead", NewTask(title="one", task_type="code")).id
+        ticks: list[float] = []
+        stop = anyio.Event()
+
+        def quick_reads() -> None:
+            for _ in range(20):
+                assert board.get(first).title == "one"
+
+        def slow_read() -> None:
+            board.store.db.execute("SELECT pg_sleep(0.3)").fetchone()
+
+        await lanes.on_loop(quick_reads)
+        quick = list(policy._outlasted)
+        assert quick and quick.count(False) > len(quick) / 2  # answered within 20 ms, in place
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticking, ticks, stop)
+            await lanes.on_loop(slow_read)
+            stop.set()
+        assert policy._outlasted[-1]  # the slow one outlasted the budget and went on on the loop
+        assert len(ticks) >= 20 and longest_gap(ticks) < 0.1, longest_gap(ticks)
+    finally:
+        board.store.close()
+
+
 @pytest.mark.backends("postgresql")
 async def test_on_postgresql_a_bridged_call_waits_for_a_pooled_connection_on_the_loop(store_target):
     """A node of one connection: while one bridged call holds it, another that needs one (here in the lease sweep's
