@@ -465,6 +465,26 @@ def p013_cards_in_todo(db) -> None:
     db.execute("CREATE INDEX tasks_todo ON tasks (priority DESC, id) WHERE status = 'todo'")
 
 
+def p014_task_counts(db) -> None:
+    # board/migrations.py m028_task_counts: the counts kept by one trigger function, once per card changed
+    db.execute("CREATE TABLE task_counts (status TEXT PRIMARY KEY, n BIGINT NOT NULL)")
+    db.execute("INSERT INTO task_counts (status, n) SELECT status, count(*) FROM tasks GROUP BY status")
+    db.execute(
+        "CREATE FUNCTION tasks_counted() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF TG_OP <> 'INSERT' THEN UPDATE task_counts SET n = n - 1 WHERE status = OLD.status; END IF; "
+        "IF TG_OP <> 'DELETE' THEN INSERT INTO task_counts AS c (status, n) VALUES (NEW.status, 1) "
+        "ON CONFLICT (status) DO UPDATE SET n = c.n + 1; END IF; "
+        "RETURN NULL; END $$"
+    )
+    db.execute(
+        "CREATE TRIGGER tasks_counted AFTER INSERT OR DELETE ON tasks FOR EACH ROW EXECUTE FUNCTION tasks_counted()"
+    )
+    db.execute(
+        "CREATE TRIGGER tasks_recounted AFTER UPDATE OF status ON tasks FOR EACH ROW "
+        "WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION tasks_counted()"
+    )
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -479,6 +499,7 @@ MIGRATIONS: list[Callable] = [
     p011_reservations,
     p012_memory_revision,
     p013_cards_in_todo,
+    p014_task_counts,
 ]
 
 

@@ -178,3 +178,50 @@ def test_a_card_done_without_review_joins_the_memory_with_the_artifacts_it_was_c
     text = row["text"]
     assert text.startswith("UTC dates\ndates parse in UTC now\n--- dates.py (code)\ndef parse(text):")
     assert "--- notes.md (text)\n" + "x" * 2000 in text and "x" * 2001 not in text
+
+
+async def test_the_counts_per_column_follow_every_move_of_a_card(board):
+    """get_board's column counts and list_tasks' totals are read from counts kept by the database's triggers
+    (task_counts), not by counting every card: after each kind of move, and a card removed, they are what a count
+    of the cards gives."""
+
+    def counted() -> dict[str, int]:
+        db = board.store.db
+        return {s: n for s, n in db.execute("SELECT status, count(*) FROM tasks GROUP BY status").fetchall()}
+
+    async def agrees(client) -> None:
+        view = await call(client, "get_board", top=0)  # first: it returns the cards whose lease ran out
+        real = counted()
+        kept = board.store.db.execute("SELECT status, n FROM task_counts WHERE n <> 0").fetchall()
+        assert dict(kept) == real  # what the triggers keep
+        assert {c["status"]: c["count"] for c in view["columns"] if c["count"]} == real
+        assert view["total"] == sum(real.values())
+        assert (await call(client, "list_tasks"))["total"] == sum(real.values())
+        for status in ("todo", "in_progress", "blocked", "done"):
+            assert (await call(client, "list_tasks", status=status))["total"] == real.get(status, 0), status
+
+    try:
+        server = build_server(board, Identity(board.agents, "memory", agent="alice"), wants_review=lambda t: False)
+        async with Client(server) as alice:
+            await agrees(alice)  # an empty board
+            ids = [(await call(alice, "create_task", title=f"card {n}"))["id"] for n in range(5)]
+            await agrees(alice)
+            tokens = {i: (await call(alice, "claim_task", task_id=i))["token"] for i in ids[:3]}
+            await agrees(alice)
+            await call(alice, "update_task", task_id=ids[0], token=tokens[ids[0]], status="blocked", reason="waits")
+            await call(alice, "release_task", task_id=ids[1], token=tokens[ids[1]], reason="later")
+            await agrees(alice)
+            await call(alice, "complete_task", task_id=ids[2], token=tokens[ids[2]], output="done")
+            await call(alice, "update_task", task_id=ids[1], title="renamed, not moved")
+            await agrees(alice)
+            assert board.claim("bob", ids[3]).claimed
+            await agrees(alice)
+            with board.store.write() as db:  # time passes: the claim's lease runs out, the sweep returns the card
+                db.execute("UPDATE tasks SET lease_expires_at = lease_expires_at - 301 WHERE id = ?", [ids[3]])
+            await agrees(alice)
+            with board.store.write() as db:  # a card removed (the board has no tool for it; the counts follow)
+                db.execute("DELETE FROM task_history WHERE task_id = ?", [ids[4]])
+                db.execute("DELETE FROM tasks WHERE id = ?", [ids[4]])
+            await agrees(alice)
+    finally:
+        board.store.close()
