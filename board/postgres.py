@@ -255,7 +255,7 @@ class _Connection(psycopg.Connection):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.statements: dict[tuple, bytes] = {}  # (statement, parameter types) -> the name it is prepared under
-        self.seen: dict[tuple, int] = {}  # statements sent once, not prepared yet
+        self.seen: set[tuple] = set()  # statements sent once, not prepared yet
         self.named = 0  # names given so far (never reused: a name dropped from `statements` may still exist)
         self.transformer = Transformer(self)
 
@@ -266,9 +266,10 @@ class _Connection(psycopg.Connection):
         as a pipeline; a statement's error is raised once every answer is in (the rest of a pipeline after it
         did not run), as psycopg's pipeline raises it."""
         pgconn, tx = self.pgconn, self.transformer
-        if self.locked and pgconn.transaction_status == TransactionStatus.IDLE:
-            self.locked = False  # the transaction that held it has ended (`wait` sees this exchange's status)
-        sent: list[tuple | None] = []  # per command: the statement it prepares, or None for one that executes
+        self.sending()
+        sent: list[
+            tuple | None
+        ] = []  # per command: (the statement's key, its name) for one that prepares it, else None
         commands = []
         for sql, args in statements:
             query = _numbered(sql)
@@ -280,13 +281,14 @@ class _Connection(psycopg.Connection):
             key = (query, types)
             name = self.statements.get(key)
             if name is None and sql.startswith(_PREPARABLE) and len(self.statements) < PREPARED_AT_MOST:
-                if self.seen.pop(key, None) is not None:
+                if key in self.seen:
+                    self.seen.discard(key)
                     self.named += 1
                     name = b"hb%d" % self.named
                     commands.append((pgconn.send_prepare, (name, query, types or None)))
-                    sent.append(key + (name,))
+                    sent.append((key, name))
                 elif len(self.seen) < 4 * PREPARED_AT_MOST:
-                    self.seen[key] = 1
+                    self.seen.add(key)
             if name is None:
                 commands.append((pgconn.send_query_params, (query, params, types or None, formats)))
             else:
@@ -311,7 +313,8 @@ class _Connection(psycopg.Connection):
                 error = psycopg.errors.error_from_result(result, encoding=pgconn._encoding)
             if preparing is not None:
                 if status == ExecStatus.COMMAND_OK:
-                    self.statements[preparing[:2]] = preparing[2]
+                    key, name = preparing
+                    self.statements[key] = name
                 continue
             rows = []
             if status == ExecStatus.TUPLES_OK:
@@ -324,9 +327,15 @@ class _Connection(psycopg.Connection):
             raise error
         return results
 
-    def wait(self, gen, interval: float = 0.1, timeout: float | None = None):
+    def sending(self) -> None:
+        """Before a command is sent: `locked` is forgotten once the transaction that took the lock has ended. Only
+        here can that be seen (while a command runs the connection is not idle, so `wait` cannot tell); a stale
+        flag would wait in place, holding up the event loop, for a round trip that may wait for another call's
+        lock."""
         if self.locked and self.pgconn.transaction_status == TransactionStatus.IDLE:
-            self.locked = False  # the transaction that held it has ended
+            self.locked = False
+
+    def wait(self, gen, interval: float = 0.1, timeout: float | None = None):
         if self.locked or not bridge.yields():
             return super().wait(gen, interval=interval, timeout=timeout)
         if timeout is None and IN_PLACE.tried():
@@ -467,6 +476,7 @@ class PgDatabase:
             self._deferred = self._tried_first(self._deferred, [(sql, ())])
         if self._deferred:
             self.execute("SELECT 1")
+        self._conn.sending()
         with _reachable(), self._conn.cursor() as cursor:
             cursor.executemany(translate(sql), [tuple(p) for p in seq])
 
