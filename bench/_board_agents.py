@@ -253,26 +253,50 @@ async def run_matrix(
 ) -> list[Row]:
     """Each op in turn, in `rounds` rounds (so slow drift or other load on the machine hits every op
     alike rather than whichever phase it coincides with); one row per op and client count."""
-    rows: list[Row] = []
+    (rows,) = await run_matrices([(url, tokens, server_pid)], plan, warm, rounds, ops)
+    return rows
+
+
+async def run_matrices(
+    sides: list[tuple[str | list[str], dict[str, str], int | None]],
+    plan: list[tuple[int, int]],
+    warm: int,
+    rounds: int,
+    ops: tuple[str, ...] = OPS,
+) -> list[list[Row]]:
+    """`run_matrix` on several servers (or sets of nodes) at once, each side a (url or urls, tokens, server pid):
+    each op's batch measured on every side in turn, the side that goes first changing from round to round, so that
+    the machine's drift and passing load fall on the sides alike instead of on whichever ran in that minute. The
+    rows of each side."""
+    rows: list[list[Row]] = [[] for _ in sides]
     for clients, per_client in plan:
-        names = list(tokens)[:clients]
         async with AsyncExitStack() as stack:
-            agents = await open_agents(stack, url, {n: tokens[n] for n in names})
-            await warm_up(agents, warm, ops)
-            acc = {op: Sample() for op in ops}
+            agents = []
+            for url, tokens, _ in sides:
+                names = list(tokens)[:clients]
+                agents.append(await open_agents(stack, url, {n: tokens[n] for n in names}))
+            for side in agents:
+                await warm_up(side, warm, ops)
+            acc = [{op: Sample() for op in ops} for _ in sides]
             done = 0
             for r in range(rounds):
                 n = per_client * (r + 1) // rounds - done  # split per_client calls over the rounds
                 done += n
+                order = list(range(len(sides)))
+                order = order[r % len(order) :] + order[: r % len(order)]
                 for op in ops:
-                    if n:
-                        await measure(agents, op, n, acc[op], server_pid)
-            group = [acc[op].row(op, clients) for op in ops]
-            print("  .. " + ", ".join(f"{r.op} p50 {r.p50_ms:.2f}" for r in group) + f" ms (x{clients})", flush=True)
-            noop = group[0].p50_ms
-            for row in group:
-                row.ratio_vs_noop = row.p50_ms / noop if noop else None
-            rows += group
+                    for i in order:
+                        if n:
+                            await measure(agents[i], op, n, acc[i][op], sides[i][2])
+            for i in range(len(sides)):
+                group = [acc[i][op].row(op, clients) for op in ops]
+                print(
+                    "  .. " + ", ".join(f"{r.op} p50 {r.p50_ms:.2f}" for r in group) + f" ms (x{clients})", flush=True
+                )
+                noop = group[0].p50_ms
+                for row in group:
+                    row.ratio_vs_noop = row.p50_ms / noop if noop else None
+                rows[i] += group
     return rows
 
 

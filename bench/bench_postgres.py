@@ -4,11 +4,13 @@ the store alone in-process; and a wake-up across nodes.
     python bench/bench_postgres.py [--quick] [--nodes 1,2,3] [--clients 1,8,32] [--sections nodes,store,wake]
 
 A throwaway PostgreSQL cluster on loopback (tests/pg_cluster.py) and a SQLite file, measured in the same
-run, one after the other:
+run:
   nodes   the real HTTP app (bench/_server.py: `hiveboard serve --http` plus a bare `noop`) as 1, 2 or 3
           node processes on one database (SQLite: processes on one file; PostgreSQL: one database); each
           client its own agent and connection, the clients spread over the nodes in turn, every client
-          calling the same tool at once (bench/_board_agents.py, as bench_board.py runs it); p50 per tool
+          calling the same tool at once (bench/_board_agents.py, as bench_board.py runs it); p50 per tool.
+          Both sets of nodes are up at once and each tool's batch runs on one and then the other, the first
+          changing from round to round, so that the machine's drift falls on both alike
   store   each board tool through an in-process MCP client (no HTTP), 1 and 8 clients: what the store
           alone costs, where an in-process SQLite call is a function call and a PostgreSQL one a round trip
   wake    publish_message on one node, the addressee's get_messages(wait_seconds) waiting on another node
@@ -27,7 +29,7 @@ from pathlib import Path
 from statistics import mean
 
 import anyio
-from _board_agents import HERE, OPS, run_matrix, seed
+from _board_agents import HERE, OPS, run_matrices, seed
 from _harness import (
     Col,
     LoggedServer,
@@ -104,8 +106,9 @@ def start_nodes(target: str, n: int, root: Path) -> list[LoggedServer]:
     return nodes
 
 
-def over_nodes(target: str, nodes: int, plan: list[tuple[int, int]], rounds: int, root: Path) -> dict:
-    """Every tool's p50 (ms) per client count over HTTP with `nodes` nodes on the database at `target`."""
+def prepared_nodes(target: str, nodes: int, plan: list[tuple[int, int]], root: Path) -> tuple[list, dict[str, str]]:
+    """`nodes` nodes on the database at `target`, its board seeded for the plan's calls; the nodes and the agents'
+    tokens."""
     from bench_board import seed_inboxes
 
     clients = max(c for c, _ in plan)
@@ -119,14 +122,24 @@ def over_nodes(target: str, nodes: int, plan: list[tuple[int, int]], rounds: int
         seed_inboxes(board, names, 40)
     finally:
         board.store.close()
-    servers = start_nodes(target, nodes, root)
-    try:  # with one node, its CPU per call too (the capacity model's)
-        pid = servers[0].proc.pid if nodes == 1 else None
-        rows = anyio.run(run_matrix, [s.url for s in servers], tokens, plan, 2, rounds, pid)
+    return start_nodes(target, nodes, root), tokens
+
+
+def over_nodes(targets: list[str], nodes: int, plan: list[tuple[int, int]], rounds: int, root: Path) -> list[dict]:
+    """Every tool's p50 (ms) per client count over HTTP with `nodes` nodes on each database of `targets`, all up
+    at once and measured in turn, op by op (`run_matrices`)."""
+    sides, started = [], []
+    try:
+        for n, target in enumerate(targets):
+            servers, tokens = prepared_nodes(target, nodes, plan, root / f"side{n}")
+            started += servers
+            # with one node, its CPU per call too (the capacity model's)
+            sides.append(([s.url for s in servers], tokens, servers[0].proc.pid if nodes == 1 else None))
+        measured = anyio.run(run_matrices, sides, plan, 2, rounds)
     finally:
-        for server in servers:
+        for server in started:
             server.stop()
-    return {(r.op, r.clients): r for r in rows}
+    return [{(r.op, r.clients): r for r in rows} for rows in measured]
 
 
 async def wake(target: str, rounds: int) -> list[float]:
@@ -221,8 +234,9 @@ def nodes_table(cluster: PostgresCluster, plan, node_counts: list[int], rounds: 
     rows, one_node = [], {}
     for nodes in node_counts:
         with tempfile.TemporaryDirectory() as root:
-            lite = over_nodes(str(Path(root) / "board" / "hiveboard.db"), nodes, plan, rounds, Path(root) / "sqlite")
-            pg = over_nodes(cluster.database(), nodes, plan, rounds, Path(root) / "pg")
+            lite, pg = over_nodes(
+                [str(Path(root) / "board" / "hiveboard.db"), cluster.database()], nodes, plan, rounds, Path(root)
+            )
         if nodes == 1:
             one_node = pg
         for clients, _ in plan:

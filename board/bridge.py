@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import copy_context
@@ -107,6 +108,31 @@ async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         else:
             step = child.switch(answer)
     return step
+
+
+class Tries:
+    """Whether to try something that may not work out (a round trip waited for in place, a write lock that may be
+    held) while most of the last `window` tries did; once most of them failed, one in `window` is still tried, to
+    notice when tries work out again."""
+
+    def __init__(self, window: int = 16) -> None:
+        self.window = window
+        self._failed: deque[bool] = deque(maxlen=window)
+        self._passed = 0
+
+    def tried(self) -> bool:
+        """Whether this one is tried."""
+        if 2 * sum(self._failed) <= len(self._failed):
+            return True
+        self._passed += 1
+        if self._passed >= self.window:
+            self._passed = 0
+            return True
+        return False
+
+    def note(self, failed: bool) -> None:
+        """How a try went."""
+        self._failed.append(failed)
 
 
 class Local:

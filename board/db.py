@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ._sqlite_utils import Database
-from .bridge import Local, blocking, bridged, pause
+from .bridge import Local, Tries, blocking, bridged, pause
 from .dialect import Dialect, SQLite, as_dicts
 from .errors import Unavailable, WouldWait
 from .events import Event, Notifier, encode, prune_from
@@ -196,6 +196,8 @@ class Store:
         self._idle: list = []  # connections handed back by threads that ended, for the next thread
         self._line: deque[object] = deque()  # who waits for a connection, first come first
         self._write_lock = threading.RLock()
+        # how the write lock's tries went of late (`write` in a call that must not wait)
+        self.lock_tries = Tries()
         self.pending: list[str] = []
         try:
             if read_only:
@@ -355,12 +357,21 @@ class Store:
             raise PermissionError(f"{self.path} was opened read-only")
         db = self.db
         if getattr(_here, "active", False) and not _here.wrote:  # a call that must not wait (`not_waiting`)
-            with self.try_write(lazily=True) as db:
-                if db is None:
-                    raise WouldWait
-                _here.wrote = True
-                yield db
-            return
+            if not self.dialect.awaits or self.lock_tries.tried():
+                try:
+                    with self.try_write(lazily=True) as db:
+                        if db is None:
+                            raise WouldWait
+                        _here.wrote = True
+                        yield db
+                except WouldWait:
+                    self.lock_tries.note(True)
+                    raise
+                self.lock_tries.note(False)
+                return
+            # most of the last tries found the lock held (other nodes writing): a try would most likely cost the
+            # call's first round trip and its run again; on a database server the wait goes to the loop anyway
+            _here.wrote = True
         # Threads of this process queue on a mutex (an immediate hand-over); only other processes meet
         # SQLite's busy handler, which sleeps in growing steps while it waits. A bridged call (board/bridge.py)
         # takes no mutex another thread may hold: it waits for the database's lock on the event loop.

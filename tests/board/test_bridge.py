@@ -206,13 +206,13 @@ async def test_on_postgresql_a_round_trip_is_waited_for_in_place_only_up_to_the_
             board.store.db.execute("SELECT pg_sleep(0.3)").fetchone()
 
         await lanes.on_loop(quick_reads)
-        quick = list(policy._outlasted)
+        quick = list(policy._failed)
         assert quick and quick.count(False) > len(quick) / 2  # answered within 20 ms, in place
         async with anyio.create_task_group() as tg:
             tg.start_soon(ticking, ticks, stop)
             await lanes.on_loop(slow_read)
             stop.set()
-        assert policy._outlasted[-1]  # the slow one outlasted the budget and went on on the loop
+        assert policy._failed[-1]  # the slow one outlasted the budget and went on on the loop
         assert len(ticks) >= 20 and longest_gap(ticks) < 0.1, longest_gap(ticks)
     finally:
         board.store.close()
