@@ -136,6 +136,49 @@ def test_a_watcher_is_woken_by_another_nodes_commits_not_by_its_own(postgres):
         two.store.close()
 
 
+async def test_a_node_reads_a_busy_nodes_events_at_most_once_a_gathering_not_once_a_commit(postgres, monkeypatch):
+    """Every commit is a NOTIFY, and another node's watcher reads the events it names. On a busy board it reads them
+    at most once in `GATHER`: one look serves the commits heard meanwhile, and every event still reaches the node."""
+    from hiveboard.board import postgres as pg
+
+    monkeypatch.setattr(pg, "GATHER", 0.5)
+    url = postgres.database()
+    one, two = Board(Store(url)), Board(Store(url))
+    heard: list = []
+    try:
+        notifier = two.store.notifier
+        looks = []
+        changes = notifier._changes
+
+        def counted(*args, **kwargs):
+            looks.append(1)
+            return changes(*args, **kwargs)
+
+        notifier._changes = counted
+        notifier.subscribe(heard.extend)
+        async with notifier.watching():
+            first = one.store.db.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]
+            mark = notifier.mark(Topic.BOARD)
+            await anyio.to_thread.run_sync(lambda: one.create("alice", NewTask(title="card 0")))
+            assert await notifier.wait(Topic.BOARD, mark, timeout=10), "node two was not woken"
+
+            def busy() -> None:  # a commit every 20 ms or so: each one heard on its own, were it read on its own
+                for n in range(19):
+                    one.create("alice", NewTask(title=f"card {n + 1}"))
+                    time.sleep(0.02)
+
+            await anyio.to_thread.run_sync(busy)
+            written = one.store.db.execute("SELECT count(*) FROM events WHERE id > ?", [first]).fetchone()[0]
+            with anyio.fail_after(20):
+                while len(heard) < written:
+                    await anyio.sleep(0.05)
+        assert len(heard) == written and written >= 20
+        assert len(looks) <= 10  # 20 commits over half a second or more: once a gathering, not once each
+    finally:
+        one.store.close()
+        two.store.close()
+
+
 def _round_trips(store: Store):
     """Count the round trips to the server from this thread's connection (the board's statements are sent in
     exchanges of one round trip each; psycopg's own cursors, as executemany uses, count a statement outside a

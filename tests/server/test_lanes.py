@@ -282,3 +282,54 @@ async def test_on_postgresql_a_write_waits_for_another_nodes_lock_on_the_event_l
         again = await call(alice, "get_task", task_id=card["id"])
         assert again["title"] == ("Parse it" if tool == "update_task" else "Write the parser")
     assert_written_once(board, card["id"], tool, done["alice"])
+
+
+@pytest.mark.backends("postgresql")
+@pytest.mark.parametrize("contended", [False, True])
+async def test_on_postgresql_a_write_waits_for_the_lock_at_once_while_most_tries_found_it_held(
+    connect, board, monkeypatch, contended
+):
+    """A write on PostgreSQL first tries the board's write lock with its first reads; found held (another node
+    writes), nothing is written and the call runs again, waiting for the lock. While most of the last tries found it
+    held (`Store.lock_tries`: nodes writing at once), a write waits for it at once, so its board work runs once
+    instead of twice. Either way it waits on the loop and is written once."""
+    import psycopg
+
+    from hiveboard.board.postgres import WRITE_LOCK
+
+    tries = board.store.lock_tries
+    for _ in range(tries.window if contended else 0):
+        tries.note(True)
+    runs: list[int] = []
+    update = board.update
+
+    def counted(*args, **kwargs):
+        runs.append(1)
+        return update(*args, **kwargs)
+
+    async with connect("alice") as alice:
+        card = await call(alice, "create_task", title="Write the parser")
+        monkeypatch.setattr(board, "update", counted)
+        noted = list(tries._failed)
+        other = psycopg.connect(board.store.path, autocommit=True)  # another node
+        other.execute("BEGIN")
+        other.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+        done: dict[str, dict] = {}
+
+        async def write() -> None:
+            done["alice"] = await call(alice, "update_task", **write_args("update_task", card["id"]))
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(write)
+                await until(lambda: lanes.lane_of("write").busy, 60, "the write to take the write lane")
+                await anyio.sleep(0.3)
+                assert done == {}
+                other.execute("ROLLBACK")
+                await until(lambda: "alice" in done, 60, "the write once the lock is free")
+        finally:
+            other.close()
+    assert len(runs) == (1 if contended else 2)
+    # uncontended, the try found the lock held and was noted; contended, no try was made
+    assert list(tries._failed) == (noted if contended else [*noted, True][-tries.window :])
+    assert_written_once(board, card["id"], "update_task", done["alice"])
