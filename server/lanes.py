@@ -283,7 +283,8 @@ async def run(lane: Lane, fn: Callable[..., T], *args, board_only: bool = True, 
     is held: then, with nothing written, on a worker thread where it may wait (`not_waiting`). On a database
     server whose round trips can be awaited (`awaits`) it runs on the event loop's thread as a bridged call
     (`on_loop`): its first write takes the write lock only if it is free and then holds it in place; if it is
-    not free, nothing was written and the call runs again, waiting for the lock on the loop.
+    not free, nothing was written and the call runs again, waiting for the lock on the loop (while most of the
+    store's last tries found it held, the first write waits for it at once instead: `Store.lock_tries`).
     `board_only=False`: a call whose work includes something else (git), always on a worker thread."""
     on_server = awaits.get()
     here, bridged = board_only and embedded.get(), board_only and on_server
