@@ -282,12 +282,13 @@ async def run_matrices(
             for r in range(rounds):
                 n = per_client * (r + 1) // rounds - done  # split per_client calls over the rounds
                 done += n
+                if not n:
+                    continue
                 order = list(range(len(sides)))
                 order = order[r % len(order) :] + order[: r % len(order)]
                 for op in ops:
                     for i in order:
-                        if n:
-                            await measure(agents[i], op, n, acc[i][op], sides[i][2])
+                        await measure(agents[i], op, n, acc[i][op], sides[i][2])
             for i in range(len(sides)):
                 group = [acc[i][op].row(op, clients) for op in ops]
                 print(

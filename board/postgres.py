@@ -253,9 +253,8 @@ class _Connection(psycopg.Connection):
         did not run), as psycopg's pipeline raises it."""
         pgconn, tx = self.pgconn, self.transformer
         self.sending()
-        sent: list[
-            tuple | None
-        ] = []  # per command: (the statement's key, its name) for one that prepares it, else None
+        # per command: (the statement's key, its name) for one that prepares it, else None
+        sent: list[tuple | None] = []
         commands = []
         for sql, args in statements:
             query = _numbered(sql)
