@@ -199,13 +199,19 @@ async def path_agents(
 
 
 @contextmanager
-def served(home: Path, log: Path) -> Iterator[tuple[LoggedServer, Board, dict[str, str], TreeMemory]]:
-    """A new board on `home` with the bench's agents, and the server process on it (its memory watched)."""
+def served(
+    home: Path, log: Path, script: Path | None = None, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[LoggedServer, Board, dict[str, str], TreeMemory]]:
+    """A new board on `home` with the bench's agents, and the server process on it (its memory watched); `script`
+    and `extra`: another server script than bench/_server.py (bench_claim_floor.py's), and arguments before its own."""
     board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
     names = [f"bench-{i:02d}" for i in range(CLIENTS)] + [LEAD, PUBLISHER, WATCHER]
     tokens = {n: board.agents.new_token(n) for n in names}
     try:
-        with bench_server(home, log, extra=("--background",), **MESSAGE_QUOTAS) as s, TreeMemory(s.proc.pid) as mem:
+        started = bench_server(
+            home, log, *(() if script is None else (script,)), (*extra, "--background"), **MESSAGE_QUOTAS
+        )
+        with started as s, TreeMemory(s.proc.pid) as mem:
             yield s, board, tokens, mem
     finally:
         board.store.close()
