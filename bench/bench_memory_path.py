@@ -55,7 +55,7 @@ from pathlib import Path
 
 import _memory_corpus as corpus
 import anyio
-from _board_agents import MESSAGE_QUOTAS, Agent, Row, Sample, bench_server, measure, open_agents, print_table
+from _board_agents import HERE, MESSAGE_QUOTAS, Agent, Row, Sample, bench_server, measure, open_agents, print_table
 from _harness import (
     BenchError,
     Col,
@@ -200,18 +200,18 @@ async def path_agents(
 
 @contextmanager
 def served(
-    home: Path, log: Path, script: Path | None = None, extra: tuple[str, ...] = ()
+    home: Path, log: Path, script: Path = HERE / "_server.py", extra: tuple[str, ...] = ()
 ) -> Iterator[tuple[LoggedServer, Board, dict[str, str], TreeMemory]]:
     """A new board on `home` with the bench's agents, and the server process on it (its memory watched); `script`
-    and `extra`: another server script than bench/_server.py (bench_claim_floor.py's), and arguments before its own."""
+    and `extra`: the server script and more arguments of it (bench_claim_floor.py's cut-down claims)."""
     board = Board(Store(home / "hiveboard.db"), lease_seconds=300)
     names = [f"bench-{i:02d}" for i in range(CLIENTS)] + [LEAD, PUBLISHER, WATCHER]
     tokens = {n: board.agents.new_token(n) for n in names}
     try:
-        started = bench_server(
-            home, log, *(() if script is None else (script,)), (*extra, "--background"), **MESSAGE_QUOTAS
-        )
-        with started as s, TreeMemory(s.proc.pid) as mem:
+        with (
+            bench_server(home, log, script, (*extra, "--background"), **MESSAGE_QUOTAS) as s,
+            TreeMemory(s.proc.pid) as mem,
+        ):
             yield s, board, tokens, mem
     finally:
         board.store.close()
