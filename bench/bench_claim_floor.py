@@ -16,8 +16,9 @@ by taking parts of the claim away (bench/_claim_floor_server.py says what each v
 
 Each variant runs on a server of its own (bench_memory_path.py's: `hiveboard serve --http`'s app with the memory,
 its indexer and the review worker; 0 lessons), started afresh for each round; the order of the variants turns by one
-each round. On each server: CARDS fresh cards, then noop, claim_task and publish_message (to another agent) in turn,
-5 calls of each at a time, one client, until each has --claims calls.
+each round. On each server, as bench_memory_path.py's [claim] (`claims_in_turn`): --claims + 3 fresh cards, 3 claimed
+untimed first; once the server settled, noop, claim_task and publish_message (to another agent) in turn, 5 calls of
+each at a time, one client, until each has --claims calls; the cards released after, not timed.
 
 Baseline in the same run: `noop` on the same server, in turn with every op; the ratios are p50 / noop's p50.
 """
@@ -27,14 +28,13 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import bench_memory_path as path
 from _board_agents import HERE, Row, print_table
-from _harness import Col, bench_parser, call, deadline, loadavg, machine_info, machine_line, scratch, table, write_json
+from _harness import Col, bench_parser, deadline, loadavg, machine_info, machine_line, scratch, table, write_json
 
 VARIANTS = ("product", "statements", "no-message", "fixed-answer")
 OPS = ("noop", "claim_task", "publish_message")
@@ -47,7 +47,7 @@ class Run:
     variant: str
     round: int
     rows: list[Row]
-    claims: int  # cards in progress after the run (the warm-up's included)
+    claims: int  # the claims the board recorded (the warm-up's included)
     messages: int  # the claims' messages written (the cut-down variants write none, or one a claim)
 
 
@@ -64,16 +64,7 @@ class Results:
 async def one_server(url: str, tokens: dict[str, str], board, pid: int, claims: int) -> list[Row]:
     """--claims claims of fresh cards, in turn with noop and a direct publish, one client."""
     await path.memory_open(url, tokens)
-    warm = 3
-    ids = [board.create(path.LEAD, card).id for card in path.new_cards(path.SEED, claims + warm)]
-    async with AsyncExitStack() as stack:
-        (agent,) = await path.path_agents(stack, url, tokens, 1, ["the login test is flaky again; looking"], 0.0)
-        agent.cards = ids
-        for _ in range(warm):
-            await call(agent.client, "noop")
-            await call(agent.client, "claim_task", **agent.args_for("claim_task"))
-        await anyio.to_thread.run_sync(path.settle, board, pid)
-        acc = await path.alternate([agent], OPS, claims, pid)
+    acc, _, _ = await path.claims_in_turn(url, tokens, board, path.SEED, claims, pid, 0.0, OPS)
     return path.rows_of(acc, 1)
 
 
@@ -82,9 +73,9 @@ def run_variant(tmp: Path, variant: str, rnd: int, claims: int) -> Run:
     with path.served(home, tmp / f"{variant}-{rnd}.log", SCRIPT, ("--variant", variant)) as (s, board, tokens, _):
         rows = anyio.run(one_server, s.url, tokens, board, s.proc.pid, claims)
         db = board.store.db
-        held = db.execute("SELECT count(*) FROM tasks WHERE status = 'in_progress'").fetchone()[0]
+        held = db.execute("SELECT count(*) FROM task_history WHERE action = 'claimed'").fetchone()[0]
         told = db.execute("SELECT count(*) FROM messages WHERE intent = 'task_claim'").fetchone()[0]
-    path.progress(rows, f"{variant}, round {rnd + 1}: {held} cards claimed, {told} claim messages")
+    path.progress(rows, f"{variant}, round {rnd + 1}: {held} claims recorded, {told} claim messages")
     return Run(variant, rnd, rows, held, told)
 
 
@@ -97,7 +88,7 @@ def report(res: Results) -> None:
         print()
         print_table(
             run.rows,
-            f"[{run.variant}] round {run.round + 1}: {run.claims} cards claimed, {run.messages} claim messages",
+            f"[{run.variant}] round {run.round + 1}: {run.claims} claims recorded, {run.messages} claim messages",
         )
     cols = [
         Col("variant", 14, left=True),

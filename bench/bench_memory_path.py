@@ -92,6 +92,7 @@ LEAD, PUBLISHER, WATCHER = "bench-lead", "bench-pub", "bench-watch"
 INTENTS = ("status_update", "request_help", "answer", "heads_up", "proposal")
 PUBLISH_OPS = ("noop", "publish_message", "publish_pool")
 SEED = 5
+STATUS_TEXT = "the login test is flaky again; looking"  # what a claims' agent publishes, when its turns publish
 
 
 # ----------------------------------------------------------------------------- what the agents write
@@ -339,22 +340,35 @@ class ClaimPhase:
     settle_s: float
 
 
-async def claim_phase(
-    url: str, tokens: dict[str, str], board: Board, pid: int, lessons: int, n: int, think: float
-) -> ClaimPhase:
-    """n claims of fresh cards (and 3 untimed first), in turn with noop, one client; the cards released after."""
+async def claims_in_turn(
+    url: str, tokens: dict[str, str], board: Board, seed: int, n: int, pid: int, think: float, ops: tuple[str, ...]
+) -> tuple[dict[str, Sample], PathAgent, float]:
+    """n claims of fresh cards (and 3 untimed first), in turn with the other `ops`, one client, once the server
+    settled; the cards released after (not timed; a card handed twice, once). The samples, the agent (with what its
+    timed claims brought) and the seconds the server took to settle."""
     warm = 3
-    ids = [board.create(LEAD, card).id for card in new_cards(SEED + lessons, n + warm)]
+    ids = [board.create(LEAD, card).id for card in new_cards(seed, n + warm)]
     async with AsyncExitStack() as stack:
-        (agent,) = await path_agents(stack, url, tokens, 1, [""], think)
+        (agent,) = await path_agents(stack, url, tokens, 1, [STATUS_TEXT], think)
         agent.cards = ids
         for _ in range(warm):
             await call(agent.client, "noop")
             agent.after("claim_task", await call(agent.client, "claim_task", agent.args_for("claim_task")))
         agent.claims = agent.lessons = agent.digests = 0
         settle_s = await anyio.to_thread.run_sync(settle, board, pid)
-        acc = await alternate([agent], ("noop", "claim_task"), n, pid)
-        await agent.run("release_task", len(agent.held), [])  # not timed
+        acc = await alternate([agent], ops, n, pid)
+        agent.held = list(dict.fromkeys(agent.held))
+        await agent.run("release_task", len(agent.held), [])
+    return acc, agent, settle_s
+
+
+async def claim_phase(
+    url: str, tokens: dict[str, str], board: Board, pid: int, lessons: int, n: int, think: float
+) -> ClaimPhase:
+    """n claims of fresh cards (and 3 untimed first), in turn with noop, one client; the cards released after."""
+    acc, agent, settle_s = await claims_in_turn(
+        url, tokens, board, SEED + lessons, n, pid, think, ("noop", "claim_task")
+    )
     rows = rows_of(acc, 1)
     progress(rows, f"{lessons} lessons")
     return ClaimPhase(lessons, rows, agent.lessons / max(1, agent.claims), agent.digests, settle_s)
