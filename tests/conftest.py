@@ -41,8 +41,58 @@ from hiveboard.server.identity import Identity
 START_TIMEOUT = 300
 
 
+# The full lane (`-m slow`) is every test that needs a part of its own beyond this process: a PostgreSQL or
+# Chroma server, a hiveboard subprocess, a browser, the review sandbox or git. It is told from the test's code and
+# the fixtures it uses, so a new test lands in the right lane without anyone marking it; the fast lane
+# (`-m "not slow"`) is the board's rules and the tools through an in-process client. `slow` marks by hand add the
+# in-process tests that are long anyway (many clients, big data).
+FULL_LANE_PARAMS = {"postgresql", "chroma-server"}
+FULL_LANE_FIXTURES = {"postgres", "chroma_server", "http_server"}
+FULL_LANE_NAMES = {"serve_http", "stdio_server", "run_cli", "hiveboard_cmd", "subprocess", "Popen", "sync_playwright"}
+TESTS = str(Path(__file__).parent)
+
+
+def _names(code) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names(const)
+    return names
+
+
+@functools.cache
+def _needs_a_part(fn) -> bool:
+    """Whether `fn`, or a function of the tests it calls, starts a process or a server (by the names it uses)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not code.co_filename.startswith(TESTS):
+        return False
+    names = _names(code)
+    if names & FULL_LANE_NAMES:
+        return True
+    scope = getattr(fn, "__globals__", {})
+    return any(_needs_a_part(scope[n]) for n in names if n in scope and callable(scope[n]) and scope[n] is not fn)
+
+
+def _full_lane(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and FULL_LANE_PARAMS & {str(v) for v in callspec.params.values()}:
+        return True
+    if FULL_LANE_FIXTURES & set(item.fixturenames):
+        return True
+    if any(m.name == "skipif" and re.search(r"sandbox|git", str(m.kwargs)) for m in item.iter_markers()):
+        return True
+    if _needs_a_part(getattr(item, "function", None)):
+        return True
+    defs = item._fixtureinfo.name2fixturedefs
+    return any(_needs_a_part(d.func) for name in item.fixturenames for d in defs.get(name, ()))
+
+
 def pytest_collection_modifyitems(items):
-    """Slow tests first, so that with two workers the last minute is not one worker finishing a long test."""
+    """The lanes (above); and slow tests first, so that with two workers the last minute is not one worker
+    finishing a long test."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and _full_lane(item):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

@@ -219,6 +219,7 @@ async def test_failures_beyond_those_listed_are_named_and_counted(connect, revie
         assert "get_review" not in json.dumps(acceptance)  # nothing more to fetch: the ids are all there is
 
 
+@pytest.mark.slow  # its teardown waits for the worker of a review still open
 async def test_errors_about_reviews_point_to_calls_that_show_them(connect, reviewer):
     engine = reviewer(ReviewConfig(critics=NO_BUILTINS, task_types={"code": ["correctness"]}, agent_deadline=60))
     async with connect("alice", review=engine) as alice, connect("bob", role="critic", review=engine) as bob:

@@ -28,6 +28,7 @@ async def work(bob, task_id: int, source: str) -> dict:
     return await verdict(bob, task_id)
 
 
+@pytest.mark.slow  # twelve review rounds, most in the sandbox
 async def test_a_creators_inbox_holds_only_what_it_must_act_on(connect, reviewer):
     engine = reviewer()
     async with connect("alice", review=engine) as alice, connect("bob", review=engine) as bob:

@@ -61,6 +61,7 @@ def test_two_processes_quantize_into_one_cached_file(tmp_path):
     assert digests[0] == digests[1] == hashlib.sha256((tmp_path / "cache" / models[0]).read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # quantizes the model anew
 def test_an_unwritable_cache_still_gives_the_quantized_model(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
