@@ -8,10 +8,11 @@ Python artifacts, and the acceptance check, which runs the card's tests in the O
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
+
+from hiveboard.board.limits import TASK_TYPE_RE
 
 from .integrity_scan import RULES as INTEGRITY_RULES
 from .sandbox import SandboxLimits
@@ -87,7 +88,6 @@ CHANGE_PATHS: dict[str, list[str]] = {
     "test": ["test_*.py", "*_test.py", "conftest.py", "tests/**", "test/**", "**/tests/**"],
     "docs": ["*.md", "*.markdown", "*.mdx", "*.rst", "*.txt", "*.adoc"],
 }
-KIND_RE = r"^[a-z][a-z0-9_-]{0,39}$"  # a task type (board/limits.py's TASK_TYPE_RE)
 
 Backend = Literal["llm", "ruff", "bandit", "acceptance", "integrity"]
 
@@ -284,7 +284,9 @@ class ReviewConfig(BaseModel):
         "gets the lenses and approval rule of every kind it touches besides its card's type",
     )
     unmatched: str = Field(
-        "code", pattern=KIND_RE, description="the kind of a repository file that no pattern of `paths` matches"
+        "code",
+        pattern=TASK_TYPE_RE.pattern,
+        description="the kind of a repository file that no pattern of `paths` matches",
     )
     rubrics: dict[str, str] = Field({}, description="lens → rubric (new lenses or overrides)")
     critics: dict[str, CriticConfig] = Field({}, description="name → critic (merged over the built-in ones)")
@@ -334,7 +336,7 @@ class ReviewConfig(BaseModel):
     @classmethod
     def _patterns(cls, paths: dict[str, list[str]]) -> dict[str, list[str]]:
         for kind, patterns in paths.items():
-            if not re.match(KIND_RE, kind):
+            if not TASK_TYPE_RE.match(kind):
                 raise ValueError(f"paths: {kind!r} is not a task type; use a short lowercase word such as code or docs")
             bad = [p for p in patterns if not p.strip("/") or len(p) > 200]
             if bad:

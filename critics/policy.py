@@ -114,8 +114,9 @@ class Policy:
     def approval(self, rule: HumanApproval, card: TaskSummary) -> str | None:
         """Why a person must approve this work after the critics pass it, or None: what the card's creator asked
         for or its labels required when it was made, its type and labels now, or any kind the change touches."""
-        if card.needs_approval or (why := rule.wants(card.task_type, card.labels)):
-            return card.needs_approval or why
+        why = card.needs_approval or rule.wants(card.task_type, card.labels)
+        if why:
+            return why
         kind = next((k for k in self.touched.kinds if k in rule.task_types), None)
         return f"it changes {self.touched.why(kind)}" if kind else None
 
