@@ -33,7 +33,8 @@ SHOWN = 3  # paths named per kind in a reason
 @lru_cache(maxsize=512)
 def _pattern(pattern: str) -> re.Pattern:
     """A path pattern as gitignore reads one: without a slash it matches a name in any directory, with one the
-    path from the root; `*` and `?` stay within a directory, `**` spans any number of them."""
+    path from the root; `*` and `?` stay within a directory, `**` spans any number of them. Letter case is
+    ignored: `CALC.PY` is code too (a kind more never makes a review weaker)."""
     pattern = pattern.lstrip("/")
     anchored = "/" in pattern.rstrip("/")
     segments = pattern.rstrip("/").split("/")
@@ -46,7 +47,7 @@ def _pattern(pattern: str) -> re.Pattern:
         out.append("".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in segment))
         if not last:
             out.append("/")
-    return re.compile(("" if anchored else "(?:.*/)?") + "".join(out))
+    return re.compile(("" if anchored else "(?:.*/)?") + "".join(out), re.IGNORECASE)
 
 
 def kinds_of(table: dict[str, list[str]], path: str) -> list[str]:

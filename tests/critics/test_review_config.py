@@ -100,6 +100,7 @@ def test_every_backend_a_config_may_name_has_a_builder():
         ("requirements-dev.txt", ["code", "docs"]),
         ("Makefile", []),  # no pattern: a commit's unmatched kind (code)
         ("docs/guide.md", ["docs"]),
+        ("SRC/CALC.PY", ["code"]),
     ],
 )
 def test_paths_are_classified_as_gitignore_reads_patterns(path, kinds):
