@@ -85,8 +85,8 @@ def touched(config: ReviewConfig, work: ReviewJob) -> Touched:
             found.add(config.unmatched, f"{commit.files_omitted} more file(s)")
     else:
         for a in work.artifacts:
-            name = safe_path(a.name)
-            for kind in dict.fromkeys([*kinds_of(table, name), *filter(None, [ARTIFACT_KINDS.get(a.kind)])]):
+            name, declared = safe_path(a.name), ARTIFACT_KINDS.get(a.kind)
+            for kind in kinds_of(table, name) + ([declared] if declared else []):
                 found.add(kind, name)
         if FENCE.search(work.output or ""):
             found.add("code", "a ```python block of the output")
@@ -101,16 +101,10 @@ class Policy:
     """One round's review: its lenses, its bar, why a pass needs a critique (None: it does not), and what it
     touched, for the approval rule."""
 
-    task_type: str
     touched: Touched
     lenses: list[str]
     bar: float
     must_review: str | None
-
-    @property
-    def types(self) -> list[str]:
-        """The card's type, then every kind the change touches."""
-        return list(dict.fromkeys([self.task_type, *self.touched.kinds]))
 
     def approval(self, rule: HumanApproval, card: TaskSummary) -> str | None:
         """Why a person must approve this work after the critics pass it, or None: what the card's creator asked
@@ -131,4 +125,4 @@ def policy(config: ReviewConfig, work: ReviewJob) -> Policy:
         must = f"a commit of repository {work.commit.repo}"
     else:
         must = next((found.why(k) for k in REVIEWED if k in found.kinds), None)
-    return Policy(work.task_type, found, lenses, max(config.bar_for(t) for t in types), must)
+    return Policy(found, lenses, max(config.bar_for(t) for t in types), must)
