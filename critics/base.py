@@ -81,14 +81,66 @@ def is_test_file(name: str, kind: str) -> bool:
 
 
 FENCE = re.compile(r"```(?:python|py)\s*\n(.*?)```", re.S)
+# The sniff reads text only (a regex over the first characters, never a parser or an import): a shebang, or a whole
+# line at the left margin that is a Python statement no prose or config file has. Markdown's fenced examples do not
+# count. A heuristic against a misleading name, not a proof: code dressed up to dodge it still gets a repository
+# file's unmatched kind, and whatever its name says.
+SNIFF_CHARS = 64 * 1024
+SHEBANG = re.compile(r"\A#!")
+PYTHON_SHEBANG = re.compile(r"\A#![^\n]*python")
+NAME = r"[A-Za-z_]\w*"
+DOTTED = rf"{NAME}(?:\.{NAME})*"
+PYTHON_LINE = re.compile(
+    rf"^(?:import {DOTTED}(?: as {NAME})?(?:, {DOTTED}(?: as {NAME})?)*"
+    rf"|from \.*(?:{DOTTED})? import (?:\*|\(|{NAME}(?: as {NAME})?(?:, {NAME}(?: as {NAME})?)*)"
+    rf"|(?:async )?def {NAME}\(.*|class {NAME}(?:\(.*\))?:"
+    r"|if __name__ == ['\"]__main__['\"]:)\s*(?:#.*)?$",
+    re.M,
+)
+MARKDOWN = (".md", ".markdown", ".mdx")
+
+
+def _unfenced(text: str) -> str:
+    """Markdown without its fenced blocks (``` or ~~~), line by line (a regex over fences could backtrack)."""
+    kept, fence = [], None
+    for line in text.splitlines():
+        mark = line[:3]
+        if fence is None and mark in ("```", "~~~"):
+            fence = mark
+        elif fence is not None and line.startswith(fence):
+            fence = None
+        elif fence is None:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def looks_like_python(name: str, content: str) -> bool:
+    """Content that reads as Python whatever its name says (see SNIFF_CHARS above)."""
+    head = content[:SNIFF_CHARS]
+    if PYTHON_SHEBANG.match(head):
+        return True
+    if name.lower().endswith(MARKDOWN):
+        head = _unfenced(head)
+    return PYTHON_LINE.search(head) is not None
+
+
+def looks_like_program(name: str, content: str) -> bool:
+    """Content that is a program of some language: a shebang, or Python."""
+    return bool(SHEBANG.match(content)) or looks_like_python(name, content)
+
+
+def is_python(name: str, content: str) -> bool:
+    """A file the analysers read as Python: named *.py or *.pyi, or reading as Python under another name."""
+    return name.endswith((".py", ".pyi")) or looks_like_python(name, content)
 
 
 def python_sources(work: Work) -> dict[str, str]:
-    """Python files of the work: artifacts named *.py, plus ```python blocks of the output.
+    """Python files of the work: artifacts named *.py or reading as Python (`looks_like_python`), plus ```python
+    blocks of the output.
 
     Every artifact is checked: two names that land on one path (`app.py`, `./app.py`) get distinct
     paths instead of one hiding the other."""
-    named = [(a.name, a.content) for a in work.artifacts if a.name.endswith((".py", ".pyi")) and a.kind != "diff"]
+    named = [(a.name, a.content) for a in work.artifacts if a.kind != "diff" and is_python(a.name, a.content)]
     named += [(f"output_block_{n}.py", block) for n, block in enumerate(FENCE.findall(work.output), 1)]
     return unique_paths(named)
 

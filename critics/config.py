@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from hiveboard.board.limits import TASK_TYPE_RE
+
 from .integrity_scan import RULES as INTEGRITY_RULES
 from .sandbox import SandboxLimits
 
@@ -65,6 +67,26 @@ TASK_TYPE_LENSES: dict[str, list[str]] = {
     "research": ["accuracy", "clarity"],
     "ops": ["security", "correctness", "docs"],
     "default": ["correctness", "clarity"],
+}
+
+# What a change touches, by path (a repository's changed files, an artifact's name): each kind is a task type whose
+# lenses and approval rule the change gets besides its card's own. A path takes every kind whose patterns match it,
+# so `docs/conf.py` is docs and code, and `tests/test_app.py` test and code; a repository file no pattern matches
+# is `review.unmatched` (code), since builds and tools run files of any name (Makefile, CI workflows, pyproject).
+CHANGE_PATHS: dict[str, list[str]] = {
+    "code": [
+        "*.py",
+        "*.pyi",
+        "*.pyx",
+        "*.pxd",
+        "*.sh",
+        "*.diff",
+        "*.patch",
+        "requirements*.txt",
+        "constraints*.txt",
+    ],
+    "test": ["test_*.py", "*_test.py", "conftest.py", "tests/**", "test/**", "**/tests/**"],
+    "docs": ["*.md", "*.markdown", "*.mdx", "*.rst", "*.txt", "*.adoc"],
 }
 
 Backend = Literal["llm", "ruff", "bandit", "acceptance", "integrity"]
@@ -256,6 +278,16 @@ class ReviewConfig(BaseModel):
         1.0, gt=0, le=60, description="how often a worker looks for jobs another process queued"
     )
     task_types: dict[str, list[str]] = Field({}, description="task type → lenses (merged over the defaults)")
+    paths: dict[str, list[str]] = Field(
+        {},
+        description="what a change touches: kind (a task type) → path patterns, merged over the defaults; a change "
+        "gets the lenses and approval rule of every kind it touches besides its card's type",
+    )
+    unmatched: str = Field(
+        "code",
+        pattern=TASK_TYPE_RE.pattern,
+        description="the kind of a repository file that no pattern of `paths` matches",
+    )
     rubrics: dict[str, str] = Field({}, description="lens → rubric (new lenses or overrides)")
     critics: dict[str, CriticConfig] = Field({}, description="name → critic (merged over the built-in ones)")
     llm: Endpoint | None = Field(None, description="a default LLM critic for every lens that has none")
@@ -299,6 +331,22 @@ class ReviewConfig(BaseModel):
             else value
             for name, value in critics.items()
         }
+
+    @field_validator("paths")
+    @classmethod
+    def _patterns(cls, paths: dict[str, list[str]]) -> dict[str, list[str]]:
+        for kind, patterns in paths.items():
+            if not TASK_TYPE_RE.match(kind):
+                raise ValueError(f"paths: {kind!r} is not a task type; use a short lowercase word such as code or docs")
+            bad = [p for p in patterns if not p.strip("/") or len(p) > 200]
+            if bad:
+                raise ValueError(f'paths.{kind}: {bad[0]!r} is not a path pattern; use e.g. "*.py" or "docs/**"')
+        return paths
+
+    @property
+    def path_table(self) -> dict[str, list[str]]:
+        """Kind → path patterns: the defaults with the configured entries over them."""
+        return {**CHANGE_PATHS, **self.paths}
 
     @property
     def lens_table(self) -> dict[str, list[str]]:

@@ -54,6 +54,7 @@ from .integrity import IntegrityCritic
 from .lessons import Lesson, hidden, lessons
 from .llm import LLMCritic, LLMSynthesiser, MetaReviewer, Referee
 from .merge import MergeQueue, MergeWorker
+from .policy import Policy, policy
 from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
 from .synthesis import convergence_summary, downgrade, rescore, synthesise
@@ -372,18 +373,21 @@ class ReviewEngine:
     def run(self, job: ReviewJob, worker: str) -> Synthesis | None:
         """Review one round; returns the synthesis, or None if another worker took the job meanwhile."""
         reviews = self.board.reviews
-        lenses = self.config.lenses_for(job.task_type)
-        chosen = [c for c in self.critics.values() if c.lens in lenses]
         agents = (
             reviews.critic_agents(job.task_id, job.agent, self.config.critic_presence)
             if self.config.agent_deadline > 0
             else []
         )
-        agent_lenses = lenses if agents else []
         deadline = job.agent_deadline or now() + self.config.agent_deadline
         with self._leased(job, worker), self._exporting(job, worker) as exported:
             if exported is False:  # the commit could not be exported: the card went to a human
                 return None
+            # the one place a round's lenses, bar and approval are decided: from what the work touches, the card's
+            # type being only the floor (critics/policy.py)
+            rules = policy(self.config, exported or job)
+            lenses = rules.lenses
+            chosen = [c for c in self.critics.values() if c.lens in lenses]
+            agent_lenses = lenses if agents else []
             to_run = set(
                 reviews.begin(
                     job,
@@ -441,9 +445,9 @@ class ReviewEngine:
             # failure on the record, never a silent gap
             reviews.fail_unfinished(job, worker, "the critic's result was not stored (see the server log)")
             critiques = reviews.critiques(job.id)
-            synthesis = self._meta_review(work, critiques, self._synthesise(work, critiques, lenses))
-            outcome, message = self._decide(job, synthesis, critiques)
-            synthesis = rescore(synthesis, critiques, self.config.bar_for(job.task_type))  # agrees with the verdict
+            synthesis = self._meta_review(work, critiques, self._synthesise(work, critiques, rules))
+            outcome, message = self._decide(job, synthesis, critiques, rules)
+            synthesis = rescore(synthesis, critiques, rules.bar)  # agrees with the verdict
             # lessons before the verdict: whoever sees the verdict can already find them (a re-run
             # after a crash here merges them as near-duplicates)
             self._mine_lessons(job, work, critiques, previous)
@@ -593,10 +597,8 @@ class ReviewEngine:
                 },
             )
 
-    def _synthesise(self, work: Work, critiques: list[CritiqueRecord], lenses: list[str]) -> Synthesis:
-        synthesis = synthesise(
-            critiques, lenses, work.round, self.config.brief_chars, self.config.bar_for(work.task_type)
-        )
+    def _synthesise(self, work: Work, critiques: list[CritiqueRecord], rules: Policy) -> Synthesis:
+        synthesis = synthesise(critiques, rules.lenses, work.round, self.config.brief_chars, rules.bar)
         if self.synthesiser is None or not any(c.status == "ok" for c in critiques):
             return synthesis
         try:
@@ -641,7 +643,9 @@ class ReviewEngine:
         }
         return downgrade(synthesis, critiques, work.round, decisions, self.config.brief_chars)
 
-    def _decide(self, job: ReviewJob, synthesis: Synthesis, critiques: list[CritiqueRecord]) -> tuple[str, str]:
+    def _decide(
+        self, job: ReviewJob, synthesis: Synthesis, critiques: list[CritiqueRecord], rules: Policy
+    ) -> tuple[str, str]:
         """(card outcome, message) for a synthesis."""
         delivered = [c for c in critiques if c.status == "ok"]
         failed = [c for c in critiques if c.status in ("error", "timeout")]
@@ -672,6 +676,15 @@ class ReviewEngine:
                 f"{', '.join(broken)} could not be reviewed ({ran}); a human decides "
                 '(review.on_critic_failure = "pass" lets such work through).\n'
                 + "\n".join(f"- {c.critic}: {c.status}: {c.error}" for c in failed)
+            )
+        if synthesis.verdict == "PASS" and not delivered and rules.must_review:
+            synthesis.verdict = "FAIL"  # not a pass: nothing looked at it
+            synthesis.note = "; ".join(
+                x for x in (synthesis.note, f"no critic could review {rules.must_review}, so it is not passed") if x
+            )
+            return "needs_human", (
+                f"task {job.task_id}: no critic could review this work, {rules.must_review} ({ran}); a human "
+                "decides. The operator can give these lenses a critic (review.llm, or agents with the role critic)."
             )
         unverified = [c for c in critiques if c.status == "unverified"]
         if unverified:
@@ -718,9 +731,7 @@ class ReviewEngine:
                 + (f"; UNVERIFIED: its tests did not run ({synthesis.unverified})" if unverified else "")
                 + f"; {ran}"
             )
-            card = self.board.summary(job.task_id)
-            # decided when the card was made (a later label edit cannot drop it), and its type and labels now
-            approval = card.needs_approval or self.config.human_approval.wants(card.task_type, card.labels)
+            approval = rules.approval(self.config.human_approval, self.board.summary(job.task_id))
             if approval:
                 synthesis.note = "; ".join(
                     x for x in (synthesis.note, f"awaiting a person's approval ({approval})") if x

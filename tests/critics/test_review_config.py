@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import START_TIMEOUT, hiveboard_cmd
 
+from hiveboard.critics.config import ReviewConfig
 from hiveboard.critics.engine import ReviewEngine
+from hiveboard.critics.policy import kinds_of
 from hiveboard.server.config import Settings
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
@@ -38,6 +40,7 @@ def test_every_documented_example_loads(tmp_path, monkeypatch, board):
     assert "ruff-style" not in critics and critics["licensing-local"].lens == "licensing"
     assert full.lenses_for("code")[-1] == "licensing" and full.rubric("licensing").startswith("Licensing only")
     assert full.execute and full.synthesis.backend == "llm"
+    assert "docs/**" in full.path_table["docs"] and full.path_table["test"] == ReviewConfig().path_table["test"]
     engine = ReviewEngine(board, full)  # builds every critic, the LLM ones with their own clients
     assert {"security-gpt", "licensing-local", "bandit", "acceptance"} <= set(engine.critics)
     assert engine.critics["licensing-local"].client.base_url.host == "localhost"
@@ -60,6 +63,7 @@ def test_environment_variables_reach_the_review_table(tmp_path, monkeypatch):
             '[review.critics.x]\nlens = "security"\nbackend = "gpt"\n',
             "'llm', 'ruff', 'bandit', 'acceptance' or 'integrity'",
         ),
+        ('[review.paths]\n"Big Kind" = ["*.x"]\n', "is not a task type"),
     ],
 )
 def test_a_bad_configuration_stops_the_server_with_the_reason(tmp_path, toml, says):
@@ -83,3 +87,21 @@ def test_every_backend_a_config_may_name_has_a_builder():
     from hiveboard.critics.engine import BACKENDS
 
     assert set(get_args(Backend)) == set(BACKENDS)
+
+
+@pytest.mark.parametrize(
+    "path, kinds",
+    [
+        ("calc.py", ["code"]),
+        ("src/pkg/calc.py", ["code"]),
+        ("tests/test_calc.py", ["code", "test"]),
+        ("pkg/tests/data/case.json", ["test"]),
+        ("README.md", ["docs"]),
+        ("requirements-dev.txt", ["code", "docs"]),
+        ("Makefile", []),  # no pattern: a commit's unmatched kind (code)
+        ("docs/guide.md", ["docs"]),
+        ("SRC/CALC.PY", ["code"]),
+    ],
+)
+def test_paths_are_classified_as_gitignore_reads_patterns(path, kinds):
+    assert kinds_of(ReviewConfig().path_table, path) == kinds
