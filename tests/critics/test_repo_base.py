@@ -1,0 +1,154 @@
+"""Issue 47: only reviewed code lands. The merge is the tree that was tested (the card's checks, hidden tests
+included, run again on the merge of the change into the base's current tip), and the base moves only through the
+queue (a hook refuses other moves from agents' worktrees; a move made behind its back stops merging until a person
+adopts or resets). Through MCP and the CLI, with real git repositories, real bubblewrap and real pytest."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import call, needs_sandbox, run_cli
+from git_repos import CALC, card_on, git, make_repo, needs_git, register, settled, work_on
+from reviewing import NO_BUILTINS
+
+from hiveboard.critics.config import ReviewConfig
+
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql"), needs_git, needs_sandbox]
+
+TESTS_ONLY = ReviewConfig(
+    critics={k: v for k, v in NO_BUILTINS.items() if k != "acceptance"}, task_types={"code": ["tests"]}
+)
+# main moved on with a regression the repository's own tests do not see: add no longer takes floats
+REGRESSION = CALC.replace("return a + b", "return int(a) + int(b)")
+WITH_SUB = CALC + "\n\ndef sub(a, b):\n    return a - b\n"
+SPEC = "from calc import add, sub\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n\n\ndef test_floats():\n    assert add(0.5, 0.25) == 0.75\n"
+CRITERION = "$ python -c 'import calc; assert calc.sub(5, 3) == 2 and calc.add(0.5, 0.25) == 0.75'"
+FIXED = CALC.replace("def add(a, b):\n", 'def add(a, b):\n    """The sum of a and b."""\n')
+
+
+def agent_git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """git as an agent runs it in its worktree, with whatever hooks the repository has."""
+    return subprocess.run(
+        ["git", "-c", "user.name=agent", "-c", "user.email=agent@example.com", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("check", ["hidden tests", "$ criterion"])
+async def test_a_right_change_on_an_old_ancestor_is_not_landed_when_its_merge_with_the_moved_base_fails_the_cards_checks(
+    connect, reviewer, board, tmp_path, check
+):
+    repo = make_repo(tmp_path / "calc")
+    old = git(repo, "rev-parse", "main")
+    (repo / "calc.py").write_text(REGRESSION)
+    git(repo, "commit", "-qam", "int add")
+    register(board, repo)
+    moved = git(repo, "rev-parse", "main")
+    engine = reviewer(TESTS_ONLY)
+    fields = (
+        {"acceptance_tests": {"files": [{"name": "test_spec.py", "content": SPEC}], "hidden": True}}
+        if check == "hidden tests"
+        else {"acceptance_criteria": [CRITERION]}
+    )
+    async with connect("alice", review=engine) as alice:
+        task_id, token = await card_on(alice, board, "add sub; add keeps taking floats", **fields)
+        # right on its own tree (branched from before the regression): the review passes it
+        sha = work_on(repo, "hb/alice/1", tmp_path / "wt-alice", {"calc.py": WITH_SUB}, base=old)
+        await call(alice, "complete_task", task_id=task_id, token=token, output="added sub", ref="hb/alice/1")
+        card = await settled(alice, task_id)
+        review = await call(alice, "get_review", task_id=task_id, full=True)
+        briefs = await call(alice, "get_messages", box="pool", task_id=task_id, intent="critique", full=True)
+    assert review["rounds"][-1]["verdict"] == "PASS"
+    # merged into the moved main, it fails the card's checks: the base never holds a tree they did not pass on
+    assert card["status"] == "in_progress" and card["history"][-1]["action"] == "merge result failed its tests"
+    assert git(repo, "rev-parse", "main") == moved
+    assert subprocess.run(["git", "merge-base", "--is-ancestor", sha, "main"], cwd=repo).returncode == 1
+    brief = briefs["messages"][-1]["content"]
+    assert "main did not move" in brief
+    if check == "hidden tests":  # as opaque as in the review: the test's id and an exception type, no values
+        assert "test_spec.py::test_floats" in brief and "AssertionError" in brief
+        assert "0.75" not in brief and "0.5" not in brief and "test_sub" not in brief
+    else:
+        assert "calc.add(0.5, 0.25)" in brief
+
+
+async def test_a_merge_result_that_cannot_be_tested_is_not_made_even_when_unverified_work_may_pass(
+    connect, reviewer, board, tmp_path
+):
+    repo = make_repo(tmp_path / "calc")
+    register(board, repo)
+    start = git(repo, "rev-parse", "main")
+    engine = reviewer(TESTS_ONLY.model_copy(update={"execute": "off", "unverified": "pass"}))
+    async with connect("alice", review=engine) as alice:
+        task_id, token = await card_on(alice, board, "document add")
+        work_on(repo, "hb/alice/1", tmp_path / "wt-alice", {"calc.py": FIXED})
+        await call(alice, "complete_task", task_id=task_id, token=token, output="documented", ref="hb/alice/1")
+        card = await settled(alice, task_id)
+    assert card["status"] == "needs_human" and card["history"][-1]["action"] == "merge blocked"
+    assert "is not made because its checks could not run on the merge result" in card["blocked_reason"]
+    assert git(repo, "rev-parse", "main") == start
+
+
+@pytest.mark.parametrize("behind", ["hooks turned off", "ref file written"])
+async def test_the_base_moves_only_through_the_queue_a_move_behind_the_hook_stops_merging_until_a_person_decides(
+    connect, reviewer, board, tmp_path, node_env, store_target, behind
+):
+    repo = make_repo(tmp_path / "calc")
+    env = {**node_env, "HIVEBOARD_DB": store_target}
+    home = str(tmp_path / "home")
+    added = run_cli(
+        "--home", home, "repo", "add", str(repo), "--name", "calc", "--test", "python -m pytest -q", env=env
+    )
+    assert added.returncode == 0, added.stderr
+    start = git(repo, "rev-parse", "main")
+    engine = reviewer(TESTS_ONLY)
+    async with connect("alice", review=engine) as alice, connect("lee", role="human", review=engine) as lee:
+        await call(lee, "whoami")  # a person, registered
+        task_id, token = await card_on(alice, board, "document add")
+        worktree = tmp_path / "wt-alice"
+        sha = work_on(repo, "hb/alice/1", worktree, {"calc.py": FIXED})
+
+        # from the agent's worktree, or in the main one, git refuses to move main
+        for args in (["update-ref", "refs/heads/main", "HEAD"], ["update-ref", "-d", "refs/heads/main"]):
+            refused = agent_git(worktree, *args)
+            assert refused.returncode != 0 and "moves only through hiveboard's merge queue" in refused.stderr
+        assert git(repo, "rev-parse", "main") == start
+
+        # behind the hook's back
+        if behind == "hooks turned off":
+            assert (
+                agent_git(worktree, "-c", "core.hooksPath=/dev/null", "update-ref", "refs/heads/main", sha).returncode
+                == 0
+            )
+        else:
+            (repo / ".git" / "refs" / "heads" / "main").write_text(sha + "\n")
+        assert git(repo, "rev-parse", "main") == sha
+
+        # the card is reviewed against where the queue left main, and its merge is stopped, naming the commit
+        await call(alice, "complete_task", task_id=task_id, token=token, output="documented", ref="hb/alice/1")
+        card = await settled(alice, task_id)
+        assert card["status"] == "needs_human" and card["history"][-1]["action"] == "merge blocked"
+        reason = card["blocked_reason"]
+        assert sha[:12] in reason and "moved outside hiveboard's merge queue" in reason and "uncommitted" not in reason
+        told = await call(lee, "get_messages", intent="needs_human", full=True)
+        assert any(sha[:12] in m["content"] and "hiveboard repo adopt calc" in m["content"] for m in told["messages"])
+
+        # a person decides, through the CLI; the record says who
+        decision = "adopt" if behind == "hooks turned off" else "reset"
+        decided = run_cli("--home", home, "repo", decision, "calc", "--by", "lee", env=env)
+        assert decided.returncode == 0, decided.stderr
+        assert git(repo, "rev-parse", "main") == (sha if decision == "adopt" else start)
+        log = run_cli("--home", home, "repo", "log", "calc", env=env)
+        assert log.returncode == 0 and f"{'adopted' if decision == 'adopt' else 'reset'}\t" in log.stdout
+        assert "\tlee\t" in log.stdout
+        await anyio.to_thread.run_sync(board.decisions.decide, "lee", task_id, "pass")
+        card = await settled(alice, task_id)
+    assert card["status"] == "done", card["history"][-3:]
+    assert subprocess.run(["git", "merge-base", "--is-ancestor", sha, "main"], cwd=repo).returncode == 0
+    landed = [(x.how, x.sha) for x in board.repos.landings("calc")]
+    assert landed[-1] == ("registered", start) and landed[0][1] == git(repo, "rev-parse", "main")
