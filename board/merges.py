@@ -236,10 +236,11 @@ class Merges:
         ts = now()
         action, intent = ENDS[status]
         with self.store.write() as db:
-            if not self._held(db, merge.id, worker):
-                return False
+            # the base holds it whoever holds the merge now (a person may have taken the card meanwhile)
             if merged_sha is not None and (db.execute(LATEST, [merge.repo]).fetchone() or [None])[0] != merged_sha:
                 self.repos.land(db, merge.repo, merged_sha, "merged", f"merge queue ({worker})", merge.task_id, note)
+            if not self._held(db, merge.id, worker):
+                return False
             row = cards.row(db, merge.task_id)
             if row["status"] == "review":  # a card that left review took its merge out of the queue (left_review)
                 self.machine.move(
@@ -264,6 +265,12 @@ class Merges:
             return True
 
     # ----------------------------------------------------------------- the base is the queue's
+
+    def made(self, repo: str, sha: str) -> bool:
+        """Whether `sha` is a merge result the queue tested and was putting on the base of `repo` (its worker may
+        not have recorded it yet, or have stopped before it could)."""
+        found = self.store.db.execute("SELECT 1 FROM merges WHERE repo = ? AND merged_sha = ? LIMIT 1", [repo, sha])
+        return found.fetchone() is not None
 
     def base_moved(self, repo: str, tip: str, summary: str, content: str, task_id: int | None = None) -> None:
         """The base of `repo` was found at `tip`, not where hiveboard left it: merging into it stops, and the first

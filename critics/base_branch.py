@@ -13,6 +13,7 @@ adopt|reset`). Repositories whose merges a person makes (`--merge manual`) are n
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,24 +23,27 @@ from hiveboard.board import Board
 from .commits import Repository
 from .git import check_ref
 
+log = logging.getLogger("hiveboard.critics")
 HOOK = "reference-transaction"
 MARK = "# hiveboard: the base branch moves only through the merge queue"
 SHOWN = 20  # unreviewed commits named, then a count
 
 # POSIX sh, as git runs it. In the `prepared` state a non-zero exit aborts the whole transaction. A ref left where
-# it is (old = new, as `pack-refs` writes it into packed-refs) passes, and so does the loose file's removal once
-# packed-refs holds the same commit; anything else that touches the base ref is refused.
+# it is passes (a no-op, or `pack-refs` writing its current commit into packed-refs, which git shows as an update
+# from nothing), and so does the loose file's removal once packed-refs holds the same commit: `git gc` keeps
+# working. Anything else that touches the base ref is refused.
 HOOK_TEXT = """#!/bin/sh
 {mark}
 # Installed by hiveboard for the repository it registered as {name!r}; hiveboard puts it back if it is removed.
 [ "$1" = prepared ] || exit 0
 base={ref}
 packed="$(git rev-parse --git-common-dir)/packed-refs"
+now="$(git rev-parse -q --verify "$base" 2>/dev/null)"
 zero=0000000000000000000000000000000000000000
 status=0
 while read -r old new ref; do
     [ "$ref" = "$base" ] || continue
-    [ "$old" = "$new" ] && [ "${{old#$zero}}" != "" ] && continue
+    [ "${{new#$zero}}" != "" ] && [ "$new" = "$now" ] && continue
     [ "${{new#$zero}}" = "" ] && [ "${{old#$zero}}" != "" ] && grep -qx "$old $base" "$packed" 2>/dev/null && continue
     echo "hiveboard: $base moves only through hiveboard's merge queue (the card's review, then its merge); hand \
 your branch in with complete_task(ref=<your branch>) instead" >&2
@@ -47,10 +51,6 @@ your branch in with complete_task(ref=<your branch>) instead" >&2
 done
 exit $status
 """
-
-
-def hook_path(repository: Repository) -> Path:
-    return Path(repository.repo.git_dir) / "hooks" / HOOK
 
 
 def install_hook(repository: Repository) -> str | None:
@@ -61,13 +61,16 @@ def install_hook(repository: Repository) -> str | None:
     text = HOOK_TEXT.format(mark=MARK, name=repo.name, ref=f"refs/heads/{check_ref(repo.base)}")
     hooks = Path(repo.git_dir) / "hooks"
     try:
-        # the hooks directory is the agents' to write: a link planted there must not send this write elsewhere
-        fd = os.open(hooks, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        hooks.mkdir(mode=0o755)
-        fd = os.open(hooks, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        return _write_hook(hooks, text, repo.base)
     except OSError as exc:
-        return f"{hooks} cannot hold hiveboard's {HOOK} hook ({exc.strerror})"
+        return f"{hooks} cannot hold hiveboard's {HOOK} hook ({exc.strerror or exc})"
+
+
+def _write_hook(hooks: Path, text: str, base: str) -> str | None:
+    if not hooks.is_symlink() and not hooks.exists():
+        hooks.mkdir(mode=0o755)
+    # the hooks directory is the agents' to write: a link planted there must not send this write elsewhere
+    fd = os.open(hooks, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         try:
             with open(HOOK, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW, dir_fd=fd)) as found:
@@ -81,14 +84,21 @@ def install_hook(repository: Repository) -> str | None:
         if now is not None and MARK not in now:
             return (
                 f"{hooks / HOOK} is another hook, left as it is: agents' worktrees are not stopped from moving "
-                f"{repo.base}, but hiveboard still finds it moved before it merges"
+                f"{base}, but hiveboard still finds it moved before it merges"
             )
         temporary = f".{HOOK}.hiveboard-tmp"
+        try:
+            os.unlink(temporary, dir_fd=fd)  # a file (or a link) left there: never written through
+        except FileNotFoundError:
+            pass
         with open(
-            temporary, "w", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW, 0o755, dir_fd=fd), encoding="utf-8"
+            temporary,
+            "w",
+            encoding="utf-8",
+            opener=lambda p, f: os.open(p, f | os.O_EXCL | os.O_NOFOLLOW, 0o755, dir_fd=fd),
         ) as out:
             out.write(text)
-        os.chmod(temporary, 0o755, dir_fd=fd, follow_symlinks=False)
+            os.fchmod(out.fileno(), 0o755)
         os.replace(temporary, HOOK, src_dir_fd=fd, dst_dir_fd=fd)
         return None
     finally:
@@ -133,10 +143,12 @@ def base_moved(board: Board, repository: Repository) -> Moved | None:
     repo = repository.repo
     if repo.merge_mode != "auto":
         return None
-    install_hook(repository)
+    problem = install_hook(repository)
+    if problem:
+        log.info("%s: %s", repo.name, problem)
     tip = repository.base_tip()
     recorded = repo.landed or board.repos.recorded(repo.name, tip)
-    if tip == recorded:
+    if tip == recorded or board.merges.made(repo.name, tip):  # the queue's own move, perhaps not recorded yet
         return None
     with repository.view(tip) as view:
         arrived = repository.log(view, tip, recorded, SHOWN + 1)

@@ -125,7 +125,8 @@ async def test_the_base_moves_only_through_the_queue_a_move_behind_the_hook_stop
                 agent_git(worktree, "-c", "core.hooksPath=/dev/null", "update-ref", "refs/heads/main", sha).returncode
                 == 0
             )
-        else:
+        else:  # the hook taken out first; hiveboard puts it back when it next looks
+            (repo / ".git" / "hooks" / "reference-transaction").unlink()
             (repo / ".git" / "refs" / "heads" / "main").write_text(sha + "\n")
         assert git(repo, "rev-parse", "main") == sha
 
@@ -137,6 +138,10 @@ async def test_the_base_moves_only_through_the_queue_a_move_behind_the_hook_stop
         assert sha[:12] in reason and "moved outside hiveboard's merge queue" in reason and "uncommitted" not in reason
         told = await call(lee, "get_messages", intent="needs_human", full=True)
         assert any(sha[:12] in m["content"] and "hiveboard repo adopt calc" in m["content"] for m in told["messages"])
+
+        assert "moves only through" in (repo / ".git" / "hooks" / "reference-transaction").read_text()
+        listed = run_cli("--home", home, "repo", "list", env=env)
+        assert f"moved to {sha[:12]}: merging stopped" in listed.stdout, listed.stdout
 
         # a person decides, through the CLI; the record says who
         decision = "adopt" if behind == "hooks turned off" else "reset"
