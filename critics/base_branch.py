@@ -21,12 +21,13 @@ from pathlib import Path
 from hiveboard.board import Board
 
 from .commits import Repository
-from .git import check_ref
+from .git import GitError, check_ref
 
 log = logging.getLogger("hiveboard.critics")
 HOOK = "reference-transaction"
 MARK = "# hiveboard: the base branch moves only through the merge queue"
 SHOWN = 20  # unreviewed commits named, then a count
+DELETED = "(deleted)"
 
 # POSIX sh, as git runs it. In the `prepared` state a non-zero exit aborts the whole transaction. A ref left where
 # it is passes (a no-op, or `pack-refs` writing its current commit into packed-refs, which git shows as an update
@@ -111,12 +112,19 @@ class Moved:
     (id, subject; newest first, at most SHOWN + 1) and how many landed commits it no longer holds."""
 
     recorded: str
-    tip: str
+    tip: str | None  # None: the base branch is gone
     arrived: list[tuple[str, str]]
     dropped: int
 
+    @property
+    def found(self) -> str:
+        """The tip found, as the record of a stopped repository keeps it."""
+        return self.tip or DELETED
+
     def commits(self) -> str:
         """The unreviewed commits in a few words: "3 commit(s) no review passed: abc123 (subject), …"."""
+        if self.tip is None:
+            return "the branch was deleted"
         shown = ", ".join(f"{sha[:12]} ({subject[:60]})" for sha, subject in self.arrived[:SHOWN])
         more = " and more" if len(self.arrived) > SHOWN else ""
         parts = []
@@ -129,6 +137,12 @@ class Moved:
     def describe(self, repository: Repository) -> str:
         """One sentence for the people: what moved, what it holds, and the two ways on."""
         repo = repository.repo
+        if self.tip is None:
+            return (
+                f"{repo.name}'s base branch {repo.base} was deleted outside hiveboard's merge queue (hiveboard left it "
+                f"at {self.recorded[:12]}); merging into {repo.name} is stopped until a person runs `hiveboard repo "
+                f"reset {repo.name}` (put {repo.base} back at {self.recorded[:12]})"
+            )
         return (
             f"{repo.name}'s base branch {repo.base} was moved outside hiveboard's merge queue, from "
             f"{self.recorded[:12]} (where hiveboard left it) to {self.tip[:12]}: {self.commits()}; merging into "
@@ -137,23 +151,29 @@ class Moved:
         )
 
 
-def base_moved(board: Board, repository: Repository) -> Moved | None:
-    """Whether the base is anywhere but where hiveboard left it (None: it is, or a person merges this repository).
-    The first look at a repository records the tip it finds as the tip at registration; the hook is put back."""
+def base_moved(board: Board, repository: Repository) -> tuple[str | None, Moved | None]:
+    """The base's tip (None: the branch is gone), and how it is away from where hiveboard left it (None: it is not,
+    or a person merges this repository). What is merged is merged into that tip, the one checked. The first look at
+    a repository records the tip it finds as the tip at registration; the hook is put back."""
     repo = repository.repo
     if repo.merge_mode != "auto":
-        return None
+        return repository.base_tip(), None
     problem = install_hook(repository)
     if problem:
         log.info("%s: %s", repo.name, problem)
-    tip = repository.base_tip()
+    try:
+        tip = repository.base_tip()
+    except GitError:
+        if repo.landed is None:
+            raise  # never seen: nothing to tell from a base that does not exist
+        return None, Moved(repo.landed, None, [], 0)
     recorded = repo.landed or board.repos.recorded(repo.name, tip)
     if tip == recorded or board.merges.made(repo.name, tip):  # the queue's own move, perhaps not recorded yet
-        return None
+        return tip, None
     with repository.view(tip) as view:
         arrived = repository.log(view, tip, recorded, SHOWN + 1)
         dropped = len(repository.log(view, recorded, tip, 1000))
-    return Moved(recorded, tip, arrived, dropped)
+    return tip, Moved(recorded, tip, arrived, dropped)
 
 
 def tell(board: Board, repository: Repository, moved: Moved, task_id: int | None = None) -> str:
@@ -161,7 +181,7 @@ def tell(board: Board, repository: Repository, moved: Moved, task_id: int | None
     said = moved.describe(repository)
     board.merges.base_moved(
         repository.repo.name,
-        moved.tip,
+        moved.found,
         f"{repository.repo.name}: {repository.repo.base} moved outside the merge queue ({moved.commits()[:150]})",
         said,
         task_id,

@@ -414,6 +414,10 @@ class Repository:
         )
         return [tuple(line.split("\t", 1)) for line in out.text.splitlines() if "\t" in line]  # type: ignore[misc]
 
+    def tree_of(self, view: Path, sha: str) -> str:
+        """The tree a commit holds."""
+        return self.in_view(view, ["rev-parse", "--verify", f"{sha}^{{tree}}"]).text.strip()
+
     def is_ancestor(self, view: Path, commit: str, of: str) -> bool:
         return self.in_view(view, ["merge-base", "--is-ancestor", commit, of], ok=(0, 1)).returncode == 0
 

@@ -292,7 +292,7 @@ class ReviewEngine:
         tree = Path(tempfile.mkdtemp(prefix="hiveboard-tree-"))
         try:
             repository = self.repository(commit.repo)
-            moved = base_moved(self.board, repository)
+            _, moved = base_moved(self.board, repository)
             if moved is not None:  # the review goes on (it judges the change against the recorded base); merges stop
                 tell(self.board, repository, moved, job.task_id)
             with repository.view(commit.sha) as view:

@@ -9,7 +9,8 @@ before saying so); otherwise `git merge-tree --write-tree` of the tip and the co
 to its holder with a brief naming the files, as a FAIL does), a merge commit of the result (`commit-tree`), and on
 its tree, in the sandbox, the same checks the review ran on the commit (critics/acceptance.py): the repository's
 test command, the card's acceptance tests, hidden or not (their failures as opaque as in the review), and its `$`
-criteria. Red: back to the holder with what failed. A merge result that cannot be tested (no sandbox) is not
+criteria (not again when the result's tree is the reviewed commit's own and they passed on it in the review: a
+base that had not moved). Red: back to the holder with what failed. A merge result that cannot be tested (no sandbox) is not
 made: a person decides. Only then the base moves to that tested commit: by a compare-and-swap of the branch
 (`update-ref BRANCH NEW OLD`), or, when the branch is checked out in a worktree (the main one, typically), by
 `git merge --ff-only` there if that worktree is clean (else a person is asked to commit or stash there and approve
@@ -59,11 +60,7 @@ class MergeQueue:
         job = self.board.reviews.job(m.review_id) if m.review_id is not None else None
         for _ in range(RACES):
             repository = Repository(self.git, self.board.repos.get(m.repo), self.config.repo)  # its record, now
-            old = repository.base_tip()
-            if m.pending is not None and old == m.pending:
-                self._merged(m, worker, m.repo, base, old, "a worker before this one advanced it and stopped")
-                return
-            moved = base_moved(self.board, repository)
+            old, moved = base_moved(self.board, repository)
             if moved is not None:
                 said = tell(self.board, repository, moved, m.task_id)
                 self._blocked(
@@ -72,6 +69,9 @@ class MergeQueue:
                     f"task {m.task_id}: its commit {short} ({m.ref}) is not merged: {said}; then approve "
                     "this card again",
                 )
+                return
+            if m.pending is not None and old == m.pending:
+                self._merged(m, worker, m.repo, base, old, "a worker before this one advanced it and stopped")
                 return
             scratch = Path(tempfile.mkdtemp(prefix="hiveboard-merge-"))
             try:
@@ -90,12 +90,16 @@ class MergeQueue:
                         f"Merge task #{m.task_id}: {m.title}\n\n{m.ref} ({m.sha}) passed review round {m.round} "
                         "(hiveboard merge queue)",
                     )
-                    repository.export(view, new, scratch)
-                if not self._tested(m, worker, job, scratch, repository):
+                    # fast-forward: the merge result's tree is the reviewed commit's, on which its checks passed
+                    reviewed = tree == repository.tree_of(view, m.sha) and self._passed_in_review(m)
+                    if not reviewed:
+                        repository.export(view, new, scratch)
+                if not reviewed and not self._tested(m, worker, job, scratch, repository):
                     return
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-            # said before the base moves: a worker that takes this merge over knows the move for this merge's
+            # written on the merge before the base moves: a worker that takes it over, and the base's check, then
+            # know the move for the queue's own
             if not self.board.merges.landing(m.id, worker, new):  # cancelled (the card left review) or taken over
                 return
             where = repository.worktree_of(base)
@@ -170,6 +174,14 @@ class MergeQueue:
             + self._again(m, base),
         )
         return False
+
+    def _passed_in_review(self, m: Merge) -> bool:
+        """Whether the round that passed the commit ran its checks and they all passed (not unverified, not
+        skipped)."""
+        if m.review_id is None:
+            return False
+        found = self.board.reviews.critiques(m.review_id)
+        return any(c.backend == "acceptance" and c.status == "ok" and c.verdict == "PASS" for c in found)
 
     def _untested(self, m: Merge, worker: str, base: str, why: str) -> bool:
         """A merge result whose checks cannot run here is not made, whatever review.unverified says: a person

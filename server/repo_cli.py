@@ -103,22 +103,27 @@ def _decide(board: Board, repository, args: argparse.Namespace) -> int:
             f"hiveboard: {repo.name} is merged by a person (merge manual); its base is not the queue's", file=sys.stderr
         )
         return 2
-    moved = base_moved(board, repository)
+    tip, moved = base_moved(board, repository)
     if moved is None:
-        print(
-            f"{repo.name}'s {repo.base} is where the merge queue left it ({repository.base_tip()[:12]}); nothing to do"
-        )
+        print(f"{repo.name}'s {repo.base} is where the merge queue left it ({(tip or '')[:12]}); nothing to do")
         return 0
     what = moved.commits()
+    if args.action == "adopt" and moved.tip is None:
+        print(
+            f"hiveboard: {repo.base} was deleted: there is nothing to adopt; run hiveboard repo reset {repo.name}",
+            file=sys.stderr,
+        )
+        return 2
     if args.action == "adopt":
         note = f"{who} adopted {repo.base} at {moved.tip[:12]} as reviewed ({what}); merging into {repo.name} goes on"
         board.merges.decide_base(repo.name, "adopted", moved.tip, who, note)
     else:
-        if not repository.advance(repo.base, moved.recorded, moved.tip, "reset to the merge queue's tip"):
+        gone = "0" * len(moved.recorded)  # update-ref's old value for "must not exist"
+        if not repository.advance(repo.base, moved.recorded, moved.tip or gone, "reset to the merge queue's tip"):
             print(f"hiveboard: {repo.base} moved again while it was being reset; run this again", file=sys.stderr)
             return 1
         note = (
-            f"{who} reset {repo.name}'s {repo.base} from {moved.tip[:12]} to {moved.recorded[:12]}, where the merge "
+            f"{who} reset {repo.name}'s {repo.base} from {moved.found[:12]} to {moved.recorded[:12]}, where the merge "
             f"queue left it ({what}); merging into {repo.name} goes on"
         )
         where = repository.worktree_of(repo.base)

@@ -94,7 +94,7 @@ async def test_a_merge_result_that_cannot_be_tested_is_not_made_even_when_unveri
     assert git(repo, "rev-parse", "main") == start
 
 
-@pytest.mark.parametrize("behind", ["hooks turned off", "ref file written"])
+@pytest.mark.parametrize("behind", ["hooks turned off", "ref file written", "deleted with hooks off"])
 async def test_the_base_moves_only_through_the_queue_a_move_behind_the_hook_stops_merging_until_a_person_decides(
     connect, reviewer, board, tmp_path, node_env, store_target, behind
 ):
@@ -113,38 +113,43 @@ async def test_the_base_moves_only_through_the_queue_a_move_behind_the_hook_stop
         worktree = tmp_path / "wt-alice"
         sha = work_on(repo, "hb/alice/1", worktree, {"calc.py": FIXED})
 
-        # from the agent's worktree, or in the main one, git refuses to move main
+        # from the agent's worktree, git refuses to move or delete main
         for args in (["update-ref", "refs/heads/main", "HEAD"], ["update-ref", "-d", "refs/heads/main"]):
             refused = agent_git(worktree, *args)
             assert refused.returncode != 0 and "moves only through hiveboard's merge queue" in refused.stderr
         assert git(repo, "rev-parse", "main") == start
 
         # behind the hook's back
+        hooks_off = [worktree, "-c", "core.hooksPath=/dev/null", "update-ref"]
         if behind == "hooks turned off":
-            assert (
-                agent_git(worktree, "-c", "core.hooksPath=/dev/null", "update-ref", "refs/heads/main", sha).returncode
-                == 0
-            )
-        else:  # the hook taken out first; hiveboard puts it back when it next looks
+            assert agent_git(*hooks_off, "refs/heads/main", sha).returncode == 0
+        elif behind == "ref file written":  # the hook taken out first; hiveboard puts it back when it next looks
             (repo / ".git" / "hooks" / "reference-transaction").unlink()
             (repo / ".git" / "refs" / "heads" / "main").write_text(sha + "\n")
-        assert git(repo, "rev-parse", "main") == sha
+        else:
+            assert agent_git(*hooks_off, "-d", "refs/heads/main").returncode == 0
+        deleted = behind == "deleted with hooks off"
+        assert agent_git(repo, "rev-parse", "--verify", "-q", "main").stdout.strip() == ("" if deleted else sha)
 
         # the card is reviewed against where the queue left main, and its merge is stopped, naming the commit
         await call(alice, "complete_task", task_id=task_id, token=token, output="documented", ref="hb/alice/1")
         card = await settled(alice, task_id)
         assert card["status"] == "needs_human" and card["history"][-1]["action"] == "merge blocked"
         reason = card["blocked_reason"]
-        assert sha[:12] in reason and "moved outside hiveboard's merge queue" in reason and "uncommitted" not in reason
+        said = "was deleted outside hiveboard's merge queue" if deleted else f"merge queue, from {start[:12]}"
+        named = "hiveboard repo reset calc" if deleted else sha[:12]
+        assert said in reason and named in reason and "uncommitted" not in reason, reason
         told = await call(lee, "get_messages", intent="needs_human", full=True)
-        assert any(sha[:12] in m["content"] and "hiveboard repo adopt calc" in m["content"] for m in told["messages"])
+        assert any(said in m["content"] and named in m["content"] for m in told["messages"])
 
         assert "moves only through" in (repo / ".git" / "hooks" / "reference-transaction").read_text()
         listed = run_cli("--home", home, "repo", "list", env=env)
-        assert f"moved to {sha[:12]}: merging stopped" in listed.stdout, listed.stdout
+        assert f"moved to {'(deleted)' if deleted else sha[:12]}: merging stopped" in listed.stdout, listed.stdout
 
         # a person decides, through the CLI; the record says who
         decision = "adopt" if behind == "hooks turned off" else "reset"
+        if deleted:  # nothing to adopt
+            assert run_cli("--home", home, "repo", "adopt", "calc", env=env).returncode == 2
         decided = run_cli("--home", home, "repo", decision, "calc", "--by", "lee", env=env)
         assert decided.returncode == 0, decided.stderr
         assert git(repo, "rev-parse", "main") == (sha if decision == "adopt" else start)
