@@ -15,6 +15,8 @@ from git_repos import CALC, card_on, git, make_repo, needs_git, register, settle
 from reviewing import NO_BUILTINS
 
 from hiveboard.critics.config import ReviewConfig
+from hiveboard.critics.engine import ReviewEngine
+from hiveboard.critics.merge import MergeQueue
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql"), needs_git, needs_sandbox]
 
@@ -162,3 +164,46 @@ async def test_the_base_moves_only_through_the_queue_a_move_behind_the_hook_stop
     assert subprocess.run(["git", "merge-base", "--is-ancestor", sha, "main"], cwd=repo).returncode == 0
     landed = [(x.how, x.sha) for x in board.repos.landings("calc")]
     assert landed[-1] == ("registered", start) and landed[0][1] == git(repo, "rev-parse", "main")
+
+
+async def test_a_base_that_moves_through_the_queue_after_the_merge_was_tested_is_merged_and_tested_again(
+    connect, board, tmp_path
+):
+    repo = make_repo(tmp_path / "calc")
+    register(board, repo)
+    start = git(repo, "rev-parse", "main")
+    config = TESTS_ONLY.model_copy(update={"agent_deadline": 0})
+    engine = ReviewEngine(board, config)
+    spec = {"files": [{"name": "test_spec.py", "content": SPEC}], "hidden": True}
+    async with connect("alice", review=engine) as alice:
+        task_id, token = await card_on(alice, board, "add sub; add keeps taking floats", acceptance_tests=spec)
+        sha = work_on(repo, "hb/alice/1", tmp_path / "wt-alice", {"calc.py": WITH_SUB})
+        await call(alice, "complete_task", task_id=task_id, token=token, output="added sub", ref="hb/alice/1")
+        job = await anyio.to_thread.run_sync(board.reviews.claim_job, "reviewer", 30)
+        await anyio.to_thread.run_sync(engine.run, job, "reviewer")  # passes: the commit waits in the queue
+        tested: list[str] = []
+
+        class Raced(MergeQueue):
+            def _passed_in_review(self, m):
+                if not tested:  # meanwhile another card's merge lands on main, with the regression in it
+                    (repo / "calc.py").write_text(REGRESSION)
+                    git(repo, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "int add")
+                    with board.store.write() as db:
+                        board.repos.land(db, "calc", git(repo, "rev-parse", "main"), "merged", "another worker")
+                tested.append("reviewed tree")
+                return super()._passed_in_review(m)
+
+            def _tested(self, m, worker, job, tree, repository):
+                tested.append("merge result")
+                return super()._tested(m, worker, job, tree, repository)
+
+        queue = Raced(board, config, engine.git, engine.merge_queue().tests)
+        merge = await anyio.to_thread.run_sync(board.merges.claim, "node-1", config.worker_lease)
+        await anyio.to_thread.run_sync(queue.merge, merge, "node-1")
+        card = await call(alice, "get_task", task_id=task_id, history=50)
+    # the first result was the reviewed tree itself; the base moved before it landed, so the new merge result was
+    # tested, failed the hidden tests, and nothing landed
+    assert tested == ["reviewed tree", "merge result"]
+    assert card["status"] == "in_progress" and card["history"][-1]["action"] == "merge result failed its tests"
+    assert git(repo, "rev-parse", "main") != start
+    assert subprocess.run(["git", "merge-base", "--is-ancestor", sha, "main"], cwd=repo).returncode == 1
