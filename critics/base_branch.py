@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hiveboard.board import Board
+from hiveboard.board.repos import Repo
 
 from .commits import Repository
 from .git import GitError, check_ref
@@ -102,6 +103,25 @@ def _write_hook(hooks: Path, text: str, base: str) -> str | None:
             os.fchmod(out.fileno(), 0o755)
         os.replace(temporary, HOOK, src_dir_fd=fd, dst_dir_fd=fd)
         return None
+    finally:
+        os.close(fd)
+
+
+def remove_hook(repo: Repo) -> bool:
+    """Take hiveboard's hook out of a repository no longer registered (another hook of that name stays); whether
+    it was there."""
+    try:
+        fd = os.open(Path(repo.git_dir) / "hooks", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        with open(HOOK, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW, dir_fd=fd)) as found:
+            if MARK.encode() not in found.read(1 << 16):
+                return False
+        os.unlink(HOOK, dir_fd=fd)
+        return True
+    except OSError:
+        return False
     finally:
         os.close(fd)
 

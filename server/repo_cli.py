@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 def repo(args: argparse.Namespace, settings: Settings, manager_for: ManagerFor) -> int:
     """`hiveboard repo add|list|remove|adopt|reset|log`; `manager_for(board)` gives git as `serve` runs it."""
     from hiveboard.board.repos import check_repo_name
-    from hiveboard.critics.base_branch import install_hook
+    from hiveboard.critics.base_branch import install_hook, remove_hook
     from hiveboard.critics.commits import Repository
     from hiveboard.critics.config import RepoLimits
     from hiveboard.critics.git import GitError
@@ -85,7 +85,8 @@ def repo(args: argparse.Namespace, settings: Settings, manager_for: ManagerFor) 
     for line in _sweep(manager):
         print(line)
     repo = board.repos.remove(args.target)
-    print(f"removed {repo.name} from the registry; {repo.path}, its branches and worktrees on disk stay")
+    unhooked = "; its base is no longer the merge queue's (hook taken out)" if remove_hook(repo) else ""
+    print(f"removed {repo.name} from the registry; {repo.path}, its branches and worktrees on disk stay{unhooked}")
     return 0
 
 

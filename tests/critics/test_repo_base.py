@@ -164,6 +164,10 @@ async def test_the_base_moves_only_through_the_queue_a_move_behind_the_hook_stop
     assert subprocess.run(["git", "merge-base", "--is-ancestor", sha, "main"], cwd=repo).returncode == 0
     landed = [(x.how, x.sha) for x in board.repos.landings("calc")]
     assert landed[-1] == ("registered", start) and landed[0][1] == git(repo, "rev-parse", "main")
+    # unregistered, the base is nobody's to guard: the hook goes with it
+    removed = run_cli("--home", home, "repo", "remove", "calc", env=env)
+    assert removed.returncode == 0 and "hook taken out" in removed.stdout, removed.stderr
+    assert not (repo / ".git" / "hooks" / "reference-transaction").exists()
 
 
 async def test_a_base_that_moves_through_the_queue_after_the_merge_was_tested_is_merged_and_tested_again(
