@@ -37,6 +37,7 @@ TABLES = (
     "task_refs",
     "merges",
     "reservations",
+    "repo_landings",
 )
 KEYS = {
     "agents": "name",
@@ -61,6 +62,7 @@ IDENTITY = (
     "task_refs",
     "merges",
     "reservations",
+    "repo_landings",
 )
 
 

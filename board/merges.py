@@ -11,7 +11,14 @@ takes its merge out of the queue.
 
 A merge is leased like a review job: a worker that dies mid-merge stops renewing and another takes the merge
 over; the base only moves by a compare-and-swap, and a commit the base already holds is not merged again, so
-each commit is merged once.
+each commit is merged once. The commit a worker is about to put on the base is written on the merge first
+(`landing`), so a worker that moved the base and died before saying so is told from one that found the base moved
+by something else.
+
+The base is the queue's: every commit it lands is recorded (board/repos.py, `repo_landings`) in the transaction
+that ends the merge. A base found anywhere else stops merging into its repository (`base_moved`: the people on
+the board are told which commits arrived unreviewed, once per tip) until a person adopts those commits as
+reviewed or resets the base to the recorded tip (`decide_base`, `hiveboard repo adopt|reset`).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from .commits import Commits
 from .db import Store, now, rows
 from .machine import Machine, Via
 from .models import Commit
-from .repos import Repos
+from .repos import LATEST, Repos
 
 LIVE = ("queued", "running")
 # a merge's outcome -> (the card's history action, the message's intent)
@@ -48,6 +55,8 @@ class Merge(BaseModel):
     holder: str | None  # the card's author, who gets it back when the merge fails
     round: int  # the review round that passed it (the round bound applies to a merge that fails)
     ref: str  # the branch or commit id handed in
+    review_id: int | None = None  # that round: its checks run again on the merge result
+    pending: str | None = None  # the commit an earlier worker of this merge was about to put on the base
 
 
 class Merges:
@@ -149,7 +158,7 @@ class Merges:
             merge = found[0]
             card = cards.row(db, merge["task_id"])
             last = db.execute(
-                "SELECT round FROM reviews WHERE task_id = ? AND status = 'finished' ORDER BY id DESC LIMIT 1",
+                "SELECT round, id FROM reviews WHERE task_id = ? AND status = 'finished' ORDER BY id DESC LIMIT 1",
                 [merge["task_id"]],
             ).fetchone()
             ref = db.execute(
@@ -166,12 +175,26 @@ class Merges:
                 holder=card["assignee"],
                 round=last[0] if last else 1,
                 ref=ref[0] if ref else merge["sha"],
+                review_id=last[1] if last else None,
+                pending=merge["merged_sha"],
             )
 
     def heartbeat(self, merge_id: int, worker: str, lease_seconds: float) -> bool:
         """Extend the worker's lease on its merge; False when it no longer holds it."""
         with self.store.write() as db:
             return self._renew(db, merge_id, worker, now() + lease_seconds)
+
+    def landing(self, merge_id: int, worker: str, sha: str) -> bool:
+        """Write on the merge the commit its worker is about to put on the base (before the base moves); False when
+        the worker no longer holds the merge (cancelled, or taken over), and then the base must not move."""
+        with self.store.write() as db:
+            return (
+                db.execute(
+                    "UPDATE merges SET merged_sha = ? WHERE id = ? AND worker = ? AND status = 'running'",
+                    [sha, merge_id, worker],
+                ).rowcount
+                == 1
+            )
 
     def held(self, merge_id: int, worker: str) -> bool:
         """Whether the worker still holds the merge (not cancelled, not taken over)."""
@@ -209,10 +232,13 @@ class Merges:
     ) -> bool:
         """Record how the merge ended (`status`: merged, conflict, failed, blocked) and move the card to
         `outcome` (done, in_progress, needs_human) with `message` to its thread; False if the worker no longer
-        held the merge."""
+        held the merge. A merge that put `merged_sha` on the base records it as where the base now is."""
         ts = now()
         action, intent = ENDS[status]
         with self.store.write() as db:
+            # the base holds it whoever holds the merge now (a person may have taken the card meanwhile)
+            if merged_sha is not None and (db.execute(LATEST, [merge.repo]).fetchone() or [None])[0] != merged_sha:
+                self.repos.land(db, merge.repo, merged_sha, "merged", f"merge queue ({worker})", merge.task_id, note)
             if not self._held(db, merge.id, worker):
                 return False
             row = cards.row(db, merge.task_id)
@@ -237,6 +263,35 @@ class Merges:
                 [status, merged_sha, note[:2000], ts, merge.id],
             )
             return True
+
+    # ----------------------------------------------------------------- the base is the queue's
+
+    def made(self, repo: str, sha: str) -> bool:
+        """Whether `sha` is a merge result the queue tested and was putting on the base of `repo` (its worker may
+        not have recorded it yet, or have stopped before it could)."""
+        found = self.store.db.execute("SELECT 1 FROM merges WHERE repo = ? AND merged_sha = ? LIMIT 1", [repo, sha])
+        return found.fetchone() is not None
+
+    def base_moved(self, repo: str, tip: str, summary: str, content: str, task_id: int | None = None) -> None:
+        """The base of `repo` was found at `tip`, not where hiveboard left it: merging into it stops, and the first
+        time that tip is found the people on the board (roles human and lead, and the pool) are told."""
+        with self.store.write() as db:
+            if not self.repos.moved(db, repo, tip):
+                return
+            self._tell_people(db, "needs_human", summary, content, task_id)
+
+    def decide_base(self, repo: str, how: str, sha: str, actor: str, note: str) -> None:
+        """A person's decision on a base that moved outside the queue (`how`: adopted, or reset to the recorded
+        tip): recorded as where the base is now, merging into it goes on, and the board is told who decided."""
+        with self.store.write() as db:
+            self.repos.land(db, repo, sha, how, actor, note=note)
+            self._tell_people(db, "info", note.split("\n", 1)[0], note)
+
+    def _tell_people(self, db: Database, intent: str, summary: str, content: str, task_id: int | None = None) -> None:
+        self.machine.messages.event(db, "hiveboard", intent, task_id, summary, content)
+        people = [r[0] for r in db.execute("SELECT name FROM agents WHERE role IN ('human', 'lead') ORDER BY name")]
+        for person in people:
+            self.machine.messages.event(db, "hiveboard", intent, task_id, summary, content, recipient=person)
 
     def of_task(self, task_id: int) -> list[dict]:
         """The card's merges, oldest first (status, sha, merged_sha, note): what the web page and tests read."""

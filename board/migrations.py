@@ -622,6 +622,26 @@ def m028_task_counts(db: Database) -> None:
     db.execute(f"CREATE TRIGGER tasks_uncounted AFTER DELETE ON tasks BEGIN {uncounted}; END")
 
 
+def m029_repo_landings(db: Database) -> None:
+    # The base branch is the merge queue's (board/merges.py): every commit hiveboard put on a repository's base, the
+    # tip it found there at registration, and what a person decided when the base had moved outside the queue
+    # (adopted as reviewed, or reset to the recorded tip), with who. A repository's latest row is where hiveboard
+    # left its base. repos.moved_to: the tip found there instead, while merging into it is stopped.
+    db.execute("""
+        CREATE TABLE repo_landings (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            repo TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            how TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            task_id INTEGER,
+            note TEXT,
+            created_at REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX repo_landings_repo ON repo_landings (repo, id)")
+    db.execute("ALTER TABLE repos ADD COLUMN moved_to TEXT")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -650,6 +670,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m026_keyword_merges_in_the_background,
     m027_memory_revision,
     m028_task_counts,
+    m029_repo_landings,
 ]
 
 

@@ -485,6 +485,23 @@ def p014_task_counts(db) -> None:
     )
 
 
+def p015_repo_landings(db) -> None:
+    # board/migrations.py m029_repo_landings
+    db.execute(f"""
+        CREATE TABLE repo_landings (
+            id {ID},
+            repo TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            how TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            task_id BIGINT,
+            note TEXT,
+            created_at DOUBLE PRECISION NOT NULL
+        )""")
+    db.execute("CREATE INDEX repo_landings_repo ON repo_landings (repo, id)")
+    db.execute("ALTER TABLE repos ADD COLUMN moved_to TEXT")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -500,6 +517,7 @@ MIGRATIONS: list[Callable] = [
     p012_memory_revision,
     p013_cards_in_todo,
     p014_task_counts,
+    p015_repo_landings,
 ]
 
 

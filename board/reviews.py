@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from . import cards
 from ._sqlite_utils import Database
 from .commits import Commits
-from .db import Store, iso, now, placeholders
+from .db import Store, iso, now, placeholders, rows
 from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
 from .events import ReviewChanged
 from .knowledge import Knowledge
@@ -169,33 +169,39 @@ class Reviews:
             )
             if row is None:
                 return None
-            task = cards.row(db, row["task_id"])
-            commit = Commits.of_review(db, row["id"])
-            test = (
-                db.execute("SELECT test_command FROM repos WHERE name = ?", [commit.repo]).fetchone()
-                if commit
-                else None
-            )
-            return ReviewJob(
-                id=row["id"],
-                task_id=row["task_id"],
-                round=row["round"],
-                agent=row["agent"],
-                fencing_token=row["fencing_token"],
-                task_type=row["task_type"],
-                title=task["title"],
-                description=task["description"],
-                acceptance_criteria=json.loads(task["acceptance_criteria"]),
-                acceptance_tests=cards.acceptance_tests(task),
-                output=row["output"],
-                summary=row["summary"],
-                artifacts=[Artifact(**a) for a in json.loads(row["artifacts"])],
-                attempts=row["attempts"],
-                agent_deadline=row["agent_deadline"],
-                waived=json.loads(task["waived"]),
-                commit=commit,
-                test_command=test[0] if test else None,
-            )
+            return self._job(db, row)
+
+    def job(self, review_id: int) -> ReviewJob:
+        """A round as its reviewers were given it (the card's checks, the work, its commit): what the merge queue
+        runs the same checks with on a merge result."""
+        with self.store.read() as db:
+            return self._job(db, rows(db, "SELECT * FROM reviews WHERE id = ?", [review_id])[0])
+
+    @staticmethod
+    def _job(db: Database, row: dict) -> ReviewJob:
+        task = cards.row(db, row["task_id"])
+        commit = Commits.of_review(db, row["id"])
+        test = db.execute("SELECT test_command FROM repos WHERE name = ?", [commit.repo]).fetchone() if commit else None
+        return ReviewJob(
+            id=row["id"],
+            task_id=row["task_id"],
+            round=row["round"],
+            agent=row["agent"],
+            fencing_token=row["fencing_token"],
+            task_type=row["task_type"],
+            title=task["title"],
+            description=task["description"],
+            acceptance_criteria=json.loads(task["acceptance_criteria"]),
+            acceptance_tests=cards.acceptance_tests(task),
+            output=row["output"],
+            summary=row["summary"],
+            artifacts=[Artifact(**a) for a in json.loads(row["artifacts"])],
+            attempts=row["attempts"],
+            agent_deadline=row["agent_deadline"],
+            waived=json.loads(task["waived"]),
+            commit=commit,
+            test_command=test[0] if test else None,
+        )
 
     def heartbeat(self, review_id: int, worker: str, lease_seconds: float) -> bool:
         """Extend the worker's lease on its job; False when it no longer holds it."""

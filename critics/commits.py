@@ -120,11 +120,11 @@ class Repository:
                 return Path(path)
         return None
 
-    def advance(self, branch: str, new: str, old: str) -> bool:
+    def advance(self, branch: str, new: str, old: str, why: str = "merged") -> bool:
         """Move `branch` from `old` to `new`, only if it still points at `old` (False: it moved meanwhile)."""
         out = self._run(
             self.path,
-            ["update-ref", "-m", "hiveboard: merged", f"refs/heads/{check_ref(branch)}", new, old],
+            ["update-ref", "-m", f"hiveboard: {why}", f"refs/heads/{check_ref(branch)}", new, old],
             writable=[self.git_dir],
             ok=(0, 1, 128),
         )
@@ -196,7 +196,9 @@ class Repository:
             sha = self.resolve(ref, worktree)
         except GitError as exc:
             raise InvalidInput(f"{exc} (repository {self.repo.name!r}); nothing was handed in") from None
-        tip = self.base_tip()
+        # the change is taken against where the merge queue left the base: commits put there by anything else are
+        # part of what is reviewed (critics/base_branch.py)
+        tip = self.repo.landed if self.repo.merge_mode == "auto" and self.repo.landed else self.base_tip()
         with self.view(sha) as view:
             found = self.in_view(view, ["merge-base", sha, tip], ok=(0, 1))
             base = found.text.strip()
@@ -404,6 +406,17 @@ class Repository:
                 except UnicodeDecodeError:
                     pass
         return found
+
+    def log(self, view: Path, tip: str, without: str, most: int) -> list[tuple[str, str]]:
+        """The commits `tip` holds and `without` does not, newest first, at most `most`: (id, subject)."""
+        out = self.in_view(
+            view, ["log", "--no-decorate", "--format=%H%x09%s", f"--max-count={most}", tip, "--not", without, "--"]
+        )
+        return [tuple(line.split("\t", 1)) for line in out.text.splitlines() if "\t" in line]  # type: ignore[misc]
+
+    def tree_of(self, view: Path, sha: str) -> str:
+        """The tree a commit holds."""
+        return self.in_view(view, ["rev-parse", "--verify", f"{sha}^{{tree}}"]).text.strip()
 
     def is_ancestor(self, view: Path, commit: str, of: str) -> bool:
         return self.in_view(view, ["merge-base", "--is-ancestor", commit, of], ok=(0, 1)).returncode == 0

@@ -47,6 +47,7 @@ from hiveboard.board.worker import Worker, keep_leased
 
 from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Unverified, Work
+from .base_branch import base_moved, tell
 from .commits import Repository, changed_files, on_diff
 from .config import NEVER_LOWERED, PRECEDENCE, CriticConfig, Endpoint, ReviewConfig
 from .git import Git, GitError
@@ -292,6 +293,9 @@ class ReviewEngine:
         tree = Path(tempfile.mkdtemp(prefix="hiveboard-tree-"))
         try:
             repository = self.repository(commit.repo)
+            _, moved = base_moved(self.board, repository)
+            if moved is not None:  # the review goes on (it judges the change against the recorded base); merges stop
+                tell(self.board, repository, moved, job.task_id)
             with repository.view(commit.sha) as view:
                 skipped = repository.export(view, commit.sha, tree)
                 lines = repository.changed_lines(view, commit.base_sha, commit.sha)

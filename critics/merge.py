@@ -1,15 +1,21 @@
 """The merge queue's worker: a passed commit merged into its repository's base branch, one merge at a time per
 repository (the queue, its leases and the card's moves: board/merges.py).
 
-For each merge: the base branch's tip; when it already holds the commit the merge is done (a worker before this
-one merged it and died before saying so); otherwise `git merge-tree --write-tree` of the tip and the commit
-(conflicts: the card goes back to its holder with a brief naming the files, as a FAIL does), a merge commit of
-the result (`commit-tree`), the repository's test command on it in the sandbox (red: back to the holder with the
-failing output), and only then the base moves: by a compare-and-swap of the branch (`update-ref BRANCH NEW OLD`),
-or, when the branch is checked out in a worktree (the main one, typically), by `git merge --ff-only` there if
-that worktree is clean (else a person is asked to commit or stash there and approve again). A base that moved
-meanwhile is merged again. Every git command runs in the sandbox, the content ones in the repository's clean
-view (critics/commits.py).
+The base only ever holds what was tested (the "not rocket science" rule): the tree that becomes the base is the
+one the card's checks passed on. For each merge: the base branch's tip, checked against where hiveboard left it
+(critics/base_branch.py: a base moved by anything else stops the merge and names the commits that arrived
+unreviewed); when it already holds the commit the merge is done (a worker before this one merged it and died
+before saying so); otherwise `git merge-tree --write-tree` of the tip and the commit (conflicts: the card goes back
+to its holder with a brief naming the files, as a FAIL does), a merge commit of the result (`commit-tree`), and on
+its tree, in the sandbox, the same checks the review ran on the commit (critics/acceptance.py): the repository's
+test command, the card's acceptance tests, hidden or not (their failures as opaque as in the review), and its `$`
+criteria (not again when the result's tree is the reviewed commit's own and they passed on it in the review: a
+base that had not moved). Red: back to the holder with what failed. A merge result that cannot be tested (no sandbox) is not
+made: a person decides. Only then the base moves to that tested commit: by a compare-and-swap of the branch
+(`update-ref BRANCH NEW OLD`), or, when the branch is checked out in a worktree (the main one, typically), by
+`git merge --ff-only` there if that worktree is clean (else a person is asked to commit or stash there and approve
+again). A base that moved meanwhile is merged, and tested, again. Every git command runs in the sandbox, the
+content ones in the repository's clean view (critics/commits.py).
 """
 
 from __future__ import annotations
@@ -22,14 +28,15 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from hiveboard.board import Board
+from hiveboard.board import Board, ReviewJob
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
 from hiveboard.board.merges import Merge
 from hiveboard.board.worker import Worker, keep_leased
 
-from .acceptance import AcceptanceCritic
-from .base import Unverified
-from .commits import Repository
+from .acceptance import AcceptanceCritic, checks
+from .base import Skipped, Unverified, Work
+from .base_branch import base_moved, tell
+from .commits import Repository, changed_files
 from .config import ReviewConfig
 from .git import Git
 
@@ -49,16 +56,28 @@ class MergeQueue:
 
     def merge(self, m: Merge, worker: str) -> None:
         """Merge `m`, and move its card by how it ended."""
-        repo = self.board.repos.get(m.repo)
-        repository = Repository(self.git, repo, self.config.repo)
-        base, short = repo.base, m.sha[:12]
+        base, short = self.board.repos.get(m.repo).base, m.sha[:12]
+        job = self.board.reviews.job(m.review_id) if m.review_id is not None else None
         for _ in range(RACES):
-            old = repository.base_tip()
+            repository = Repository(self.git, self.board.repos.get(m.repo), self.config.repo)  # its record, now
+            old, moved = base_moved(self.board, repository)
+            if moved is not None:
+                said = tell(self.board, repository, moved, m.task_id)
+                self._blocked(
+                    m,
+                    worker,
+                    f"task {m.task_id}: its commit {short} ({m.ref}) is not merged: {said}; then approve "
+                    "this card again",
+                )
+                return
+            if m.pending is not None and old == m.pending:
+                self._merged(m, worker, m.repo, base, old, "a worker before this one advanced it and stopped")
+                return
             scratch = Path(tempfile.mkdtemp(prefix="hiveboard-merge-"))
             try:
                 with repository.view(old) as view:
                     if repository.is_ancestor(view, m.sha, old):
-                        self._merged(m, worker, repo.name, base, old, "its base branch already holds it")
+                        self._merged(m, worker, m.repo, base, old, "its base branch already holds it")
                         return
                     tree, conflicts = repository.merge_tree(view, old, m.sha)
                     if tree is None:
@@ -71,41 +90,45 @@ class MergeQueue:
                         f"Merge task #{m.task_id}: {m.title}\n\n{m.ref} ({m.sha}) passed review round {m.round} "
                         "(hiveboard merge queue)",
                     )
-                    if repo.test_command:
+                    # fast-forward: the merge result's tree is the reviewed commit's, on which its checks passed
+                    reviewed = tree == repository.tree_of(view, m.sha) and self._passed_in_review(m)
+                    if not reviewed:
                         repository.export(view, new, scratch)
-                if repo.test_command and not self._tested(m, worker, scratch, repo.test_command, base):
+                if not reviewed and not self._tested(m, worker, job, scratch, repository):
                     return
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-            if not self.board.merges.held(m.id, worker):  # cancelled (the card left review) or taken over
+            # written on the merge before the base moves: a worker that takes it over, and the base's check, then
+            # know the move for the queue's own
+            if not self.board.merges.landing(m.id, worker, new):  # cancelled (the card left review) or taken over
                 return
             where = repository.worktree_of(base)
             if where is None:
                 if repository.advance(base, new, old):
-                    self._merged(m, worker, repo.name, base, new, f"{base} advanced from {old[:12]}")
+                    self._merged(m, worker, m.repo, base, new, f"{base} advanced from {old[:12]}")
                     return
-                continue  # the base moved meanwhile: merge again
+                continue  # the base moved meanwhile: look again
             dirty = repository.dirty(where, untracked=False)
             if dirty:
                 self._blocked(
                     m,
                     worker,
-                    f"task {m.task_id}: its commit {short} ({m.ref}) merges cleanly into {base} and passes the "
-                    f"repository's tests, but {base} is checked out in {where}, which has {len(dirty)} uncommitted "
+                    f"task {m.task_id}: its commit {short} ({m.ref}) merges cleanly into {base} and passes its "
+                    f"checks there, but {base} is checked out in {where}, which has {len(dirty)} uncommitted "
                     f"change(s); commit or stash there, then approve again",
                 )
                 return
             refused = repository.fast_forward(where, new)
             if refused is None:
-                self._merged(m, worker, repo.name, base, new, f"{base} fast-forwarded in {where}")
+                self._merged(m, worker, m.repo, base, new, f"{base} fast-forwarded in {where}")
                 return
             if repository.base_tip() == old:  # git would not move the worktree for another reason
                 self._blocked(
                     m,
                     worker,
-                    f"task {m.task_id}: its commit {short} ({m.ref}) merges cleanly into {base} and passes the "
-                    f"repository's tests, but git would not fast-forward {where} ({refused}); clear that there, "
-                    "then approve again",
+                    f"task {m.task_id}: its commit {short} ({m.ref}) merges cleanly into {base} and passes its "
+                    f"checks there, but git would not fast-forward {where} ({refused}); clear that there, then "
+                    "approve again",
                 )
                 return
         self._blocked(
@@ -115,21 +138,30 @@ class MergeQueue:
             "approve again to merge it",
         )
 
-    def _tested(self, m: Merge, worker: str, tree: Path, command: str, base: str) -> bool:
-        """Whether the merge result's tests pass (False: the card was moved by what they said)."""
-        try:
-            issues, detail = self.tests.run_tests(tree, command)
-        except Unverified as exc:
-            if self.config.unverified == "pass":
-                log.warning("task %s: merged without its tests run on the merge result: %s", m.task_id, exc)
+    def _tested(self, m: Merge, worker: str, job: ReviewJob | None, tree: Path, repository: Repository) -> bool:
+        """Whether the merge result passes the checks the review ran on the commit (False: the card was moved by
+        what they said). The same acceptance check as the review's, on the merge result's tree."""
+        base = repository.repo.base
+        if job is None or job.commit is None:  # a merge queued before its round was kept: the repository's tests
+            command = repository.repo.test_command
+            if not command:
                 return True
-            self._blocked(
-                m,
-                worker,
-                f"task {m.task_id}: the merge of {m.sha[:12]} ({m.ref}) into {base} could not be tested ({exc}); "
-                'a human decides (the operator can install bubblewrap, or set review.unverified = "pass")',
-            )
-            return False
+            try:
+                issues, detail = self.tests.run_tests(tree, command)
+            except Unverified as exc:
+                return self._untested(m, worker, base, str(exc))
+            failed = [f"the repository's tests ({detail})"] if issues else []
+        else:
+            work = Work(**{**dict(job), "artifacts": changed_files(job.commit, tree)}, tree=str(tree))
+            try:
+                critique = self.tests.review(work, [])
+            except Skipped:
+                return True  # nothing to run: the review had no check either
+            except Unverified as exc:
+                return self._untested(m, worker, base, str(exc))
+            issues = critique.issues
+            rules = {i.rule for i in issues}
+            failed = [c.label for c in checks(work) if c.label[:40] in rules] or [critique.summary]
         if not issues:
             return True
         shown = "\n".join(f"- {i.location + ': ' if i.location else ''}{i.description}" for i in issues)
@@ -137,9 +169,29 @@ class MergeQueue:
             m,
             worker,
             "failed",
-            f"task {m.task_id}: merged into the current {base}, its commit {m.sha[:12]} ({m.ref}) fails the "
-            f"repository's tests ({detail}); {base} did not move.\n{shown[: self.config.brief_chars * 4]}\n"
+            f"task {m.task_id}: merged into the current {base}, its commit {m.sha[:12]} ({m.ref}) fails "
+            f"{'; '.join(failed)}; {base} did not move.\n{shown[: self.config.brief_chars * 4]}\n"
             + self._again(m, base),
+        )
+        return False
+
+    def _passed_in_review(self, m: Merge) -> bool:
+        """Whether the round that passed the commit ran its checks and they all passed (not unverified, not
+        skipped)."""
+        if m.review_id is None:
+            return False
+        found = self.board.reviews.critiques(m.review_id)
+        return any(c.backend == "acceptance" and c.status == "ok" and c.verdict == "PASS" for c in found)
+
+    def _untested(self, m: Merge, worker: str, base: str, why: str) -> bool:
+        """A merge result whose checks cannot run here is not made, whatever review.unverified says: a person
+        decides."""
+        self._blocked(
+            m,
+            worker,
+            f"task {m.task_id}: the merge of {m.sha[:12]} ({m.ref}) into {base} is not made because its checks could "
+            f"not run on the merge result ({why}); a human decides (the operator can install bubblewrap, see "
+            "hiveboard doctor)",
         )
         return False
 

@@ -427,7 +427,7 @@ def worktree_manager(settings: Settings, board: Board) -> WorktreeManager:
 
 
 def cmd_repo(args: argparse.Namespace) -> int:
-    """`hiveboard repo add|list|remove` (server/repo_cli.py)."""
+    """`hiveboard repo add|list|remove|adopt|reset|log` (server/repo_cli.py)."""
     from .repo_cli import repo
 
     settings = _settings(args)
@@ -1075,9 +1075,11 @@ def parser() -> argparse.ArgumentParser:
     r = add(
         "repo",
         help="the git repositories cards are worked in: 'add PATH --name NAME [--base main] [--test CMD] "
-        "[--merge auto|manual]', 'list', 'remove NAME'",
+        "[--merge auto|manual]', 'list', 'remove NAME'; when a base moved outside the merge queue, 'adopt NAME' "
+        "(take its new commits as reviewed) or 'reset NAME' (put it back where the queue left it); 'log NAME' (the "
+        "base's moves on the record)",
     )
-    r.add_argument("action", choices=["add", "list", "remove"])
+    r.add_argument("action", choices=["add", "list", "remove", "adopt", "reset", "log"])
     r.add_argument("target", nargs="?", metavar="PATH|NAME")
     r.add_argument("--name", help="add: the name cards give (create_task repo=NAME)")
     r.add_argument("--base", default="main", help="add: the branch work starts from and merges into (default main)")
@@ -1088,6 +1090,7 @@ def parser() -> argparse.ArgumentParser:
         default="auto",
         help="add: a passed card's branch is merged by the queue (auto) or left for a person (manual)",
     )
+    r.add_argument("--by", help="adopt, reset: who decides, for the record (default: operator and the OS user)")
     r.set_defaults(fn=cmd_repo)
 
     wt = add(
