@@ -12,7 +12,7 @@ import anyio
 import pytest
 from conftest import call, needs_sandbox, run_cli
 from git_repos import CALC, card_on, git, make_repo, needs_git, register, settled, work_on
-from reviewing import NO_BUILTINS
+from reviewing import NO_BUILTINS, llm_critic
 
 from hiveboard.critics.config import ReviewConfig
 from hiveboard.critics.engine import ReviewEngine
@@ -80,12 +80,23 @@ async def test_a_right_change_on_an_old_ancestor_is_not_landed_when_its_merge_wi
 
 
 async def test_a_merge_result_that_cannot_be_tested_is_not_made_even_when_unverified_work_may_pass(
-    connect, reviewer, board, tmp_path
+    connect, reviewer, board, tmp_path, fake_llm
 ):
     repo = make_repo(tmp_path / "calc")
     register(board, repo)
     start = git(repo, "rev-parse", "main")
-    engine = reviewer(TESTS_ONLY.model_copy(update={"execute": "off", "unverified": "pass"}))
+    # a model critic reads the diff without the sandbox, so the review has a critique and passes the commit
+    critics = {**TESTS_ONLY.critics, "llm-correctness": llm_critic(fake_llm, "correctness")}
+    engine = reviewer(
+        TESTS_ONLY.model_copy(
+            update={
+                "critics": critics,
+                "task_types": {"code": ["tests", "correctness"]},
+                "execute": "off",
+                "unverified": "pass",
+            }
+        )
+    )
     async with connect("alice", review=engine) as alice:
         task_id, token = await card_on(alice, board, "document add")
         work_on(repo, "hb/alice/1", tmp_path / "wt-alice", {"calc.py": FIXED})
