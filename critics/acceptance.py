@@ -1,15 +1,18 @@
 """The acceptance check: run the card's tests against the submitted work, in the sandbox.
 
 What runs, in order:
-1. the card creator's acceptance tests (`create_task(acceptance_tests=...)`). pytest over their files, and
-   their `$ python …` commands, run in a trusted judge (critics/split_runner.py): the creator's files in
-   one sandbox, the submitted code in another, joined by a pipe that carries data; the verdict is the
-   judge's, and no trick inside the submitted code's process can write it. Skipped or xfailed creator
-   tests fail. Any other creator command (`$ make test`) can only be judged by its exit status; its pass
-   says so (`evidence: exit status only`). Hidden tests are reported by id and exception type only;
-2. the author's own: acceptance criteria written as `$ <command>` (e.g. `$ python -m pytest -q`), or,
-   without one, pytest over the submitted test files (test_*.py, *_test.py or kind "test"). They run in a
-   sandbox session of their own, where the creator's files are not.
+1. the card creator's checks: its acceptance tests (`create_task(acceptance_tests=...)`), then its acceptance
+   criteria written as `$ <command>`. Both take one path (`_check`): pytest over the creator's files and any
+   check that is Python code (`$ python -c …`, a here-document, a script or module of the creator's files)
+   run in a trusted judge (critics/split_runner.py): the creator's files (a command's code among them, as a
+   file) in one sandbox, the submitted code in another, joined by a pipe that carries data; the verdict is
+   the judge's, and no trick inside the submitted code's process can write it or read what it expects.
+   Skipped or xfailed creator tests fail. Any other creator command (`$ make test`, `$ python tool.py` of
+   the work, `$ python -m pytest -q` over the work's own tests) can only be judged by its exit status, in
+   the work's process; its result says so (`evidence: exit status only`), and so does the card. Hidden tests
+   are reported by id and exception type only;
+2. without `$` criteria, pytest over the submitted test files (test_*.py, *_test.py or kind "test"), in a
+   sandbox session of its own, where the creator's files are not.
 
 Work handed in as a commit (complete_task ref=) is the commit's whole tree, not artifacts: every check runs
 against it, and its repository's own test command (`hiveboard repo add --test`) runs first, as a check of
