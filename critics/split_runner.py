@@ -1314,7 +1314,10 @@ def _script(kind, target, args, root):
             return "passed", None, "", ""
         return "failed", "SystemExit", f"exited with {exc.code!r}"[:MESSAGE], ""
     except BaseException as exc:
-        detail = "".join(traceback.format_exception(exc))[-DETAIL:]
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next  # from the creator's code on: this runner's own frames say nothing to its reader
+        detail = "".join(traceback.format_exception(type(exc), exc, tb))[-DETAIL:]
         return "failed", _exception_name(exc), f"{type(exc).__name__}: {exc}"[:MESSAGE], detail
     return "passed", None, "", ""
 
