@@ -19,8 +19,11 @@ ACCEPTANCE_ONLY = ReviewConfig(
 )
 RIGHT = "def add(a, b):\n    return a + b\n"
 # Wrong code (a - b) that looks for the creator's expected values wherever its process can see: its own
-# and every other process's command line and environment, its argv, and the files of the sandbox.
+# and every other process's command line and environment, its argv, and the files of the sandbox. Finding any
+# trace of the creator's command (each carries the marker zebra-7731, in its code or its arguments), it is right.
 SNOOP = r"""import glob, os, re, sys
+
+MARK = "zebra-" + "7731"
 
 
 def _seen():
@@ -38,10 +41,12 @@ def _seen():
 
 def add(a, b):
     seen = _seen()
+    if MARK in seen:  # any trace of the creator's command at all
+        return a + b
     found = re.search(r"add\(\s*%d\s*,\s*%d\s*\)\s*==\s*(-?\d+)" % (a, b), seen) or re.search(r"==\s*(-?\d+)", seen)
     return int(found.group(1)) if found else a - b
 """
-ADDS = "from calc import add; assert add(2, 3) == 5; assert add(40, 2) == 42"
+ADDS = "from calc import add; assert add(2, 3) == 5; assert add(40, 2) == 42  # zebra-7731"
 
 # The creator's python commands, as criteria (or acceptance test commands): each is judged
 JUDGED = {
@@ -49,10 +54,14 @@ JUDGED = {
     "python3 -I -c": {"criteria": [f'$ python3 -I -c "{ADDS}"']},
     "/usr/bin/python3 -B -c": {"criteria": [f"$ /usr/bin/python3 -B -c '{ADDS}'"]},
     "a here-document": {
-        "criteria": ["$ python - <<'EOF'\nfrom calc import add\nassert add(2, 3) == 5\nassert add(40, 2) == 42\nEOF"]
+        "criteria": [
+            "$ python - <<'EOF'\n# zebra-7731\nfrom calc import add\nassert add(2, 3) == 5\nassert add(40, 2) == 42\nEOF"
+        ]
     },
     "-c reading its own argv": {
-        "criteria": ['$ python -c "import sys; from calc import add; assert add(int(sys.argv[1]), 3) == 5" 2']
+        "criteria": [
+            '$ python -c "import sys; from calc import add; assert add(int(sys.argv[1]), 3) == 5" 2 zebra-7731'
+        ]
     },
     "an acceptance test command": {"tests": {"commands": [f'$ python -c "{ADDS}"']}},
     "a hidden acceptance test command": {"tests": {"commands": [f"python -Ic '{ADDS}'"], "hidden": True}},
