@@ -76,9 +76,8 @@ class Check:
     label: str
     argv: list[str] = field(default_factory=list)  # a `$` command, with `python` as this interpreter
     pytest: list[str] | None = None  # pytest arguments, run through a runner instead of argv
-    script: list[str] | None = (
-        None  # the judge runs this instead: ["script", PATH, args…], ["code", ARGV0, args…], ["module", …]
-    )
+    # the judge runs this instead: ["script", PATH, args…], ["module", NAME, args…], ["code", ARGV0, args…]
+    script: list[str] | None = None
     code: str = ""  # a ["code", …] check's source: a file of the creator's in the judge, never on a command line
     spec: bool = False  # run from the card creator's test files (root: the spec directory)
     creator: bool = False  # the card's creator wrote it (an acceptance criterion or test): it says what decided it
