@@ -102,10 +102,12 @@ class Command:
     shown: str  # as the label shows it
     text: str  # as written, without the `$ `
     stdin: str | None = None
+    shell: bool = False  # it has a pipe, a `&&`, a redirection…: only a shell runs it as written
 
 
 HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2\s*$")
 PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+SHELL_OPERATORS = frozenset("();<>|&")
 # code that starts a process runs the work in it, where the judge cannot serve the work's modules
 PROCESS_MODULES = frozenset({"subprocess", "multiprocessing", "pty", "pexpect", "plumbum"})
 PROCESS_CALLS = re.compile(r"system|popen|fork\w*|exec[lv]\w*|spawn\w*|posix_spawn\w*")
@@ -130,8 +132,13 @@ def _command(text: str) -> Command | None:
             return Command(argv, f"{first.strip()} …", text, code) if argv else None
     try:
         argv = shlex.split(text)
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        shell = any(set(token) <= SHELL_OPERATORS for token in lexer)
     except ValueError:
         return None
+    if shell:
+        return Command(argv, first.strip() + (" …" if body.strip() else ""), text, shell=True) if argv else None
     return Command(argv, shlex.join(argv), text) if argv else None
 
 
@@ -199,9 +206,12 @@ def _check(
     """One path for every command: the creator's Python code (`-c`, a here-document, a script or module of the
     creator's files) runs in the judge, with its imports of the work served over the pipe; `python -m pytest`
     and `pytest` through a runner (the judge's for the creator's files, else the work's own); anything else
-    as written, `python` meaning the server's interpreter, where only its exit status can decide."""
+    as written (through `sh` when it has shell syntax), `python` meaning the server's interpreter, where only
+    its exit status can decide."""
     argv = command.argv
     base = {"label": label, "spec": spec, "creator": creator, "hidden": hidden}
+    if command.shell:  # `python -c "print(add(2, 3))" | grep -x 5`: the judge would drop what follows the code
+        return Check(argv=["sh", "-c", command.text], **base)
     python = _python(argv)
     if argv[0] == "pytest":
         return Check(pytest=argv[1:], **base)

@@ -84,9 +84,18 @@ def test_a_command_the_judge_cannot_run_is_exit_status_only(line):
     assert check.exit_status_only and not check.judged and check.code == "", check
 
 
-def test_a_here_document_to_a_shell_runs_in_the_shell():
-    [check] = checks(work(criteria=["$ sh <<EOF\ntest -f calc.py\nEOF"]))
-    assert check.argv == ["sh", "-c", "sh <<EOF\ntest -f calc.py\nEOF"] and check.exit_status_only
+@pytest.mark.parametrize(
+    "line",
+    [
+        "$ sh <<EOF\ntest -f calc.py\nEOF",
+        f'$ python -c "{CODE}; print(add(2, 3))" | grep -x 5',  # the judge would drop the grep
+        f'$ python -c "{CODE}" && test -f calc.py',
+        "$ cat <<EOF | python\nfrom calc import add\nEOF",
+    ],
+)
+def test_a_command_with_shell_syntax_runs_in_the_shell(line):
+    [check] = checks(work(criteria=[line]))
+    assert check.argv == ["sh", "-c", line[2:]] and check.exit_status_only, check
 
 
 def test_the_authors_own_tests_are_not_the_creators():

@@ -116,6 +116,7 @@ WORK = {
 }
 EXIT_STATUS = {
     "sh -c": "$ sh -c 'python -c \"from calc import add; assert add(2, 3) == 5\"'",
+    "python piped to grep": '$ python -c "from calc import add; print(add(2, 3))" | grep -x 5',
     "the work's script": "$ python tool.py",
     "the work's module": "$ python -m calc",
     "the work's tests": "$ python -m pytest -q",
@@ -140,10 +141,11 @@ async def test_a_creator_command_the_judge_cannot_run_says_exit_status_only(conn
         assert "exit status only" in (await call(carol, "get_task", task_id=card["id"]))["evidence"]
 
 
-async def test_a_failing_exit_status_only_command_still_fails(connect, reviewer):
+@pytest.mark.parametrize("shape", ["sh -c", "python piped to grep"])
+async def test_a_failing_exit_status_only_command_still_fails(connect, reviewer, shape):
     engine = reviewer(ACCEPTANCE_ONLY)
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await card_with(carol, {"criteria": [EXIT_STATUS["sh -c"]]})
+        card = await card_with(carol, {"criteria": [EXIT_STATUS[shape]]})
         await hand_in(alice, card["id"], {"calc.py": "def add(a, b):\n    return a - b\n"})
         last = (await verdict(alice, card["id"]))["rounds"][-1]
         acceptance = critic(last, "acceptance")
