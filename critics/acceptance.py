@@ -229,6 +229,8 @@ def _check(
             return Check(script=["module", what, *args], **base)
         if how == "script" and posixpath.normpath(what) in {posixpath.normpath(f) for f in files}:
             return Check(script=["script", what, *args], **base)
+        if how in ("script", "-m"):  # the work's own script or module: run from the work, beside it
+            base["spec"] = False
     if command.stdin is not None:  # a here-document needs the shell
         argv = ["sh", "-c", command.text]
     elif argv[0] in ("python", "python3"):

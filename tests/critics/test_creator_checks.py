@@ -55,6 +55,12 @@ def test_the_creators_python_code_is_judged_as_a_criterion_and_as_a_command(line
         assert check.argv == []  # the code is on no command line
 
 
+def test_a_script_or_module_of_the_work_runs_from_the_work():
+    for line in ("$ python tool.py", "$ python -m calc"):
+        check = checks(work(commands=[line], files={"check.py": CODE}))[0]
+        assert check.exit_status_only and not check.spec and check.argv[1:] == line.split()[2:], check
+
+
 def test_a_script_or_module_of_the_creators_files_is_judged():
     files = {"check.py": CODE, "helpers/__init__.py": "", "helpers/run.py": CODE}
     for line, script in (

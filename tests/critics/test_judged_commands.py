@@ -114,7 +114,7 @@ WORK = {
     "tool.py": "from calc import add\n\nassert add(2, 3) == 5\n",
     "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
 }
-EXIT_STATUS = {
+LINES = {
     "sh -c": "$ sh -c 'python -c \"from calc import add; assert add(2, 3) == 5\"'",
     "python piped to grep": '$ python -c "from calc import add; print(add(2, 3))" | grep -x 5',
     "the work's script": "$ python tool.py",
@@ -126,13 +126,21 @@ EXIT_STATUS = {
         "assert out.strip() == '5', out\""
     ),
 }
+EXIT_STATUS = {
+    **{shape: {"criteria": [line]} for shape, line in LINES.items()},
+    # the same shapes as the acceptance tests' commands take the same path
+    **{
+        f"{shape}, as an acceptance test command": {"tests": {"commands": [LINES[shape]]}}
+        for shape in ("sh -c", "the work's script", "code that runs the work in a subprocess")
+    },
+}
 
 
 @pytest.mark.parametrize("shape", list(EXIT_STATUS))
 async def test_a_creator_command_the_judge_cannot_run_says_exit_status_only(connect, reviewer, shape):
     engine = reviewer(ACCEPTANCE_ONLY)
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await card_with(carol, {"criteria": [EXIT_STATUS[shape]]})
+        card = await card_with(carol, EXIT_STATUS[shape])
         await hand_in(alice, card["id"], WORK)
         last = (await verdict(alice, card["id"]))["rounds"][-1]
         acceptance = critic(last, "acceptance")
@@ -145,7 +153,7 @@ async def test_a_creator_command_the_judge_cannot_run_says_exit_status_only(conn
 async def test_a_failing_exit_status_only_command_still_fails(connect, reviewer, shape):
     engine = reviewer(ACCEPTANCE_ONLY)
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await card_with(carol, {"criteria": [EXIT_STATUS[shape]]})
+        card = await card_with(carol, EXIT_STATUS[shape])
         await hand_in(alice, card["id"], {"calc.py": "def add(a, b):\n    return a - b\n"})
         last = (await verdict(alice, card["id"]))["rounds"][-1]
         acceptance = critic(last, "acceptance")
