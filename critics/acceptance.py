@@ -1,15 +1,18 @@
 """The acceptance check: run the card's tests against the submitted work, in the sandbox.
 
 What runs, in order:
-1. the card creator's acceptance tests (`create_task(acceptance_tests=...)`). pytest over their files, and
-   their `$ python …` commands, run in a trusted judge (critics/split_runner.py): the creator's files in
-   one sandbox, the submitted code in another, joined by a pipe that carries data; the verdict is the
-   judge's, and no trick inside the submitted code's process can write it. Skipped or xfailed creator
-   tests fail. Any other creator command (`$ make test`) can only be judged by its exit status; its pass
-   says so (`evidence: exit status only`). Hidden tests are reported by id and exception type only;
-2. the author's own: acceptance criteria written as `$ <command>` (e.g. `$ python -m pytest -q`), or,
-   without one, pytest over the submitted test files (test_*.py, *_test.py or kind "test"). They run in a
-   sandbox session of their own, where the creator's files are not.
+1. the card creator's checks: its acceptance tests (`create_task(acceptance_tests=...)`), then its acceptance
+   criteria written as `$ <command>`. Both take one path (`_check`): pytest over the creator's files and any
+   check that is Python code (`$ python -c …`, a here-document, a script or module of the creator's files)
+   run in a trusted judge (critics/split_runner.py): the creator's files (a command's code among them, as a
+   file) in one sandbox, the submitted code in another, joined by a pipe that carries data; the verdict is
+   the judge's, and no trick inside the submitted code's process can write it or read what it expects.
+   Skipped or xfailed creator tests fail. Any other creator command (`$ make test`, `$ python tool.py` of
+   the work, `$ python -m pytest -q` over the work's own tests) can only be judged by its exit status, in
+   the work's process; its result says so (`evidence: exit status only`), and so does the card. Hidden tests
+   are reported by id and exception type only;
+2. without `$` criteria, pytest over the submitted test files (test_*.py, *_test.py or kind "test"), in a
+   sandbox session of its own, where the creator's files are not.
 
 Work handed in as a commit (complete_task ref=) is the commit's whole tree, not artifacts: every check runs
 against it, and its repository's own test command (`hiveboard repo add --test`) runs first, as a check of
@@ -24,11 +27,15 @@ critic says why (`Unverified`).
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
+import posixpath
+import re
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
@@ -69,76 +76,194 @@ class Check:
     label: str
     argv: list[str] = field(default_factory=list)  # a `$` command, with `python` as this interpreter
     pytest: list[str] | None = None  # pytest arguments, run through a runner instead of argv
-    script: list[str] | None = None  # the judge runs this instead: ["script", PATH, args…], ["code", …], ["module", …]
-    spec: bool = False  # the card creator's tests (root: the spec directory)
+    # the judge runs this instead: ["script", PATH, args…], ["module", NAME, args…], ["code", ARGV0, args…]
+    script: list[str] | None = None
+    code: str = ""  # a ["code", …] check's source: a file of the creator's in the judge, never on a command line
+    spec: bool = False  # run from the card creator's test files (root: the spec directory)
+    creator: bool = False  # the card's creator wrote it (an acceptance criterion or test): it says what decided it
     hidden: bool = False
 
     @property
     def judged(self) -> bool:
-        """Run by the trusted judge (the creator's pytest tests and python commands)."""
-        return self.spec and (self.pytest is not None or self.script is not None)
+        """Run by the trusted judge (the creator's pytest files and python code)."""
+        return self.script is not None or (self.spec and self.pytest is not None)
+
+    @property
+    def exit_status_only(self) -> bool:
+        """A creator's check the judge cannot run: decided in the work's own process, so its pass says so."""
+        return self.creator and not self.judged
 
 
-def _command(text: str) -> list[str] | None:
+@dataclass
+class Command:
+    """A `$ …` line: its arguments, and the code a here-document feeds it (`$ python - <<EOF`)."""
+
+    argv: list[str]
+    shown: str  # as the label shows it
+    text: str  # as written, without the `$ `
+    stdin: str | None = None
+    shell: bool = False  # it has a pipe, a `&&`, a redirection…: only a shell runs it as written
+
+
+HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2\s*$")
+PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
+SHELL_OPERATORS = frozenset("();<>|&")
+# code that starts a process runs the work in it, where the judge cannot serve the work's modules
+PROCESS_MODULES = frozenset({"subprocess", "multiprocessing", "pty", "pexpect", "plumbum"})
+PROCESS_CALLS = re.compile(r"system|popen|fork\w*|exec[lv]\w*|spawn\w*|posix_spawn\w*")
+
+
+def _command(text: str) -> Command | None:
     text = text.strip().strip("`").strip()
     if not text.startswith("$ "):
         return None
+    text = text[2:]
+    first, _, body = text.partition("\n")
+    here = HEREDOC.search(first)
+    if here and body:
+        lines = body.split("\n")
+        ends = [n for n, line in enumerate(lines) if (line.lstrip("\t") if here[1] else line).rstrip() == here[3]]
+        if ends and not any(line.strip() for line in lines[ends[0] + 1 :]):
+            try:
+                argv = shlex.split(first[: here.start()])
+            except ValueError:
+                return None
+            code = "\n".join(line.lstrip("\t") if here[1] else line for line in lines[: ends[0]]) + "\n"
+            return Command(argv, f"{first.strip()} …", text, code) if argv else None
     try:
-        argv = shlex.split(text[2:])
+        argv = shlex.split(text)
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        shell = any(set(token) <= SHELL_OPERATORS for token in lexer)
     except ValueError:
         return None
-    return argv or None
+    if shell:
+        return Command(argv, first.strip() + (" …" if body.strip() else ""), text, shell=True) if argv else None
+    return Command(argv, shlex.join(argv), text) if argv else None
 
 
-def _as_check(argv: list[str], label: str, spec: bool = False, hidden: bool = False) -> Check:
-    """`python -m pytest …` and `pytest …` go through a runner (per-test results); the creator's other
-    `python` commands through the judge; anything else runs as written, `python` meaning the server's
-    interpreter."""
-    if argv[0] in ("python", "python3") and argv[1:3] == ["-m", "pytest"]:
-        return Check(label, pytest=argv[3:], spec=spec, hidden=hidden)
+def _python(argv: list[str]) -> tuple[str, str, list[str]] | None:
+    """A Python command line as (how, what, its arguments): ("-c", CODE, …), ("-m", MODULE, …), ("script",
+    PATH, …) or ("-", "", …) for code read from stdin. None: not the interpreter (`python3.11`,
+    `/usr/bin/python3` and `env python3` are), or an option the judge does not take (`--version`)."""
+    start = 1 if PurePosixPath(argv[0]).name == "env" and len(argv) > 1 else 0
+    if not PYTHON.fullmatch(PurePosixPath(argv[start]).name):
+        return None
+    rest = argv[start + 1 :]
+    at = 0
+    while at < len(rest):
+        arg = rest[at]
+        if arg == "-" or not arg.startswith("-"):
+            return ("-", "", rest[at + 1 :]) if arg == "-" else ("script", arg, rest[at + 1 :])
+        if arg.startswith("--"):
+            return None
+        for n, flag in enumerate(arg[1:], 1):  # -I -B -u -E -s -S -O …, several in one (-Ic CODE)
+            if flag in "cmWX":
+                value, at = (
+                    (arg[n + 1 :], at) if arg[n + 1 :] else (rest[at + 1] if at + 1 < len(rest) else None, at + 1)
+                )
+                if value is None:
+                    return None
+                if flag in "cm":
+                    return f"-{flag}", value, rest[at + 1 :]
+                break
+        at += 1
+    return "-", "", []  # no script: python reads its code from stdin
+
+
+def _runs_processes(code: str) -> bool:
+    """The code starts processes of its own (subprocess, os.system…): a process it starts to run the work
+    would find no work in the judge, so the command runs beside the work instead."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False  # the judge reports the error
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in PROCESS_MODULES for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (
+            (node.module or "").split(".")[0] in PROCESS_MODULES
+            or (node.module == "os" and any(PROCESS_CALLS.fullmatch(a.name) for a in node.names))
+        ):
+            return True
+        if isinstance(node, ast.Attribute) and PROCESS_CALLS.fullmatch(node.attr):
+            if isinstance(node.value, ast.Name) and node.value.id == "os":
+                return True
+        if isinstance(node, ast.Constant) and node.value in PROCESS_MODULES:  # __import__("subprocess")
+            return True
+    return False
+
+
+def _check(
+    command: Command,
+    label: str,
+    *,
+    creator: bool = False,
+    files: Sequence[str] = (),
+    spec: bool = False,
+    hidden: bool = False,
+) -> Check:
+    """One path for every command: the creator's Python code (`-c`, a here-document, a script or module of the
+    creator's files) runs in the judge, with its imports of the work served over the pipe; `python -m pytest`
+    and `pytest` through a runner (the judge's for the creator's files, else the work's own); anything else
+    as written (through `sh` when it has shell syntax), `python` meaning the server's interpreter, where only
+    its exit status can decide."""
+    argv = command.argv
+    base = {"label": label, "spec": spec, "creator": creator, "hidden": hidden}
+    if command.shell:  # `python -c "print(add(2, 3))" | grep -x 5`: the judge would drop what follows the code
+        return Check(argv=["sh", "-c", command.text], **base)
+    python = _python(argv)
     if argv[0] == "pytest":
-        return Check(label, pytest=argv[1:], spec=spec, hidden=hidden)
-    if spec and argv[0] in ("python", "python3") and len(argv) > 1:
-        if argv[1] in ("-c", "-m") and len(argv) > 2:
-            return Check(label, script=["code" if argv[1] == "-c" else "module", *argv[2:]], spec=spec, hidden=hidden)
-        if not argv[1].startswith("-"):
-            return Check(label, script=["script", *argv[1:]], spec=spec, hidden=hidden)
-    if argv[0] in ("python", "python3"):
+        return Check(pytest=argv[1:], **base)
+    if python is not None and python[:2] == ("-m", "pytest"):
+        return Check(pytest=python[2], **base)
+    if creator and python is not None:
+        how, what, args = python
+        if how == "-" and command.stdin is not None:
+            how, what, args = "-c", command.stdin, ["-", *args]
+        elif how == "-c":
+            args = ["-c", *args]
+        if how == "-c" and not _runs_processes(what):
+            return Check(script=["code", *args], code=what, **base)
+        if how == "-m" and what.split(".")[0] in module_names(list(files)):
+            return Check(script=["module", what, *args], **base)
+        if how == "script" and posixpath.normpath(what) in {posixpath.normpath(f) for f in files}:
+            return Check(script=["script", what, *args], **base)
+        if how in ("script", "-m"):  # the work's own script or module: run from the work, beside it
+            base["spec"] = False
+    if command.stdin is not None:  # a here-document needs the shell
+        argv = ["sh", "-c", command.text]
+    elif argv[0] in ("python", "python3"):
         argv = [sys.executable, *argv[1:]]
-    return Check(label, argv=argv, spec=spec, hidden=hidden)
+    return Check(argv=argv, **base)
 
 
 def repo_check(command: str) -> Check | None:
     """A repository's test command as a check (None: it does not parse as a command line)."""
-    argv = _command(f"$ {command}")
-    return _as_check(argv, f"{REPO_TESTS} `{shlex.join(argv)}`") if argv else None
+    parsed = _command(f"$ {command}")
+    return _check(parsed, f"{REPO_TESTS} `{parsed.shown}`") if parsed else None
 
 
 def checks(work: Work) -> list[Check]:
-    """What to run for this work: a commit's repository tests, the creator's tests, then the author's commands or
-    test files."""
+    """What to run for this work: a commit's repository tests, the creator's tests and `$` criteria, or else the
+    author's test files."""
     found: list[Check] = []
     repo = repo_check(work.test_command) if work.commit is not None and work.test_command else None
     if repo is not None:
         found.append(repo)
     tests = work.acceptance_tests
     if tests is not None:
+        files = [f.name for f in tests.files]
         for text in tests.commands:
-            argv = _command(text if text.lstrip().startswith("$") else f"$ {text}")
-            if argv:
-                found.append(
-                    _as_check(
-                        argv,
-                        "the card's acceptance command" + ("" if tests.hidden else f" `{shlex.join(argv)}`"),
-                        spec=True,
-                        hidden=tests.hidden,
-                    )
-                )
+            command = _command(text if text.lstrip().startswith("$") else f"$ {text}")
+            if command:
+                label = "the card's acceptance command" + ("" if tests.hidden else f" `{command.shown}`")
+                found.append(_check(command, label, creator=True, files=files, spec=True, hidden=tests.hidden))
         if not tests.commands and any(is_test_file(f.name, "code") for f in tests.files):
-            found.append(Check("the card's acceptance tests", pytest=[], spec=True, hidden=tests.hidden))
-    own = [argv for argv in map(_command, work.acceptance_criteria) if argv]
-    found += [_as_check(argv, f"`{shlex.join(argv)}`") for argv in own]
-    if not own and repo is None and any(is_test_file(a.name, a.kind) for a in work.artifacts):
+            found.append(Check("the card's acceptance tests", pytest=[], spec=True, creator=True, hidden=tests.hidden))
+    criteria = [c for c in map(_command, work.acceptance_criteria) if c]
+    found += [_check(c, f"`{c.shown}`", creator=True) for c in criteria]
+    if not criteria and repo is None and any(is_test_file(a.name, a.kind) for a in work.artifacts):
         found.append(Check("pytest over the " + ("repository" if work.commit else "submitted tests"), pytest=[]))
     return found
 
@@ -270,8 +395,8 @@ class AcceptanceCritic(Critic):
             limit = out.stopped(self.limits, timeout) if check.pytest is not None else out.why(self.limits, timeout)
             if limit:
                 return [self._limit_issue(check, limit, out, session)], limit
+            weak = EXIT_STATUS_ONLY if check.exit_status_only else ""
             if check.pytest is None:
-                weak = EXIT_STATUS_ONLY if check.spec else ""
                 if out.returncode == 0:
                     return [], weak
                 return [
@@ -284,14 +409,27 @@ class AcceptanceCritic(Critic):
                         session=session,
                     )
                 ], "; ".join(x for x in (f"exit status {out.returncode}", weak) if x)
-            return self._pytest_result(check, out, session)
+            # the creator's `pytest` over the work's own tests: their report comes from the work's process
+            issues, tally = self._pytest_result(check, out, session)
+            return issues, "; ".join(x for x in (tally, weak) if x)
 
     def _judge(
         self, box: Box, check: Check, src: Files, spec: dict[str, str], timeout: float
     ) -> tuple[list[ReviewIssue], str]:
-        """A creator check in the trusted judge, the submitted code in a sandbox of its own."""
-        with box.session({}, spec) as judge, box.session(src, None) as host:
+        """A creator check in the trusted judge, the submitted code in a sandbox of its own. A command's code
+        (`-c CODE`, a here-document) is a file of the creator's there: on no command line, and its imports
+        learned as the files' are."""
+        files = dict(spec) if check.spec else {}
+        name, n = "__command__.py", 0
+        while name in files:
+            n += 1
+            name = f"__command_{n}__.py"
+        if check.code:
+            files[name] = check.code
+        with box.session({}, files) as judge, box.session(src, None) as host:
             mode = ["pytest", *(check.pytest or ["-q", judge.spec])] if check.pytest is not None else check.script
+            if check.code:
+                mode = ["code", f"{judge.spec}/{name}", *mode[1:]]
             argv = [
                 sys.executable,
                 "-I",

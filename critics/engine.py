@@ -700,8 +700,9 @@ class ReviewEngine:
         ]
         if weak:  # said on the card: a person can tell such a pass from one the judge established
             synthesis.evidence = (
-                f"exit status only ({', '.join(weak)}): a creator command other than pytest or "
-                "python was judged by its exit status, which the code under test controls"
+                f"exit status only ({', '.join(weak)}): a creator command the judge cannot run (a shell "
+                "command, the work's own script, module or tests, code that starts a process to run the work) "
+                "was decided in the work's process, by what the code under test controls"
             )
         if synthesis.verdict == "PASS" and unverified and self.config.unverified == "needs_human":
             synthesis.verdict = "FAIL"

@@ -4,15 +4,17 @@ Started as a script, twice, each in a sandbox of its own (critics/sandbox.py `Bo
 never imports it:
 
     python -I -B split_runner.py judge ROOT BUDGET MODULES -- pytest ARGS     the creator's files, no submitted code
-    python -I -B split_runner.py judge ROOT BUDGET MODULES -- script PATH ARGS | code TEXT ARGS | module NAME ARGS
+    python -I -B split_runner.py judge ROOT BUDGET MODULES -- script PATH ARGS | module NAME ARGS
+    python -I -B split_runner.py judge ROOT BUDGET MODULES -- code PATH ARGV0 ARGS    a command's code, in a file
     python -I -B split_runner.py host                                         the submitted code, no creator's files
     python -I -B split_runner.py own ROOT SRC -- ARGS                         the author's own tests, with its code
 
-The judge runs the creator's pytest tests (or the creator's script) itself. A module of the submitted work
-(MODULES, a comma-separated list; a name the creator's files or the environment also have is theirs) is
-a stand-in there: every attribute, call and operation on it is a request over a pipe to the host, which
-imports the real code and answers. Only data crosses the pipe (JSON with tags for tuples, sets, bytes
-and a few value types), or a numbered reference to an object that stays on its side. So:
+The judge runs the creator's pytest tests (or the creator's script, module, or a command's code written to
+a file of the creator's) itself. A module of the submitted work (MODULES, a comma-separated list; a name the
+creator's files or the environment also have is theirs) is a stand-in there: every attribute, call and
+operation on it is a request over a pipe to the host, which imports the real code and answers. Only data
+crosses the pipe (JSON with tags for tuples, sets, bytes and a few value types), or a numbered reference to an
+object that stays on its side. So:
 
 - the report is written by the judge, to a pipe the host has no handle on (another sandbox, another pid
   namespace): patching pytest, rewriting reports, writing to descriptors or ending the process inside the
@@ -1289,25 +1291,33 @@ class Report:
         }
 
 
-def _script(kind, target, args):
-    """Run the creator's script, code or module here; (outcome, exception type, message, detail)."""
-    sys.argv = [target if kind != "code" else "-c", *args]
+def _script(kind, target, args, root):
+    """Run the creator's script, module or code (a file of the creator's, `args[0]` its argv[0]: "-c" or "-")
+    here, as python would; (outcome, exception type, message, detail)."""
+    sys.argv = [target, *args] if kind != "code" else list(args)
     import runpy
 
     try:
         if kind == "script":
             sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
             runpy.run_path(target, run_name="__main__")
-        elif kind == "module":
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
-        else:
-            exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})
+        else:  # like `python -m` and `python -c`, from the creator's files, which are on the path
+            sys.path.insert(0, root)
+            if kind == "module":
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:
+                with open(target, encoding="utf-8") as source:
+                    code = compile(source.read(), target, "exec")
+                exec(code, {"__name__": "__main__", "__builtins__": builtins})
     except SystemExit as exc:
         if exc.code in (None, 0) and not getattr(exc, "from_code_under_test", False):
             return "passed", None, "", ""
         return "failed", "SystemExit", f"exited with {exc.code!r}"[:MESSAGE], ""
     except BaseException as exc:
-        detail = "".join(traceback.format_exception(exc))[-DETAIL:]
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next  # from the creator's code on: this runner's own frames say nothing to its reader
+        detail = "".join(traceback.format_exception(type(exc), exc, tb))[-DETAIL:]
         return "failed", _exception_name(exc), f"{type(exc).__name__}: {exc}"[:MESSAGE], detail
     return "passed", None, "", ""
 
@@ -1360,7 +1370,7 @@ def judge(argv):
             report.never_ran(expected)
         result = report.result(code)
     else:
-        outcome, exc, message, detail = _script(mode, rest[0], rest[1:])
+        outcome, exc, message, detail = _script(mode, rest[0], rest[1:], referee.root)
         result = {
             "script": {"outcome": outcome, "exception": exc, "message": message, "detail": detail},
             "decided_by_code": referee.decided_by_code,
