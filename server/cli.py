@@ -1165,8 +1165,10 @@ def main(argv: list[str] | None = None) -> int:
     from hiveboard.board import BoardError  # after parsing: --help needs none of the board
     from hiveboard.board.dialect import SQLite
 
-    from .config import SetupError
+    from .config import SetupError, unknown_variables
 
+    for warning in unknown_variables(os.environ):
+        print(f"hiveboard: warning: {warning}", file=sys.stderr)
     try:
         return args.fn(args) or 0
     except (BoardError, SetupError) as exc:
