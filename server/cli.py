@@ -21,7 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from .stores import open_board, open_memory_for, shared_memory_problem
+from .stores import open_board, open_memory_for, refuse_unusable_database, shared_memory_problem
 
 if TYPE_CHECKING:
     from hiveboard.board import Board
@@ -249,6 +249,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if problem := shared_memory_problem(settings):
         from .config import SetupError
 
+        refuse_unusable_database(settings)
         raise SetupError(problem)
     board = open_board(settings)
     memory = LazyMemory(lambda: open_memory_for(settings, board))
@@ -870,6 +871,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     if problem := shared_memory_problem(settings):  # it would rebuild an index that no node searches
         from .config import SetupError
 
+        refuse_unusable_database(settings)
         raise SetupError(problem)
     board = open_board(settings)
     try:

@@ -531,3 +531,13 @@ def test_every_variable_the_product_and_its_documents_name_is_known():
     ]
     named = {name for text in texts for name in re.findall(r"\bHIVEBOARD_[A-Z0-9_]*[A-Z0-9]\b", text)}
     assert len(named) > 20 and unknown_variables(dict.fromkeys(named, "")) == []
+
+
+@pytest.mark.parametrize("command", [["serve", "--http"], ["reindex"]])
+def test_an_unreachable_database_is_named_before_the_missing_chroma_server(tmp_path, environ, capsys, command):
+    from hiveboard.server.cli import main
+
+    url = "postgresql://nobody@127.0.0.1:1/board"
+    assert main(["--home", str(tmp_path / "home"), "--db", url, *command]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hiveboard: the database {url} cannot be used (") and "Chroma" not in err, err
