@@ -101,10 +101,13 @@ class BearerAuth:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
 
+        from mcp_types import INVALID_REQUEST
+
         from hiveboard.board import Unavailable
 
         from . import lanes
         from .identity import CHECKED, bearer_token
+        from .resource_metadata import challenge
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         token = bearer_token(headers.get("authorization"))
@@ -152,14 +155,13 @@ class BearerAuth:
         how = "; the operator gets an agent's token with `hiveboard agent token NAME` (or `agent add NAME`)"
         if self.server_token is None and (token is not None or malformed):
             how += ", or connect without an Authorization header and register with whoami(name=...)"
-        body = json.dumps({"error": f"unauthorized: {why}{how}"}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="hiveboard"')],
-            }
-        )
+        # a JSON-RPC error, which MCP clients show with its message (any other body reads "Server returned an
+        # error response"), and the challenge, which clients that follow the authorization spec read
+        refusal = {"code": INVALID_REQUEST, "message": f"unauthorized: {why}{how}"}
+        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": refusal}).encode()
+        error = "invalid_request" if malformed else "invalid_token" if token is not None else None
+        headers = [(b"content-type", b"application/json"), (b"www-authenticate", challenge(scope, error, why + how))]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 
@@ -208,6 +210,7 @@ def http_app(
     from starlette.applications import Starlette
 
     from .hook_http import hook_routes
+    from .resource_metadata import metadata_routes
     from .web.app import Site, WebBoard, web_routes
 
     web = WebBoard(
@@ -218,7 +221,8 @@ def http_app(
         read_only=settings.web_read_only,
         presence=settings.review.critic_presence,
     )
-    return Site(app, Starlette(routes=[*hook_routes(settings, board), *web_routes(web)]), web)
+    routes = [*hook_routes(settings, board), *metadata_routes(), *web_routes(web)]
+    return Site(app, Starlette(routes=routes), web)
 
 
 def freeze_heap(collect: bool = True) -> None:
