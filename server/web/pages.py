@@ -107,7 +107,8 @@ def login_page(error: str | None = None, next_url: str = "/board") -> str:
     return (
         f'{_head("Log in")}</head><body class="login"><main>'
         f"<h1>hiveboard</h1><p>People log in with the token of an agent whose role is <b>human</b> or "
-        f"<b>lead</b>: <code>hiveboard agent add YOUR-NAME --role human</code> prints one.</p>{problem}"
+        f'<b>lead</b>; the operator prints one with</p><p><code class="command">hiveboard agent add YOUR-NAME '
+        f"--role human</code></p>{problem}"
         f'<form method="post" action="/login"><input type="hidden" name="next" value="{h(next_url)}">'
         f'<label>Token <input type="password" name="token" autocomplete="current-password" required autofocus>'
         f"</label><button>Log in</button></form></main></body></html>"
