@@ -33,9 +33,10 @@ def quoted(key: str) -> list[str]:
     return [flat(v) for v in re.findall(rf'"{key}": "((?:[^"\\]|\\.)*)"', FLOW)]
 
 
-def agrees(sample: str, answer: str) -> bool:
-    """The sample is the answer, cut where it says … (each piece in order; a \\n written out as in JSON)."""
-    answer, at = flat(answer.replace("\n", "\\n")), 0
+def agrees(sample: str, answer: str, as_json: bool = True) -> bool:
+    """The sample is the answer, cut where it says … (each piece in order; as_json: a line break written out as
+    \\n, as a JSON string shows it)."""
+    answer, at = flat(answer.replace("\n", "\\n") if as_json else answer), 0
     for piece in filter(None, (flat(p) for p in sample.split("…"))):
         found = answer.find(piece, at)
         if found < 0:
@@ -44,7 +45,7 @@ def agrees(sample: str, answer: str) -> bool:
     return True
 
 
-async def test_the_readmes_five_minutes_answer_as_the_readme_quotes(connect, reviewer):
+async def test_the_readmes_five_minutes_answer_as_the_readme_quotes(connect, reviewer, board):
     engine = reviewer(ReviewConfig())
     async with connect("lee", role="lead", review=engine) as lee, connect("alice", review=engine) as alice:
         card = await call(
@@ -95,3 +96,8 @@ async def test_the_readmes_five_minutes_answer_as_the_readme_quotes(connect, rev
         assert agrees(re.search(r'every critic passes \("([^"]*)"\)', step6)[1], passed["summary"]), passed["summary"]
         assert f'the brief is "{round2["synthesis"]["brief"]}"' in step6
         assert f"the card is `{second['status']}`" in step6 and f"`{second['scores']}`" in step6
+
+    # step 7: the lesson mined from the fix, as the README shows it (its title, then its text)
+    lesson = next(x for x in board.knowledge.page() if x.kind == "lesson" and x.task_id == card["id"])
+    shown = re.search(r"a diff below it\):\n\n```\n(.*?)\n```", FLOW, re.DOTALL)[1]
+    assert agrees(shown, f"{lesson.title}\n{lesson.text}", as_json=False), (shown, lesson.title, lesson.text)
