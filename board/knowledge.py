@@ -564,6 +564,20 @@ class Knowledge:
     def count(self) -> int:
         return self.store.db.execute("SELECT count(*) FROM memory_items").fetchone()[0]
 
+    def recent(self, per_kind: int = 8) -> tuple[dict[str, int], list[MemoryItem]]:
+        """How many items of each kind there are (deprecated ones aside) and the newest `per_kind` of each,
+        newest first: what a person browsing the memory sees before searching it."""
+        live = "FROM memory_items WHERE deprecated = 0"
+        with self.store.read() as db:
+            counts = {r["kind"]: r["n"] for r in rows(db, f"SELECT kind, count(*) AS n {live} GROUP BY kind")}
+            newest = rows(
+                db,
+                f"SELECT {ITEM} FROM (SELECT {ITEM}, ROW_NUMBER() OVER (PARTITION BY kind ORDER BY id DESC) AS place "
+                f"{live}) AS ranked WHERE place <= ? ORDER BY id DESC",
+                [per_kind],
+            )
+        return counts, [_item(r) for r in newest]
+
     def page(self, after: int = 0, limit: int = 500) -> list[MemoryItem]:
         """Items in id order after the id `after` (export)."""
         return [

@@ -293,6 +293,17 @@ class Merges:
         for person in people:
             self.machine.messages.event(db, "hiveboard", intent, task_id, summary, content, recipient=person)
 
+    @staticmethod
+    def waiting(db: Database, task_id: int) -> dict | None:
+        """The card's merge still in the queue (queued, or running), if any: what a passed card waits for."""
+        found = rows(
+            db,
+            "SELECT repo, sha, status FROM merges WHERE task_id = ? AND status IN ('queued', 'running') "
+            "ORDER BY id DESC LIMIT 1",
+            [task_id],
+        )
+        return found[0] if found else None
+
     def of_task(self, task_id: int) -> list[dict]:
         """The card's merges, oldest first (status, sha, merged_sha, note): what the web page and tests read."""
         with self.store.read() as db:

@@ -61,6 +61,9 @@ MESSAGE_PRIORITY_RANK: dict[str, int] = {p: rank for rank, p in enumerate(get_ar
 RANK_MESSAGE_PRIORITY: dict[int, str] = {rank: p for p, rank in MESSAGE_PRIORITY_RANK.items()}
 SubscriptionKind = Literal["intent", "task", "channel"]
 PREVIEW_CHARS = 280
+# a verdict (with its revision brief) reaches its reader's inbox whole up to this: it is what the agent must act
+# on next, and a preview would send it back for the rest; past it, the preview says how to get the rest
+VERDICT_CHARS = 8_000
 FULL_PAGE_CHARS = 100_000  # the content one get_messages(full=true) page carries at most (one message at least)
 
 
@@ -94,7 +97,7 @@ class Message(BaseModel):
     summary: str | None = Field(
         None, description="the sender's headline; absent when it would only repeat the start of content"
     )
-    content: str = Field(description="full text when full=true, else a preview")
+    content: str = Field(description="full text when full=true, else a preview (an inbox verdict: whole, to a bound)")
     content_chars: int
     metadata: dict = {}
     created_at: str
@@ -110,11 +113,9 @@ class MessagePage(BaseModel):
     hint: str | None = Field(None, description="why the page ends early, and how to get the rest")
 
 
-def _within_budget(messages: list[Message], full: bool) -> int:
-    """How many of a page's messages fit in one answer: with full=true, as many as FULL_PAGE_CHARS of content
-    hold (at least one), so a page of 100 messages of 64,000 characters is not one 6 MB answer."""
-    if not full:
-        return len(messages)
+def _within_budget(messages: list[Message]) -> int:
+    """How many of a page's messages fit in one answer: as many as FULL_PAGE_CHARS of content hold (at least
+    one), so a page of 100 messages of 64,000 characters (full=true) is not one 6 MB answer."""
     total = 0
     for n, m in enumerate(messages):
         total += len(m.content)
@@ -125,7 +126,7 @@ def _within_budget(messages: list[Message], full: bool) -> int:
 
 def _budget_hint(kept: int) -> str:
     return (
-        f"this page stops after {kept} message(s): full=true pages carry at most {FULL_PAGE_CHARS:,} characters; "
+        f"this page stops after {kept} message(s): a page carries at most {FULL_PAGE_CHARS:,} characters of content; "
         "call get_messages again with cursor=next_cursor for the rest"
     )
 
@@ -211,13 +212,19 @@ class Posted:
     row: tuple | None = None
 
 
-def _message(row: tuple, full: bool, read: bool | None = None, acked: bool | None = None) -> Message:
+def _message(
+    row: tuple, full: bool, read: bool | None = None, acked: bool | None = None, verdicts_whole: bool = False
+) -> Message:
     """A message from its COLUMNS (no JSON parse of the common empty metadata: a page is read on every
-    get_messages, and building it can cost more than the SQL)."""
+    get_messages, and building it can cost more than the SQL); `verdicts_whole`: a board's verdict comes up to
+    VERDICT_CHARS, not a preview (its reader's inbox)."""
     i, intent, sender, recipient, task_id, thread, reply_to, priority, summary, full_content, metadata, created_at = row
     content = full_content
-    if not full and len(content) > PREVIEW_CHARS:
-        content = content[:PREVIEW_CHARS] + f"… ({len(full_content)} characters; full=true for all)"
+    shown = PREVIEW_CHARS
+    if verdicts_whole and intent in VERDICTS and json.loads(metadata).get("event"):  # the board's, not an agent's
+        shown = VERDICT_CHARS
+    if not full and len(content) > shown:
+        content = content[:shown] + f"… ({len(full_content)} characters; full=true for all)"
     return Message(
         id=i,
         intent=intent,
@@ -631,10 +638,16 @@ class Messages:
             more = len(picked) > limit
             picked = picked[:limit]
             messages = [
-                _message([r[c] for c in MESSAGE_COLUMNS], full, r["read_at"] is not None, r["acked_at"] is not None)
+                _message(
+                    [r[c] for c in MESSAGE_COLUMNS],
+                    full,
+                    r["read_at"] is not None,
+                    r["acked_at"] is not None,
+                    verdicts_whole=True,
+                )
                 for r in picked
             ]
-            kept = _within_budget(messages, full)
+            kept = _within_budget(messages)
             cut = kept < len(messages)
             if cut:  # the rest stay unread, for the next page
                 messages, picked, more = messages[:kept], picked[:kept], True
@@ -688,7 +701,7 @@ class Messages:
             more = len(ids) > limit
             ids = ids[:limit]
             messages = self._messages(db, ids, full)
-        kept = _within_budget(messages, full)
+        kept = _within_budget(messages)
         cut = kept < len(messages)
         if cut:
             messages, ids, more = messages[:kept], ids[:kept], True

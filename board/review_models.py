@@ -172,6 +172,9 @@ class ReviewTrail(BaseModel):
     task_type: str
     status: str
     agent: str | None
+    waiting_for: str | None = Field(
+        None, description="what the card waits for in review when no round is under way (the merge queue, after a pass)"
+    )
     scores: list[float | None] = Field([], description="the synthesis score of each finished round, oldest first")
     rounds: list[ReviewRound]
     rounds_omitted: int = Field(0, description="earlier rounds left out of this compact answer (full=true has them)")

@@ -53,6 +53,21 @@ def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 3) if whole else None
 
 
+def _merge_step(merge: dict | None) -> str | None:
+    """What a passed card in review waits for, in a sentence: its status says review until the merge ends."""
+    if merge is None:
+        return None
+    where = (
+        f"is being merged into {merge['repo']}'s base branch"
+        if merge["status"] == "running"
+        else f"waits in the merge queue of {merge['repo']}"
+    )
+    return (
+        f"the merge: the passed commit {merge['sha'][:12]} {where}; the card moves to done once it is merged and the "
+        "tests pass on the result, or goes back to its author on a conflict or a failure"
+    )
+
+
 class Reviews:
     """Review jobs and critiques of one board."""
 
@@ -579,12 +594,14 @@ class Reviews:
         with self.store.read() as db:  # the card and its rounds as one moment saw them (a verdict moves both)
             row = cards.row(db, task_id)  # the card's header only: this runs on every wake-up
             rounds = self.rounds(task_id)
+            merge = self.merges.waiting(db, task_id) if row["status"] == "review" else None
         return ReviewTrail(
             task_id=task_id,
             title=row["title"],
             task_type=row["task_type"],
             status=row["status"],
             agent=row["assignee"],
+            waiting_for=_merge_step(merge),
             rounds=rounds,
             scores=[r.synthesis.score for r in rounds if r.status == "finished" and r.synthesis],
         )

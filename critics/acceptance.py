@@ -332,8 +332,15 @@ class AcceptanceCritic(Critic):
         where = "in the sandbox" if box.isolated else 'WITHOUT a sandbox (review.execute = "unsafe")'
         if not box.isolated:
             log.warning('task %s: acceptance tests ran without a sandbox (review.execute = "unsafe")', work.task_id)
-        # checks (a pytest run, a command) are counted apart from the tests inside each pytest run
-        summary = f"{passed} of {_many(len(todo), 'check')} passed {where} ({box.name}): " + "; ".join(results)
+        # runs (a pytest run, a command) are counted apart from the tests inside each pytest run, and by the
+        # word of the verdict: "0 of 1 run passed … 1 passed" would read as a contradiction
+        failed_runs = len(todo) - passed
+        head = (
+            f"{failed_runs} of {_many(len(todo), 'run')} failed"
+            if failed_runs
+            else f"{passed} of {_many(len(todo), 'run')} passed"
+        )
+        summary = f"{head} {where} ({box.name}): " + "; ".join(results)
         return Critique(
             verdict="FAIL" if issues else "PASS",
             score=2 if issues else 10,

@@ -58,7 +58,7 @@ from .merge import MergeQueue, MergeWorker
 from .policy import Policy, policy
 from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
-from .synthesis import convergence_summary, downgrade, rescore, synthesise
+from .synthesis import convergence_summary, downgrade, for_a_person, rescore, synthesise
 
 if TYPE_CHECKING:  # the memory loads its models on first use, not with the review engine
     from hiveboard.memory.service import Memory
@@ -451,6 +451,8 @@ class ReviewEngine:
             critiques = reviews.critiques(job.id)
             synthesis = self._meta_review(work, critiques, self._synthesise(work, critiques, rules))
             outcome, message = self._decide(job, synthesis, critiques, rules)
+            if outcome == "needs_human" and synthesis.verdict == "FAIL":  # the brief matches where the card is
+                synthesis.brief = for_a_person(synthesis.brief, job.round, self.config.brief_chars)
             synthesis = rescore(synthesis, critiques, rules.bar)  # agrees with the verdict
             # lessons before the verdict: whoever sees the verdict can already find them (a re-run
             # after a crash here merges them as near-duplicates)

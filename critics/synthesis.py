@@ -226,6 +226,19 @@ def brief(
     return _cut("\n".join(lines + closing), limit)
 
 
+def for_a_person(text: str, round_: int, limit: int = BRIEF_CHARS) -> str:
+    """A FAIL round's brief once its card went to needs_human: the author is asked for nothing until a person
+    decides, so its head says that instead of "fix these first" (the issues stay listed, for the person)."""
+    lines = text.splitlines()
+    if lines and lines[0].startswith(f"Round {round_}: "):  # the synthesis's own head; a model's brief keeps all
+        lines = lines[1:]
+    head = (
+        f"Round {round_}: FAIL. The card went to needs_human: a person decides what happens next, and nothing is "
+        "asked of its author until then."
+    )
+    return _cut("\n".join([head, *(["Open issues, most important first:", *lines] if lines else [])]), limit)
+
+
 def synthesise(
     critiques: list[CritiqueRecord], lenses: list[str], round_: int, brief_chars: int = BRIEF_CHARS, bar: float = 0
 ) -> Synthesis:

@@ -62,6 +62,11 @@ MIN_SIMILARITY = 0.2
 # handed to an agent claiming a card: below it an item is about other work, and the claim gets nothing rather
 # than noise. Chosen with bench/bench_lessons.py, which prints the scores of related and unrelated claims.
 RELEVANCE_FLOOR = 0.32
+# A lesson of another task type must clear a higher bar, the floor plus this margin: its words meet the card's
+# more often than its work does
+# (a code lesson about slugify() beside a docs card that mentions slugs), and an agent cannot tell from the
+# lesson alone whether it applies; tests/memory/test_memory.py holds a docs card to it.
+CROSS_TYPE_MARGIN = 0.13
 SNIPPET_CHARS = 300
 CONTEXT_K = 3  # lessons a claim hands out
 PREPARE_BATCH = 16  # cards whose lessons one indexer step computes ahead
@@ -539,8 +544,9 @@ class Memory:
 
     def context_for(self, agent: str, task: Task, k: int = CONTEXT_K) -> list[Hit]:
         """Lessons for a card just claimed — same task type first, then any — and critiques only where no
-        lesson fits; none scoring under `relevance_floor` (nothing rather than unrelated lessons; when search
-        by meaning is unavailable, keyword matches are handed as they rank). Recorded as surfaced (once per card).
+        lesson fits; none scoring under `relevance_floor`, or a lesson of another task type under it plus
+        CROSS_TYPE_MARGIN (nothing rather than unrelated lessons; when search by meaning is unavailable, keyword
+        matches are handed as they rank). Recorded as surfaced (once per card).
 
         What `lessons_ahead` can hand is handed without embedding or searching; otherwise the card is searched
         now, from its stored vector when it has one.
@@ -573,7 +579,13 @@ class Memory:
             # scored by their first readings: those the relevance floor was measured on (bench_lessons.py)
             found = self.query(query, task_type=of_type, kinds=kinds, k=k, vector=vector, bodies=False)
             hits += [
-                h for h in found.hits if h.id not in seen and (not found._fused or h.score >= self.relevance_floor)
+                h
+                for h in found.hits
+                if h.id not in seen
+                and (
+                    not found._fused
+                    or h.score >= self.relevance_floor + (0 if h.task_type == task_type else CROSS_TYPE_MARGIN)
+                )
             ][: k - len(hits)]
         return hits
 

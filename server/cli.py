@@ -21,7 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from .stores import open_board, open_memory_for, shared_memory_problem
+from .stores import open_board, open_memory_for, refuse_unusable_database, shared_memory_problem
 
 if TYPE_CHECKING:
     from hiveboard.board import Board
@@ -101,10 +101,13 @@ class BearerAuth:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
 
+        from mcp_types import INVALID_REQUEST
+
         from hiveboard.board import Unavailable
 
         from . import lanes
         from .identity import CHECKED, bearer_token
+        from .resource_metadata import challenge
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         token = bearer_token(headers.get("authorization"))
@@ -152,14 +155,13 @@ class BearerAuth:
         how = "; the operator gets an agent's token with `hiveboard agent token NAME` (or `agent add NAME`)"
         if self.server_token is None and (token is not None or malformed):
             how += ", or connect without an Authorization header and register with whoami(name=...)"
-        body = json.dumps({"error": f"unauthorized: {why}{how}"}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="hiveboard"')],
-            }
-        )
+        # a JSON-RPC error, which MCP clients show with its message (any other body reads "Server returned an
+        # error response"), and the challenge, which clients that follow the authorization spec read
+        refusal = {"code": INVALID_REQUEST, "message": f"unauthorized: {why}{how}"}
+        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": refusal}).encode()
+        error = "invalid_request" if malformed else "invalid_token" if token is not None else None
+        headers = [(b"content-type", b"application/json"), (b"www-authenticate", challenge(scope, error, why + how))]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 
@@ -208,6 +210,7 @@ def http_app(
     from starlette.applications import Starlette
 
     from .hook_http import hook_routes
+    from .resource_metadata import metadata_routes
     from .web.app import Site, WebBoard, web_routes
 
     web = WebBoard(
@@ -218,7 +221,8 @@ def http_app(
         read_only=settings.web_read_only,
         presence=settings.review.critic_presence,
     )
-    return Site(app, Starlette(routes=[*hook_routes(settings, board), *web_routes(web)]), web)
+    routes = [*hook_routes(settings, board), *metadata_routes(), *web_routes(web)]
+    return Site(app, Starlette(routes=routes), web)
 
 
 def freeze_heap(collect: bool = True) -> None:
@@ -249,6 +253,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if problem := shared_memory_problem(settings):
         from .config import SetupError
 
+        refuse_unusable_database(settings)
         raise SetupError(problem)
     board = open_board(settings)
     memory = LazyMemory(lambda: open_memory_for(settings, board))
@@ -870,6 +875,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     if problem := shared_memory_problem(settings):  # it would rebuild an index that no node searches
         from .config import SetupError
 
+        refuse_unusable_database(settings)
         raise SetupError(problem)
     board = open_board(settings)
     try:
@@ -955,7 +961,11 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 HOME_HELP = "data directory (env HIVEBOARD_HOME; default per-user data dir)"
-DB_HELP = "SQLite file (env HIVEBOARD_DB; default <home>/hiveboard.db)"
+DB_HELP = (
+    "the board's database: a SQLite file, or a postgresql:// URL shared by several nodes (env HIVEBOARD_DB; "
+    "default <home>/hiveboard.db)"
+)
+LOG_HELP = "what goes to stderr: DEBUG, INFO, WARNING (the default) or ERROR (env HIVEBOARD_LOG_LEVEL)"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -971,7 +981,10 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--home", default=argparse.SUPPRESS, help=HOME_HELP)
     common.add_argument("--db", default=argparse.SUPPRESS, help=DB_HELP)
     sub = p.add_subparsers(dest="command")
-    add = functools.partial(sub.add_parser, parents=[common])
+
+    def add(name: str, help: str) -> argparse.ArgumentParser:  # noqa: A002  (argparse's own keyword)
+        # the sentence of the command list is also the command's own --help description
+        return sub.add_parser(name, parents=[common], help=help, description=help[:1].upper() + help[1:] + ".")
 
     s = add("serve", help="run the MCP server (stdio by default)")
     s.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
@@ -986,7 +999,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--agent", help="stdio: the agent this connection acts as (env HIVEBOARD_AGENT)")
     s.add_argument("--role", help="stdio: that agent's role")
     s.add_argument("--lease-seconds", type=int, help="claim lease length (default 300)")
-    s.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    s.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_HELP)
     s.add_argument(
         "--read-only",
         action="store_true",
@@ -1004,21 +1017,21 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--port", type=int, help="HTTP port (default 8765)")
     w.add_argument("--read-only", action="store_true", help="a wall screen: pages without login, no actions")
     w.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    w.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    w.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help=LOG_HELP)
     w.set_defaults(fn=cmd_web, http=True, token=None, token_file=None, agent=None, role=None, lease_seconds=None)
 
     a = add(
         "agent",
         help="manage agents: 'add NAME' prints a bearer token for HTTP; 'token NAME' replaces a lost token; 'list'",
     )
-    a.add_argument("action", choices=["add", "token", "list"])
-    a.add_argument("name", nargs="?")
-    a.add_argument("--role")
+    a.add_argument("action", choices=["add", "token", "list"], help="add, token or list")
+    a.add_argument("name", nargs="?", help="add, token: the agent's name (letters, digits, - and _)")
+    a.add_argument("--role", help="add: the agent's role, e.g. coder, reviewer, or human for a person (web login)")
     a.set_defaults(fn=cmd_agent)
 
     r = add(
         "reindex",
-        help="rebuild the memory's vector index from SQLite (after changing the "
+        help="rebuild the memory's vector index from the board's database (after changing the "
         "embedding model); stop the servers of this data directory first",
     )
     r.set_defaults(fn=cmd_reindex)
@@ -1036,8 +1049,8 @@ def parser() -> argparse.ArgumentParser:
         help="'export [FILE]' writes the shared memory as JSON Lines (stdout without "
         "FILE); 'import FILE' checks every line, then adds the items and indexes them",
     )
-    m.add_argument("action", choices=["export", "import"])
-    m.add_argument("file", nargs="?")
+    m.add_argument("action", choices=["export", "import"], help="export or import")
+    m.add_argument("file", nargs="?", help="the JSON Lines file (export: stdout without it; import: required)")
     m.set_defaults(fn=cmd_memory)
 
     t = add("tools", help="list the MCP tools and their context cost in tokens")
@@ -1055,7 +1068,9 @@ def parser() -> argparse.ArgumentParser:
         help="write hiveboard into an MCP client's config (and, for claude-code, its hooks into "
         ".claude/settings.json): merged, backed up, printed as a diff",
     )
-    c.add_argument("client", choices=["claude-code", "cursor", "vscode", "claude-desktop"])
+    c.add_argument(
+        "client", choices=["claude-code", "cursor", "vscode", "claude-desktop"], help="the MCP client to set up"
+    )
     c.add_argument("--project", help="the project folder (default: the current one; cursor: else ~/.cursor)")
     c.add_argument("--agent", help="the agent the client acts as (default: the client's name)")
     c.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
@@ -1079,8 +1094,14 @@ def parser() -> argparse.ArgumentParser:
         "(take its new commits as reviewed) or 'reset NAME' (put it back where the queue left it); 'log NAME' (the "
         "base's moves on the record)",
     )
-    r.add_argument("action", choices=["add", "list", "remove", "adopt", "reset", "log"])
-    r.add_argument("target", nargs="?", metavar="PATH|NAME")
+    r.add_argument(
+        "action",
+        choices=["add", "list", "remove", "adopt", "reset", "log"],
+        help="add, list or remove; adopt, reset or log a base that moved outside the merge queue",
+    )
+    r.add_argument(
+        "target", nargs="?", metavar="PATH|NAME", help="add: the repository's path; the other actions: its name"
+    )
     r.add_argument("--name", help="add: the name cards give (create_task repo=NAME)")
     r.add_argument("--base", default="main", help="add: the branch work starts from and merges into (default main)")
     r.add_argument("--test", help="add: the command that runs the repository's tests in the sandbox")
@@ -1098,7 +1119,7 @@ def parser() -> argparse.ArgumentParser:
         help="'prune': remove the worktrees no card keeps (and git's records of them), and hb/ branches the base "
         "already has; prints what it removed",
     )
-    wt.add_argument("action", choices=["prune"])
+    wt.add_argument("action", choices=["prune"], help="prune (the only action)")
     wt.set_defaults(fn=cmd_worktree)
 
     h = add(
@@ -1117,7 +1138,7 @@ def parser() -> argparse.ArgumentParser:
         help="'install [REPO]' writes a git pre-commit hook refusing commits that touch paths another agent "
         "reserved (HIVEBOARD_GUARD=warn only warns, =off skips it); 'uninstall [REPO]'; 'check' is what it runs",
     )
-    gd.add_argument("action", choices=["install", "uninstall", "check"])
+    gd.add_argument("action", choices=["install", "uninstall", "check"], help="install, uninstall or check")
     gd.add_argument("repo", nargs="?", help="the repository (default: the current directory's)")
     gd.add_argument(
         "--name",
@@ -1168,8 +1189,10 @@ def main(argv: list[str] | None = None) -> int:
     from hiveboard.board import BoardError  # after parsing: --help needs none of the board
     from hiveboard.board.dialect import SQLite
 
-    from .config import SetupError
+    from .config import SetupError, unknown_variables
 
+    for warning in unknown_variables(os.environ):
+        print(f"hiveboard: warning: {warning}", file=sys.stderr)
     try:
         return args.fn(args) or 0
     except (BoardError, SetupError) as exc:

@@ -207,6 +207,72 @@ def load_settings(**overrides: Any) -> Settings:
         ) from None
 
 
+# HIVEBOARD_* variables read outside Settings: by the hooks and the guard (they run before any setting is
+# loaded), by processes hiveboard starts for itself, and by the test suite and the bench
+OTHER_VARIABLES = (
+    "HIVEBOARD_CONFIG",
+    "HIVEBOARD_URL",
+    "HIVEBOARD_TOKEN",
+    "HIVEBOARD_TOKEN_FILE",
+    "HIVEBOARD_GUARD",
+    "HIVEBOARD_GUARD_REPO",
+    "HIVEBOARD_MIGRATE_TO",
+    "HIVEBOARD_MODEL_CACHE",
+    "HIVEBOARD_EMBED_NICE",
+    "HIVEBOARD_CALL_IN",
+    "HIVEBOARD_CALL_OUT",
+    "HIVEBOARD_REPORT_FD",
+    "HIVEBOARD_HIDDEN",
+    "HIVEBOARD_WORK",
+    "HIVEBOARD_SCREENSHOTS",
+    "HIVEBOARD_UPDATE_SNAPSHOT",
+    "HIVEBOARD_CHROMIUM",
+    "HIVEBOARD_BENCH_MIRRORS",
+)
+OTHER_PREFIXES = ("HIVEBOARD_REQUIRE_", "HIVEBOARD_TEST_")  # the CI's switches, the tests' own variables
+
+
+def unknown_variables(environ: typing.Mapping[str, str]) -> list[str]:
+    """A warning for each HIVEBOARD_* variable that no setting or part of hiveboard reads, with the nearest
+    known name: config.toml's typos stop the command, but a misspelt variable would be silently ignored and
+    its default used, and the environment is often shared with other programs, so it only warns."""
+    settings = {f"HIVEBOARD_{name.upper()}" for name in Settings.model_fields}
+    known = sorted(settings | set(OTHER_VARIABLES))
+    nearby = known + [  # the tables' settings one level down, for the hint
+        f"HIVEBOARD_{name.upper()}__{inner_name.upper()}"
+        for name, info in Settings.model_fields.items()
+        if (inner := _inner_model(info.annotation))[0] is not None and not inner[1]
+        for inner_name in inner[0].model_fields
+    ]
+    warnings = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith("HIVEBOARD_") or upper in known or upper.startswith(OTHER_PREFIXES):
+            continue
+        if "__" in upper and _nested_known(Settings, upper.removeprefix("HIVEBOARD_").lower().split("__")):
+            continue
+        # compared without the prefix, which every name shares and would make any two look alike
+        near = difflib.get_close_matches(upper[10:], [known[10:] for known in nearby], n=1, cutoff=0.75)
+        hint = f"did you mean HIVEBOARD_{near[0]}?" if near else "docs/reference.md lists the settings"
+        warnings.append(f"{name} is not a hiveboard variable and is ignored ({hint})")
+    return warnings
+
+
+def _nested_known(model: type[BaseModel], parts: list[str]) -> bool:
+    """Whether these names, outermost first, lead to a setting of `model` (review, execute: [review] execute)."""
+    info = model.model_fields.get(parts[0])
+    if info is None:
+        return False
+    if len(parts) == 1:
+        return True
+    inner, each = _inner_model(info.annotation)
+    if inner is None:
+        return False  # a plain value has nothing inside it
+    if each:  # a table of free keys ([prices."claude-sonnet-4"]): any key, then its model's fields
+        return len(parts) == 2 or _nested_known(inner, parts[2:])
+    return _nested_known(inner, parts[1:])
+
+
 def read_config(path: Path) -> dict:
     """config.toml as a dict, or SetupError: not readable, not TOML (with the line and column), or a table
     or key that no setting has (with the nearest one)."""

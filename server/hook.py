@@ -584,10 +584,28 @@ def run(event: str, raw: str) -> tuple[int, str, str]:
     return fail_open(_run, event, raw)
 
 
-def _run(event: str, raw: str) -> tuple[int, str, str]:
-    payload = json.loads(raw) if raw.strip() else {}
+def read_input(raw: str) -> dict:
+    """The event's fields from stdin (nothing on stdin reads as no fields). Bad input is the caller's mistake,
+    not the board's, so Skip names the input rather than letting the fail-open line blame the board."""
+    if not raw.strip():
+        return {}
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        reason = " ".join(str(exc).split())[:120]
+        raise Skip(
+            f"the input on stdin is not JSON ({reason}); send the event's JSON object, as Claude Code does"
+        ) from None
     if not isinstance(payload, dict):
-        raise ValueError("the hook input is not a JSON object")
+        raise Skip(
+            f"the input on stdin is JSON but not an object (a {type(payload).__name__}); send the event's JSON "
+            "object, as Claude Code does"
+        )
+    return payload
+
+
+def _run(event: str, raw: str) -> tuple[int, str, str]:
+    payload = read_input(raw)
     if os.environ.get("HIVEBOARD_URL"):
         return over_http(event, payload)
     agent = (os.environ.get("HIVEBOARD_AGENT") or "").strip().lower()

@@ -106,19 +106,14 @@ def _server_store(settings: Settings) -> Store:
 def open_server_store(url: str, pool: int = 20, pool_wait: float = 5.0) -> Store:
     """The store at a database server's URL, or SetupError: one sentence, the URL without its password."""
     from hiveboard.board import Store, Unavailable
-    from hiveboard.board.db import dialect_for, redact
-    from hiveboard.board.errors import first_line
+    from hiveboard.board.db import dialect_for
 
     from .config import SetupError
 
     try:
         return Store(url, pool=pool, pool_wait=pool_wait)
     except (Unavailable, dialect_for(url).Error) as exc:  # the server, the URL or the credentials
-        reason = (getattr(exc, "reason", "") or first_line(exc)).replace(url, "…")
-        raise SetupError(
-            f"the database {redact(url)} cannot be used ({reason}); check that the server runs and that the URL, "
-            "user and password (PGPASSWORD, ~/.pgpass or passfile=) are right"
-        ) from None
+        raise SetupError(_unusable(url, exc)) from None
 
 
 def _read_only_store(db: Path) -> Store:
@@ -315,6 +310,36 @@ def _inspect(db: Path) -> tuple[str | None, str]:
         return None, f"{db} (readable and intact{later})"
     finally:
         store.close()
+
+
+def _unusable(url: str, exc: Exception) -> str:
+    """Why the database server at `url` cannot be used, in one sentence without its password."""
+    from hiveboard.board.db import redact
+    from hiveboard.board.errors import first_line
+
+    reason = (getattr(exc, "reason", "") or first_line(exc)).replace(url, "…")
+    return (
+        f"the database {redact(url)} cannot be used ({reason}); check that the server runs and that the URL, "
+        "user and password (PGPASSWORD, ~/.pgpass or passfile=) are right"
+    )
+
+
+def refuse_unusable_database(settings: Settings) -> None:
+    """SetupError when the board's database server cannot be used, found by connecting alone (no migration, no
+    write): called before refusing a set-up for another reason, since a dead database is the first thing to fix."""
+    from hiveboard.board import Unavailable
+    from hiveboard.board.db import dialect_for
+
+    from .config import SetupError
+
+    url = settings.db_url
+    if not url:
+        return
+    dialect = dialect_for(url)
+    try:
+        dialect.connect(url).close()
+    except (Unavailable, dialect.Error) as exc:
+        raise SetupError(_unusable(url, exc)) from None
 
 
 def shared_memory_problem(settings: Settings) -> str | None:

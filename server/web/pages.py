@@ -107,7 +107,8 @@ def login_page(error: str | None = None, next_url: str = "/board") -> str:
     return (
         f'{_head("Log in")}</head><body class="login"><main>'
         f"<h1>hiveboard</h1><p>People log in with the token of an agent whose role is <b>human</b> or "
-        f"<b>lead</b>: <code>hiveboard agent add YOUR-NAME --role human</code> prints one.</p>{problem}"
+        f'<b>lead</b>; the operator prints one with</p><p><code class="command">hiveboard agent add YOUR-NAME '
+        f"--role human</code></p>{problem}"
         f'<form method="post" action="/login"><input type="hidden" name="next" value="{h(next_url)}">'
         f'<label>Token <input type="password" name="token" autocomplete="current-password" required autofocus>'
         f"</label><button>Log in</button></form></main></body></html>"
@@ -601,7 +602,29 @@ def _snippet(hit) -> str:
     return shorten(hit.snippet.removesuffix("…"), len(hit.snippet) - 2)
 
 
-def memory_page(query: dict, results, note: str | None, viewer: Viewer) -> str:
+def _recent(counts: dict[str, int], items: list) -> str:
+    """The newest items of each kind, before any search: the page is never blank while the memory holds items."""
+    if not counts:
+        return '<p class="empty">the memory is empty: lessons, critiques and notes appear here as agents work</p>'
+    sections = []
+    for kind in sorted(counts, key=lambda k: KINDS.index(k) if k in KINDS else len(KINDS)):
+        mine = [x for x in items if x.kind == kind]
+        entries = "".join(
+            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(x.text, 80))}</a>'
+            f"{' <span class=type>' + h(x.task_type) + '</span>' if x.task_type else ''}"
+            f' <span class="score">{h(_when(x.created_at))}</span><p>{h(shorten(x.text, 200))}</p></li>'
+            for x in mine
+        )
+        more = counts[kind] - len(mine)
+        rest = f'<p class="empty">{more} older: search to find them</p>' if more > 0 else ""
+        sections.append(
+            f'<section class="recent"><h2>{h(kind)} <span class="count">{counts[kind]}</span></h2>'
+            f'<ul class="hits">{entries}</ul>{rest}</section>'
+        )
+    return "<p>The newest items of each kind; search to find the rest.</p>" + "".join(sections)
+
+
+def memory_page(query: dict, results, note: str | None, viewer: Viewer, recent: tuple | None = None) -> str:
     mode = query.get("mode") or "hybrid"
     kinds = ("", *KINDS)
     form = (
@@ -629,6 +652,8 @@ def memory_page(query: dict, results, note: str | None, viewer: Viewer) -> str:
             for x in results.hits
         )
         listing = f'<ol class="hits">{hits}</ol>' if hits else '<p class="empty">nothing found</p>'
+    if recent is not None:
+        listing = _recent(*recent)
     problem = f'<p class="flash">{h(note)}</p>' if note else ""
     return layout("Memory", f"<h1>Memory</h1>{form}{problem}{listing}", viewer, active="memory")
 

@@ -6,6 +6,8 @@ import gc
 import sqlite3
 import threading
 
+import pytest
+
 from hiveboard.board import Board, NewTask, Store
 from hiveboard.board.migrations import MIGRATIONS
 
@@ -113,3 +115,16 @@ def test_times_read_as_datetime_writes_them_to_the_millisecond():
         want = datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         assert iso(ts) == want, ts
     assert iso(None) is None
+
+
+@pytest.mark.backends("sqlite", "postgresql")
+def test_the_newest_memory_items_of_each_kind_and_their_counts(board):
+    from hiveboard.board.knowledge import NewItem
+
+    items = [NewItem(kind=kind, text=f"{kind} {n}") for n in range(3) for kind in ("lesson", "note")]
+    with board.store.write() as db:
+        ids = board.knowledge.add_many(db, items, "lee")
+        board.knowledge.supersede(db, ids[0], ids[2])  # a superseded lesson is not shown, nor counted
+    counts, newest = board.knowledge.recent(per_kind=1)
+    assert counts == {"lesson": 2, "note": 3}
+    assert [(x.kind, x.text) for x in newest] == [("note", "note 2"), ("lesson", "lesson 2")]

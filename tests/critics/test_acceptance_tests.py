@@ -81,7 +81,7 @@ async def test_hidden_creator_tests_judge_the_work_and_cannot_be_dodged(connect,
         await complete(alice, card["id"], [art("slug.py", RIGHT), art("test_slug.py", OWN_TEST, "test")])
         round2 = (await verdict(alice, card["id"]))["rounds"][1]
         assert round2["verdict"] == "PASS" and round2["outcome"] == "done", round2["synthesis"]["brief"]
-        assert "2 of 2 checks passed in the sandbox" in critic(round2, "acceptance")["summary"]
+        assert "2 of 2 runs passed in the sandbox" in critic(round2, "acceptance")["summary"]
 
 
 @needs_sandbox

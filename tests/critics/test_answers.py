@@ -78,11 +78,12 @@ def tally(text: str) -> tuple[int, dict[str, int]]:
 
 
 def checks(summary: str) -> tuple[int, int, dict[str, tuple[str, str]]]:
-    """The acceptance critique's summary: (checks passed, checks run, {label: (passed|failed, detail)})."""
-    head = re.match(r"(\d+) of (\d+) checks? passed in the sandbox \([^)]*\): ", summary)
+    """The acceptance critique's summary: (runs passed, runs, {label: (passed|failed, detail)})."""
+    head = re.match(r"(\d+) of (\d+) runs? (passed|failed) in the sandbox \([^)]*\): ", summary)
     assert head, summary
     runs = re.findall(r"(?:^|; )([^;]+?): (passed|failed)(?: \(([^)]*)\))?", summary[head.end() :])
-    return int(head[1]), int(head[2]), {label: (outcome, detail) for label, outcome, detail in runs}
+    counted, total = int(head[1]), int(head[2])
+    return counted if head[3] == "passed" else total - counted, total, {label: (o, d) for label, o, d in runs}
 
 
 TOOL_CALL = re.compile(r"\b([a-z_]+)\(([^()]*)\)")

@@ -294,7 +294,7 @@ async def test_a_commit_review_runs_the_cards_own_checks_against_the_tree(connec
         await call(alice, "complete_task", task_id=task_id, token=token, output="added sub", ref="hb/alice/1")
         trail = await verdict(alice, task_id)
     tests = critic(trail["rounds"][-1], "acceptance")
-    assert "2 of 3 checks passed" in tests["summary"], tests["summary"]
+    assert "1 of 3 runs failed" in tests["summary"], tests["summary"]
     assert "the repository's tests `python -m pytest -q`: passed" in tests["summary"]
     assert "the card's acceptance tests: passed" in tests["summary"]
     assert "`python -c 'import calc; assert calc.sub(5, 3) == 2'`: failed" in tests["summary"]

@@ -29,6 +29,25 @@ async def test_a_card_taken_out_of_review_by_hand_cancels_its_job_and_starts_aga
         assert [(r["round"], r["status"]) for r in trail["rounds"]] == [(1, "cancelled"), (1, "queued")]
 
 
+async def test_a_passed_card_in_the_merge_queue_says_what_it_waits_for(connect, board):
+    from hiveboard.board import cards
+    from hiveboard.board.db import now
+    from hiveboard.board.models import Commit
+
+    async with connect("alice", wants_review=lambda task: True) as alice:
+        card = await hand_in(alice)  # no worker runs: the job stays queued
+        assert "waiting_for" not in await call(alice, "get_review", task_id=card["id"])
+        with board.store.write() as db:  # its review passed a commit of repository calc: the queue takes it
+            row = cards.row(db, card["id"])
+            commit = Commit(repo="calc", ref="hb/alice/1", sha="ab12" * 10, base_sha="cd34" * 10)
+            board.merges.enqueue(db, row, commit, "review", "review", now(), "PASS")
+        trail = await call(alice, "get_review", task_id=card["id"])
+        assert trail["status"] == "review"
+        assert trail["waiting_for"].startswith(
+            f"the merge: the passed commit {'ab12' * 3} waits in the merge queue of calc"
+        )
+
+
 async def test_a_running_review_never_acts_on_a_card_that_moved_on(connect, reviewer, fake_llm, board):
     fake_llm.delay["*"] = 3
     engine = reviewer(

@@ -161,6 +161,13 @@ async def test_max_rounds_sends_the_card_to_a_human_with_a_summary(connect, revi
         await hand_in(c, card["id"], output="tried again")
         trail = await verdict(c, card["id"])
         assert [r["outcome"] for r in trail["rounds"]] == ["in_progress", "needs_human"]
+        first, last = (r["synthesis"]["brief"] for r in trail["rounds"])
+        assert first.startswith("Round 1: FAIL. Fix these first, in order:")
+        assert (
+            last.startswith("Round 2: FAIL. The card went to needs_human: a person decides")
+            and "Fix these first" not in last
+        )
+        assert "api.py:10" in last  # the open issues stay listed, for the person
         task = await call(c, "get_task", task_id=card["id"])
         assert task["status"] == "needs_human"
         assert "did not converge after 2 of 2 rounds" in task["blocked_reason"]

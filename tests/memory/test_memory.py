@@ -13,7 +13,7 @@ from conftest import START_TIMEOUT, call, call_error
 from hiveboard.board.priority import BACKGROUND_NICE
 from hiveboard.memory.embeddings import MINILM_DIM, MINILM_DYNAMIC_NAME, get_embedder
 from hiveboard.memory.index import EmbeddingMismatch, VectorIndex
-from hiveboard.memory.service import RELEVANCE_FLOOR, card_query
+from hiveboard.memory.service import CROSS_TYPE_MARGIN, RELEVANCE_FLOOR, card_query
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
@@ -249,6 +249,40 @@ async def test_a_claim_gets_no_lesson_about_unrelated_work(connect, memory):
         handed = (await call(dev, "claim_task", task_id=cards[1]["id"]))["lessons"]
     assert handed and max(h["score"] for h in handed) < RELEVANCE_FLOOR
     assert memory.knowledge.reuse()[0] == len(handed)  # only lessons handed out count as surfaced
+
+
+async def test_a_lesson_of_another_task_type_needs_a_stronger_match(connect, memory):
+    slugify = [
+        dict(
+            problem="slugify kept commas and '!' from titles",
+            fix="collapse every run of characters outside [a-z0-9] into one '-', then strip '-' from both ends",
+            task_type="code",
+        ),
+        dict(
+            problem="in \"Add slugify()\": test_punctuation failed: expected 'hi-there', got 'hi,-there!'",
+            fix="changed `return text.lower().replace(' ', '-')` to "
+            "`return re.sub(r'[^a-z0-9]+', '-', text.lower()).strip('-')` in slugify.",
+            task_type="code",
+        ),
+    ]
+    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+        code = [(await call(lead, "record_lesson", **lesson))["item"]["id"] for lesson in slugify]
+        memory.drain()
+
+        async def handed(title: str, description: str, task_type: str) -> list[dict]:
+            card = await call(lead, "create_task", title=title, description=description, task_type=task_type)
+            return (await call(dev, "claim_task", task_id=card["id"]))["lessons"]
+
+        # the same words, other work: a docs card mentioning slugs gets no code lesson
+        assert await handed("Write a changelog entry for 0.3", "Summarise the slug and search changes", "docs") == []
+        # a code card of the same kind of work gets both
+        same = await handed("Slugify tag names in tag URLs", "Tag pages use the tag name in the URL", "code")
+        assert sorted(h["id"] for h in same) == sorted(code)
+        # a docs card about the very function gets the lesson that matches it best, and only that one
+        close = await handed(
+            "Document the slugify helper", "Explain in docs/urls.md how titles become URL slugs", "docs"
+        )
+        assert [h["id"] for h in close] == code[:1] and close[0]["score"] >= RELEVANCE_FLOOR + CROSS_TYPE_MARGIN
 
 
 async def test_a_superseding_lesson_hides_the_old_one(connect, memory):

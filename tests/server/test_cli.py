@@ -84,6 +84,21 @@ def test_every_cli_command_and_flag_is_in_the_reference():
                     assert flag in reference, f"{name} {flag} not documented"
 
 
+def test_every_command_and_option_is_described_and_every_command_listed_in_the_readme():
+    readme = (REFERENCE.parents[1] / "README.md").read_text()
+    commands = readme[readme.index("## Commands") :].split("\n## ")[0]
+    p = parser()
+    sub = next(a for a in p._actions if a.dest == "command")
+    helps = {choice.dest: choice.help for choice in sub._choices_actions}
+    for name, subparser in sub.choices.items():
+        assert f"`hiveboard {name}" in commands, f"hiveboard {name} is not in the README's command list"
+        assert helps.get(name) and subparser.description, f"hiveboard {name} has no description"
+        for action in subparser._actions:
+            assert action.help, f"hiveboard {name} {'/'.join(action.option_strings) or action.dest} is not described"
+    db = next(a for a in p._actions if a.dest == "db")
+    assert "postgresql://" in db.help
+
+
 def test_message_size_limit_is_configurable(tmp_path, monkeypatch):
     from hiveboard.board import InvalidInput, NewTask
     from hiveboard.board.messages import NewMessage

@@ -224,4 +224,17 @@ async def test_the_hook_never_breaks_a_session(tmp_path, store_target, connect):
         timeout=START_TIMEOUT,
         env=clean_env(HIVEBOARD_HOME=str(tmp_path / "home"), HIVEBOARD_DB=store_target, HIVEBOARD_AGENT="alice"),
     )
-    assert done.returncode == 0 and done.stdout == "" and "the session goes on" in done.stderr
+    assert done.returncode == 0 and done.stdout == "" and "the input on stdin is not JSON" in done.stderr
+
+
+@pytest.mark.backends("sqlite")
+async def test_input_that_is_not_a_json_object_is_named_not_the_board(monkeypatch, tmp_path):
+    from hiveboard.server.hook import run
+
+    monkeypatch.setenv("HIVEBOARD_AGENT", "alice")
+    monkeypatch.setenv("HIVEBOARD_DB", str(tmp_path / "never-opened.db"))
+    for raw, said in (("{not json", "is not JSON (Expecting property name"), ("[1, 2]", "not an object (a list)")):
+        code, out, err = run("stop", raw)
+        assert (code, out) == (0, "") and said in err and "could not be read" not in err, err
+        assert "send the event's JSON object" in err
+    assert not (tmp_path / "never-opened.db").exists()

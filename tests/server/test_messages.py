@@ -561,3 +561,24 @@ async def test_polling_an_inbox_with_nothing_unread_needs_no_write_lock(connect,
         page = await call(b, "get_messages")
         assert [m["content"] for m in page["messages"]] == ["second"] and page["unread"] == 1
         assert (await call(b, "get_messages"))["unread"] == 0  # marked read
+
+
+async def test_a_verdict_reaches_its_holders_inbox_whole_within_a_bound(connect, board):
+    from hiveboard.board.messages import VERDICT_CHARS
+
+    await register(connect, ("lead", None), ("coder", None))
+    async with connect("lead") as lead, connect("coder") as coder:
+        card = await call(lead, "create_task", title="slugify")
+        await call(coder, "claim_task", task_id=card["id"])
+        brief = "FAIL: round 1 of 3. Fix these first, in order:\n" + "\n".join(
+            f"{n}. the slug of case {n} keeps its trailing dash; strip it" for n in range(1, 15)
+        )
+        assert 300 < len(brief) < VERDICT_CHARS
+        with board.store.write() as db:
+            board.messages.event(db, "review", "critique", card["id"], brief.split("\n")[0], brief)
+            board.messages.event(db, "review", "critique", card["id"], "FAIL: long", "z" * (VERDICT_CHARS + 1))
+        await call(lead, "publish_message", intent="critique", recipient="coder", content="mine " + "w" * 400)
+        got = await inbox(coder, intent="critique")
+        assert got[0]["content"] == brief  # whole: the brief is what the holder acts on
+        assert len(got[1]["content"]) < VERDICT_CHARS + 60 and got[1]["content"].endswith("full=true for all)")
+        assert got[2]["content"].endswith("full=true for all)")  # an agent's message is a preview, as ever

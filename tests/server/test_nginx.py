@@ -255,8 +255,14 @@ async def test_refusals_through_nginx_are_the_nodes_own(balanced):
             direct = await raw.post(balanced.node_urls[0], json=initialize, headers={**headers, **credentials})
             through = await raw.post(balanced.url, json=initialize, headers={**headers, **credentials})
             assert direct.status_code == through.status_code == 401, (credentials, through.text)
-            assert through.json() == direct.json() and "unauthorized" in through.json()["error"]
-            assert through.headers["www-authenticate"] == direct.headers["www-authenticate"]
+            assert through.json() == direct.json() and "unauthorized" in through.json()["error"]["message"]
+            # the same challenge, its resource_metadata at the address each client used (nginx passes the Host on)
+            node, edge = (url.rsplit("/mcp", 1)[0] for url in (balanced.node_urls[0], balanced.url))
+            assert through.headers["www-authenticate"] == direct.headers["www-authenticate"].replace(node, edge)
+            assert (
+                f'resource_metadata="{edge}/.well-known/oauth-protected-resource/mcp"'
+                in through.headers["www-authenticate"]
+            )
         # the Host goes through as sent, so the nodes' DNS-rebinding check still holds behind nginx
         port = balanced.url.split(":")[2].split("/")[0]
         rebound = await raw.post(

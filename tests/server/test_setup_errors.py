@@ -502,3 +502,42 @@ def test_web_on_a_taken_port_says_so_before_naming_a_url_or_opening_a_browser(tm
         out = cli("--home", str(tmp_path / "home"), "web", "--port", str(port), env={"BROWSER": str(browser)})
     refused(out, f"cannot serve on 127.0.0.1:{port}: Address already in use; stop the other server or pass --port")
     assert not opened.exists()
+
+
+def test_a_misspelt_environment_variable_is_warned_about_with_the_nearest_one(tmp_path, environ, capsys):
+    from hiveboard.server.cli import main
+
+    environ.setenv("HIVEBOARD_LEASE_SECNDS", "60")
+    environ.setenv("HIVEBOARD_REVIEW__MAX_ROUND", "3")
+    environ.setenv("HIVEBOARD_REVIEW__EXECUTE", "off")
+    assert main(["--home", str(tmp_path), "agent", "list"]) == 0
+    assert capsys.readouterr().err.splitlines()[:2] == [
+        "hiveboard: warning: HIVEBOARD_LEASE_SECNDS is not a hiveboard variable and is ignored "
+        "(did you mean HIVEBOARD_LEASE_SECONDS?)",
+        "hiveboard: warning: HIVEBOARD_REVIEW__MAX_ROUND is not a hiveboard variable and is ignored "
+        "(did you mean HIVEBOARD_REVIEW__MAX_ROUNDS?)",
+    ]
+
+
+def test_every_variable_the_product_and_its_documents_name_is_known():
+    from hiveboard.server.config import unknown_variables
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [path.read_text() for path in [root / "README.md", *root.glob("docs/*.md")]]
+    texts += [
+        path.read_text()
+        for folder in ("board", "memory", "critics", "server")
+        for path in root.glob(f"{folder}/**/*.py")
+    ]
+    named = {name for text in texts for name in re.findall(r"\bHIVEBOARD_[A-Z0-9_]*[A-Z0-9]\b", text)}
+    assert len(named) > 20 and unknown_variables(dict.fromkeys(named, "")) == []
+
+
+@pytest.mark.parametrize("command", [["serve", "--http"], ["reindex"]])
+def test_an_unreachable_database_is_named_before_the_missing_chroma_server(tmp_path, environ, capsys, command):
+    from hiveboard.server.cli import main
+
+    url = "postgresql://nobody@127.0.0.1:1/board"
+    assert main(["--home", str(tmp_path / "home"), "--db", url, *command]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hiveboard: the database {url} cannot be used (") and "Chroma" not in err, err

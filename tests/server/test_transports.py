@@ -74,11 +74,11 @@ async def test_http_agents_act_by_bearer_token_only(tmp_path, http_server):
         for body in (initialize, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}):
             r = await raw.post(url, json=body, headers=headers)
             assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer"), r.text
-            error = r.json()["error"]
+            error = r.json()["error"]["message"]
             assert "matches no agent" in error and "hiveboard agent token NAME" in error
         for other in ("Basic cm9vdDpyb290", "Bearer", "hb_forged"):  # credentials not in the bearer form
             r = await raw.post(url, json=initialize, headers={**headers, "Authorization": other})
-            assert r.status_code == 401 and "is not 'Bearer <token>'" in r.json()["error"], (other, r.text)
+            assert r.status_code == 401 and "is not 'Bearer <token>'" in r.json()["error"]["message"], (other, r.text)
         r = await raw.post(url, json=initialize, headers={"Accept": headers["Accept"]})  # no token: local, allowed
         assert r.status_code == 200
 
@@ -98,7 +98,7 @@ async def test_a_replaced_token_is_refused_once_the_entry_stops_trusting_it(tmp_
     headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {old}"}
     async with httpx.AsyncClient(timeout=30) as raw:
         r = await raw.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers)
-    assert r.status_code == 401 and "matches no agent" in r.json()["error"], r.text
+    assert r.status_code == 401 and "matches no agent" in r.json()["error"]["message"], r.text
 
 
 def test_known_tokens_are_kept_a_moment_by_their_hash_and_never_when_unknown(monkeypatch):

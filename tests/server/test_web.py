@@ -846,7 +846,7 @@ async def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_is_
         assert "new since round 1" in _section(page, "README.md")
         assert "removed since round 1" in _section(page, "old_notes.txt")
         tests_run = page[page.index('id="tests-run"') :]
-        assert "Round 2:" in tests_run and ">passed<" in tests_run and "1 of 1 check passed" in tests_run
+        assert "Round 2:" in tests_run and ">passed<" in tests_run and "1 of 1 run passed" in tests_run
         spec = page[page.index('id="acceptance-tests"') :]
         assert "<code>test_calc.py</code>" in spec and '<span class="f">test_calc</span>' in spec
         assert f"Pass approves round 2 of card #{made['id']}, 4 files" in page

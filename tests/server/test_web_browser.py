@@ -747,3 +747,20 @@ def test_a_dialog_confirmed_pass_approves_the_card(served, browser):
     page.wait_for_selector(".flash")
     assert asked == [f"Pass card #{made['id']} as it stands, nothing handed in? The card moves to Done."]
     assert "now done" in page.inner_text(".flash")
+
+
+@pytest.mark.parametrize("width", [1200, 360])
+def test_the_login_pages_command_is_one_line_on_a_desktop_and_a_phone(browser, width):
+    from hiveboard.server.web.pages import login_page
+
+    css = (Path(__file__).resolve().parents[2] / "server" / "web" / "static" / "app.css").read_text()
+    html = login_page().replace('<link rel="stylesheet" href="/static/app.css">', f"<style>{css}</style>")
+    page = browser.new_page(viewport={"width": width, "height": 800})
+    page.set_content(html)
+    command = page.locator("code", has_text="hiveboard agent add")
+    assert command.inner_text() == "hiveboard agent add YOUR-NAME --role human"
+    lines = command.evaluate(
+        "e => { const r = document.createRange(); r.selectNodeContents(e); return r.getClientRects().length; }"
+    )
+    assert lines == 1
+    page.close()
