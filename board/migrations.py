@@ -622,6 +622,13 @@ def m028_task_counts(db: Database) -> None:
     db.execute(f"CREATE TRIGGER tasks_uncounted AFTER DELETE ON tasks BEGIN {uncounted}; END")
 
 
+def m029_review_round_limit(db: Database) -> None:
+    # Review rounds bound the card, not one claim of it, so no path back to todo hands out a fresh set of rounds:
+    # the last round whose FAIL goes back to the author, when its creator or a person granted more rounds than
+    # review.max_rounds (Reviews.grant_rounds; NULL: none granted).
+    db.execute("ALTER TABLE tasks ADD COLUMN round_limit INTEGER")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -650,6 +657,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m026_keyword_merges_in_the_background,
     m027_memory_revision,
     m028_task_counts,
+    m029_review_round_limit,
 ]
 
 

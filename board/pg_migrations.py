@@ -485,6 +485,11 @@ def p014_task_counts(db) -> None:
     )
 
 
+def p015_review_round_limit(db) -> None:
+    # board/migrations.py m029_review_round_limit
+    db.execute("ALTER TABLE tasks ADD COLUMN round_limit INTEGER")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -500,6 +505,7 @@ MIGRATIONS: list[Callable] = [
     p012_memory_revision,
     p013_cards_in_todo,
     p014_task_counts,
+    p015_review_round_limit,
 ]
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from . import cards
 from ._sqlite_utils import Database
+from .agents import OPERATOR_ROLES
 from .commits import Commits
 from .db import Store, iso, now, placeholders
 from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
@@ -97,13 +98,33 @@ class Reviews:
 
     @staticmethod
     def _round(db: Database, task_id: int) -> int:
-        """Rounds so far in the card's current cycle: a card that went to a human (by a verdict or by hand)
-        starts a new cycle at round 1."""
+        """Review rounds the card has had, whoever held it: rounds bound the card, so no way back to todo (a
+        release, a lease running out, update_task, a person sending it back, another agent's claim) starts the
+        count again. A round a person cancelled (the card left review by hand) does not count."""
         return db.execute(
-            "SELECT count(*) FROM reviews WHERE task_id = ? AND status != 'cancelled' AND created_at > coalesce("
-            "(SELECT max(at) FROM task_history WHERE task_id = ? AND to_status = 'needs_human'), 0)",
-            [task_id, task_id],
+            "SELECT count(*) FROM reviews WHERE task_id = ? AND status != 'cancelled'", [task_id]
         ).fetchone()[0]
+
+    def grant_rounds(self, db: Database, row: dict, actor: str, rounds: int, reason: str | None, ts: float) -> dict:
+        """Inside a write: `rounds` more review rounds for the card, counted from the rounds it has had (a failed
+        round goes back to its author up to that round, or up to review.max_rounds if that is later), by its
+        creator or a person (an operator role) only: its holder would grant itself more tries at the review. The
+        card's history names who granted them. Returns the new row."""
+        if actor != row["created_by"] and not self.machine.operator(actor):
+            raise Forbidden(
+                f"only task {row['id']}'s creator ({row['created_by']}) or a person (an agent with the role "
+                f"{' or '.join(OPERATOR_ROLES)}) may grant it more review rounds; ask one of them with "
+                "publish_message"
+            )
+        if row["status"] == "done":
+            raise IllegalTransition(f"task {row['id']} is done: it has no review rounds to grant")
+        had = self._round(db, row["id"])
+        limit = had + rounds
+        note = (
+            f"{actor} granted {rounds} more review round{'' if rounds == 1 else 's'}: after {had}, failed rounds go "
+            f"back to the author up to round {limit}" + (f"; {reason}" if reason else "")
+        )
+        return self.machine.edit(db, row, actor, "granted review rounds", {"round_limit": limit}, note, ts)
 
     def cancel(self, db: Database, task_id: int, reason: str, ts: float) -> None:
         """The card left review by another path (e.g. to a human): its unfinished jobs stop counting, and a
@@ -193,6 +214,7 @@ class Reviews:
                 attempts=row["attempts"],
                 agent_deadline=row["agent_deadline"],
                 waived=json.loads(task["waived"]),
+                round_limit=task["round_limit"],
                 commit=commit,
                 test_command=test[0] if test else None,
             )
@@ -460,12 +482,13 @@ class Reviews:
         ]
 
     def _before(self, job: ReviewJob) -> int | None:
-        """The review of the round before this one in the same cycle."""
+        """The review of the round before this one in the same cycle: of the same claim (a FAIL hands the card
+        back with its token; a new claim is a new cycle, though the round count goes on)."""
         if job.round <= 1:
             return None
         return self.store.db.execute(
-            "SELECT max(id) FROM reviews WHERE task_id = ? AND id < ? AND round = ?",
-            [job.task_id, job.id, job.round - 1],
+            "SELECT max(id) FROM reviews WHERE task_id = ? AND id < ? AND round = ? AND fencing_token = ?",
+            [job.task_id, job.id, job.round - 1, job.fencing_token],
         ).fetchone()[0]
 
     def previous(self, job: ReviewJob) -> dict[str, CritiqueRecord]:

@@ -730,13 +730,17 @@ class ReviewEngine:
                     "or send it back on the web board" + ("\n" + synthesis.brief if synthesis.issues else "")
                 )
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
-        if job.round >= self.config.max_rounds:
-            rounds = [r.critiques for r in self.board.reviews.rounds(job.task_id, reveal=True) if r.round <= job.round]
-            return "needs_human", f"task {job.task_id}: " + convergence_summary(
-                rounds[-job.round :], self.config.max_rounds
-            )
+        # the card's rounds, whoever held it (Reviews._round), and any its creator or a person granted since
+        limit = max(self.config.max_rounds, job.round_limit or 0)
+        if job.round >= limit:
+            rounds = [
+                r.critiques
+                for r in self.board.reviews.rounds(job.task_id, reveal=True)
+                if r.round <= job.round and r.status == "finished" or r.review_id == job.id
+            ]
+            return "needs_human", f"task {job.task_id}: " + convergence_summary(rounds, limit)
         return "in_progress", (
-            f"task {job.task_id} failed review round {job.round} of {self.config.max_rounds}; "
+            f"task {job.task_id} failed review round {job.round} of {limit}; "
             f"{ran}\n{synthesis.brief}\nRevise the work and call complete_task again with "
             f"task_id={job.task_id} and your token; each critic will check its issues."
         )

@@ -341,6 +341,9 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         expected_version: Annotated[
             int | None, Field(description="refuse if past this version", ge=1, le=MAX_ID)
         ] = None,
+        grant_rounds: Annotated[
+            int | None, Field(description="more review rounds (creator or person only)", ge=1, le=20)
+        ] = None,
     ) -> TaskSummary:
         """Note progress or renew your lease (token alone); change status; edit a card you made."""
         edit = TaskEdit(
@@ -360,6 +363,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             reason=reason,
             edit=edit,
             expected_version=expected_version,
+            grant_rounds=grant_rounds,
         )
 
     @mcp.tool(annotations=CHANGE)

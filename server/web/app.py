@@ -304,8 +304,17 @@ def web_routes(web: WebBoard) -> list[Route]:
             return HTMLResponse(
                 pages.confirm_page(approval, form.get("note", ""), viewer), headers={"cache-control": "no-store"}
             )
+        rounds = form.get("rounds", "").strip()
+        if rounds and not rounds.isdigit():
+            raise Refused(400, "rounds: a whole number of more review rounds (0 for none); correct it")
         done = board.decisions.decide(
-            viewer.name, task_id, decision, form.get("note", ""), form.get("assign_to") or None, confirm=confirm
+            viewer.name,
+            task_id,
+            decision,
+            form.get("note", ""),
+            form.get("assign_to") or None,
+            confirm=confirm,
+            rounds=int(rounds or 0),
         )
         return _back(f"/task/{task_id}", f"task {task_id} is now {done.status.replace('_', ' ')}")
 
