@@ -629,6 +629,11 @@ def m029_review_round_limit(db: Database) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN round_limit INTEGER")
 
 
+def m030_critique_hidden(db: Database) -> None:
+    # A critique the card's hidden tests shaped (review_models.sealed): its detail is its creator's and people's.
+    db.execute("ALTER TABLE critiques ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -658,6 +663,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m027_memory_revision,
     m028_task_counts,
     m029_review_round_limit,
+    m030_critique_hidden,
 ]
 
 

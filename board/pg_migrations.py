@@ -490,6 +490,11 @@ def p015_review_round_limit(db) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN round_limit INTEGER")
 
 
+def p016_critique_hidden(db) -> None:
+    # board/migrations.py m030_critique_hidden
+    db.execute("ALTER TABLE critiques ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -506,6 +511,7 @@ MIGRATIONS: list[Callable] = [
     p013_cards_in_todo,
     p014_task_counts,
     p015_review_round_limit,
+    p016_critique_hidden,
 ]
 
 

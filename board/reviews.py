@@ -44,7 +44,9 @@ from .review_models import (
     ReviewState,
     ReviewTrail,
     Synthesis,
+    hidden_ref,
     judged,
+    sealed_trail,
 )
 
 COMPLETED = next(t.action for t in TRANSITIONS if t.via == "complete_task")  # a hand-in, as the history says it
@@ -149,7 +151,8 @@ class Reviews:
             self.store.emit(ReviewChanged(review_id, task_id))
 
     def _blocking_refs(self, db: Database, task_id: int, before_review: int) -> set[str]:
-        """Refs of the blocking issues raised in the card's earlier rounds."""
+        """Refs of the blocking issues raised in the card's earlier rounds, but those the card's hidden tests
+        shaped: how many of them got resolved is theirs too, and board_stats is everyone's."""
         marks = placeholders(BLOCKING)
         sql = self.store.dialect
         return {
@@ -159,6 +162,7 @@ class Reviews:
                 f"WHERE c.task_id = ? AND c.review_id < ? AND {sql.json_field('i.value', 'severity')} IN ({marks})",
                 [task_id, before_review, *BLOCKING],
             )
+            if not hidden_ref(ref)
         }
 
     def held(self, review_id: int, worker: str) -> bool:
@@ -292,6 +296,7 @@ class Reviews:
     ) -> bool:
         """Store one critic's result as soon as it is in; False if the worker lost the job meanwhile."""
         issues = _with_refs(job.round, critic, critique.issues if critique else [])
+        hidden = bool(critique and (critique.hidden or any(i.hidden for i in critique.issues)))
         with self.store.write() as db:
             if not self._held(db, job.id, worker):
                 return False
@@ -302,7 +307,7 @@ class Reviews:
             return (
                 db.execute(
                     "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, issue_count = ?, "
-                    "resolutions = ?, error = ?, followed = ?, resolved = ?, finished_at = ?, "
+                    "resolutions = ?, error = ?, followed = ?, resolved = ?, finished_at = ?, hidden = ?, "
                     "started_at = coalesce(?, started_at) WHERE review_id = ? AND critic = ? AND status = 'running'",
                     [
                         status,
@@ -310,12 +315,13 @@ class Reviews:
                         critique.score if critique else None,
                         critique.summary if critique else None,
                         json.dumps([i.model_dump() for i in issues]),
-                        len(issues),
+                        _shown_count(issues),
                         json.dumps([r.model_dump() for r in critique.resolutions] if critique else []),
                         error,
                         followed,
                         resolved,
                         now(),
+                        int(hidden),
                         (now() - seconds) if seconds is not None else None,
                         job.id,
                         critic,
@@ -508,6 +514,24 @@ class Reviews:
         row = self.store.db.execute("SELECT artifacts FROM reviews WHERE id = ?", [prev]).fetchone() if prev else None
         return [Artifact(**a) for a in json.loads(row[0])] if row else []
 
+    def told_hidden(self, task_id: int, before_review: int | None = None, db: Database | None = None) -> bool:
+        """Whether a round of the card (before `before_review`) had an issue its hidden tests shaped: its author was
+        told of them, if only sealed, so nothing taken from the card's later work is free of them (no lesson, and
+        its output does not join the shared memory)."""
+        return any(
+            any(i.get("hidden") for i in json.loads(issues))
+            for (issues,) in (db or self.store.db).execute(
+                "SELECT issues FROM critiques WHERE task_id = ? AND review_id < ? AND hidden = 1",
+                [task_id, before_review if before_review is not None else 2**62],
+            )
+        )
+
+    def remember_output(self, db: Database, row: dict) -> None:
+        """A card reached done: its work joins the shared memory (Knowledge.remember_output), unless the card's
+        hidden tests shaped what its author was told (`told_hidden`)."""
+        if not self.told_hidden(row["id"], db=db):
+            self.knowledge.remember_output(db, row)
+
     def hand_ins(self, task_id: int, last: int = 2) -> list[HandIn]:
         """The card's latest `last` hand-ins of work, newest first, with their files (what a person at the
         approval gate reads, beside the hand-in before it)."""
@@ -605,6 +629,19 @@ class Reviews:
             rounds=rounds,
             scores=[r.synthesis.score for r in rounds if r.status == "finished" and r.synthesis],
         )
+
+    def reveals(self, agent: str | None, task_id: int) -> bool:
+        """Whether `agent` sees what the card's hidden tests shaped in its review: its creator (who wrote them) and
+        people (an operator role) do; its author, bystanders and agent critics see it `sealed`."""
+        if agent is None:
+            return False
+        creator = self.store.db.execute("SELECT created_by FROM tasks WHERE id = ?", [task_id]).fetchone()
+        return (creator is not None and creator[0] == agent) or self.machine.operator(agent)
+
+    @staticmethod
+    def sealed(trail: ReviewTrail) -> ReviewTrail:
+        """The trail with nothing the card's hidden tests shaped (review_models.sealed)."""
+        return sealed_trail(trail)
 
     @staticmethod
     def referenced(trail: ReviewTrail) -> ReviewTrail:
@@ -728,7 +765,8 @@ class Reviews:
                 [synthesis.verdict, outcome, synthesis.model_dump_json(), ts, job.id],
             )
             for c in self.critiques(job.id):
-                if c.status == "ok" and (c.issues or c.summary):
+                # memory is everyone's: nothing the card's hidden tests shaped goes there, not even sealed
+                if c.status == "ok" and not c.hidden and (c.issues or c.summary):
                     text = f"{c.summary or ''}\n" + "\n".join(
                         f"[{i.severity}] {i.category} {i.location}: {i.description} — {i.suggestion}" for i in c.issues
                     )
@@ -898,9 +936,24 @@ def _noted(brief: str, task_id: int, limit: int = 500) -> str:
 
 
 def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[ReviewIssue]:
-    """Stable ids (r<round>:<critic>#<n>), most severe first; at most MAX_ISSUES per critique."""
-    kept = sorted(issues, key=lambda i: -SEVERITY_RANK[i.severity])[:MAX_ISSUES]
-    return [i.model_copy(update={"ref": f"r{round_}:{critic}#{n}"}) for n, i in enumerate(kept, 1)]
+    """Stable ids (r<round>:<critic>#<n>), most severe first; at most MAX_ISSUES per critique. Issues the card's
+    hidden tests shaped come after the others and are numbered apart (#h<n>), so the refs anyone sees say
+    nothing of how many there are."""
+    kept = [
+        *sorted((i for i in issues if not i.hidden), key=lambda i: -SEVERITY_RANK[i.severity])[:MAX_ISSUES],
+        *sorted((i for i in issues if i.hidden), key=lambda i: -SEVERITY_RANK[i.severity])[:MAX_ISSUES],
+    ]
+    counts = {False: 0, True: 0}
+    out = []
+    for i in kept:
+        counts[i.hidden] += 1
+        out.append(i.model_copy(update={"ref": f"r{round_}:{critic}#{'h' if i.hidden else ''}{counts[i.hidden]}"}))
+    return out
+
+
+def _shown_count(issues: list[ReviewIssue]) -> int:
+    """A critique's issues as `sealed` shows them (board_stats counts these): those of hidden tests as one."""
+    return sum(not i.hidden for i in issues) + any(i.hidden for i in issues)
 
 
 def _tally(resolutions: list[Resolution], blocking: set[str]) -> tuple[int, int]:
@@ -931,4 +984,5 @@ def _record(r: dict) -> CritiqueRecord:
         error=r["error"],
         submitted_by=r["submitted_by"],
         seconds=round(seconds, 3) if seconds is not None else None,
+        hidden=bool(r["hidden"]),
     )

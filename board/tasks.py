@@ -108,7 +108,7 @@ class Board:
         # what else happens when a card moves, all in one place
         self.machine.when_leaving("review", self.reviews.left_review)
         self.machine.when_leaving("review", self.merges.left_review)
-        self.machine.when_entering("done", self.knowledge.remember_output)
+        self.machine.when_entering("done", self.reviews.remember_output)
         for status in ENDS:  # a card that ends (its holder no longer works on it) releases its reservations
             self.machine.when_entering(status, self.reservations.card_ended)
 

@@ -42,7 +42,7 @@ from hiveboard.board import (
 )
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
-from hiveboard.board.review_models import BLOCKING, judged
+from hiveboard.board.review_models import BLOCKING, judged, sealed
 from hiveboard.board.worker import Worker, keep_leased
 
 from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic
@@ -441,9 +441,12 @@ class ReviewEngine:
             # failure on the record, never a silent gap
             reviews.fail_unfinished(job, worker, "the critic's result was not stored (see the server log)")
             critiques = reviews.critiques(job.id)
-            synthesis = self._meta_review(work, critiques, self._synthesise(work, critiques, lenses))
-            outcome, message = self._decide(job, synthesis, critiques)
-            synthesis = rescore(synthesis, critiques, self.config.bar_for(job.task_type))  # agrees with the verdict
+            # what the card's hidden tests shaped never leaves the review: the synthesis, its brief, the messages
+            # and the score are made from the critiques as the author sees them (review_models.sealed)
+            shown = [sealed(c) for c in critiques]
+            synthesis = self._meta_review(work, shown, self._synthesise(work, shown, lenses))
+            outcome, message = self._decide(job, synthesis, shown)
+            synthesis = rescore(synthesis, shown, self.config.bar_for(job.task_type))  # agrees with the verdict
             # lessons before the verdict: whoever sees the verdict can already find them (a re-run
             # after a crash here merges them as near-duplicates)
             self._mine_lessons(job, work, critiques, previous)
@@ -731,10 +734,26 @@ class ReviewEngine:
                 )
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
         # the card's rounds, whoever held it (Reviews._round), and any its creator or a person granted since
+        gated = sorted(
+            {
+                c.critic
+                for c in critiques
+                if c.lens in NEVER_LOWERED and any(i.hidden and i.severity in BLOCKING for i in c.issues)
+            }
+        )
+        if gated:  # not fed back as a signal the author could iterate on: a person judges the evidence
+            synthesis.note = "; ".join(
+                x for x in (synthesis.note, f"{', '.join(gated)}: evidence from the hidden tests, for a person") if x
+            )
+            return "needs_human", (
+                f"task {job.task_id}: {', '.join(gated)} found a problem against the card's hidden tests; its "
+                "evidence is shown only to the card's creator and people, and a person decides ("
+                f"{ran}).\n{synthesis.brief}"
+            )
         limit = max(self.config.max_rounds, job.round_limit or 0)
         if job.round >= limit:
             rounds = [
-                r.critiques
+                [sealed(c) for c in r.critiques]
                 for r in self.board.reviews.rounds(job.task_id, reveal=True)
                 if r.round <= job.round and r.status == "finished" or r.review_id == job.id
             ]
@@ -749,8 +768,11 @@ class ReviewEngine:
         self, job: ReviewJob, work: Work, critiques: list[CritiqueRecord], previous: dict[str, CritiqueRecord]
     ) -> None:
         """Blocking issues raised last round and resolved in this one become lessons for this task type, each
-        named by what the author changed between the two rounds (critics/lessons.py). Issues of the card's
-        hidden acceptance tests never do."""
+        named by what the author changed between the two rounds (critics/lessons.py). Nothing the card's hidden
+        tests shaped does: not their issues, and no lesson at all once any earlier round told the author something
+        of them (the work and its diff may carry what it was told)."""
+        if self.board.reviews.told_hidden(job.task_id, job.id):
+            return
         earlier = {i.ref: (c, i) for c in previous.values() for i in c.issues}
         resolved = []
         for c in critiques:
