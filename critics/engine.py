@@ -445,7 +445,7 @@ class ReviewEngine:
             # and the score are made from the critiques as the author sees them (review_models.sealed)
             shown = [sealed(c) for c in critiques]
             synthesis = self._meta_review(work, shown, self._synthesise(work, shown, lenses))
-            outcome, message = self._decide(job, synthesis, shown)
+            outcome, message = self._decide(job, synthesis, shown, critiques)
             synthesis = rescore(synthesis, shown, self.config.bar_for(job.task_type))  # agrees with the verdict
             # lessons before the verdict: whoever sees the verdict can already find them (a re-run
             # after a crash here merges them as near-duplicates)
@@ -644,8 +644,11 @@ class ReviewEngine:
         }
         return downgrade(synthesis, critiques, work.round, decisions, self.config.brief_chars)
 
-    def _decide(self, job: ReviewJob, synthesis: Synthesis, critiques: list[CritiqueRecord]) -> tuple[str, str]:
-        """(card outcome, message) for a synthesis."""
+    def _decide(
+        self, job: ReviewJob, synthesis: Synthesis, critiques: list[CritiqueRecord], whole: list[CritiqueRecord]
+    ) -> tuple[str, str]:
+        """(card outcome, message) for a synthesis; `critiques` as the author sees them (sealed), `whole` as they
+        are (read only for what the card's hidden tests do not shape: which kind of check gave the evidence)."""
         delivered = [c for c in critiques if c.status == "ok"]
         failed = [c for c in critiques if c.status in ("error", "timeout")]
         ran = (
@@ -681,7 +684,7 @@ class ReviewEngine:
             synthesis.unverified = "; ".join(f"{c.critic}: {c.error}" for c in unverified)
         weak = [
             c.critic
-            for c in critiques
+            for c in whole
             if c.status == "ok" and c.backend == "acceptance" and EXIT_STATUS_ONLY in (c.summary or "")
         ]
         if weak:  # said on the card: a person can tell such a pass from one the judge established
