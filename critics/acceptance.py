@@ -169,6 +169,7 @@ def module_names(paths: list[str]) -> list[str]:
 
 class AcceptanceCritic(Critic):
     backend = "acceptance"
+    reads_tests = True
 
     def __init__(self, name: str, lens: str, box: Box | None, why_not: str, timeout: float, limits: SandboxLimits):
         super().__init__(name, lens)

@@ -33,6 +33,7 @@ NAMES = {rule.code: name for name, rule in RULES.items()}
 
 class IntegrityCritic(StaticCritic):
     backend = "integrity"
+    reads_tests = True
 
     def __init__(
         self,
