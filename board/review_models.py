@@ -335,7 +335,7 @@ def sealed(c: CritiqueRecord) -> CritiqueRecord:
     the card's hidden tests shaped. Its issues from them become one issue without place, count or values (their
     worst severity: the verdict's bit), its summary a fixed sentence, its score the verdict's, its time gone;
     its other issues are kept as they are, since the hidden tests did not shape them."""
-    if not c.hidden:
+    if not (c.hidden or any(i.hidden for i in c.issues)):
         return c
     shown = [i for i in c.issues if not i.hidden]
     secret = [i for i in c.issues if i.hidden]
