@@ -332,13 +332,14 @@ def hidden_ref(ref: str | None) -> bool:
 
 def sealed(c: CritiqueRecord) -> CritiqueRecord:
     """A critique as the author, bystanders, agent critics, the synthesis, messages and memory see it: nothing
-    the card's hidden tests shaped. Its issues from them become one issue without place, count or values (their
-    worst severity: the verdict's bit), its summary a fixed sentence, its score the verdict's, its time gone;
-    its other issues are kept as they are, since the hidden tests did not shape them."""
+    the card's hidden tests shaped. Its blocking issues from them become one issue without place, count or values
+    (their worst severity: the verdict's bit), those that do not block are left out (a waived or demoted match
+    would otherwise be a signal that blocks nothing); its summary is a fixed sentence, its score the verdict's,
+    its time gone; its other issues are kept as they are, since the hidden tests did not shape them."""
     if not (c.hidden or any(i.hidden for i in c.issues)):
         return c
     shown = [i for i in c.issues if not i.hidden]
-    secret = [i for i in c.issues if i.hidden]
+    secret = [i for i in c.issues if i.hidden and i.severity in BLOCKING]  # one that does not block says nothing
     if secret:
         worst = max((i.severity for i in secret), key=SEVERITY_RANK.__getitem__)
         head = (secret[0].ref or "").split("#", 1)[0]
@@ -352,12 +353,16 @@ def sealed(c: CritiqueRecord) -> CritiqueRecord:
                 hidden=True,
             )
         )
+    verdict = c.verdict
+    if verdict in ("PASS", "CONDITIONAL"):  # not failed: what is left shown decides between the two
+        verdict = "CONDITIONAL" if any(i.severity == "minor" for i in shown) else "PASS"
     return c.model_copy(
         update={
             "issues": shown,
             "resolutions": [r for r in c.resolutions if not hidden_ref(r.ref)],
             "summary": HIDDEN_SUMMARY if c.summary is not None else None,
-            "score": SEALED_SCORE.get(c.verdict or "") if c.score is not None else None,
+            "verdict": verdict,
+            "score": SEALED_SCORE.get(verdict or "") if c.score is not None else None,
             "seconds": None,
         }
     )

@@ -93,3 +93,9 @@ def test_a_sealed_critique_says_nothing_of_what_the_hidden_tests_shaped():
     assert sealed(sealed(record)) == shown
     # a hidden finding seals its critique even when the critique was not marked
     assert sealed(record.model_copy(update={"hidden": False})).issues == shown.issues
+    # one that blocks nothing (waived, demoted) is not shown at all: it would be a signal and nothing more
+    info = own.model_copy(update={"severity": "info"})
+    minor = record.model_copy(
+        update={"verdict": "CONDITIONAL", "issues": [info, secret[0].model_copy(update={"severity": "minor"})]}
+    )
+    assert (sealed(minor).issues, sealed(minor).verdict, sealed(minor).score) == ([info], "PASS", 10)
