@@ -587,7 +587,7 @@ class Board:
             raise InvalidInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
         if reason and not (status or grant_rounds):
             raise InvalidInput(
-                "reason= goes with status= (blocked, needs_human) or grant_rounds=; for a progress note use note="
+                "reason= goes with status= (blocked, needs_human) or rounds=; for a progress note use note="
             )
         if not (changes or note or status or grant_rounds or edit.needs_approval is not None):
             if token is not None:  # the holder checking in: extend the lease

@@ -341,7 +341,7 @@ def convergence_summary(rounds: list[list[CritiqueRecord]], max_rounds: int) -> 
             )
     lines.append(
         "Decide: fix it yourself, re-scope the card, or grant it more review rounds (its creator or a person: "
-        "update_task(grant_rounds=N), or on the web board with the decision); moving it to todo alone grants "
+        "update_task(rounds=N), or on the web board with the decision); moving it to todo alone grants "
         "none, so its next failed round comes straight back to a person."
     )
     return "\n".join(lines)

@@ -85,7 +85,7 @@ async def test_no_way_back_to_todo_resets_the_rounds(connect, reviewer, fake_llm
         said = (await call(holder, "get_messages", box="pool", task_id=card, intent="needs_human", full=True))[
             "messages"
         ]
-        assert "grant_rounds" in said[-1]["content"]
+        assert "update_task(rounds=N)" in said[-1]["content"]
 
 
 async def test_only_the_creator_or_a_person_grants_more_rounds_and_the_history_names_who(
@@ -100,10 +100,10 @@ async def test_only_the_creator_or_a_person_grants_more_rounds_and_the_history_n
     ):
         card = await used_up(bob, alice)
         for who in (alice, carol):  # its author, a bystander
-            error = await call_error(who, "update_task", task_id=card, grant_rounds=5)
+            error = await call_error(who, "update_task", task_id=card, rounds=5)
             assert "only task" in error and "creator (bob)" in error and "may grant it more review rounds" in error
         # its creator grants two more and puts it back in one call; the history names bob
-        await call(bob, "update_task", task_id=card, grant_rounds=2, status="todo", reason="the bound moved")
+        await call(bob, "update_task", task_id=card, rounds=2, status="todo", reason="the bound moved")
         history = (await call(alice, "get_task", task_id=card))["history"]
         granted = [h for h in history if h["action"] == "granted review rounds"]
         assert len(granted) == 1 and granted[0]["actor"] == "bob"
