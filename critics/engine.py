@@ -340,11 +340,11 @@ class ReviewEngine:
         started = time.monotonic()
         critique, error, status = None, None, "ok"
         try:
-            hidden = bool(work.acceptance_tests and work.acceptance_tests.hidden)
-            if hidden and not critic.reads_tests:  # what a critic is never given, it cannot pass on
+            secret = bool(work.acceptance_tests and work.acceptance_tests.hidden)
+            if secret and not critic.reads_tests:  # what a critic is never given, it cannot pass on
                 work = work.model_copy(update={"acceptance_tests": None})
             critique = _judged(critic.review(work, earlier), earlier)
-            if hidden and critic.reads_tests:  # the taint starts here: whatever it says, the hidden tests shaped
+            if secret and critic.reads_tests:  # the taint starts here: whatever it says, the hidden tests shaped
                 critique = critique.model_copy(update={"hidden": True})
             if work.commit is not None:
                 demote = critic.backend in ANALYSERS and critic.lens not in NEVER_LOWERED
@@ -741,7 +741,6 @@ class ReviewEngine:
                     "or send it back on the web board" + ("\n" + synthesis.brief if synthesis.issues else "")
                 )
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
-        # the card's rounds, whoever held it (Reviews._round), and any its creator or a person granted since
         gated = sorted(
             {
                 c.critic
@@ -758,6 +757,7 @@ class ReviewEngine:
                 "evidence is shown only to the card's creator and people, and a person decides ("
                 f"{ran}).\n{synthesis.brief}"
             )
+        # the card's rounds, whoever held it (Reviews._round), and any its creator or a person granted since
         limit = max(self.config.max_rounds, job.round_limit or 0)
         if job.round >= limit:
             rounds = [
