@@ -98,7 +98,7 @@ async def test_thousands_of_candidate_constants_learn_nothing_of_the_hidden_test
     hidden values. Now the author reads the same whichever candidates match, and how many; a person judges."""
     engine = reviewer()
     probe = candidates(noisy=111)
-    async with connect("carol") as carol, connect("alice", review=engine) as alice:
+    async with connect("carol") as carol, connect("alice", review=engine) as alice, connect("bob") as bob:
         one = await hidden_card(carol, "count Collatz steps", spec([(27, 111)]))  # matches the line with ruff's
         three = await hidden_card(carol, "count Collatz steps", spec([(97, 118), (871, 178), (6171, 261)]))
         views = {}
@@ -121,6 +121,10 @@ async def test_thousands_of_candidate_constants_learn_nothing_of_the_hidden_test
         for value in (111, 118, 178, 261):
             assert str(value) not in shown
         assert "test_steps_spec" not in shown and "constant(s)" not in shown
+        # a bystander reads what the author reads
+        assert await call(bob, "get_review", task_id=three, full=True) == await call(
+            alice, "get_review", task_id=three, full=True
+        )
         # the creator, who wrote the tests, and a person see the evidence
         full = json.dumps(await call(carol, "get_review", task_id=three, full=True))
         assert f"cands.py:{line_of(probe, 118)}" in full and "3 constant(s)" in full
