@@ -62,19 +62,24 @@ class Decisions:
         note: str = "",
         assign_to: str | None = None,
         confirm: str | None = None,
+        rounds: int = 0,
     ) -> TaskSummary:
         """A person (operator role) decides a card waiting in needs_human: `pass` it to done (or, when its work is
         a commit its repository merges by the queue, back to review into the merge queue), `send_back`
         to its author (todo, reserved for them, the note as the brief), or `reassign` it to another agent.
         The author hears it in their inbox; the decision is logged as the human lens of the card's last
         review when that review sent it here (e.g. human approval required). `confirm`: the key of the
-        `approval` the person confirmed; a pass is refused when the card's latest work is no longer that."""
+        `approval` the person confirmed; a pass is refused when the card's latest work is no longer that.
+        `rounds`: more review rounds granted with a send-back or a reassignment (without them the card's next
+        failed round comes straight back to a person: rounds bound the card)."""
         if decision not in ("pass", "send_back", "reassign"):
             raise InvalidInput(f"decision {decision!r} is not one of pass, send_back, reassign")
         note = note.strip()
         check_text(note, self.limits.note, "note")
         if decision != "pass" and not note:
             raise InvalidInput(f"{decision.replace('_', ' ')} needs a note saying what to change or why")
+        if not 0 <= rounds <= 20 or (rounds and decision == "pass"):
+            raise InvalidInput("rounds: 0 to 20 more review rounds, with a send-back or a reassignment only")
         target = (
             self.machine.agents.registered(assign_to, "reassign needs assign_to naming a registered agent")
             if decision == "reassign"
@@ -103,6 +108,8 @@ class Decisions:
             intent = {"pass": "approval", "send_back": "critique", "reassign": "status_update"}[decision]
             # first, while the author still holds the card: the thread (author, creator, subscribers) hears it
             self.machine.messages.event(db, actor, intent, task_id, head + (f": {note}" if note else ""), note)
+            if rounds:
+                row = self.reviews.grant_rounds(db, row, actor, rounds, note, ts)
             if merging is not None:
                 row = self.merges.enqueue(db, row, merging, "decide", actor, ts, note or None)
             elif decision == "pass":

@@ -642,6 +642,18 @@ def m029_repo_landings(db: Database) -> None:
     db.execute("ALTER TABLE repos ADD COLUMN moved_to TEXT")
 
 
+def m030_review_round_limit(db: Database) -> None:
+    # Review rounds bound the card, not one claim of it, so no path back to todo hands out a fresh set of rounds:
+    # the last round whose FAIL goes back to the author, when its creator or a person granted more rounds than
+    # review.max_rounds (Reviews.grant_rounds; NULL: none granted).
+    db.execute("ALTER TABLE tasks ADD COLUMN round_limit INTEGER")
+
+
+def m031_critique_hidden(db: Database) -> None:
+    # A critique the card's hidden tests shaped (review_models.sealed): its detail is its creator's and people's.
+    db.execute("ALTER TABLE critiques ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -671,6 +683,8 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m027_memory_revision,
     m028_task_counts,
     m029_repo_landings,
+    m030_review_round_limit,
+    m031_critique_hidden,
 ]
 
 

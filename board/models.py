@@ -101,7 +101,7 @@ class HistoryEntry(BaseModel):
     actor: str = Field(description="agent that made the change, or 'system' (lease expiry)")
     action: str = Field(
         description="created, claimed, renewed, released, expired, progress, blocked, "
-        "unblocked, edited, completed, escalated, reopened"
+        "unblocked, edited, completed, escalated, reopened, granted review rounds"
     )
     from_status: str | None = None
     to_status: str | None = None

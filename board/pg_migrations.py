@@ -502,6 +502,16 @@ def p015_repo_landings(db) -> None:
     db.execute("ALTER TABLE repos ADD COLUMN moved_to TEXT")
 
 
+def p016_review_round_limit(db) -> None:
+    # board/migrations.py m030_review_round_limit
+    db.execute("ALTER TABLE tasks ADD COLUMN round_limit INTEGER")
+
+
+def p017_critique_hidden(db) -> None:
+    # board/migrations.py m031_critique_hidden
+    db.execute("ALTER TABLE critiques ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -518,6 +528,8 @@ MIGRATIONS: list[Callable] = [
     p013_cards_in_todo,
     p014_task_counts,
     p015_repo_landings,
+    p016_review_round_limit,
+    p017_critique_hidden,
 ]
 
 

@@ -44,6 +44,9 @@ class ReviewIssue(Finding):
     changed_line: bool | None = Field(
         None, description="work handed in as a commit: whether its diff changed the line this names"
     )
+    hidden: bool = Field(
+        False, description="shaped by the card's hidden tests: its detail is shown to its creator and people only"
+    )
 
 
 class Resolution(BaseModel):
@@ -64,6 +67,9 @@ class Critique(BaseModel):
     summary: str = Field(max_length=4000)
     issues: list[ReviewIssue] = []
     resolutions: list[Resolution] = Field([], description="from round 2 on: one per earlier issue of yours")
+    hidden: bool = Field(
+        False, description="the card's hidden tests shaped it (its summary, score or issues): see `sealed`"
+    )
 
 
 class CritiqueRecord(BaseModel):
@@ -82,6 +88,9 @@ class CritiqueRecord(BaseModel):
     error: str | None = Field(None, description="why it errored, timed out, was skipped or missed")
     submitted_by: str | None = Field(None, description="the agent, for agent critics")
     seconds: float | None = None
+    hidden: bool = Field(
+        False, description="the card's hidden tests shaped it; shown whole only to the card's creator and people"
+    )
 
 
 class MergedIssue(BaseModel):
@@ -238,6 +247,7 @@ class ReviewJob(BaseModel):
     attempts: int
     agent_deadline: float | None = None
     waived: list[str] = []  # analyser rule ids the card's creator waived
+    round_limit: int | None = None  # its last round a FAIL hands back, when more were granted (Reviews.grant_rounds)
     commit: Commit | None = None  # the round's work as a commit of the card's repository (complete_task ref=)
     test_command: str | None = None  # that repository's own test command, run as a check of its own
 
@@ -302,3 +312,67 @@ def judged(resolutions: list[Resolution], refs: list[str]) -> list[Resolution]:
         given.get(ref) or Resolution(ref=ref, status="not_addressed", note="the critic did not judge this issue")
         for ref in refs
     ]
+
+
+# What anyone but the card's creator and people sees of a critique the card's hidden tests shaped (`sealed`)
+HIDDEN_SUMMARY = (
+    "this critic read the card's hidden tests: what it found there is shown only to the card's creator and "
+    "people (role human or lead)"
+)
+HIDDEN_ISSUE = (
+    "the work does not pass this critic's check against the card's hidden tests. Which tests, lines, values or "
+    "how many is shown only to the card's creator and people (role human or lead): nothing of the hidden tests "
+    "is fed back to the author"
+)
+HIDDEN_SUGGESTION = "make the work right for every input the card describes, not for particular test values"
+SEALED_SCORE = {"PASS": 10, "CONDITIONAL": 7, "FAIL": 2}  # a score that says the verdict and nothing more
+
+
+def hidden_ref(ref: str | None) -> bool:
+    """An issue ref the card's hidden tests shaped (r<round>:<critic>#h<n>, numbered apart: Reviews' _with_refs)."""
+    return bool(ref) and "#h" in ref
+
+
+def sealed(c: CritiqueRecord) -> CritiqueRecord:
+    """A critique as the author, bystanders, agent critics, the synthesis, messages and memory see it: nothing
+    the card's hidden tests shaped. Its blocking issues from them become one issue without place, count or values
+    (their worst severity: the verdict's bit), those that do not block are left out (a waived or demoted match
+    would otherwise be a signal that blocks nothing); its summary is a fixed sentence, its score the verdict's,
+    its time gone; its other issues are kept as they are, since the hidden tests did not shape them."""
+    if not (c.hidden or any(i.hidden for i in c.issues)):
+        return c
+    shown = [i for i in c.issues if not i.hidden]
+    secret = [i for i in c.issues if i.hidden and i.severity in BLOCKING]  # one that does not block says nothing
+    if secret:
+        worst = max((i.severity for i in secret), key=SEVERITY_RANK.__getitem__)
+        head = (secret[0].ref or "").split("#", 1)[0]
+        shown.append(
+            ReviewIssue(
+                severity=worst,
+                category="hidden-tests",
+                description=HIDDEN_ISSUE,
+                suggestion=HIDDEN_SUGGESTION,
+                ref=f"{head}#hidden" if head else None,
+                hidden=True,
+            )
+        )
+    verdict = c.verdict
+    if verdict in ("PASS", "CONDITIONAL"):  # not failed: what is left shown decides between the two
+        verdict = "CONDITIONAL" if any(i.severity == "minor" for i in shown) else "PASS"
+    return c.model_copy(
+        update={
+            "issues": shown,
+            "resolutions": [r for r in c.resolutions if not hidden_ref(r.ref)],
+            "summary": HIDDEN_SUMMARY if c.summary is not None else None,
+            "verdict": verdict,
+            "score": SEALED_SCORE.get(verdict or "") if c.score is not None else None,
+            "seconds": None,
+        }
+    )
+
+
+def sealed_trail(trail: ReviewTrail) -> ReviewTrail:
+    """A card's review trail with every critique `sealed` (the syntheses are made from sealed critiques)."""
+    return trail.model_copy(
+        update={"rounds": [r.model_copy(update={"critiques": [sealed(c) for c in r.critiques]}) for r in trail.rounds]}
+    )

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from . import cards
 from ._sqlite_utils import Database
+from .agents import OPERATOR_ROLES
 from .commits import Commits
 from .db import Store, iso, now, placeholders, rows
 from .errors import Forbidden, IllegalTransition, InvalidInput, NotFound
@@ -43,7 +44,9 @@ from .review_models import (
     ReviewState,
     ReviewTrail,
     Synthesis,
+    hidden_ref,
     judged,
+    sealed_trail,
 )
 
 COMPLETED = next(t.action for t in TRANSITIONS if t.via == "complete_task")  # a hand-in, as the history says it
@@ -112,13 +115,33 @@ class Reviews:
 
     @staticmethod
     def _round(db: Database, task_id: int) -> int:
-        """Rounds so far in the card's current cycle: a card that went to a human (by a verdict or by hand)
-        starts a new cycle at round 1."""
+        """Review rounds the card has had, whoever held it: rounds bound the card, so no way back to todo (a
+        release, a lease running out, update_task, a person sending it back, another agent's claim) starts the
+        count again. A round a person cancelled (the card left review by hand) does not count."""
         return db.execute(
-            "SELECT count(*) FROM reviews WHERE task_id = ? AND status != 'cancelled' AND created_at > coalesce("
-            "(SELECT max(at) FROM task_history WHERE task_id = ? AND to_status = 'needs_human'), 0)",
-            [task_id, task_id],
+            "SELECT count(*) FROM reviews WHERE task_id = ? AND status != 'cancelled'", [task_id]
         ).fetchone()[0]
+
+    def grant_rounds(self, db: Database, row: dict, actor: str, rounds: int, reason: str | None, ts: float) -> dict:
+        """Inside a write: `rounds` more review rounds for the card, counted from the rounds it has had (a failed
+        round goes back to its author up to that round, or up to review.max_rounds if that is later), by its
+        creator or a person (an operator role) only: its holder would grant itself more tries at the review. The
+        card's history names who granted them. Returns the new row."""
+        if actor != row["created_by"] and not self.machine.operator(actor):
+            raise Forbidden(
+                f"only task {row['id']}'s creator ({row['created_by']}) or a person (an agent with the role "
+                f"{' or '.join(OPERATOR_ROLES)}) may grant it more review rounds; ask one of them with "
+                "publish_message"
+            )
+        if row["status"] == "done":
+            raise IllegalTransition(f"task {row['id']} is done: it has no review rounds to grant")
+        had = self._round(db, row["id"])
+        limit = had + rounds
+        note = (
+            f"{actor} granted {rounds} more review round{'' if rounds == 1 else 's'}: after {had}, failed rounds go "
+            f"back to the author up to round {limit}" + (f"; {reason}" if reason else "")
+        )
+        return self.machine.edit(db, row, actor, "granted review rounds", {"round_limit": limit}, note, ts)
 
     def cancel(self, db: Database, task_id: int, reason: str, ts: float) -> None:
         """The card left review by another path (e.g. to a human): its unfinished jobs stop counting, and a
@@ -143,7 +166,8 @@ class Reviews:
             self.store.emit(ReviewChanged(review_id, task_id))
 
     def _blocking_refs(self, db: Database, task_id: int, before_review: int) -> set[str]:
-        """Refs of the blocking issues raised in the card's earlier rounds."""
+        """Refs of the blocking issues raised in the card's earlier rounds, but those the card's hidden tests
+        shaped: how many of them got resolved is theirs too, and board_stats is everyone's."""
         marks = placeholders(BLOCKING)
         sql = self.store.dialect
         return {
@@ -153,6 +177,7 @@ class Reviews:
                 f"WHERE c.task_id = ? AND c.review_id < ? AND {sql.json_field('i.value', 'severity')} IN ({marks})",
                 [task_id, before_review, *BLOCKING],
             )
+            if not hidden_ref(ref)
         }
 
     def held(self, review_id: int, worker: str) -> bool:
@@ -214,6 +239,7 @@ class Reviews:
             attempts=row["attempts"],
             agent_deadline=row["agent_deadline"],
             waived=json.loads(task["waived"]),
+            round_limit=task["round_limit"],
             commit=commit,
             test_command=test[0] if test else None,
         )
@@ -291,6 +317,7 @@ class Reviews:
     ) -> bool:
         """Store one critic's result as soon as it is in; False if the worker lost the job meanwhile."""
         issues = _with_refs(job.round, critic, critique.issues if critique else [])
+        hidden = bool(critique and (critique.hidden or any(i.hidden for i in critique.issues)))
         with self.store.write() as db:
             if not self._held(db, job.id, worker):
                 return False
@@ -301,7 +328,7 @@ class Reviews:
             return (
                 db.execute(
                     "UPDATE critiques SET status = ?, verdict = ?, score = ?, summary = ?, issues = ?, issue_count = ?, "
-                    "resolutions = ?, error = ?, followed = ?, resolved = ?, finished_at = ?, "
+                    "resolutions = ?, error = ?, followed = ?, resolved = ?, finished_at = ?, hidden = ?, "
                     "started_at = coalesce(?, started_at) WHERE review_id = ? AND critic = ? AND status = 'running'",
                     [
                         status,
@@ -309,12 +336,13 @@ class Reviews:
                         critique.score if critique else None,
                         critique.summary if critique else None,
                         json.dumps([i.model_dump() for i in issues]),
-                        len(issues),
+                        _shown_count(issues),
                         json.dumps([r.model_dump() for r in critique.resolutions] if critique else []),
                         error,
                         followed,
                         resolved,
                         now(),
+                        int(hidden),
                         (now() - seconds) if seconds is not None else None,
                         job.id,
                         critic,
@@ -481,12 +509,13 @@ class Reviews:
         ]
 
     def _before(self, job: ReviewJob) -> int | None:
-        """The review of the round before this one in the same cycle."""
+        """The review of the round before this one in the same cycle: of the same claim (a FAIL hands the card
+        back with its token; a new claim is a new cycle, though the round count goes on)."""
         if job.round <= 1:
             return None
         return self.store.db.execute(
-            "SELECT max(id) FROM reviews WHERE task_id = ? AND id < ? AND round = ?",
-            [job.task_id, job.id, job.round - 1],
+            "SELECT max(id) FROM reviews WHERE task_id = ? AND id < ? AND round = ? AND fencing_token = ?",
+            [job.task_id, job.id, job.round - 1, job.fencing_token],
         ).fetchone()[0]
 
     def previous(self, job: ReviewJob) -> dict[str, CritiqueRecord]:
@@ -505,6 +534,24 @@ class Reviews:
         prev = self._before(job)
         row = self.store.db.execute("SELECT artifacts FROM reviews WHERE id = ?", [prev]).fetchone() if prev else None
         return [Artifact(**a) for a in json.loads(row[0])] if row else []
+
+    def told_hidden(self, task_id: int, before_review: int | None = None, db: Database | None = None) -> bool:
+        """Whether a round of the card (before `before_review`) had an issue its hidden tests shaped: its author was
+        told of them, if only sealed, so nothing taken from the card's later work is free of them (no lesson, and
+        its output does not join the shared memory)."""
+        return any(
+            any(i.get("hidden") for i in json.loads(issues))
+            for (issues,) in (db or self.store.db).execute(
+                "SELECT issues FROM critiques WHERE task_id = ? AND review_id < ? AND hidden = 1",
+                [task_id, before_review if before_review is not None else 2**62],
+            )
+        )
+
+    def remember_output(self, db: Database, row: dict) -> None:
+        """A card reached done: its work joins the shared memory (Knowledge.remember_output), unless the card's
+        hidden tests shaped what its author was told (`told_hidden`)."""
+        if not self.told_hidden(row["id"], db=db):
+            self.knowledge.remember_output(db, row)
 
     def hand_ins(self, task_id: int, last: int = 2) -> list[HandIn]:
         """The card's latest `last` hand-ins of work, newest first, with their files (what a person at the
@@ -605,6 +652,19 @@ class Reviews:
             rounds=rounds,
             scores=[r.synthesis.score for r in rounds if r.status == "finished" and r.synthesis],
         )
+
+    def reveals(self, agent: str | None, task_id: int) -> bool:
+        """Whether `agent` sees what the card's hidden tests shaped in its review: its creator (who wrote them) and
+        people (an operator role) do; its author, bystanders and agent critics see it `sealed`."""
+        if agent is None:
+            return False
+        creator = self.store.db.execute("SELECT created_by FROM tasks WHERE id = ?", [task_id]).fetchone()
+        return (creator is not None and creator[0] == agent) or self.machine.operator(agent)
+
+    @staticmethod
+    def sealed(trail: ReviewTrail) -> ReviewTrail:
+        """The trail with nothing the card's hidden tests shaped (review_models.sealed)."""
+        return sealed_trail(trail)
 
     @staticmethod
     def referenced(trail: ReviewTrail) -> ReviewTrail:
@@ -728,7 +788,8 @@ class Reviews:
                 [synthesis.verdict, outcome, synthesis.model_dump_json(), ts, job.id],
             )
             for c in self.critiques(job.id):
-                if c.status == "ok" and (c.issues or c.summary):
+                # memory is everyone's: nothing the card's hidden tests shaped goes there, not even sealed
+                if c.status == "ok" and not c.hidden and (c.issues or c.summary):
                     text = f"{c.summary or ''}\n" + "\n".join(
                         f"[{i.severity}] {i.category} {i.location}: {i.description} — {i.suggestion}" for i in c.issues
                     )
@@ -898,9 +959,24 @@ def _noted(brief: str, task_id: int, limit: int = 500) -> str:
 
 
 def _with_refs(round_: int, critic: str, issues: list[ReviewIssue]) -> list[ReviewIssue]:
-    """Stable ids (r<round>:<critic>#<n>), most severe first; at most MAX_ISSUES per critique."""
-    kept = sorted(issues, key=lambda i: -SEVERITY_RANK[i.severity])[:MAX_ISSUES]
-    return [i.model_copy(update={"ref": f"r{round_}:{critic}#{n}"}) for n, i in enumerate(kept, 1)]
+    """Stable ids (r<round>:<critic>#<n>), most severe first; at most MAX_ISSUES per critique. Issues the card's
+    hidden tests shaped come after the others and are numbered apart (#h<n>), so the refs anyone sees say
+    nothing of how many there are."""
+    kept = [
+        *sorted((i for i in issues if not i.hidden), key=lambda i: -SEVERITY_RANK[i.severity])[:MAX_ISSUES],
+        *sorted((i for i in issues if i.hidden), key=lambda i: -SEVERITY_RANK[i.severity])[:MAX_ISSUES],
+    ]
+    counts = {False: 0, True: 0}
+    out = []
+    for i in kept:
+        counts[i.hidden] += 1
+        out.append(i.model_copy(update={"ref": f"r{round_}:{critic}#{'h' if i.hidden else ''}{counts[i.hidden]}"}))
+    return out
+
+
+def _shown_count(issues: list[ReviewIssue]) -> int:
+    """A critique's issues as `sealed` shows them (board_stats counts these): those of hidden tests as one."""
+    return sum(not i.hidden for i in issues) + any(i.hidden for i in issues)
 
 
 def _tally(resolutions: list[Resolution], blocking: set[str]) -> tuple[int, int]:
@@ -931,4 +1007,5 @@ def _record(r: dict) -> CritiqueRecord:
         error=r["error"],
         submitted_by=r["submitted_by"],
         seconds=round(seconds, 3) if seconds is not None else None,
+        hidden=bool(r["hidden"]),
     )

@@ -108,7 +108,7 @@ class Board:
         # what else happens when a card moves, all in one place
         self.machine.when_leaving("review", self.reviews.left_review)
         self.machine.when_leaving("review", self.merges.left_review)
-        self.machine.when_entering("done", self.knowledge.remember_output)
+        self.machine.when_entering("done", self.reviews.remember_output)
         for status in ENDS:  # a card that ends (its holder no longer works on it) releases its reservations
             self.machine.when_entering(status, self.reservations.card_ended)
 
@@ -557,12 +557,14 @@ class Board:
         reason: str | None = None,
         edit: TaskEdit | None = None,
         expected_version: int | None = None,
+        grant_rounds: int | None = None,
     ) -> TaskSummary:
         """Progress notes, status changes (blocked, resume, unblock, needs_human) and field edits.
 
         The card's brief (title, description, labels, acceptance criteria, needs_approval) is changed only by
         its creator or an operator, and its acceptance criteria only until it is first claimed; a note or a
-        priority on a claimed card is its holder's."""
+        priority on a claimed card is its holder's. `grant_rounds`: more review rounds for the card, by its
+        creator or an operator (Reviews.grant_rounds), granted before a status change in the same call."""
         check_text(note, self.limits.note, "note")
         check_text(reason, self.limits.note, "reason")
         edit = edit or TaskEdit()
@@ -583,9 +585,11 @@ class Board:
             changes["acceptance_criteria"] = json.dumps(edit.acceptance_criteria)
         if status is not None and status not in STATUSES:
             raise InvalidInput(f"status {status!r} is not one of {', '.join(STATUSES)}")
-        if reason and not status:
-            raise InvalidInput("reason= goes with status= (blocked, needs_human); for a progress note use note=")
-        if not (changes or note or status or edit.needs_approval is not None):
+        if reason and not (status or grant_rounds):
+            raise InvalidInput(
+                "reason= goes with status= (blocked, needs_human) or rounds=; for a progress note use note="
+            )
+        if not (changes or note or status or grant_rounds or edit.needs_approval is not None):
             if token is not None:  # the holder checking in: extend the lease
                 self.renew(actor, task_id, token)
                 return self.summary(task_id)
@@ -601,6 +605,10 @@ class Board:
                     f"task {task_id} changed since version {expected_version} (it is now version "
                     f"{row['version']}); call get_task, re-apply your change and retry"
                 )
+            if grant_rounds:
+                row = self.reviews.grant_rounds(db, row, actor, grant_rounds, reason or note, ts)
+                if not (changes or status or edit.needs_approval is not None):  # its note is the grant's reason
+                    return cards.summarize(db, row, cards.needs_of(deps))
             held = row["assignee"] is not None and row["status"] in ("in_progress", "blocked")
             stuck_review = (
                 row["status"] == "review"

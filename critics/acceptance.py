@@ -294,6 +294,7 @@ def module_names(paths: list[str]) -> list[str]:
 
 class AcceptanceCritic(Critic):
     backend = "acceptance"
+    reads_tests = True
 
     def __init__(self, name: str, lens: str, box: Box | None, why_not: str, timeout: float, limits: SandboxLimits):
         super().__init__(name, lens)
@@ -325,6 +326,8 @@ class AcceptanceCritic(Critic):
         for check in todo:
             left = max(1.0, self.timeout - (time.monotonic() - started))  # one budget for all the runs
             found, detail = self._run(box, check, src, spec, left)
+            if check.hidden:  # which hidden tests failed, and how, is for the card's creator and people only
+                found = [i.model_copy(update={"hidden": True}) for i in found]
             issues += found
             passed += not found
             results.append(f"{check.label}: {'failed' if found else 'passed'}" + (f" ({detail})" if detail else ""))
@@ -350,6 +353,7 @@ class AcceptanceCritic(Critic):
                 Resolution(ref=i.ref or "", status="not_addressed" if i.rule in failed else "resolved", note="")
                 for i in earlier
             ],
+            hidden=any(check.hidden for check in todo),  # its summary counts the hidden tests' results
         )
 
     def run_tests(self, tree: Path, command: str) -> tuple[list[ReviewIssue], str]:

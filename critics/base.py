@@ -61,6 +61,10 @@ class Critic(ABC):
     """A lens with a backend. `review` runs on a worker thread, in parallel with the other critics."""
 
     backend: str = ""
+    # given the card creator's tests, hidden ones included: the engine marks such a critic's critique of a card
+    # with hidden tests `hidden` (board/review_models.sealed), and the critic marks the issues they shaped. Any
+    # other critic is handed the work without hidden tests, so nothing it says can carry them.
+    reads_tests: bool = False
 
     def __init__(self, name: str, lens: str, model: str | None = None):
         self.name = name

@@ -42,7 +42,7 @@ from hiveboard.board import (
 )
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
-from hiveboard.board.review_models import BLOCKING, judged
+from hiveboard.board.review_models import BLOCKING, judged, sealed
 from hiveboard.board.worker import Worker, keep_leased
 
 from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic
@@ -345,7 +345,12 @@ class ReviewEngine:
         started = time.monotonic()
         critique, error, status = None, None, "ok"
         try:
+            secret = bool(work.acceptance_tests and work.acceptance_tests.hidden)
+            if secret and not critic.reads_tests:  # what a critic is never given, it cannot pass on
+                work = work.model_copy(update={"acceptance_tests": None})
             critique = _judged(critic.review(work, earlier), earlier)
+            if secret and critic.reads_tests:  # the taint starts here: whatever it says, the hidden tests shaped
+                critique = critique.model_copy(update={"hidden": True})
             if work.commit is not None:
                 demote = critic.backend in ANALYSERS and critic.lens not in NEVER_LOWERED
                 critique = on_diff(critique, work.commit, work.changed_lines, demote=demote)
@@ -449,11 +454,14 @@ class ReviewEngine:
             # failure on the record, never a silent gap
             reviews.fail_unfinished(job, worker, "the critic's result was not stored (see the server log)")
             critiques = reviews.critiques(job.id)
-            synthesis = self._meta_review(work, critiques, self._synthesise(work, critiques, rules))
-            outcome, message = self._decide(job, synthesis, critiques, rules)
+            # what the card's hidden tests shaped never leaves the review: the synthesis, its brief, the messages
+            # and the score are made from the critiques as the author sees them (review_models.sealed)
+            shown = [sealed(c) for c in critiques]
+            synthesis = self._meta_review(work, shown, self._synthesise(work, shown, rules))
+            outcome, message = self._decide(job, synthesis, shown, critiques, rules)
             if outcome == "needs_human" and synthesis.verdict == "FAIL":  # the brief matches where the card is
                 synthesis.brief = for_a_person(synthesis.brief, job.round, self.config.brief_chars)
-            synthesis = rescore(synthesis, critiques, rules.bar)  # agrees with the verdict
+            synthesis = rescore(synthesis, shown, rules.bar)  # agrees with the verdict
             # lessons before the verdict: whoever sees the verdict can already find them (a re-run
             # after a crash here merges them as near-duplicates)
             self._mine_lessons(job, work, critiques, previous)
@@ -650,9 +658,15 @@ class ReviewEngine:
         return downgrade(synthesis, critiques, work.round, decisions, self.config.brief_chars)
 
     def _decide(
-        self, job: ReviewJob, synthesis: Synthesis, critiques: list[CritiqueRecord], rules: Policy
+        self,
+        job: ReviewJob,
+        synthesis: Synthesis,
+        critiques: list[CritiqueRecord],
+        whole: list[CritiqueRecord],
+        rules: Policy,
     ) -> tuple[str, str]:
-        """(card outcome, message) for a synthesis."""
+        """(card outcome, message) for a synthesis; `critiques` as the author sees them (sealed), `whole` as they
+        are (read only for what the card's hidden tests do not shape: which kind of check gave the evidence)."""
         delivered = [c for c in critiques if c.status == "ok"]
         failed = [c for c in critiques if c.status in ("error", "timeout")]
         ran = (
@@ -697,7 +711,7 @@ class ReviewEngine:
             synthesis.unverified = "; ".join(f"{c.critic}: {c.error}" for c in unverified)
         weak = [
             c.critic
-            for c in critiques
+            for c in whole
             if c.status == "ok" and c.backend == "acceptance" and EXIT_STATUS_ONLY in (c.summary or "")
         ]
         if weak:  # said on the card: a person can tell such a pass from one the judge established
@@ -748,13 +762,33 @@ class ReviewEngine:
                     "or send it back on the web board" + ("\n" + synthesis.brief if synthesis.issues else "")
                 )
             return "done", head + ("\n" + synthesis.brief if synthesis.issues else "")
-        if job.round >= self.config.max_rounds:
-            rounds = [r.critiques for r in self.board.reviews.rounds(job.task_id, reveal=True) if r.round <= job.round]
-            return "needs_human", f"task {job.task_id}: " + convergence_summary(
-                rounds[-job.round :], self.config.max_rounds
+        gated = sorted(
+            {
+                c.critic
+                for c in critiques
+                if c.lens in NEVER_LOWERED and any(i.hidden and i.severity in BLOCKING for i in c.issues)
+            }
+        )
+        if gated:  # not fed back as a signal the author could iterate on: a person judges the evidence
+            synthesis.note = "; ".join(
+                x for x in (synthesis.note, f"{', '.join(gated)}: evidence from the hidden tests, for a person") if x
             )
+            return "needs_human", (
+                f"task {job.task_id}: {', '.join(gated)} found a problem against the card's hidden tests; its "
+                "evidence is shown only to the card's creator and people, and a person decides ("
+                f"{ran}).\n{synthesis.brief}"
+            )
+        # the card's rounds, whoever held it (Reviews._round), and any its creator or a person granted since
+        limit = max(self.config.max_rounds, job.round_limit or 0)
+        if job.round >= limit:
+            rounds = [
+                [sealed(c) for c in r.critiques]
+                for r in self.board.reviews.rounds(job.task_id, reveal=True)
+                if r.round <= job.round and r.status == "finished" or r.review_id == job.id
+            ]
+            return "needs_human", f"task {job.task_id}: " + convergence_summary(rounds, limit)
         return "in_progress", (
-            f"task {job.task_id} failed review round {job.round} of {self.config.max_rounds}; "
+            f"task {job.task_id} failed review round {job.round} of {limit}; "
             f"{ran}\n{synthesis.brief}\nRevise the work and call complete_task again with "
             f"task_id={job.task_id} and your token; each critic will check its issues."
         )
@@ -763,8 +797,11 @@ class ReviewEngine:
         self, job: ReviewJob, work: Work, critiques: list[CritiqueRecord], previous: dict[str, CritiqueRecord]
     ) -> None:
         """Blocking issues raised last round and resolved in this one become lessons for this task type, each
-        named by what the author changed between the two rounds (critics/lessons.py). Issues of the card's
-        hidden acceptance tests never do."""
+        named by what the author changed between the two rounds (critics/lessons.py). Nothing the card's hidden
+        tests shaped does: not their issues, and no lesson at all once any earlier round told the author something
+        of them (the work and its diff may carry what it was told)."""
+        if self.board.reviews.told_hidden(job.task_id, job.id):
+            return
         earlier = {i.ref: (c, i) for c in previous.values() for i in c.issues}
         resolved = []
         for c in critiques:

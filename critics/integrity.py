@@ -33,6 +33,7 @@ NAMES = {rule.code: name for name, rule in RULES.items()}
 
 class IntegrityCritic(StaticCritic):
     backend = "integrity"
+    reads_tests = True
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class IntegrityCritic(StaticCritic):
                     location=f"{_relative(f['path'], root)}:{f['line']}",
                     description=f"This code {rule.sentence}: {f.get('what', '')} ({rule.code}).",
                     suggestion=rule.suggestion,
+                    hidden=bool(f.get("hidden")),
                 )
             )
         return issues
@@ -118,6 +120,12 @@ class IntegrityCritic(StaticCritic):
             + (f"; {len(issues) - counts.total()} demoted or waived" if len(issues) > counts.total() else "")
             + (f"; {unparsed} file(s) could not be parsed (see the correctness lens)" if unparsed else "")
         )
+        # read against hidden tests, the critique is theirs to shape: seen whole by the card's creator and people only
         return Critique(
-            verdict=verdict, score=score, summary=summary, issues=issues, resolutions=resolutions(earlier, issues)
+            verdict=verdict,
+            score=score,
+            summary=summary,
+            issues=issues,
+            resolutions=resolutions(earlier, issues),
+            hidden=hidden and bool(spec),
         )

@@ -8,7 +8,8 @@ It reads each FILE with `ast` (nothing is imported or run) and prints one JSON o
 `{"findings": [{"rule", "path", "line", "what"}], "errors": [{"path", "error"}]}`. `--test` names the
 files that are tests (or conftest.py): they may use pytest freely, but not rewrite its results. `--spec`
 is the card creator's test directory; literals of the submitted code that equal the inputs and expected
-values found there are reported (copied-expected); with `--hidden` a finding never quotes them.
+values found there are reported (copied-expected); with `--hidden` a finding never quotes them and is marked
+`"hidden": true`: the server shows it only to the card's creator and people (board/review_models.sealed).
 
 RULES is the catalogue: the server reads each rule's id, sentence and suggestion from it (this module has
 no imports beyond the standard library, so that costs nothing), and config validates rule names against it.
@@ -1090,7 +1091,7 @@ def scan_source(text: str, path: str, test_file: bool, cases: list[Case], hidden
         tables = Tables(visitor)
         tables.visit(tree)
         hits = copied(tables.entries, cases)
-        if hits and hidden:  # nothing of the hidden tests is quoted, not even where they are
+        if hits and hidden:  # for people only: the critic marks it, and only the card's creator and people see it
             lines = sorted({e.line for e, _, _ in hits})
             found.append(
                 {
@@ -1099,6 +1100,7 @@ def scan_source(text: str, path: str, test_file: bool, cases: list[Case], hidden
                     "line": lines[0],
                     "what": f"returns {len(hits)} constant(s) (line {', '.join(map(str, lines[:10]))}) that "
                     "appear in the card's hidden tests",
+                    "hidden": True,
                 }
             )
         per_line: dict[int, list] = {}
@@ -1136,7 +1138,14 @@ def scan(files: list[str], tests: set[str], spec: str | None, hidden: bool) -> d
                 findings += scan_source(f.read(), path, path in tests, cases, hidden)
         except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
             errors.append({"path": path, "error": f"{type(exc).__name__}: {exc}"[:300]})
-    return {"findings": findings[:MAX_FINDINGS], "errors": errors, "truncated": max(0, len(findings) - MAX_FINDINGS)}
+    # cut apart: how many findings of the hidden tests there are must not change which others are shown
+    shown = [f for f in findings if not f.get("hidden")]
+    secret = [f for f in findings if f.get("hidden")]
+    return {
+        "findings": shown[:MAX_FINDINGS] + secret[:MAX_FINDINGS],
+        "errors": errors,
+        "truncated": max(0, len(shown) - MAX_FINDINGS),
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -323,7 +323,12 @@ def convergence_summary(rounds: list[list[CritiqueRecord]], max_rounds: int) -> 
     """For a human after the last round: per critic, its final verdict, what got resolved, what did not."""
     last = rounds[-1]
     lines = [
-        f"Review did not converge after {len(rounds)} of {max_rounds} rounds; a human decides.",
+        (
+            f"Review did not converge after {len(rounds)} of {max_rounds} rounds; a human decides."
+            if len(rounds) <= max_rounds
+            else f"Review round {len(rounds)} did not pass, and the card's {max_rounds} review rounds were used "
+            "up before it; a human decides."
+        ),
         "Final verdicts: " + ", ".join(f"{c.critic}: {c.verdict or c.status}" for c in last),
     ]
     issue_of = {i.ref: i for rnd in rounds for c in rnd for i in c.issues}
@@ -348,7 +353,8 @@ def convergence_summary(rounds: list[list[CritiqueRecord]], max_rounds: int) -> 
                 + (f" — suggests: {issue.suggestion}" if issue.suggestion else "")
             )
     lines.append(
-        "Decide: fix it yourself, re-scope the card, or move it to todo (update_task status='todo') "
-        "for another cycle of review."
+        "Decide: fix it yourself, re-scope the card, or grant it more review rounds (its creator or a person: "
+        "update_task(rounds=N), or on the web board with the decision); moving it to todo alone grants "
+        "none, so its next failed round comes straight back to a person."
     )
     return "\n".join(lines)

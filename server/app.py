@@ -48,7 +48,8 @@ requests and answer with submit_critique (score: 10 excellent, 7-9 good, 4-6 sig
 1-3 major; from round 2, one resolution per earlier issue of yours, by its ref; the first submission per lens
 counts).
 update_task status: blocked and needs_human need a reason; in_progress resumes a blocked card;
-todo returns it to the board (its holder, its creator or a lead/human may). create_task: waive=[rule ids]
+todo returns it to the board (its holder, its creator or a lead/human may), which grants no more review
+rounds: they are the card's, and only its creator or a lead/human grants more (rounds=N, with a reason). create_task: waive=[rule ids]
 the card itself requires (reported, never blocking); attempts=N makes N competing cards for different
 agents, and once all are reviewed a referee keeps the best that passed; only a card's creator or a lead/human edits
 its title, description, labels, criteria (frozen once claimed) or needs_approval; acceptance_tests are pytest files and '$ command'

@@ -50,9 +50,12 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         topic = Topic.review(task_id)
         deadline = time.monotonic() + wait_seconds
         reported = None
+        # what the card's hidden tests shaped is its creator's and people's; the author and others see it sealed
+        reveals = await lanes.run("read", board.reviews.reveals, identity.current(ctx), task_id)
         while True:
             mark = notifier.mark(topic)  # before the read, so a verdict in between still wakes us
             trail = await lanes.run("read", board.reviews.trail, task_id)
+            trail = trail if reveals else board.reviews.sealed(trail)
             remaining = deadline - time.monotonic()
             if not trail.rounds or trail.rounds[-1].status in ("finished", "cancelled") or remaining <= 0:
                 return board.reviews.referenced(trail) if full else _plain(board.reviews, trail)

@@ -341,6 +341,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         expected_version: Annotated[
             int | None, Field(description="refuse if past this version", ge=1, le=MAX_ID)
         ] = None,
+        rounds: Annotated[int | None, Field(ge=1, le=20)] = None,  # more review rounds: its creator or a person
     ) -> TaskSummary:
         """Note progress or renew your lease (token alone); change status; edit a card you made."""
         edit = TaskEdit(
@@ -360,6 +361,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             reason=reason,
             edit=edit,
             expected_version=expected_version,
+            grant_rounds=rounds,
         )
 
     @mcp.tool(annotations=CHANGE)

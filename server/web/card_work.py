@@ -85,7 +85,7 @@ def files_section(hand_ins: list[HandIn]) -> str:
     now, before = hand_ins[0], (hand_ins[1] if len(hand_ins) > 1 else None)
     now_is = label(now)
     before_is = label(before) if before is not None else None
-    if before is not None and before_is == now_is:  # a new cycle of review numbers its rounds from 1 again
+    if before is not None and before_is == now_is:  # a round a person cancelled and the next share a number
         now_is, before_is = f"{now_is} ({when(now)})", f"{before_is} ({when(before)})"
     count = len(now.artifacts)
     intro = (

@@ -346,6 +346,8 @@ def _decide_form(task: Task, agents: list[str], viewer: Viewer, approval: Approv
         f'<button name="decision" value="send_back" title="back to To do, kept for {h(author)}, your note as '
         f'the brief; its next hand-in is reviewed again">Send back to {h(author)}</button>'
         f'<label>or reassign to <select name="assign_to"><option value="">…</option>{options}</select></label>'
+        f'<label title="without more rounds, the next failed review round comes straight back to a person">'
+        f'with <input type="number" name="rounds" min="0" max="20" value="0" size="3"> more review rounds</label>'
         f'<button name="decision" value="reassign" title="back to To do, kept for the agent you chose">Reassign'
         f"</button></form>"
     )

@@ -72,7 +72,14 @@ async def test_hidden_creator_tests_judge_the_work_and_cannot_be_dodged(connect,
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
         acceptance = critic(round1, "acceptance")
         assert round1["verdict"] == "FAIL" and acceptance["verdict"] == "FAIL"
-        failed = [i for i in acceptance["issues"] if "card's acceptance tests" in i["rule"]]
+        # its author reads that the hidden tests did not pass, and nothing of which or how (the per-test answer
+        # would be an oracle on them); the card's creator reads which
+        assert [i for i in acceptance["issues"] if i["hidden"]] == [
+            next(i for i in acceptance["issues"] if i["category"] == "hidden-tests")
+        ]
+        assert "test_drops_punctuation" not in str(round1) and "AssertionError" not in str(round1)
+        acceptance = critic((await call(carol, "get_review", task_id=card["id"], full=True))["rounds"][0], "acceptance")
+        failed = [i for i in acceptance["issues"] if "card's acceptance tests" in (i["rule"] or "")]
         assert [i["location"] for i in failed] == ["test_spec.py::test_drops_punctuation"]
         # hidden: the name and the kind of failure, never the test's code or values
         assert "ready-set-go" not in str(acceptance) and "AssertionError" in failed[0]["description"]
@@ -81,6 +88,7 @@ async def test_hidden_creator_tests_judge_the_work_and_cannot_be_dodged(connect,
         await complete(alice, card["id"], [art("slug.py", RIGHT), art("test_slug.py", OWN_TEST, "test")])
         round2 = (await verdict(alice, card["id"]))["rounds"][1]
         assert round2["verdict"] == "PASS" and round2["outcome"] == "done", round2["synthesis"]["brief"]
+        round2 = (await call(carol, "get_review", task_id=card["id"], full=True))["rounds"][1]
         assert "2 of 2 runs passed in the sandbox" in critic(round2, "acceptance")["summary"]
 
 

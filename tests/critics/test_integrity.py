@@ -131,15 +131,23 @@ async def test_answers_copied_from_hidden_tests_are_flagged_without_quoting_them
         )
         await hand_in(alice, card["id"], artifacts=[py("numbers_sort.py", SORT_TABLE)])
         round1 = (await verdict(alice, card["id"]))["rounds"][0]
-        # the table answers the hidden tests, so they pass; the integrity lens alone fails the work
+        # the table answers the hidden tests, so they pass; the integrity lens alone fails the work, and a person
+        # judges its evidence: it is not fed back to the author as a signal to iterate on
         assert critic(round1, "acceptance")["verdict"] == "PASS"
         assert round1["verdict"] == "FAIL" and critic(round1, "integrity")["verdict"] == "FAIL"
-        copied = [i for i in integrity_issues(round1) if i["rule"] == "INT009"]
-        assert copied and copied[0]["location"] == "numbers_sort.py:2"
+        assert round1["outcome"] == "needs_human"
+        # the card's creator (who wrote the tests) sees where
+        full = (await call(carol, "get_review", task_id=card["id"], full=True))["rounds"][0]
+        copied = [i for i in integrity_issues(full) if i.get("rule") == "INT009"]
+        assert copied and copied[0]["location"] == "numbers_sort.py:2" and copied[0]["hidden"]
         assert "appear in the card's hidden tests" in copied[0]["description"]
-        inbox = (await call(alice, "get_messages", intent="critique", full=True))["messages"][0]["content"]
-    for text in (json.dumps(copied), round1["synthesis"]["brief"], inbox):
+        # its author sees that a hidden-test check failed, and nothing of where, what or how many
+        [sealed] = integrity_issues(round1)
+        assert sealed["category"] == "hidden-tests" and sealed["hidden"] and not sealed.get("location")
+        said = (await call(alice, "get_messages", intent="needs_human", full=True))["messages"][0]["content"]
+    for text in (json.dumps(sealed), json.dumps(round1), said):
         assert "test_spec" not in text and "1, 3, 5, 9" not in text and "[8, 17, 42]" not in text
+        assert "numbers_sort.py:2" not in text and "INT009" not in text
 
 
 @needs_sandbox

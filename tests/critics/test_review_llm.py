@@ -175,10 +175,10 @@ async def test_max_rounds_sends_the_card_to_a_human_with_a_summary(connect, revi
         assert "llm-performance (performance): 0 resolved, 1 unresolved" in summary
         assert "UNRESOLVED [major] api.py:10 one query per row — suggests: batch the query" in summary
         assert "llm-performance: FAIL" in summary
-        # a human puts it back; the next round starts a new cycle at round 1
+        # back in todo, the card keeps its rounds: its next round is round 3, and its failure goes to a person
         await call(c, "update_task", task_id=card["id"], status="todo")
         await hand_in(c, card["id"])
-        assert (await verdict(c, card["id"]))["rounds"][-1]["round"] == 1
+        assert [(r["round"], r["outcome"]) for r in (await verdict(c, card["id"]))["rounds"]][-1] == (3, "needs_human")
 
 
 async def test_malformed_output_is_repaired_retried_or_recorded(connect, reviewer, fake_llm):

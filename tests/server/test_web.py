@@ -150,7 +150,7 @@ async def test_a_person_resolves_needs_human_and_the_author_hears(site):
         assert r.status_code == 400 and "needs a note" in r.text
         r = web.post(
             f"/task/{made['id']}/decide",
-            data={"decision": "send_back", "note": "Use v2: v1 is deprecated.", "csrf": csrf},
+            data={"decision": "send_back", "note": "Use v2: v1 is deprecated.", "rounds": "2", "csrf": csrf},
         )
         assert r.status_code == 303
         inbox = await call(coder, "get_messages")
@@ -159,6 +159,8 @@ async def test_a_person_resolves_needs_human_and_the_author_hears(site):
         card = await call(coder, "get_task", task_id=made["id"])
         assert card["status"] == "todo" and card["reserved_for"] == "coder"
         assert card["history"][-1]["actor"] == "ann" and card["history"][-1]["action"] == "sent back by a person"
+        # with two more review rounds, granted by ann (rounds bound the card: a send-back alone grants none)
+        assert card["history"][-2]["actor"] == "ann" and card["history"][-2]["action"] == "granted review rounds"
         refused = await call_error(coder2, "claim_task", task_id=made["id"])
         assert "reserved for coder" in refused
 
