@@ -54,6 +54,7 @@ class Merge(BaseModel):
     title: str
     holder: str | None  # the card's author, who gets it back when the merge fails
     round: int  # the review round that passed it (the round bound applies to a merge that fails)
+    round_limit: int | None = None  # more rounds its creator or a person granted (Reviews.grant_rounds)
     ref: str  # the branch or commit id handed in
     review_id: int | None = None  # that round: its checks run again on the merge result
     pending: str | None = None  # the commit an earlier worker of this merge was about to put on the base
@@ -174,6 +175,7 @@ class Merges:
                 title=card["title"],
                 holder=card["assignee"],
                 round=last[0] if last else 1,
+                round_limit=card["round_limit"],
                 ref=ref[0] if ref else merge["sha"],
                 review_id=last[1] if last else None,
                 pending=merge["merged_sha"],

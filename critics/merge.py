@@ -210,10 +210,11 @@ class MergeQueue:
 
     def _back(self, m: Merge, worker: str, status: str, message: str) -> None:
         """A merge that failed goes back to the card's holder, as a FAIL does; at the last round, to a human."""
-        last = m.round >= self.config.max_rounds or m.holder is None
+        limit = max(self.config.max_rounds, m.round_limit or 0)  # the card's rounds, as the review counts them
+        last = m.round >= limit or m.holder is None
         if last:
             head, _, rest = message.partition("\n")
-            message = f"{head}; round {m.round} of {self.config.max_rounds} was the last, so a human decides\n{rest}"
+            message = f"{head}; round {m.round} of {limit} was the last, so a human decides\n{rest}"
         self.board.merges.finish(
             m, worker, status, "needs_human" if last else "in_progress", message, message.split("\n", 1)[0]
         )
