@@ -97,7 +97,7 @@ class Message(BaseModel):
     summary: str | None = Field(
         None, description="the sender's headline; absent when it would only repeat the start of content"
     )
-    content: str = Field(description="full text when full=true, else a preview (an inbox verdict: whole, to a bound)")
+    content: str = Field(description="full text when full=true or a verdict, else a preview")
     content_chars: int
     metadata: dict = {}
     created_at: str

@@ -69,7 +69,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         thread: Annotated[str | None, Field(max_length=80)] = None,
         sender: Annotated[str | None, Field(max_length=64)] = None,
         since: Annotated[str | None, Field(description="ISO 8601 time")] = None,
-        full: Annotated[bool, Field(description="not 280-character previews (inbox verdicts come whole)")] = False,
+        full: Annotated[bool, Field(description="not 280-character previews")] = False,
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
         cursor: str | None = None,
         wait_seconds: Annotated[float, Field(ge=0, le=300)] = 0,
