@@ -10,7 +10,7 @@ from reviewing import NO_BUILTINS, critic, verdict
 
 from hiveboard.critics.config import CriticConfig, ReviewConfig
 
-pytestmark = [pytest.mark.anyio, needs_sandbox]
+pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql"), needs_sandbox]
 
 ACCEPTANCE_ONLY = ReviewConfig(
     critics={**NO_BUILTINS, "acceptance": CriticConfig(lens="tests", backend="acceptance")},
