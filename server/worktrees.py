@@ -202,9 +202,16 @@ class WorktreeManager:
             args = ["worktree", "add", "--end-of-options", str(path), branch]
             how = f"your branch {branch} from your earlier claim"
         else:
-            base_sha = resolve(self.git, top, f"refs/heads/{repo.base}", binds=[git_dir])
+            tip = resolve(self.git, top, f"refs/heads/{repo.base}", binds=[git_dir])
+            # work starts where the merge queue left the base: a commit put there behind its back was never
+            # reviewed, and is not handed on to the next card before a person adopts it
+            base_sha = self.board.repos.recorded(repo.name, tip) if repo.merge_mode == "auto" else tip
             args = ["worktree", "add", "-b", branch, "--end-of-options", str(path), base_sha]
-            how = f"new branch {branch} from {repo.base} at {base_sha[:12]}"
+            how = f"new branch {branch} from {repo.base} at {base_sha[:12]}" + (
+                ""
+                if base_sha == tip
+                else f" (where the merge queue left it; {repo.base} moved to {tip[:12]} outside it)"
+            )
         run(top, args, writable=[git_dir, place], timeout=300)
         try:
             copied, skipped = self._include(top, git_dir, path)

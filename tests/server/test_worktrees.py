@@ -176,6 +176,22 @@ async def test_worktreeinclude_copies_regular_files_only_and_within_bounds(regis
     assert "6 more file(s): at most 100 are copied" in claim["message"]  # .env and 105 in many/: 6 too many
 
 
+async def test_a_new_worktree_starts_where_the_merge_queue_left_the_base_not_at_a_commit_put_there_behind_it(
+    registered: Path, connect
+):
+    base = git(registered, "rev-parse", "main")
+    async with connect("alice") as alice:
+        await claim_in_repo(alice)  # hiveboard records where it found the base
+        (registered / "app.py").write_text("print('unreviewed')\n")
+        git(registered, "commit", "-q", "-am", "straight onto main")
+        moved = git(registered, "rev-parse", "main")
+        _, claim = await claim_in_repo(alice)
+    path = Path(claim["worktree"])
+    assert git(path, "rev-parse", "HEAD") == base != moved
+    assert (path / "app.py").read_text() == "print('hello')\n"
+    assert f"main moved to {moved[:12]} outside it" in claim["message"]
+
+
 async def test_claiming_again_gives_the_same_worktree_back(registered: Path, connect):
     async with connect("alice") as alice:
         task_id, first = await claim_in_repo(alice)
