@@ -931,6 +931,69 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    """`hiveboard backup [PATH]` takes a consistent copy of the live board (server/backup.py); `--verify PATH`
+    checks one."""
+    from pathlib import Path
+
+    from . import backup
+
+    if args.verify:
+        manifest = backup.verify(Path(args.verify))
+        rows = manifest["rows"]
+        print(
+            f"{args.verify}: whole — {len(manifest['files'])} files match their sha256, {sum(rows.values())} rows in "
+            f"{len(rows)} tables ({manifest['store']}, taken {manifest['created_at']})"
+        )
+        return 0
+    settings = _settings(args)
+    path = Path(args.path) if args.path else backup.default_path(settings.home)
+    taken = backup.take(path, db_path=settings.db_path, db_url=settings.db_url)
+    print(
+        f"backed up {sum(taken.rows.values())} rows in {len(taken.rows)} tables ({taken.store}) into {taken.path}; "
+        f"check it with `hiveboard backup --verify {taken.path}`"
+    )
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """`hiveboard restore PATH`: the backup into an empty data directory (or empty PostgreSQL database), then
+    the vector index rebuilt from the restored store."""
+    from pathlib import Path
+
+    from hiveboard.memory.errors import IndexUnavailable
+
+    from . import backup
+
+    gc.enable()  # a long run, not a start-up
+    settings = _settings(args)
+    if problem := shared_memory_problem(settings):
+        from .config import SetupError
+
+        raise SetupError(problem)
+    manifest = backup.restore(Path(args.path), home=settings.home, db_path=settings.db_path, db_url=settings.db_url)
+    settings = _settings(args)  # the restored config.toml, if the backup had one
+    board = open_board(settings)  # brings an older backup's schema up to date
+    try:
+        memory = open_memory_for(settings, board, rebuild=True)
+        try:
+            count = memory.reindex()
+        finally:
+            memory.stop()
+    except IndexUnavailable as exc:
+        print(
+            f"hiveboard: the board is restored but the vector index is not ({exc}); run `hiveboard reindex`",
+            file=sys.stderr,
+        )
+        return 2
+    rows = manifest["rows"]
+    print(
+        f"restored {sum(rows.values())} rows in {len(rows)} tables into {settings.database_label} and indexed "
+        f"{count} memory items; `hiveboard doctor` checks it"
+    )
+    return 0
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     """Write (or take out) hiveboard in an MCP client's config: server/setup_clients.py."""
     from pathlib import Path
@@ -1097,6 +1160,23 @@ def parser() -> argparse.ArgumentParser:
     )
     wt.add_argument("action", choices=["prune"])
     wt.set_defaults(fn=cmd_worktree)
+
+    bk = add(
+        "backup",
+        help="copy the live board consistently into PATH (default <home>/backups/<time>) with a manifest of rows "
+        "and sha256 checksums; --verify PATH checks a backup",
+    )
+    bk.add_argument("path", nargs="?", help="a new directory for the backup")
+    bk.add_argument("--verify", metavar="PATH", help="check the backup at PATH instead of taking one")
+    bk.set_defaults(fn=cmd_backup)
+
+    rs = add(
+        "restore",
+        help="verify the backup at PATH, put it into an empty data directory (--home) or an empty PostgreSQL "
+        "database (--db), and rebuild the vector index",
+    )
+    rs.add_argument("path", help="the backup directory")
+    rs.set_defaults(fn=cmd_restore)
 
     h = add(
         "hook",
