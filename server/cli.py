@@ -218,7 +218,10 @@ def http_app(
         read_only=settings.web_read_only,
         presence=settings.review.critic_presence,
     )
-    return Site(app, Starlette(routes=[*hook_routes(settings, board), *web_routes(web)]), web)
+    site = Site(app, Starlette(routes=[*hook_routes(settings, board), *web_routes(web)]), web)
+    from .metrics import Metrics
+
+    return Metrics(site, board, settings.http_token, hosts)  # GET /metrics for Prometheus, the operator's
 
 
 def freeze_heap(collect: bool = True) -> None:
