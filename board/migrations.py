@@ -622,6 +622,11 @@ def m028_task_counts(db: Database) -> None:
     db.execute(f"CREATE TRIGGER tasks_uncounted AFTER DELETE ON tasks BEGIN {uncounted}; END")
 
 
+def m029_review_traceparent(db: Database) -> None:
+    # the W3C traceparent of the call that queued the review, so the review's span joins that trace (board/tracing.py)
+    db.execute("ALTER TABLE reviews ADD COLUMN traceparent TEXT")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -650,6 +655,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m026_keyword_merges_in_the_background,
     m027_memory_revision,
     m028_task_counts,
+    m029_review_traceparent,
 ]
 
 

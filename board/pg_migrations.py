@@ -485,6 +485,11 @@ def p014_task_counts(db) -> None:
     )
 
 
+def p015_review_traceparent(db) -> None:
+    # the W3C traceparent of the call that queued the review (board/tracing.py)
+    db.execute("ALTER TABLE reviews ADD COLUMN traceparent TEXT")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -500,6 +505,7 @@ MIGRATIONS: list[Callable] = [
     p012_memory_revision,
     p013_cards_in_todo,
     p014_task_counts,
+    p015_review_traceparent,
 ]
 
 

@@ -237,6 +237,7 @@ class ReviewJob(BaseModel):
     waived: list[str] = []  # analyser rule ids the card's creator waived
     commit: Commit | None = None  # the round's work as a commit of the card's repository (complete_task ref=)
     test_command: str | None = None  # that repository's own test command, run as a check of its own
+    traceparent: str | None = None  # the call that queued it, whose trace the review joins (board/tracing.py)
 
 
 class DayRate(BaseModel):

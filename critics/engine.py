@@ -15,6 +15,7 @@ names a line of a changed file says whether the diff changed it. The worker also
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import shutil
@@ -39,6 +40,7 @@ from hiveboard.board import (
     ReviewJob,
     Synthesis,
     now,
+    tracing,
 )
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
@@ -341,7 +343,8 @@ class ReviewEngine:
         started = time.monotonic()
         critique, error, status = None, None, "ok"
         try:
-            critique = _judged(critic.review(work, earlier), earlier)
+            with tracing.span(f"critic {critic.name}", attributes={"hiveboard.critic": critic.name}):
+                critique = _judged(critic.review(work, earlier), earlier)
             if work.commit is not None:
                 demote = critic.backend in ANALYSERS and critic.lens not in NEVER_LOWERED
                 critique = on_diff(critique, work.commit, work.changed_lines, demote=demote)
@@ -410,10 +413,11 @@ class ReviewEngine:
                 self._wakers.add(wake)
             threads = [
                 threading.Thread(
-                    target=self._one,
+                    target=contextvars.copy_context().run,  # each critic's span is a child of the review's
                     name=f"review-{job.id}-{c.name}",
                     daemon=True,
                     args=(
+                        self._one,
                         job,
                         worker,
                         c,
@@ -917,7 +921,14 @@ class ReviewWorker(Worker):
             if job.attempts > MAX_ATTEMPTS:
                 self.engine.give_up(job, worker, "see the server log")
             else:
-                self.engine.run(job, worker)
+                # a child of the call that queued the review (its traceparent kept with the job): one trace
+                attributes = {
+                    "hiveboard.task_id": job.task_id,
+                    "hiveboard.round": job.round,
+                    "hiveboard.agent": job.agent,
+                }
+                with tracing.span("review", parent=job.traceparent, attributes=attributes):
+                    self.engine.run(job, worker)
         except Exception as exc:  # the lease runs out and the job is retried, up to MAX_ATTEMPTS
             log.exception("review %s failed", job.id)
             if job.attempts >= MAX_ATTEMPTS:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -33,8 +34,18 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hiveboard.board.worker import Worker
 
 from .config import SetupError, config_file
+
+if TYPE_CHECKING:
+    from hiveboard.board import Board
+
+    from .config import Settings
+
+log = logging.getLogger("hiveboard")
 
 FORMAT = 1  # the manifest's format; a later hiveboard reads older ones
 MANIFEST = "manifest.json"
@@ -388,3 +399,31 @@ def due(folder: Path, every_seconds: float) -> bool:
     """Whether the newest backup in `folder` is older than `every_seconds` (or there is none)."""
     found = sorted(p for p in Path(folder).iterdir() if (p / MANIFEST).is_file()) if Path(folder).is_dir() else []
     return not found or time.time() - (found[-1] / MANIFEST).stat().st_mtime >= every_seconds
+
+
+class BackupWorker(Worker):
+    """The backups `hiveboard serve` takes by itself ([backup] every_hours): one when the newest in the folder
+    is older than that, then all but the `keep` newest removed. On PostgreSQL set it on one node only."""
+
+    def __init__(self, board: Board, settings: Settings):
+        self.store_path, self.db_url = settings.db_path, settings.db_url
+        self.folder = Path(settings.backup.folder or Path(settings.home) / "backups")
+        self.every = settings.backup.every_hours * 3600
+        self.keep = settings.backup.keep
+        super().__init__(
+            board.store.notifier,
+            name="hiveboard-backup",
+            poll_seconds=min(600.0, max(1.0, self.every / 10)),
+            log=log,
+            failure="the scheduled backup failed; it is tried again at the next poll",
+            error_pause=60.0,
+        )
+
+    def step(self, n: int) -> bool:
+        if not due(self.folder, self.every):
+            return False
+        path = self.folder / default_path(self.folder).name
+        taken = take(path, db_path=self.store_path, db_url=self.db_url)
+        log.info("backup: %s rows into %s", sum(taken.rows.values()), taken.path)
+        prune(self.folder, self.keep)
+        return False

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from hiveboard.memory.lazy import LazyMemory
     from hiveboard.memory.service import Memory
 
+    from .backup import BackupWorker
     from .config import Settings
     from .worktrees import WorktreeManager, WorktreeSweeper
 
@@ -246,6 +247,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     configure_logging(settings)
+    from .tracing import configure as configure_tracing
+
+    configure_tracing(settings)  # off unless otel_endpoint names a collector
     if problem := role_problem(settings.agent_role):  # stdio's agent registers with it: a typo grants nothing
         print(f"hiveboard: {problem}", file=sys.stderr)
         return 2
@@ -320,6 +324,7 @@ class Background:
         self.worker: ReviewWorker | None = None
         self.digester: Digester | None = None
         self.sweeper: WorktreeSweeper | None = None
+        self.backups: BackupWorker | None = None
         self._lock = threading.Lock()
         self._started = self._stopped = False
 
@@ -335,6 +340,12 @@ class Background:
         with self._lock:
             if not self._stopped:
                 self.sweeper = WorktreeSweeper(self.worktrees).start()
+        if self.settings.backup.every_hours > 0:
+            from .backup import BackupWorker
+
+            with self._lock:
+                if not self._stopped:
+                    self.backups = BackupWorker(self.board, self.settings).start()
 
     def _open_memory(self) -> None:
         from hiveboard.memory.lazy import OPEN_ERRORS
@@ -393,6 +404,8 @@ class Background:
         with self._lock:
             self._stopped = True
             worker, digester, sweeper = self.worker, self.digester, self.sweeper
+        if self.backups is not None:
+            self.backups.stop()
         if sweeper is not None:
             sweeper.stop()
         if worker is not None:
