@@ -7,8 +7,8 @@ collector) and the quota refusals it answered (a refused write writes nothing, b
 
 The endpoint is the operator's: the server token (HIVEBOARD_HTTP_TOKEN) or the token of an agent with an
 operator role, as `Authorization: Bearer …` (Prometheus' `authorization` in a scrape config). It shares the
-path with the web board's metrics page: a request with an Authorization header, or one that does not ask for
-HTML (Prometheus, curl), is answered here; a browser gets the page.
+path with the web board's metrics page: a request with an Authorization header, or one that asks for
+Prometheus' formats (Prometheus' Accept names them), is answered here; any other (a browser) gets the page.
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ class Metrics:
         if scope["type"] != "http" or scope.get("path") != PATH:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if "authorization" not in headers and "text/html" in headers.get("accept", ""):
+        accept = headers.get("accept", "")
+        if "authorization" not in headers and "openmetrics" not in accept and "text/plain" not in accept:
             return await self.app(scope, receive, send)  # a person's browser: the web board's page
         if not host_allowed(headers.get("host"), self.hosts):
             return await _answer(send, 421, f"Host {headers.get('host')!r} is not allowed; scrape 127.0.0.1:<port>")

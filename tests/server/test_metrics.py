@@ -118,7 +118,8 @@ async def test_metrics_are_the_operators_alone(tmp_path):
     proc, url = serve_http(home, "--token-file", str(token_file), env=clean_env())
     metrics = url.removesuffix("/mcp") + "/metrics"
     try:
-        none = httpx.get(metrics)
+        scraper = {"Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"}
+        none = httpx.get(metrics, headers=scraper)  # a scrape config without the token
         assert none.status_code == 401 and "Authorization: Bearer" in none.json()["error"]
         wrong = httpx.get(metrics, headers={"Authorization": "Bearer not-a-token"})
         assert wrong.status_code == 401
@@ -128,7 +129,8 @@ async def test_metrics_are_the_operators_alone(tmp_path):
             ok = httpx.get(metrics, headers={"Authorization": f"Bearer {token}"})
             assert ok.status_code == 200 and ok.headers["content-type"].startswith("text/plain")
             assert 'hiveboard_cards{status="todo",type="code"} 0.0' in ok.text
-        page = httpx.get(metrics, headers={"Accept": "text/html"}, follow_redirects=False)
-        assert page.status_code in (200, 303) and "hiveboard_cards" not in page.text  # a browser: the web page
+        for accept in ("text/html,application/xhtml+xml,*/*;q=0.8", "*/*"):  # a browser, curl: the web board's page
+            page = httpx.get(metrics, headers={"Accept": accept}, follow_redirects=False)
+            assert page.status_code in (200, 303) and "hiveboard_cards" not in page.text
     finally:
         stop_process(proc)
