@@ -197,3 +197,27 @@ def test_pg_dump_older_than_the_server_is_refused_in_one_sentence(postgres, monk
     with pytest.raises(SetupError, match=r"pg_dump must be at least the server's version; install postgresql-client"):
         backup.take(tmp_path / "backup", db_url=url)
     assert not (tmp_path / "backup").exists()
+
+
+def test_scheduled_backups_are_taken_when_due_and_only_the_newest_are_kept(tmp_path, board, backend):
+    """What `serve` runs with [backup] every_hours: a backup when the newest is older than that, the oldest
+    removed past `keep`; each one whole."""
+    from hiveboard.server.backup import BackupWorker, verify
+    from hiveboard.server.config import load_settings
+
+    settings = load_settings(home=tmp_path / "home", db=board.store.path, backup={"every_hours": 1, "keep": 2})
+    board.agents.ensure("lee")
+    worker = BackupWorker(board, settings)
+    folder = tmp_path / "home" / "backups"
+    worker.step(0)
+    first = sorted(folder.iterdir())
+    assert len(first) == 1 and verify(first[0])["rows"]["agents"] == 1
+    worker.step(0)  # the newest is not an hour old: nothing
+    assert sorted(folder.iterdir()) == first
+    worker.every = 0  # due every time from now on
+    for _ in range(3):
+        worker.step(0)
+    kept = sorted(folder.iterdir())
+    assert len(kept) == 2 and first[0] not in kept
+    for path in kept:
+        verify(path)

@@ -134,3 +134,32 @@ async def test_metrics_are_the_operators_alone(tmp_path):
             assert page.status_code in (200, 303) and "hiveboard_cards" not in page.text
     finally:
         stop_process(proc)
+
+
+def test_the_collector_reads_the_board_at_each_scrape(tmp_path):
+    """The figures come from the store when asked (a second scrape sees the new card), and a quota refusal,
+    which writes nothing, is counted by the process that refused it."""
+    from prometheus_client.exposition import generate_latest
+
+    from hiveboard.board import Board, NewTask, OverQuota, QuotaConfig, Store
+    from hiveboard.board.messages import NewMessage
+    from hiveboard.server.metrics import registry
+
+    board = Board(Store(tmp_path / "hiveboard.db"), quotas=QuotaConfig(messages_per_minute=1))
+    try:
+        reg = registry(board)
+        board.agents.ensure("alice")
+        card = board.create("alice", NewTask(title="t", task_type="docs"))
+        assert 'hiveboard_cards{status="todo",type="docs"} 1.0' in generate_latest(reg).decode()
+        board.claim("alice", card.id)
+        board.messages.publish("alice", NewMessage(intent="info", content="one"))
+        with pytest.raises(OverQuota):
+            board.messages.publish("alice", NewMessage(intent="info", content="two"))
+        text = generate_latest(reg).decode()
+        assert 'hiveboard_cards{status="in_progress",type="docs"} 1.0' in text
+        assert "hiveboard_claims 1.0" in text
+        assert 'hiveboard_messages{intent="info"} 1.0' in text
+        assert 'hiveboard_quota_refusals_total{agent="alice",kind="message"} 1.0' in text
+        assert "process_resident_memory_bytes" in text
+    finally:
+        board.store.close()
