@@ -136,7 +136,8 @@ async def test_metrics_are_the_operators_alone(tmp_path):
         stop_process(proc)
 
 
-def test_the_collector_reads_the_board_at_each_scrape(tmp_path):
+@pytest.mark.backends("sqlite", "postgresql")
+def test_the_collector_reads_the_board_at_each_scrape(store_target):
     """The figures come from the store when asked (a second scrape sees the new card), and a quota refusal,
     which writes nothing, is counted by the process that refused it."""
     from prometheus_client.exposition import generate_latest
@@ -145,7 +146,7 @@ def test_the_collector_reads_the_board_at_each_scrape(tmp_path):
     from hiveboard.board.messages import NewMessage
     from hiveboard.server.metrics import registry
 
-    board = Board(Store(tmp_path / "hiveboard.db"), quotas=QuotaConfig(messages_per_minute=1))
+    board = Board(Store(store_target), quotas=QuotaConfig(messages_per_minute=1))
     try:
         reg = registry(board)
         board.agents.ensure("alice")

@@ -46,6 +46,7 @@ def _hex(number: int, width: int) -> str:
     return format(number, f"0{width}x")
 
 
+@pytest.mark.backends("sqlite", "postgresql")
 async def test_one_trace_from_the_clients_traceparent_through_complete_task_the_review_and_each_critic(
     connect, reviewer, spans
 ):
