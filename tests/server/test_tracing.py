@@ -151,3 +151,89 @@ def test_an_otel_endpoint_without_the_exporter_is_one_sentence(monkeypatch, tmp_
     settings = load_settings(home=tmp_path, otel_endpoint="http://127.0.0.1:4318/v1/traces")
     with pytest.raises(SetupError, match=r"pip install 'hiveboard\[otel\]'"):
         configure(settings)
+
+
+class _Collector:
+    """An OTLP/HTTP traces receiver on loopback: what `serve` exports, decoded with OpenTelemetry's protobufs."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        spans = self.spans = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["content-length"]))
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        spans.extend(scope.spans)
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+async def test_serve_exports_the_trace_of_an_http_call_and_its_review_over_otlp(tmp_path):
+    """`hiveboard serve --http` with HIVEBOARD_OTEL_ENDPOINT: the call made with an HTTP traceparent header, the
+    review and its critics reach the collector in the client's trace."""
+    import time
+
+    import httpx2
+    from conftest import self_registered_token, serve_http, stop_process
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from opentelemetry import context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    collector = _Collector()
+    env = clean_env(HIVEBOARD_OTEL_ENDPOINT=collector.url, OTEL_BSP_SCHEDULE_DELAY="100")
+    proc, url = serve_http(tmp_path / "home", env=env)
+    try:
+        token = await self_registered_token(url, "alice")
+        headers = {"Authorization": f"Bearer {token}", "traceparent": PARENT}
+        # the client's current context is the same trace, so a traceparent it puts in _meta agrees with the header
+        attached = context.attach(TraceContextTextMapPropagator().extract({"traceparent": PARENT}))
+        try:
+            async with Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers))) as c:
+                card = await call(c, "create_task", title="add two numbers", task_type="code")
+                claim = await call(c, "claim_task", task_id=card["id"])
+                await call(
+                    c,
+                    "complete_task",
+                    task_id=card["id"],
+                    token=claim["token"],
+                    output="add() in calc.py",
+                    artifacts=[{"name": "calc.py", "kind": "code", "content": CLEAN}],
+                )
+                trail = await call(c, "get_review", task_id=card["id"], wait_seconds=120)
+        finally:
+            context.detach(attached)
+        critics = [k["critic"] for k in trail["rounds"][0]["critiques"]]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            names = {s.name for s in collector.spans if s.trace_id.hex() == TRACE}
+            if {"review", *(f"critic {c}" for c in critics)} <= names:
+                break
+            time.sleep(0.2)
+        in_trace = {s.name: s for s in collector.spans if s.trace_id.hex() == TRACE}
+        assert "tools/call complete_task" in in_trace, sorted(in_trace)
+        review = in_trace["review"]
+        assert review.parent_span_id == in_trace["tools/call complete_task"].span_id
+        for critic in critics:
+            assert in_trace[f"critic {critic}"].parent_span_id == review.span_id
+    finally:
+        stop_process(proc)
+        collector.close()
