@@ -31,7 +31,8 @@ def enable(provider) -> None:
         return
     from opentelemetry import trace
 
-    trace.set_tracer_provider(provider)
+    if trace.get_tracer_provider() is not provider:  # turned back on with the same provider: nothing to set
+        trace.set_tracer_provider(provider)
     _on = True
 
 

@@ -9,7 +9,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from conftest import call, clean_env
+from conftest import call, clean_env, until
 
 pytestmark = pytest.mark.anyio
 
@@ -19,27 +19,27 @@ PARENT = f"00-{TRACE}-{CLIENT_SPAN}-01"
 CLEAN = "def add(a, b):\n    return a + b\n"
 
 
-@pytest.fixture(scope="module")
-def provider():
+_MADE: dict = {}  # OpenTelemetry's global provider can be set once per process: one for every test here
+
+
+@pytest.fixture
+def spans():
+    """The spans this test's process finished, in memory (the SDK's in-memory exporter); tracing on meanwhile."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from hiveboard.board import tracing
 
-    exporter = InMemorySpanExporter()
-    made = TracerProvider()
-    made.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.enable(made)  # OpenTelemetry's global provider: one per process, so one per module here
-    yield exporter
+    if not _MADE:
+        _MADE["exporter"] = InMemorySpanExporter()
+        _MADE["provider"] = TracerProvider()
+        _MADE["provider"].add_span_processor(SimpleSpanProcessor(_MADE["exporter"]))
+    _MADE["exporter"].clear()
+    tracing.enable(_MADE["provider"])
+    yield _MADE["exporter"]
     tracing.enable(None)
-    made.shutdown()
-
-
-@pytest.fixture
-def spans(provider):
-    provider.clear()
-    return provider
+    _MADE["exporter"].clear()
 
 
 def _hex(number: int, width: int) -> str:
@@ -74,8 +74,9 @@ async def test_one_trace_from_the_clients_traceparent_through_complete_task_the_
     ran = [k["critic"] for k in trail["rounds"][0]["critiques"]]
     assert trail["rounds"][0]["verdict"] == "PASS" and len(ran) >= 3, trail
 
-    finished = spans.get_finished_spans()
-    in_trace = [s for s in finished if _hex(s.context.trace_id, 32) == TRACE]
+    # the verdict is stored inside the review's span, which ends just after: the answer can come first
+    await until(lambda: any(s.name == "review" for s in spans.get_finished_spans()), 30, "the review's span to end")
+    in_trace = [s for s in spans.get_finished_spans() if _hex(s.context.trace_id, 32) == TRACE]
     by_name = {s.name: s for s in in_trace}
     call_span = by_name["tools/call complete_task"]  # the server's span of the call, in the client's trace
     review = by_name["review"]
