@@ -34,7 +34,9 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
 
 from hiveboard.board.worker import Worker
 
@@ -59,12 +61,27 @@ class BackupRefused(SetupError):
     """A backup that cannot be taken, verified or restored, in one sentence; nothing was written."""
 
 
+class FileEntry(BaseModel):
+    bytes: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class Manifest(BaseModel):
+    """manifest.json: what a backup holds, checked by `verify` before anything else is read."""
+
+    hiveboard_backup: int = Field(ge=1, description="the manifest's format")
+    hiveboard: str = Field("", description="the version that took it")
+    created_at: str
+    store: Literal["sqlite", "postgresql"]
+    rows: dict[str, int] = Field(description="every table's rows at the backup's instant")
+    files: dict[Literal["board.sqlite", "board.pgdump", "config.toml"], FileEntry]
+    vectors: str = ""
+
+
 @dataclass(frozen=True)
 class Taken:
     path: Path
-    store: str
-    rows: dict[str, int]
-    files: dict[str, dict]
+    manifest: Manifest
 
 
 def sha256(path: Path) -> str:
@@ -100,20 +117,29 @@ def take(path: Path, *, db_path: Path | None = None, db_url: str | None = None, 
         if config.is_file():  # the team's settings come back with the board
             shutil.copyfile(config, path / CONFIG_FILE)
             names.append(CONFIG_FILE)
-        files = {n: {"bytes": (path / n).stat().st_size, "sha256": sha256(path / n)} for n in names}
-        manifest = {
-            "hiveboard_backup": FORMAT,
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "store": "postgresql" if db_url else "sqlite",
-            "rows": rows,
-            "files": files,
-            "vectors": "not copied: restore rebuilds the index from the store",
-        }
-        _write_atomic(path / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        manifest = Manifest(
+            hiveboard_backup=FORMAT,
+            hiveboard=_version(),
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            store="postgresql" if db_url else "sqlite",
+            rows=rows,
+            files={n: FileEntry(bytes=(path / n).stat().st_size, sha256=sha256(path / n)) for n in names},
+            vectors="not copied: restore rebuilds the index from the store",
+        )
+        _write_atomic(path / MANIFEST, manifest.model_dump_json(indent=1) + "\n")
     except BaseException:
         _remove(path, made)  # a half-taken backup must not pass for one
         raise
-    return Taken(path, manifest["store"], rows, files)
+    return Taken(path, manifest)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hiveboard")
+    except PackageNotFoundError:
+        return ""
 
 
 def _remove(path: Path, made: bool) -> None:
@@ -121,7 +147,10 @@ def _remove(path: Path, made: bool) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         for child in path.iterdir():
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -248,37 +277,42 @@ def _last_line(text: str) -> str:
 # ------------------------------------------------------------------------------------------------ verify
 
 
-def verify(path: Path) -> dict:
+def verify(path: Path) -> Manifest:
     """The manifest of the backup at `path` once every file and count in it is checked; BackupRefused
     (naming the first thing found wrong) otherwise."""
     path = Path(path)
     try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        text = (path / MANIFEST).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BackupRefused(f"{path} holds no {MANIFEST}; it is not a hiveboard backup, or not a whole one") from None
     except (OSError, ValueError) as exc:
         raise BackupRefused(f"{path / MANIFEST} cannot be read ({exc}); the backup is damaged") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("hiveboard_backup"), int):
-        raise BackupRefused(f"{path / MANIFEST} is not a hiveboard backup's manifest; the backup is damaged")
-    if manifest["hiveboard_backup"] > FORMAT:
-        raise BackupRefused(f"{path} was written by a newer hiveboard; restore it with that version")
-    files = manifest.get("files") or {}
-    store_file = SQLITE_FILE if manifest.get("store") == "sqlite" else PG_FILE
+    try:
+        if json.loads(text).get("hiveboard_backup", 0) > FORMAT:
+            raise BackupRefused(f"{path} was written by a newer hiveboard; restore it with that version")
+        manifest = Manifest.model_validate_json(text)
+    except (ValueError, AttributeError, TypeError) as exc:  # not JSON, not an object, or not a manifest's fields
+        reason = str(exc).splitlines()[0]
+        raise BackupRefused(
+            f"{path / MANIFEST} is not a hiveboard backup's manifest ({reason}); the backup is damaged"
+        ) from None
+    files = manifest.files
+    store_file = SQLITE_FILE if manifest.store == "sqlite" else PG_FILE
     if store_file not in files:
         raise BackupRefused(f"{path / MANIFEST} lists no {store_file}; the backup is damaged")
     for name, want in files.items():
         file = path / name
         if not file.is_file():
             raise BackupRefused(f"{file} is missing; the backup is not whole")
-        if file.stat().st_size != want["bytes"]:
+        if file.stat().st_size != want.bytes:
             raise BackupRefused(
-                f"{file} has {file.stat().st_size} bytes, the manifest says {want['bytes']}: the backup is truncated "
+                f"{file} has {file.stat().st_size} bytes, the manifest says {want.bytes}: the backup is truncated "
                 "or altered; use another backup"
             )
-        if sha256(file) != want["sha256"]:
+        if sha256(file) != want.sha256:
             raise BackupRefused(f"{file} does not match its sha256 in the manifest: the backup is altered; use another")
-    if manifest["store"] == "sqlite":
-        _verify_sqlite(path / SQLITE_FILE, manifest["rows"])
+    if manifest.store == "sqlite":
+        _verify_sqlite(path / SQLITE_FILE, manifest.rows)
     else:
         listed = subprocess.run(
             [pg_tool("pg_restore"), "--list", str(path / PG_FILE)], capture_output=True, text=True, timeout=3600
@@ -305,15 +339,15 @@ def _verify_sqlite(file: Path, rows: dict[str, int]) -> None:
 # ------------------------------------------------------------------------------------------------ restore
 
 
-def restore(path: Path, *, home: Path, db_path: Path | None = None, db_url: str | None = None) -> dict:
+def restore(path: Path, *, home: Path, db_path: Path | None = None, db_url: str | None = None) -> Manifest:
     """Verify the backup at `path`, then put its board into the empty data directory `home` (and its
     database: the SQLite file db_path, or the empty PostgreSQL database db_url). Returns the manifest.
     The vector index is the caller's to rebuild (it needs the memory layer)."""
     manifest = verify(path)
     home = Path(home)
-    if manifest["store"] == "sqlite" and db_url:
+    if manifest.store == "sqlite" and db_url:
         raise BackupRefused("this backup is of a SQLite board; restore it without a postgresql:// --db")
-    if manifest["store"] == "postgresql" and not db_url:
+    if manifest.store == "postgresql" and not db_url:
         raise BackupRefused("this backup is of a PostgreSQL board; restore it with --db naming an empty database")
     if home.exists() and (not home.is_dir() or any(home.iterdir())):
         raise BackupRefused(f"the data directory {home} is not empty; restore into a new or empty directory")
@@ -327,7 +361,7 @@ def restore(path: Path, *, home: Path, db_path: Path | None = None, db_url: str 
             _restore_postgres(path / PG_FILE, db_url)
         else:
             _restore_sqlite(path / SQLITE_FILE, db_path)
-        if CONFIG_FILE in manifest["files"]:
+        if CONFIG_FILE in manifest.files:
             shutil.copyfile(path / CONFIG_FILE, home / CONFIG_FILE)
     except BaseException:
         if not db_url and db_path.exists() and not db_path.is_relative_to(home):
@@ -372,17 +406,6 @@ def _restore_postgres(dump: Path, url: str) -> None:
         raise BackupRefused(f"pg_restore failed ({_last_line(done.stderr)}); nothing was restored")
 
 
-def rows_now(*, db_path: Path | None = None, db_url: str | None = None) -> dict[str, int]:
-    """The rows of every table of a store as a backup's manifest counts them."""
-    if db_url:
-        import psycopg
-
-        with psycopg.connect(db_url, autocommit=True) as conn:
-            return _pg_rows(conn)
-    with closing(sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)) as conn:
-        return _sqlite_rows(conn)
-
-
 # ------------------------------------------------------------------------------------------------ schedule
 
 
@@ -424,6 +447,6 @@ class BackupWorker(Worker):
             return False
         path = self.folder / default_path(self.folder).name
         taken = take(path, db_path=self.store_path, db_url=self.db_url)
-        log.info("backup: %s rows into %s", sum(taken.rows.values()), taken.path)
+        log.info("backup: %s rows into %s", sum(taken.manifest.rows.values()), taken.path)
         prune(self.folder, self.keep)
         return False

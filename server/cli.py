@@ -956,17 +956,18 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
     if args.verify:
         manifest = backup.verify(Path(args.verify))
-        rows = manifest["rows"]
+        rows = manifest.rows
         print(
-            f"{args.verify}: whole — {len(manifest['files'])} files match their sha256, {sum(rows.values())} rows in "
-            f"{len(rows)} tables ({manifest['store']}, taken {manifest['created_at']})"
+            f"{args.verify}: whole — {len(manifest.files)} files match their sha256, {sum(rows.values())} rows in "
+            f"{len(rows)} tables ({manifest.store}, taken {manifest.created_at})"
         )
         return 0
     settings = _settings(args)
     path = Path(args.path) if args.path else backup.default_path(settings.home)
     taken = backup.take(path, db_path=settings.db_path, db_url=settings.db_url)
+    rows = taken.manifest.rows
     print(
-        f"backed up {sum(taken.rows.values())} rows in {len(taken.rows)} tables ({taken.store}) into {taken.path}; "
+        f"backed up {sum(rows.values())} rows in {len(rows)} tables ({taken.manifest.store}) into {taken.path}; "
         f"check it with `hiveboard backup --verify {taken.path}`"
     )
     return 0
@@ -1002,7 +1003,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    rows = manifest["rows"]
+    rows = manifest.rows
     print(
         f"restored {sum(rows.values())} rows in {len(rows)} tables into {settings.database_label} and indexed "
         f"{count} memory items; `hiveboard doctor` checks it"

@@ -15,6 +15,18 @@ from conftest import call, clean_env, http_client, run_cli, self_registered_toke
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 AGENTS = 8
+# what each agent keeps running into: lessons of different agents differ in meaning, so a search by one
+# lesson's words finds it among the others
+TOPICS = (
+    "timezone offsets lost when parsing ISO dates",
+    "SQL injection through the search box",
+    "network retries without backoff overload the API",
+    "unicode file names break the upload",
+    "the cache grows without bound and leaks memory",
+    "currency amounts rounded with floats",
+    "CSV export drops the header row",
+    "the login redirect loops after logout",
+)
 
 
 def _restore_env(request, backend: str) -> dict[str, str]:
@@ -43,12 +55,13 @@ async def _agent(url: str, name: str, stop: anyio.Event, acked: list) -> None:
             text = f"{name} says note {n}"
             await call(client, "publish_message", intent="info", content=text)
             acked.append(("message", text, time.time()))
+            topic = TOPICS[int(name.rsplit("-", 1)[1])]
             lesson = await call(
                 client,
                 "record_lesson",
                 task_type="docs",
-                problem=f"{name} found the {n}th stale link in the docs of module {n * 7 % 13}",
-                fix=f"re-run the link checker for module {n * 7 % 13} before handing in",
+                problem=f"{topic} (seen {n} times)",
+                fix=f"write a test for {topic} first, then fix it",
             )
             acked.append(("lesson", lesson["item"]["id"], time.time()))
             if n == 2 and name == "agent-1":  # a review in progress when the backup is taken
@@ -67,7 +80,10 @@ async def test_a_backup_taken_while_eight_agents_write_restores_whole(request, t
         taken: dict = {}
 
         async def back_up() -> None:
-            while sum(kind == "lesson" for kind, _, _ in acked) < AGENTS:  # everyone is writing
+            while (
+                len({w[1] for kind, w, _ in acked if kind == "claim"}) < AGENTS
+                or sum(kind == "lesson" for kind, _, _ in acked) < AGENTS
+            ):  # every agent is writing
                 await anyio.sleep(0.05)
             taken["started"] = time.time()
             taken["done"] = await anyio.to_thread.run_sync(
@@ -131,7 +147,7 @@ async def test_a_backup_taken_while_eight_agents_write_restores_whole(request, t
             assert shown["total"] == len(tasks), shown
             for lesson_id in [w for k, w in before if k == "lesson"][:3]:
                 problem = lessons[lesson_id].split("\n", 1)[0].removeprefix("Problem: ")
-                found = await call(client, "query_memory", query=problem, mode="vector", kinds=["lesson"], k=5)
+                found = await call(client, "query_memory", query=problem, mode="vector", kinds=["lesson"], k=20)
                 assert lesson_id in [h["id"] for h in found["hits"]], (problem, found)
     finally:
         stop_process(proc)
@@ -158,7 +174,18 @@ def test_verify_and_restore_refuse_a_truncated_or_altered_backup(tmp_path, node_
     shutil.copytree(backup, no_manifest)
     (no_manifest / "manifest.json").unlink()
 
-    for broken, said in ((truncated, "truncated"), (altered, "sha256"), (no_manifest, "manifest.json")):
+    elsewhere = tmp_path / "elsewhere"  # a manifest naming a file outside the backup is not a manifest
+    shutil.copytree(backup, elsewhere)
+    manifest = json.loads((elsewhere / "manifest.json").read_text())
+    manifest["files"]["../../outside"] = manifest["files"][store.name]
+    (elsewhere / "manifest.json").write_text(json.dumps(manifest))
+
+    for broken, said in (
+        (truncated, "truncated"),
+        (altered, "sha256"),
+        (no_manifest, "manifest.json"),
+        (elsewhere, "not a hiveboard backup's manifest"),
+    ):
         verified = run_cli("backup", "--verify", str(broken), env=clean_env())
         assert verified.returncode == 2 and said in verified.stderr, verified.stderr
         assert verified.stderr.count("\n") == 1  # one sentence
@@ -211,7 +238,7 @@ def test_scheduled_backups_are_taken_when_due_and_only_the_newest_are_kept(tmp_p
     folder = tmp_path / "home" / "backups"
     worker.step(0)
     first = sorted(folder.iterdir())
-    assert len(first) == 1 and verify(first[0])["rows"]["agents"] == 1
+    assert len(first) == 1 and verify(first[0]).rows["agents"] == 1
     worker.step(0)  # the newest is not an hour old: nothing
     assert sorted(folder.iterdir()) == first
     worker.every = 0  # due every time from now on
