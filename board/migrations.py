@@ -654,6 +654,11 @@ def m031_critique_hidden(db: Database) -> None:
     db.execute("ALTER TABLE critiques ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0")
 
 
+def m032_review_traceparent(db: Database) -> None:
+    # the W3C traceparent of the call that queued the review, so the review's span joins that trace (board/tracing.py)
+    db.execute("ALTER TABLE reviews ADD COLUMN traceparent TEXT")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -685,6 +690,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m029_repo_landings,
     m030_review_round_limit,
     m031_critique_hidden,
+    m032_review_traceparent,
 ]
 
 

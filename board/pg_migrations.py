@@ -512,6 +512,11 @@ def p017_critique_hidden(db) -> None:
     db.execute("ALTER TABLE critiques ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0")
 
 
+def p018_review_traceparent(db) -> None:
+    # the W3C traceparent of the call that queued the review (board/tracing.py)
+    db.execute("ALTER TABLE reviews ADD COLUMN traceparent TEXT")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -530,6 +535,7 @@ MIGRATIONS: list[Callable] = [
     p015_repo_landings,
     p016_review_round_limit,
     p017_critique_hidden,
+    p018_review_traceparent,
 ]
 
 

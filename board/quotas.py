@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -185,6 +186,8 @@ class Quotas:
         self._warned = False
         self._charges = 0
         self._lock = threading.Lock()
+        # refusals this process answered, by (agent, kind), for /metrics: a refused write leaves no row to count
+        self.refused: Counter[tuple[str, str]] = Counter()
 
     # ----------------------------------------------------------------- charging
 
@@ -261,6 +264,8 @@ class Quotas:
         else:
             factor = 1
         if over is not None:
+            with self._lock:
+                self.refused[(agent, kind)] += 1
             raise OverQuota(self._refusal(db, agent, kind, over, used, latest, units, chars, per, factor, ts, ask))
         if not record:
             return

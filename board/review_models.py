@@ -250,6 +250,7 @@ class ReviewJob(BaseModel):
     round_limit: int | None = None  # its last round a FAIL hands back, when more were granted (Reviews.grant_rounds)
     commit: Commit | None = None  # the round's work as a commit of the card's repository (complete_task ref=)
     test_command: str | None = None  # that repository's own test command, run as a check of its own
+    traceparent: str | None = None  # the call that queued it, whose trace the review joins (board/tracing.py)
 
 
 class DayRate(BaseModel):

@@ -13,7 +13,7 @@ import json
 import statistics
 from datetime import UTC, datetime
 
-from . import cards
+from . import cards, tracing
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES
 from .commits import Commits
@@ -97,7 +97,7 @@ class Reviews:
         task_id = row["id"]
         review_id = db.execute(
             "INSERT INTO reviews (task_id, round, agent, fencing_token, task_type, output, summary, artifacts, "
-            "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?) RETURNING id",
+            "status, created_at, traceparent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) RETURNING id",
             [
                 task_id,
                 self._round(db, task_id) + 1,
@@ -108,6 +108,7 @@ class Reviews:
                 summary,
                 json.dumps([a.model_dump() for a in artifacts]),
                 ts,
+                tracing.traceparent(),  # the review's span joins the caller's trace
             ],
         ).fetchall()[0][0]
         self.store.emit(ReviewChanged(review_id, task_id))
@@ -242,6 +243,7 @@ class Reviews:
             round_limit=task["round_limit"],
             commit=commit,
             test_command=test[0] if test else None,
+            traceparent=row.get("traceparent"),
         )
 
     def heartbeat(self, review_id: int, worker: str, lease_seconds: float) -> bool:

@@ -15,6 +15,7 @@ names a line of a changed file says whether the diff changed it. The worker also
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import shutil
@@ -39,6 +40,7 @@ from hiveboard.board import (
     ReviewJob,
     Synthesis,
     now,
+    tracing,
 )
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
@@ -348,7 +350,8 @@ class ReviewEngine:
             secret = bool(work.acceptance_tests and work.acceptance_tests.hidden)
             if secret and not critic.reads_tests:  # what a critic is never given, it cannot pass on
                 work = work.model_copy(update={"acceptance_tests": None})
-            critique = _judged(critic.review(work, earlier), earlier)
+            with tracing.span(f"critic {critic.name}", attributes={"hiveboard.critic": critic.name}):
+                critique = _judged(critic.review(work, earlier), earlier)
             if secret and critic.reads_tests:  # the taint starts here: whatever it says, the hidden tests shaped
                 critique = critique.model_copy(update={"hidden": True})
             if work.commit is not None:
@@ -419,10 +422,11 @@ class ReviewEngine:
                 self._wakers.add(wake)
             threads = [
                 threading.Thread(
-                    target=self._one,
+                    target=contextvars.copy_context().run,  # each critic's span is a child of the review's
                     name=f"review-{job.id}-{c.name}",
                     daemon=True,
                     args=(
+                        self._one,
                         job,
                         worker,
                         c,
@@ -961,7 +965,14 @@ class ReviewWorker(Worker):
             if job.attempts > MAX_ATTEMPTS:
                 self.engine.give_up(job, worker, "see the server log")
             else:
-                self.engine.run(job, worker)
+                # a child of the call that queued the review (its traceparent kept with the job): one trace
+                attributes = {
+                    "hiveboard.task_id": job.task_id,
+                    "hiveboard.round": job.round,
+                    "hiveboard.agent": job.agent,
+                }
+                with tracing.span("review", parent=job.traceparent, attributes=attributes):
+                    self.engine.run(job, worker)
         except Exception as exc:  # the lease runs out and the job is retried, up to MAX_ATTEMPTS
             log.exception("review %s failed", job.id)
             if job.attempts >= MAX_ATTEMPTS:

@@ -147,6 +147,9 @@ def build_server(
         extensions=[tasks_extension],
     )
     tasks_extension.server = mcp
+    from .tracing import http_traceparent
+
+    mcp.middleware.insert(0, http_traceparent)  # outside the SDK's span, which it parents
     inboxes.install(mcp, deps)
     tasks.register(mcp, deps)
     review_tools.register(mcp, deps)

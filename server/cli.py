@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from hiveboard.memory.lazy import LazyMemory
     from hiveboard.memory.service import Memory
 
+    from .backup import BackupWorker
     from .config import Settings
     from .worktrees import WorktreeManager, WorktreeSweeper
 
@@ -222,7 +223,10 @@ def http_app(
         presence=settings.review.critic_presence,
     )
     routes = [*hook_routes(settings, board), *metadata_routes(), *web_routes(web)]
-    return Site(app, Starlette(routes=routes), web)
+    site = Site(app, Starlette(routes=routes), web)
+    from .metrics import Metrics
+
+    return Metrics(site, board, settings.http_token, hosts)  # GET /metrics for Prometheus, the operator's
 
 
 def freeze_heap(collect: bool = True) -> None:
@@ -247,6 +251,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     configure_logging(settings)
+    from .tracing import configure as configure_tracing
+
+    configure_tracing(settings)  # off unless otel_endpoint names a collector
     if problem := role_problem(settings.agent_role):  # stdio's agent registers with it: a typo grants nothing
         print(f"hiveboard: {problem}", file=sys.stderr)
         return 2
@@ -322,6 +329,7 @@ class Background:
         self.worker: ReviewWorker | None = None
         self.digester: Digester | None = None
         self.sweeper: WorktreeSweeper | None = None
+        self.backups: BackupWorker | None = None
         self._lock = threading.Lock()
         self._started = self._stopped = False
 
@@ -337,6 +345,12 @@ class Background:
         with self._lock:
             if not self._stopped:
                 self.sweeper = WorktreeSweeper(self.worktrees).start()
+        if self.settings.backup.every_hours > 0:
+            from .backup import BackupWorker
+
+            with self._lock:
+                if not self._stopped:
+                    self.backups = BackupWorker(self.board, self.settings).start()
 
     def _open_memory(self) -> None:
         from hiveboard.memory.lazy import OPEN_ERRORS
@@ -395,6 +409,8 @@ class Background:
         with self._lock:
             self._stopped = True
             worker, digester, sweeper = self.worker, self.digester, self.sweeper
+        if self.backups is not None:
+            self.backups.stop()
         if sweeper is not None:
             sweeper.stop()
         if worker is not None:
@@ -937,6 +953,70 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    """`hiveboard backup [PATH]` takes a consistent copy of the live board (server/backup.py); `--verify PATH`
+    checks one."""
+    from pathlib import Path
+
+    from . import backup
+
+    if args.verify:
+        manifest = backup.verify(Path(args.verify))
+        rows = manifest.rows
+        print(
+            f"{args.verify}: whole — {len(manifest.files)} files match their sha256, {sum(rows.values())} rows in "
+            f"{len(rows)} tables ({manifest.store}, taken {manifest.created_at})"
+        )
+        return 0
+    settings = _settings(args)
+    path = Path(args.path) if args.path else backup.default_path(settings.home)
+    taken = backup.take(path, db_path=settings.db_path, db_url=settings.db_url)
+    rows = taken.manifest.rows
+    print(
+        f"backed up {sum(rows.values())} rows in {len(rows)} tables ({taken.manifest.store}) into {taken.path}; "
+        f"check it with `hiveboard backup --verify {taken.path}`"
+    )
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """`hiveboard restore PATH`: the backup into an empty data directory (or empty PostgreSQL database), then
+    the vector index rebuilt from the restored store."""
+    from pathlib import Path
+
+    from hiveboard.memory.errors import IndexUnavailable
+
+    from . import backup
+
+    gc.enable()  # a long run, not a start-up
+    settings = _settings(args)
+    if problem := shared_memory_problem(settings):
+        from .config import SetupError
+
+        raise SetupError(problem)
+    manifest = backup.restore(Path(args.path), home=settings.home, db_path=settings.db_path, db_url=settings.db_url)
+    settings = _settings(args)  # the restored config.toml, if the backup had one
+    board = open_board(settings)  # brings an older backup's schema up to date
+    try:
+        memory = open_memory_for(settings, board, rebuild=True)
+        try:
+            count = memory.reindex()
+        finally:
+            memory.stop()
+    except IndexUnavailable as exc:
+        print(
+            f"hiveboard: the board is restored but the vector index is not ({exc}); run `hiveboard reindex`",
+            file=sys.stderr,
+        )
+        return 2
+    rows = manifest.rows
+    print(
+        f"restored {sum(rows.values())} rows in {len(rows)} tables into {settings.database_label} and indexed "
+        f"{count} memory items; `hiveboard doctor` checks it"
+    )
+    return 0
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     """Write (or take out) hiveboard in an MCP client's config: server/setup_clients.py."""
     from pathlib import Path
@@ -1121,6 +1201,23 @@ def parser() -> argparse.ArgumentParser:
     )
     wt.add_argument("action", choices=["prune"], help="prune (the only action)")
     wt.set_defaults(fn=cmd_worktree)
+
+    bk = add(
+        "backup",
+        help="copy the live board consistently into PATH (default <home>/backups/<time>) with a manifest of rows "
+        "and sha256 checksums; --verify PATH checks a backup",
+    )
+    bk.add_argument("path", nargs="?", help="a new directory for the backup")
+    bk.add_argument("--verify", metavar="PATH", help="check the backup at PATH instead of taking one")
+    bk.set_defaults(fn=cmd_backup)
+
+    rs = add(
+        "restore",
+        help="verify the backup at PATH, put it into an empty data directory (--home) or an empty PostgreSQL "
+        "database (--db), and rebuild the vector index",
+    )
+    rs.add_argument("path", help="the backup directory")
+    rs.set_defaults(fn=cmd_restore)
 
     h = add(
         "hook",

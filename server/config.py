@@ -56,6 +56,14 @@ class DigestConfig(BaseModel):
     )
 
 
+class BackupConfig(BaseModel):
+    """Backups `hiveboard serve` takes by itself (server/backup.py): how often, where, how many are kept."""
+
+    every_hours: float = Field(0, ge=0, le=24 * 365, description="hours between backups; 0: none (the default)")
+    folder: Path | None = Field(None, description="where they go; default <home>/backups")
+    keep: int = Field(7, ge=1, le=10_000, description="the newest backups kept; older ones are removed")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HIVEBOARD_", env_nested_delimiter="__", extra="ignore")
 
@@ -120,6 +128,16 @@ class Settings(BaseSettings):
     )
     db_pool_wait: float = Field(
         5.0, gt=0, le=300, description="PostgreSQL: seconds a call waits for a free connection before it is refused"
+    )
+    otel_endpoint: str | None = Field(
+        None,
+        description="an OTLP/HTTP collector's traces URL (http://127.0.0.1:4318/v1/traces): spans of every request, "
+        "review and critic, joined to the client's trace; off when unset (needs the hiveboard[otel] extra)",
+    )
+    otel_service_name: str = Field("hiveboard", max_length=200, description="service.name on the exported spans")
+    backup: BackupConfig = Field(
+        default_factory=lambda: BackupConfig(),
+        description="scheduled backups while serving: the [backup] table (HIVEBOARD_BACKUP__EVERY_HOURS=24 and so on)",
     )
     tool_profile: Profile = Field(
         "lean",
