@@ -62,6 +62,39 @@ def as_dicts(cursor) -> list[dict]:
     return [dict(zip(keys, row)) for row in cursor.fetchall()]
 
 
+def sqlite_file_copy(source: Path, target: Path) -> dict[str, int]:
+    """SQLite's online backup of the board file `source` into `target`: one step, so one read transaction and one
+    consistent state, written as one self-contained file (no -wal beside it). The copy's rows per table."""
+    with closing(sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=30)) as src:
+        with closing(sqlite3.connect(target)) as dst:
+            src.backup(dst)
+            dst.execute("PRAGMA journal_mode = DELETE")
+    with closing(sqlite3.connect(target)) as copy:
+        return _sqlite_rows(copy)
+
+
+def sqlite_file_check(file: Path) -> tuple[list[str], dict[str, int]]:
+    """(SQLite's integrity check's findings, ["ok"] when whole; rows per table) of a board file, read only;
+    ValueError when it is no readable SQLite database."""
+    try:
+        with closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            found = [r[0] for r in conn.execute("PRAGMA integrity_check(3)")]
+            return found, _sqlite_rows(conn) if found == ["ok"] else {}
+    except sqlite3.DatabaseError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _sqlite_rows(conn: sqlite3.Connection) -> dict[str, int]:
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
+        )
+    ]
+    return {n: conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
+
+
 class Dialect(ABC):
     """What the board needs from a database beyond the SQL the databases share."""
 

@@ -27,10 +27,8 @@ import logging
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import time
-from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +36,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from hiveboard.board.dialect import sqlite_file_check, sqlite_file_copy
 from hiveboard.board.worker import Worker
 
 from .config import SetupError, config_file
@@ -163,27 +162,11 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _copy_sqlite(source: Path, target: Path) -> dict[str, int]:
-    """The online backup of the SQLite board into `target`, as one self-contained file (no -wal)."""
+    """The online backup of the SQLite board into `target`, as one self-contained file (no -wal); its rows."""
     if not source.is_file():
         raise BackupRefused(f"there is no board at {source}; point --home or --db at the board to back up")
-    with closing(sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=30)) as src:
-        os.close(os.open(target, os.O_CREAT | os.O_RDWR, 0o600))  # the board is its owner's alone, as at home
-        with closing(sqlite3.connect(target)) as dst:
-            src.backup(dst)  # one step: one read transaction, so one consistent state
-            dst.execute("PRAGMA journal_mode = DELETE")  # one file, no -wal beside it
-    with closing(sqlite3.connect(target)) as copy:
-        return _sqlite_rows(copy)
-
-
-def _sqlite_rows(conn: sqlite3.Connection) -> dict[str, int]:
-    names = [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-            "AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
-        )
-    ]
-    return {n: conn.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
+    os.close(os.open(target, os.O_CREAT | os.O_RDWR, 0o600))  # the board is its owner's alone, as at home
+    return sqlite_file_copy(source, target)
 
 
 def pg_tool(name: str) -> str:
@@ -324,13 +307,11 @@ def verify(path: Path) -> Manifest:
 
 def _verify_sqlite(file: Path, rows: dict[str, int]) -> None:
     try:
-        with closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-            found = [r[0] for r in conn.execute("PRAGMA integrity_check(3)")]
-            if found != ["ok"]:
-                raise BackupRefused(f"{file} fails SQLite's integrity check ({found[0]}); use another backup")
-            counted = _sqlite_rows(conn)
-    except sqlite3.DatabaseError as exc:
+        found, counted = sqlite_file_check(file)
+    except ValueError as exc:
         raise BackupRefused(f"{file} is not a readable SQLite database ({exc}); use another backup") from None
+    if found != ["ok"]:
+        raise BackupRefused(f"{file} fails SQLite's integrity check ({found[0]}); use another backup")
     if counted != rows:
         differ = sorted(n for n in {*counted, *rows} if counted.get(n) != rows.get(n))
         raise BackupRefused(f"{file} holds other rows than its manifest says (in {', '.join(differ)}); use another")
