@@ -80,10 +80,12 @@ class View:
         )[0]["n"]
 
     def top_lesson(self, task_type: str) -> dict | None:
-        """The lesson of this task type others found most useful (merged most often), newest among equals."""
+        """The reviewed lesson of this task type the most distinct authors (or cards) stand behind, newest among
+        equals; an unreviewed one is never pushed into a session."""
         found = self.rows(
-            "SELECT id, title, text FROM memory_items WHERE kind = 'lesson' AND task_type = ? AND deprecated = 0 "
-            "AND superseded_by IS NULL ORDER BY merged_count DESC, created_at DESC LIMIT 1",
+            "SELECT id, title, text, created_by, task_id, review_id FROM memory_items WHERE kind = 'lesson' "
+            "AND task_type = ? AND deprecated = 0 AND superseded_by IS NULL AND trust = 'reviewed' AND held IS NULL "
+            "ORDER BY witnesses DESC, created_at DESC LIMIT 1",
             [task_type],
         )
         return found[0] if found else None

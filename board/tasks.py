@@ -109,6 +109,7 @@ class Board:
         self.machine.when_leaving("review", self.reviews.left_review)
         self.machine.when_leaving("review", self.merges.left_review)
         self.machine.when_entering("done", self.knowledge.remember_output)
+        self.machine.when_entering("done", self.knowledge.trust_helpful)
         for status in ENDS:  # a card that ends (its holder no longer works on it) releases its reservations
             self.machine.when_entering(status, self.reservations.card_ended)
 

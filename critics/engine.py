@@ -805,6 +805,7 @@ class ReviewEngine:
                 title=lesson.title,
                 tags=tags,
                 task_id=job.task_id,
+                review_id=job.id,
             )
             return
         with self.board.store.write() as db:
@@ -818,6 +819,8 @@ class ReviewEngine:
                 title=lesson.title,
                 tags=tags,
                 source=f"review:{job.id}",
+                trust="reviewed",
+                review_id=job.id,
             )
 
     @contextmanager
