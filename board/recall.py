@@ -24,7 +24,7 @@ _HIDE = (
     r"(?:mention|tell|telling|inform|informing|reveal|revealing|show|showing|report|reporting|disclose|alert|"
     r"notify|log|logging|ask|asking)\b"
 )
-_AUDIENCE = r"(?:user|human|operator|person|people|anyone|reviewer|them|this|it|the\s+step|this\s+step)"
+_AUDIENCE = r"(?:user|human|operator|person|people|anyone|reviewer|them|this|it|the\s+step|this\s+step)(?![\w-])"
 
 # (why, pattern): the reason is what a person reads on the memory page
 SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -34,7 +34,7 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("it runs something fetched", rf"{_SHELL}\s+<\(\s*{_VERB_FETCH}|\beval\s*\(?\s*[\"'$`(]*\s*{_VERB_FETCH}"),
         (
             "it asks to download and run something",
-            rf"\b(?:download|fetch|get|pull)\b[^\n.]{{0,80}}\b(?:and|then|&&)\s+(?:run|execute|exec|source|install)\b"
+            rf"\b(?:download|fetch|get|pull)\b[^\n]{{0,100}}\b(?:and|then|&&)\s+(?:run|execute|exec|source|install)\b"
             rf"|\b(?:run|execute|source|install)\b[^\n.]{{0,40}}(?:script|binary|payload|installer)\b[^\n.]{{0,40}}{_URL}",
         ),
         (
@@ -49,14 +49,16 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "it tries to override the reader's instructions",
             r"\b(?:ignore|disregard|forget|override|bypass)\b[^\n.]{0,40}\b(?:previous|prior|above|earlier|all|any|your|system|safety|the)\b"
             r"[^\n.]{0,30}\b(?:instructions?|prompts?|rules|directions|guidelines|context|messages?)\b"
-            r"|\byou\s+are\s+now\b|\bnew\s+instructions?\s*:|\bsystem\s+prompt\b|\b(?:developer|dan|god)\s+mode\b"
+            r"|\bforget\s+(?:everything|all)\b[^\n.]{0,20}\b(?:above|before|prior|previous|said)\b"
+            r"|\byou\s+are\s+now\b|\bnew\s+instructions?\s*:"
+            r"|\b(?:print|reveal|show|repeat|output|leak|dump)\b[^\n.]{0,30}\bsystem\s+prompt\b|\bsystem\s+prompt\s+override\b|\b(?:developer|dan|god)\s+mode\b"
             r"|<\|im_start\|>|\[/?INST\]|<\s*/?\s*(?:system|instructions?)\s*>|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|jailbroken)",
         ),
         (
             "it asks to send secrets or data out",
-            r"\b(?:send|post|upload|exfiltrate|forward|leak|email|paste|transmit)\b[^\n.]{0,80}"
-            r"\b(?:secrets?|tokens?|credentials?|passwords?|api[\s_-]?keys?|private\s+keys?|\.env\b|env(?:ironment)?\s+variables|ssh|cookies?|"
-            r"session|conversation|chat\s+history|id_rsa)\b[^\n]{0,80}(?:\bto\b|https?://)"
+            r"\b(?:send|post|upload|exfiltrate|forward|leak|email|paste|transmit)\b[^\n]{0,80}?"
+            r"(?:\.env\b|\b(?:secrets?|tokens?|credentials?|passwords?|api[\s_-]?keys?|private\s+keys?|env(?:ironment)?\s+variables|ssh|cookies?|"
+            r"conversation|chat\s+history|id_rsa)\b)[^\n]{0,80}(?:\bto\b|https?://)"
             r"|!\[[^\]]*\]\(\s*https?://[^)]*[?&][^)]*=|\bcurl\b[^\n]{0,80}(?:-d|--data|-F|--upload-file|-T)\s+@",
         ),
     )
