@@ -143,6 +143,26 @@ class View:
         )
         return {r["task_id"] for r in found}
 
+    def last_held(self, agent: str, task_ids: list[int]) -> set[int]:
+        """Of these cards, those whose latest claim was the agent's (it holds the card, or held it last); the board's
+        own moves back to in_progress (a review's FAIL) keep the holder."""
+        if not task_ids:
+            return set()
+        marks = ", ".join("?" * len(task_ids))
+        found = self.rows(
+            f"SELECT h.task_id, h.actor FROM task_history h WHERE h.id IN (SELECT max(id) FROM task_history WHERE "
+            f"task_id IN ({marks}) AND to_status = 'in_progress' AND actor NOT IN ('review', 'system') "
+            "GROUP BY task_id)",
+            task_ids,
+        )
+        return {r["task_id"] for r in found if r["actor"] == agent}
+
+    def usage_rows(self, agent: str, since: float) -> int:
+        """Token-usage rows the agent recorded since `since`."""
+        return self.rows("SELECT count(*) AS n FROM token_usage WHERE agent = ? AND recorded_at >= ?", [agent, since])[
+            0
+        ]["n"]
+
     # ------------------------------------------------------------------ writes
 
     def record_usage(self, agent: str, session_id: str, rows: list[dict]) -> None:
