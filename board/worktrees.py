@@ -66,7 +66,7 @@ class Worktrees:
         return _worktree(found[0]) if found else None
 
     def check_room(self, agent: str, repo: str, per_agent: int, per_repository: int) -> None:
-        """Refuse a new worktree (OverQuota, before git makes it) when the agent or the repository has as many live
+        """Refuse a new worktree (OverQuota, before git makes it; the claim then says nothing was claimed) when the agent or the repository has as many live
         ones as the board allows (0: no cap): each is a full checkout on the host's disk."""
         mine, theirs = self.store.db.execute(
             "SELECT count(*) FILTER (WHERE agent = ?), count(*) FILTER (WHERE repo = ?) FROM worktrees "
@@ -76,13 +76,12 @@ class Worktrees:
         if per_agent and mine >= per_agent:
             raise OverQuota(
                 f"you have {mine} live worktrees, the most one agent may (HIVEBOARD_QUOTAS__WORKTREES_PER_AGENT="
-                f"{per_agent}); nothing was claimed: finish or release a card you hold, or claim without worktree=true"
+                f"{per_agent}): finish or release a card you hold, or claim without worktree=true"
             )
         if per_repository and theirs >= per_repository:
             raise OverQuota(
                 f"repository {repo!r} has {theirs} live worktrees, the most it may "
-                f"(HIVEBOARD_QUOTAS__WORKTREES_PER_REPOSITORY={per_repository}); nothing was claimed: claim without "
-                "worktree=true, or later"
+                f"(HIVEBOARD_QUOTAS__WORKTREES_PER_REPOSITORY={per_repository}): claim without worktree=true, or later"
             )
 
     def record(self, task_id: int, agent: str, repo: str, path: str, branch: str, base_sha: str) -> Worktree:
