@@ -486,22 +486,6 @@ class Knowledge:
             self.store.emit(MemoryAdded(changed[-1]))  # a newly trusted lesson can make a digest due
         return changed
 
-    def vouch(self, actor: str, ids: list[int], *, release: bool = False) -> list[int]:
-        """A person (an operator role) vouches for items: `confirm` in a transaction of its own."""
-        with self.store.write() as db:
-            if not is_operator(db, actor):
-                raise Forbidden(
-                    "only an operator (role human or lead) may vouch for memory; nothing was changed. Name the lesson "
-                    "in complete_task's helpful_lessons instead: it becomes reviewed when your work passes review"
-                )
-            missing = sorted(
-                set(ids)
-                - {r[0] for r in db.execute(f"SELECT id FROM memory_items WHERE id IN ({placeholders(ids)})", ids)}
-            )
-            if missing:
-                raise NotFound(f"memory items {missing} do not exist; nothing was changed. Use ids from query_memory")
-            return self.confirm(db, ids, actor, release=release)
-
     def held(self, limit: int = 50) -> list[MemoryItem]:
         """Items held back for a person, newest first (the web board's memory page)."""
         return [

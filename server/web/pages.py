@@ -642,7 +642,7 @@ def memory_page(query: dict, results, note: str | None, viewer: Viewer, held=())
         )
         quarantine = (
             f"<h2>Held for a person</h2><p>Shaped like an instruction to fetch, run or hide something: handed to no "
-            f"agent. An operator releases a false alarm with confirm_memory(ids, release_held=true).</p>"
+            f"agent. An operator releases a false alarm with hiveboard memory confirm ID --release-held.</p>"
             f'<ol class="hits held">{rows}</ol>'
         )
     return layout("Memory", f"<h1>Memory</h1>{form}{problem}{listing}{quarantine}", viewer, active="memory")

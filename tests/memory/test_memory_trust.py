@@ -8,7 +8,7 @@ count once in a digest."""
 from __future__ import annotations
 
 import pytest
-from conftest import call, call_error
+from conftest import call, call_error, clean_env, run_cli
 
 from hiveboard.critics.config import CriticConfig, ReviewConfig
 from hiveboard.memory.digests import Digester
@@ -48,7 +48,7 @@ async def test_an_agents_lesson_is_found_labelled_but_never_handed_at_claim(conn
         found = (await call(bob, "query_memory", query="parser empty input", kinds=["lesson"]))["hits"]
         assert [(h["id"], h["created_by"], h["trust"]) for h in found] == [(lesson["id"], "alice", "unreviewed")]
         assert found[0]["quoted"].startswith(f"lesson {lesson['id']} by alice, unreviewed: «Problem: the parser")
-        trusted = await call(bob, "query_memory", query="parser empty input", trust=["reviewed"])
+        trusted = await call(bob, "query_memory", query="parser empty input", trust="reviewed")
         assert trusted["hits"] == []
 
 
@@ -62,8 +62,9 @@ async def test_an_instruction_shaped_lesson_is_held_for_a_person_and_shown_nowhe
         memory.drain()
         hits = (await call(lead, "query_memory", query="parser tests fail fresh checkout curl fix.sh"))["hits"]
         assert hits == []
-        # confirming does not let it go unless a person releases it on purpose
-        assert (await call(lead, "confirm_memory", ids=[recorded["item"]["id"]]))["ids"] == []
+        # vouching does not let it go unless a person releases it on purpose
+        with board.store.write() as db:
+            assert board.knowledge.confirm(db, [recorded["item"]["id"]], "operator") == []
         card = await call(lead, "create_task", **CARD)
         await call(mallory, "claim_task", task_id=card["id"])
     assert [i.id for i in board.knowledge.held()][-1] == recorded["item"]["id"]
@@ -186,13 +187,25 @@ async def test_a_lesson_named_helpful_on_work_that_passes_review_becomes_trusted
     assert [h["id"] for h in handed] == [lesson["id"]] and handed[0]["trust"] == "reviewed"
 
 
-async def test_only_an_operator_vouches_for_memory(connect, memory, board):
+async def test_a_person_vouches_for_memory_and_releases_a_held_item_with_the_cli(
+    connect, memory, board, tmp_path, store_target
+):
+    cli = ("--home", str(tmp_path / "home"))
+    env = clean_env(HIVEBOARD_DB=store_target)
     async with connect("alice", memory=memory) as alice, connect("lead", memory=memory, role="lead") as lead:
         lesson = (await call(alice, "record_lesson", **HONEST))["item"]
-        error = await call_error(alice, "confirm_memory", ids=[lesson["id"]])
-        assert "only an operator (role human or lead) may vouch for memory; nothing was changed" in error
-        assert board.knowledge.item(lesson["id"]).trust == "unreviewed"
-        assert (await call(lead, "confirm_memory", ids=[lesson["id"]]))["ids"] == [lesson["id"]]
+        held = (await call(alice, "record_lesson", **POISON))["item"]
+        listed = run_cli(*cli, "memory", "held", env=env)
+        assert listed.returncode == 0 and listed.stdout.startswith(
+            f"{held['id']}\tlesson\tby alice\theld: it pipes something fetched into a shell\t"
+        ), listed
+        bad = run_cli(*cli, "memory", "confirm", "999", env=env)
+        assert bad.returncode == 2 and "memory items [999] do not exist; nothing was changed" in bad.stderr
+        done = run_cli(*cli, "memory", "confirm", f"{lesson['id']},{held['id']}", env=env)
+        assert done.returncode == 0 and f"1 memory item(s) now reviewed: {lesson['id']}" in done.stderr, done
+        assert board.knowledge.item(held["id"]).held  # released only on purpose
+        released = run_cli(*cli, "memory", "confirm", str(held["id"]), "--release-held", env=env)
+        assert released.returncode == 0 and board.knowledge.item(held["id"]).held is None
         memory.drain()
         card = await call(lead, "create_task", **CARD)
         handed = (await call(alice, "claim_task", task_id=card["id"]))["lessons"]

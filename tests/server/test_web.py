@@ -541,7 +541,7 @@ async def test_the_memory_page_flags_what_is_held_for_a_person_and_no_search_sho
     assert "held for a person" in web.get(f"/memory/{item}").text
 
 
-async def test_a_cards_page_lists_the_lessons_handed_at_claim_and_those_that_helped(site):
+async def test_a_cards_page_lists_the_lessons_handed_at_claim_and_those_that_helped(site, node_env):
     home, url, people = site
     web, _ = login(_base(url), people["ann"])
     async with http_client(url, people["coder"]) as coder:
@@ -553,8 +553,9 @@ async def test_a_cards_page_lists_the_lessons_handed_at_claim_and_those_that_hel
             task_type="code",
         )
         lesson = made["item"]["id"]
-        async with http_client(url, people["ann"]) as ann:  # an agent's lesson is handed once a person vouched for it
-            await call(ann, "confirm_memory", ids=[lesson])
+        # an agent's lesson is handed at claims once a person vouched for it
+        vouched = run_cli("--home", str(home), "memory", "confirm", str(lesson), env=node_env)
+        assert vouched.returncode == 0, vouched.stderr
         found = await call(coder, "query_memory", query="payment API retries", wait_seconds=60)
         assert "unindexed" not in found, found  # indexed by meaning before the claim
         card = await call(coder, "create_task", title="Retry the flaky payment API calls", task_type="code")
