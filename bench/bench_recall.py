@@ -1,8 +1,8 @@
 """The recall screen (board/recall.py `held_reason`) on labelled sets: what it holds back and what it lets pass.
 
 Must be held: bench/labelled/injections.json (prompt-injection payloads from published families; the file names
-each one's source; the screen was tuned on it) and injections_heldout.json (written after tuning, never tuned on:
-its rate is the honest estimate). Must pass: the project's own lessons and items (tests/memory/retrieval_set.json, the library
+each one's source; the screen was tuned on it), injections_round2.json (held out in round 1, then tuned on) and
+injections_heldout.json (written before round 2's tuning, never tuned on: its rate is the honest estimate). Must pass: the project's own lessons and items (tests/memory/retrieval_set.json, the library
 documentation sets in bench/labelled/*.json used by the retrieval bench) and code-review comments near the payload
 shapes (bench/labelled/review_comments.json). Prints a table: per set, items, held, and the rate that matters
 (held for payloads, passed for the rest), then the payloads that got through and the honest items held, so a
@@ -33,7 +33,9 @@ def texts(path: Path) -> list[str]:
 
 
 def main() -> None:
-    held = {name: texts(LABELLED / name) for name in ("injections.json", "injections_heldout.json")}
+    held = {
+        name: texts(LABELLED / name) for name in ("injections.json", "injections_round2.json", "injections_heldout.json")
+    }
     passing = {
         "retrieval_set.json (tests/memory)": texts(ROOT / "tests" / "memory" / "retrieval_set.json"),
         "review_comments.json": texts(LABELLED / "review_comments.json"),
