@@ -34,7 +34,8 @@ def texts(path: Path) -> list[str]:
 
 def main() -> None:
     held = {
-        name: texts(LABELLED / name) for name in ("injections.json", "injections_round2.json", "injections_heldout.json")
+        name: texts(LABELLED / name)
+        for name in ("injections.json", "injections_round2.json", "injections_heldout.json")
     }
     passing = {
         "retrieval_set.json (tests/memory)": texts(ROOT / "tests" / "memory" / "retrieval_set.json"),

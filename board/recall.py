@@ -30,7 +30,13 @@ _AUDIENCE = r"(?:user|human|operator|person|people|anyone|reviewer|them|this|it|
 SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (why, re.compile(pattern, re.I | re.S))
     for why, pattern in (
-        ("it pipes something fetched into a shell", rf"{_VERB_FETCH}\b[^\n|]{{0,200}}\|\s*(?:sudo\s+)?{_SHELL}\b"),
+        (
+            "it pipes something fetched into a shell",
+            rf"{_VERB_FETCH}\b[^\n|]{{0,200}}\|\s*(?:sudo\s+)?{_SHELL}\b"
+            rf"|\b(?:curl|wget)\b[^\n|]{{0,200}}(?:&&|;)\s*(?:sudo\s+)?(?:sh|bash|zsh|\./|chmod)",
+        ),
+        ("it opens a shell to another machine", r"\b(?:nc|ncat|netcat)\b[^\n]{0,60}\s-e\s+/bin/|/dev/tcp/\d"),
+        ("it installs a package from a URL", r"\b(?:pip3?|pipx|uv\s+pip)\s+install\b[^\n]{0,40}https?://"),
         ("it runs something fetched", rf"{_SHELL}\s+<\(\s*{_VERB_FETCH}|\beval\s*\(?\s*[\"'$`(]*\s*{_VERB_FETCH}"),
         (
             "it asks to download and run something",
@@ -43,14 +49,19 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "it asks to hide something from the user",
-            rf"{_HIDE}[^\n.]{{0,60}}\b{_AUDIENCE}\b|\b(?:keep|hide)\b[^\n.]{{0,30}}\b(?:secret|hidden|quiet)\b[^\n.]{{0,30}}\bfrom\b|\bsilently\b[^\n.]{{0,40}}\b(?:run|send|upload|post|execute|delete|push)\b",
+            rf"{_HIDE}[^\n.]{{0,60}}\b{_AUDIENCE}\b|\bsay\s+nothing\s+(?:about|to)\b|\btell\s+(?:nobody|no\s+one)\b"
+            r"|\bno\s+need\s+to\s+(?:tell|mention|inform)\b"
+            r"|\b(?:quietly|secretly|covertly)\s+(?:add|change|run|send|upload|push|delete|disable|install|grant|give)\b|"
+            rf"\b(?:keep|hide)\b[^\n.]{{0,30}}\b(?:secret|hidden|quiet)\b[^\n.]{{0,30}}\bfrom\b|\bsilently\b[^\n.]{{0,40}}\b(?:run|send|upload|post|execute|delete|push)\b",
         ),
         (
             "it tries to override the reader's instructions",
             r"\b(?:ignore|disregard|forget|override|bypass)\b[^\n.]{0,40}\b(?:previous|prior|above|earlier|all|any|your|system|safety|the)\b"
             r"[^\n.]{0,30}\b(?:instructions?|prompts?|rules|directions|guidelines|context|messages?)\b"
             r"|\bforget\s+(?:everything|all)\b[^\n.]{0,20}\b(?:above|before|prior|previous|said)\b"
-            r"|\byou\s+are\s+now\b|\bnew\s+instructions?\s*:"
+            r"|\byou\s+are\s+now\b|\bnew\s+instructions?\s*:|\boverrides?\s+your\s+(?:task|instructions?|rules)\b"
+            r"|\bpretend\s+(?:you\s+are|to\s+be)\b[^\n.]{0,40}\b(?:without|no)\s+(?:any\s+)?(?:restrictions|rules|limits)\b"
+            r"|#{2,}\s*instruction\s*:"
             r"|\b(?:print|reveal|show|repeat|output|leak|dump)\b[^\n.]{0,30}\bsystem\s+prompt\b|\bsystem\s+prompt\s+override\b|\b(?:developer|dan|god)\s+mode\b"
             r"|<\|im_start\|>|\[/?INST\]|<\s*/?\s*(?:system|instructions?)\s*>|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|jailbroken)",
         ),
@@ -59,6 +70,8 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"\b(?:send|post|upload|exfiltrate|forward|leak|email|paste|transmit)\b[^\n]{0,80}?"
             r"(?:\.env\b|\b(?:secrets?|tokens?|credentials?|passwords?|api[\s_-]?keys?|private\s+keys?|env(?:ironment)?\s+variables|ssh|cookies?|"
             r"conversation|chat\s+history|id_rsa)\b)[^\n]{0,80}(?:\bto\b|https?://)"
+            r"|\b(?:print|dump|list|paste|copy)\b[^\n.]{0,20}\b(?:all\s+)?env(?:ironment)?\s+variables\b[^\n.]{0,60}"
+            r"\b(?:paste|post|send|into|output|summary)\b"
             r"|!\[[^\]]*\]\(\s*https?://[^)]*[?&][^)]*=|\bcurl\b[^\n]{0,80}(?:-d|--data|-F|--upload-file|-T)\s+@",
         ),
     )
