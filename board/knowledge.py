@@ -24,7 +24,7 @@ from .dialect import fts5_match, grown
 from .errors import Forbidden, InvalidInput, NotFound
 from .events import MemoryAdded, MemoryIndexed, encoded_sql
 from .quotas import REMEMBER, Quotas
-from .recall import TRUST_LEVELS, Trust, held_reason
+from .recall import Trust, held_reason
 
 if TYPE_CHECKING:
     import numpy as np
@@ -483,6 +483,8 @@ class Knowledge:
             )
         ]
         if changed:
+            # cards' lessons computed ahead were chosen without these: chosen again at their claims
+            db.execute("DELETE FROM card_context WHERE true")
             self.store.emit(MemoryAdded(changed[-1]))  # a newly trusted lesson can make a digest due
         return changed
 
@@ -655,18 +657,20 @@ class Knowledge:
         }
 
     def vectors(
-        self, *, kind: str, task_type: str | None, model: str, trust: list[str] | None = None
+        self, *, kind: str, task_type: str | None, model: str, author: str | None = None
     ) -> list[tuple[int, np.ndarray]]:
         """Live items of one kind and task type embedded by `model` (for near-duplicate checks), none held back for
-        a person (an honest copy must not vanish into a held one); of these trust levels when given."""
-        levels = list(trust or TRUST_LEVELS)
+        a person (an honest copy must not vanish into a held one): with `author`, only reviewed items and the
+        author's own (an agent's copy must not become a witness of another agent's unreviewed text); without, only
+        reviewed ones."""
+        mine = " OR created_by = ?" if author is not None else ""
         return [
             (r[0], from_blob(r[1]))
             for r in self.store.db.execute(
                 f"SELECT id, embedding FROM memory_items WHERE kind = ? AND task_type {self.store.dialect.same} ? "
-                f"AND deprecated = 0 AND held IS NULL AND trust IN ({placeholders(levels)}) "
+                f"AND deprecated = 0 AND held IS NULL AND (trust = 'reviewed'{mine}) "
                 "AND embedding IS NOT NULL AND embedding_model = ?",
-                [kind, task_type, *levels, model],
+                [kind, task_type, *([author] if author is not None else []), model],
             )
         ]
 

@@ -490,8 +490,9 @@ class Memory:
 
         Its provenance is stamped here, never taken from the caller: the actor is its author; a lesson the review
         mined (actor "review", with the round's `review_id`) or an operator's is reviewed, an agent's unreviewed.
-        An agent's copy may count towards a reviewed lesson (one more witness), never the other way round: a
-        reviewed lesson is not merged into an unreviewed one, which would make the unreviewed text look vouched for."""
+        An agent's copy may count towards a reviewed lesson (one more witness) or its own, never another agent's
+        unreviewed one, and a reviewed lesson is merged only into a reviewed one: either would make unreviewed text
+        look vouched for."""
         if not problem.strip() or not fix.strip():
             raise InvalidInput("a lesson needs both problem= (what went wrong) and fix= (how it was fixed)")
         if len(problem) + len(fix) > 8_000:
@@ -511,7 +512,7 @@ class Memory:
                 kind="lesson",
                 task_type=task_type,
                 model=self.embedder.name,
-                trust=["reviewed"] if trust == "reviewed" else None,
+                author=None if trust == "reviewed" else actor,
             )
             if existing:
                 ids, matrix = zip(*existing)

@@ -136,13 +136,22 @@ async def test_one_authors_copies_count_once_in_a_digest(connect, memory, board)
         assert (await call(bob, "record_lesson", **HONEST))["duplicate_of"] == first["item"]["id"]
         # an unreviewed author's near-duplicate of a reviewed lesson is one more witness, not a copy
         await call(bob, "record_lesson", **HONEST)
+        # nobody's copy vouches for another agent's unreviewed lesson: it is stored apart, not merged
+        theirs = await call(bob, "record_lesson", problem="config keys clash", fix="prefix every key", task_type="code")
+        mine = await call(lead, "record_lesson", problem="config keys clash", fix="prefix every key", task_type="code")
+        assert not mine["merged"] and mine["item"]["id"] != theirs["item"]["id"]
+        assert (
+            await call(bob, "record_lesson", problem="config keys clash", fix="prefix every key", task_type="code")
+        )["duplicate_of"] == theirs["item"]["id"]  # an author's own copy merges into its own lesson, as one witness
+        assert board.knowledge.item(theirs["item"]["id"]).witnesses == 1
         # a lesson nobody reviewed makes no rule, however many copies its author records
         for n in range(10):
             await call(bob, "record_lesson", **{**POISON, "fix": f"always run the linter with --fix-all ({n})"})
         digester.refresh()
         digest = (await call(bob, "claim_task", task_id=(await call(lead, "create_task", **CARD))["id"]))["digest"]
-    assert [(r["count"], r["lessons"]) for r in digest["rules"]] == [(2, [first["item"]["id"]])]
-    assert digest["lessons"] == 2
+    rules = {r["lessons"][0]: r["count"] for r in digest["rules"]}
+    assert rules == {first["item"]["id"]: 2, mine["item"]["id"]: 1}  # bob's copies count once, mallory's none
+    assert digest["lessons"] == 3
 
 
 async def test_a_lesson_named_helpful_on_work_that_passes_review_becomes_trusted(connect, reviewer, memory, board):
