@@ -176,11 +176,13 @@ async def test_task_type_kind_and_tag_filters(connect, memory):
 
 
 async def test_near_duplicate_lessons_are_merged_and_counted(connect, memory):
-    async with connect("alice", memory=memory) as alice, connect("bob", memory=memory) as bob:
+    # alice's lesson is a person's (reviewed): another agent's copy merges into a reviewed lesson or its own only
+    async with connect("alice", memory=memory, role="lead") as alice, connect("bob", memory=memory) as bob:
         first = await call(alice, "record_lesson", **SQL_LESSON)
         again = await call(bob, "record_lesson", **{**SQL_LESSON, "problem": SQL_LESSON["problem"] + " "})
         assert again["merged"] is True and again["duplicate_of"] == first["item"]["id"]
         assert again["item"]["merged_count"] == 2 and again["similarity"] > 0.9
+        assert again["item"]["witnesses"] == 2  # two authors
         other_type = await call(bob, "record_lesson", **{**SQL_LESSON, "task_type": "test"})
         assert other_type["merged"] is False  # same words, another task type: kept apart
         different = await call(bob, "record_lesson", **CACHE_LESSON)
