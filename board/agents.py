@@ -48,6 +48,12 @@ PRIVILEGED_ROLES: tuple[str, ...] = (*OPERATOR_ROLES, "critic")
 SEEN_EVERY = 10.0  # seconds: presence is written at most this often per agent
 
 
+def is_operator(db, agent: str) -> bool:
+    """Whether the agent has a role only the operator grants (a person, or a lead), read in `db`."""
+    row = db.execute("SELECT role FROM agents WHERE name = ?", [agent]).fetchone()
+    return row is not None and row[0] in OPERATOR_ROLES
+
+
 class Agents:
     def __init__(self, store: Store, admit: Callable[[Database, str], None] | None = None):
         """`admit(db, name)`: run inside the write that registers a new agent by itself, to refuse it (the

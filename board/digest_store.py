@@ -19,7 +19,10 @@ from .db import Store, iso, now
 class DigestRule(BaseModel):
     rule: str = Field(description="what to do, in one sentence")
     problem: str = Field("", description="the problem it answers, as one of its lessons put it")
-    count: int = Field(description="lessons behind this rule (near-duplicates merged into one counted too)")
+    count: int = Field(
+        description="distinct authors behind this rule's lessons (the review's own lessons: distinct cards); copies "
+        "one author recorded count once"
+    )
     lessons: list[int] = Field(description="ids of those lessons, the quoted one first")
 
 
@@ -62,13 +65,14 @@ class Digests:
         ]
 
     def accrued(self) -> dict[str, int]:
-        """Lessons recorded per task type, near-duplicates merged into one counted, superseded ones too:
-        a number that only grows, so a digest knows how many came in since it was written."""
+        """Witnesses of reviewed lessons per task type (distinct authors, or cards for the review's own lessons),
+        superseded ones too: a number that only grows, so a digest knows how many came in since it was written.
+        Only reviewed lessons make a digest: it is handed at every claim without being asked for."""
         return {
             r[0]: r[1]
             for r in self.store.db.execute(
-                "SELECT task_type, sum(merged_count) FROM memory_items WHERE kind = 'lesson' AND task_type IS NOT NULL "
-                "GROUP BY task_type"
+                "SELECT task_type, sum(witnesses) FROM memory_items WHERE kind = 'lesson' AND task_type IS NOT NULL "
+                "AND trust = 'reviewed' AND held IS NULL GROUP BY task_type"
             )
         }
 
@@ -79,12 +83,12 @@ class Digests:
         }
 
     def lessons(self, task_type: str, limit: int) -> list[Lesson]:
-        """The newest `limit` live lessons of a task type."""
+        """The newest `limit` live reviewed lessons of a task type, each weighed by its witnesses."""
         return [
             Lesson(id=r[0], title=r[1], text=r[2], count=r[3])
             for r in self.store.db.execute(
-                "SELECT id, title, text, merged_count FROM memory_items WHERE kind = 'lesson' AND task_type = ? "
-                "AND deprecated = 0 ORDER BY id DESC LIMIT ?",
+                "SELECT id, title, text, witnesses FROM memory_items WHERE kind = 'lesson' AND task_type = ? "
+                "AND deprecated = 0 AND trust = 'reviewed' AND held IS NULL ORDER BY id DESC LIMIT ?",
                 [task_type, limit],
             )
         ]

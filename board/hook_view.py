@@ -80,10 +80,12 @@ class View:
         )[0]["n"]
 
     def top_lesson(self, task_type: str) -> dict | None:
-        """The lesson of this task type others found most useful (merged most often), newest among equals."""
+        """The reviewed lesson of this task type the most distinct authors (or cards) stand behind, newest among
+        equals; an unreviewed one is never pushed into a session."""
         found = self.rows(
-            "SELECT id, title, text FROM memory_items WHERE kind = 'lesson' AND task_type = ? AND deprecated = 0 "
-            "AND superseded_by IS NULL ORDER BY merged_count DESC, created_at DESC LIMIT 1",
+            "SELECT id, title, text, created_by, task_id, review_id FROM memory_items WHERE kind = 'lesson' "
+            "AND task_type = ? AND deprecated = 0 AND superseded_by IS NULL AND trust = 'reviewed' AND held IS NULL "
+            "ORDER BY witnesses DESC, created_at DESC LIMIT 1",
             [task_type],
         )
         return found[0] if found else None
@@ -140,6 +142,26 @@ class View:
             [agent, *task_ids],
         )
         return {r["task_id"] for r in found}
+
+    def last_held(self, agent: str, task_ids: list[int]) -> set[int]:
+        """Of these cards, those whose latest claim was the agent's (it holds the card, or held it last); the board's
+        own moves back to in_progress (a review's FAIL) keep the holder."""
+        if not task_ids:
+            return set()
+        marks = ", ".join("?" * len(task_ids))
+        found = self.rows(
+            f"SELECT h.task_id, h.actor FROM task_history h WHERE h.id IN (SELECT max(id) FROM task_history WHERE "
+            f"task_id IN ({marks}) AND to_status = 'in_progress' AND actor NOT IN ('review', 'system') "
+            "GROUP BY task_id)",
+            task_ids,
+        )
+        return {r["task_id"] for r in found if r["actor"] == agent}
+
+    def usage_rows(self, agent: str, since: float) -> int:
+        """Token-usage rows the agent recorded since `since`."""
+        return self.rows("SELECT count(*) AS n FROM token_usage WHERE agent = ? AND recorded_at >= ?", [agent, since])[
+            0
+        ]["n"]
 
     # ------------------------------------------------------------------ writes
 

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Literal, get_args
 from pydantic import BaseModel, Field
 
 from ._sqlite_utils import Database
+from .agents import is_operator
 from .db import Store, iso, now, placeholders, rows
 from .dialect import fts5_match, grown
-from .errors import InvalidInput, NotFound
+from .errors import Forbidden, InvalidInput, NotFound
 from .events import MemoryAdded, MemoryIndexed, encoded_sql
 from .quotas import REMEMBER, Quotas
+from .recall import Trust, held_reason
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,6 +34,7 @@ KINDS: tuple[str, ...] = get_args(MemoryKind)
 # what an agent may remember (stored as given, never merged); the other kinds come from the board's own work
 NoteKind = Literal["note", "snippet", "document"]
 MAX_TAGS = 20  # an item's tags, also after near-duplicates merged theirs into it (the MCP edge bounds one call)
+REVIEW_ACTOR = "review"  # the author of what the review writes (a reserved agent name: no agent can take it)
 WORD_RE = re.compile(r"\w+")  # any script: FTS5's unicode61 tokenizer splits the same way
 
 
@@ -49,6 +52,14 @@ class MemoryItem(BaseModel):
     deprecated: bool = False
     superseded_by: int | None = None
     merged_count: int = Field(1, description="how many times this was recorded (near-duplicates merged into it)")
+    trust: Trust = Field(
+        "unreviewed",
+        description="reviewed (a passed review, a decided round's critique, a person), unreviewed (an agent's, "
+        "found by search only) or imported (from a memory file)",
+    )
+    review_id: int | None = Field(None, description="the review round it came from")
+    held: str | None = Field(None, description="why it is held back for a person (it reads like an instruction)")
+    witnesses: int = Field(1, description="distinct authors (and cards, for the review's lessons) behind it")
 
 
 class NewItem(BaseModel):
@@ -68,7 +79,13 @@ class NewItem(BaseModel):
     created_at: float | None = None
     merged_count: int = 1
     deprecated: bool = False
+    trust: Trust = "unreviewed"
+    review_id: int | None = None
 
+
+# Critiques and outputs quote the code they are about (payloads included, when the code holds one) and are never
+# handed as advice; what an agent writes as advice (lessons, notes, messages) is screened.
+UNSCREENED = frozenset({"critique", "output"})
 
 SOURCE_RE = re.compile(r"(task|message|review):(\d+)")
 
@@ -91,7 +108,7 @@ REVISION = "(SELECT n FROM memory_revision)"
 # an item's columns that make a MemoryItem (not its vectors: 3 kB a row that nothing here reads)
 ITEM = (
     "id, kind, task_type, task_id, title, text, tags, source, created_by, created_at, deprecated, superseded_by, "
-    "merged_count"
+    "merged_count, trust, review_id, held, witnesses"
 )
 
 
@@ -110,7 +127,17 @@ def _item(row: dict) -> MemoryItem:
         deprecated=bool(row["deprecated"]),
         superseded_by=row["superseded_by"],
         merged_count=row["merged_count"],
+        trust=row["trust"],
+        review_id=row["review_id"],
+        held=row["held"],
+        witnesses=row["witnesses"],
     )
+
+
+def witness(author: str, task_id: int | None) -> str:
+    """Who vouches for a lesson, for counting: an agent once however many copies it records; the review once per
+    card it mined the lesson from."""
+    return f"card:{task_id}" if author == REVIEW_ACTOR and task_id is not None else author
 
 
 STOPWORDS = frozenset(
@@ -242,6 +269,8 @@ class Knowledge:
         embedding=None,
         model: str | None = None,
         unwaited: bool = False,
+        trust: Trust = "unreviewed",
+        review_id: int | None = None,
     ) -> int | None:
         """Store an item inside the caller's write transaction and queue it for indexing; its id. `unwaited`:
         nobody reads the id, so where the dialect can, the item, its place in the indexing queue and its event are
@@ -257,9 +286,11 @@ class Knowledge:
             tags=list(tags),
             source=source,
             created_by=created_by,
+            trust=trust,
+            review_id=review_id,
         )
         blob = None if embedding is None else to_blob(embedding)
-        if unwaited and self.store.dialect.writing_ctes:
+        if unwaited and kind != "lesson" and self.store.dialect.writing_ctes:  # a lesson needs its witness row
             sql, params = self._insert_statement(item, blob, model)
             self.store.emit_written(
                 db,
@@ -277,6 +308,11 @@ class Knowledge:
     def _insert(self, db: Database, item: NewItem, embedding: bytes | None = None, model: str | None = None) -> int:
         sql, params = self._insert_statement(item, embedding, model)
         item_id = db.execute(f"{sql} RETURNING id", params).fetchall()[0][0]
+        if item.kind == "lesson":
+            db.execute(
+                "INSERT INTO memory_witnesses (item_id, witness) VALUES (?, ?)",
+                [item_id, witness(item.created_by, item.task_id)],
+            )
         self.store.dialect.send(db, "INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, now()])
         return item_id
 
@@ -285,8 +321,8 @@ class Knowledge:
         """The INSERT of an item's row (without RETURNING) and its parameters."""
         return (
             "INSERT INTO memory_items (kind, task_type, task_id, title, text, code_words, tags, source, created_by, "
-            "created_at, merged_count, deprecated, embedding, embedding_model) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at, merged_count, deprecated, embedding, embedding_model, trust, review_id, held) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 item.kind,
                 item.task_type,
@@ -302,18 +338,27 @@ class Knowledge:
                 int(item.deprecated),
                 embedding,
                 model,
+                item.trust,
+                item.review_id,
+                None if item.kind in UNSCREENED else held_reason(f"{item.title}\n{item.text}"),
             ],
         )
 
-    def add_many(self, db: Database, items: list[NewItem], created_by: str) -> list[int]:
+    def add_many(self, db: Database, items: list[NewItem], created_by: str, trust: Trust = "unreviewed") -> list[int]:
         """Store items as given, inside the caller's write transaction, and queue them for indexing (one
         event wakes the indexer for all). Nothing is merged: a note that reads like a lesson stays a note.
-        `created_by` stands in for items that do not name their author."""
+        `created_by` stands in for items that do not name their author; `trust` is stamped on every item, whatever
+        the items say (what a file claims about itself is not evidence)."""
         for n, item in enumerate(items):
             if item.kind not in KINDS:
                 raise InvalidInput(f"items[{n}].kind {item.kind!r} is not one of {', '.join(KINDS)}")
         ids = [
-            self._insert(db, item if item.created_by else item.model_copy(update={"created_by": created_by}))
+            self._insert(
+                db,
+                item.model_copy(
+                    update={"created_by": item.created_by or created_by, "trust": trust, "review_id": None}
+                ),
+            )
             for item in items
         ]
         if ids:
@@ -333,7 +378,8 @@ class Knowledge:
                         "Omit task_id or use an id from list_tasks"
                     )
             self.quotas.charge(db, actor, REMEMBER, len(items), sum(len(i.text) + len(i.title) for i in items))
-            ids = self.add_many(db, items, actor)
+            # a person's note (an operator role's) is vouched for by a person; an agent's is not
+            ids = self.add_many(db, items, actor, "reviewed" if is_operator(db, actor) else "unreviewed")
         found = self.get(ids)
         return [found[i] for i in ids]
 
@@ -343,14 +389,31 @@ class Knowledge:
             "UPDATE memory_items SET superseded_by = ? WHERE id = ?", [(new, old) for old, new in links.items()]
         )
 
-    def merge_into(self, db: Database, item_id: int, source: str | None, tags: Iterable[str] = ()) -> None:
-        """Count a near-duplicate against an existing item instead of storing it twice (its tags join)."""
+    def merge_into(
+        self,
+        db: Database,
+        item_id: int,
+        source: str | None,
+        tags: Iterable[str] = (),
+        *,
+        author: str,
+        task_id: int | None = None,
+    ) -> None:
+        """Count a near-duplicate against an existing item instead of storing it twice (its tags join). A copy from
+        an author already behind the item adds no witness: one agent saying a thing twice is not agreement."""
         current = json.loads(db.execute("SELECT tags FROM memory_items WHERE id = ?", [item_id]).fetchone()[0])
         merged = list(dict.fromkeys([*current, *tags]))[:MAX_TAGS]
+        new_witness = (
+            db.execute(
+                "INSERT INTO memory_witnesses (item_id, witness) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING item_id",
+                [item_id, witness(author, task_id)],
+            ).fetchone()
+            is not None
+        )
         db.execute(
-            "UPDATE memory_items SET merged_count = merged_count + 1, source = coalesce(source, ?), tags = ? "
-            "WHERE id = ?",
-            [source, json.dumps(merged), item_id],
+            "UPDATE memory_items SET merged_count = merged_count + 1, witnesses = witnesses + ?, "
+            "source = coalesce(source, ?), tags = ? WHERE id = ?",
+            [int(new_witness), source, json.dumps(merged), item_id],
         )
         if merged != current:  # the index filters on tags: refresh it
             db.execute(
@@ -360,12 +423,20 @@ class Knowledge:
             )
         self.store.emit(MemoryAdded(item_id))  # one more lesson counted: it can make a digest due
 
-    def supersede(self, db: Database, old_id: int, new_id: int) -> None:
-        """Hide a live lesson behind the one that replaces it (only lessons of the same task type)."""
-        row = db.execute("SELECT kind, task_type, deprecated FROM memory_items WHERE id = ?", [old_id]).fetchone()
+    def supersede(self, db: Database, old_id: int, new_id: int, actor: str | None = None) -> None:
+        """Hide a live lesson behind the one that replaces it (only lessons of the same task type); `actor`, when
+        an agent asks, must be the old lesson's author or an operator."""
+        row = db.execute(
+            "SELECT kind, task_type, deprecated, created_by FROM memory_items WHERE id = ?", [old_id]
+        ).fetchone()
         new_type = db.execute("SELECT task_type FROM memory_items WHERE id = ?", [new_id]).fetchone()[0]
         if row is None:
             raise InvalidInput(f"supersedes names memory item {old_id}, which does not exist")
+        if actor is not None and row[3] != actor and not is_operator(db, actor):
+            raise Forbidden(
+                f"lesson {old_id} is {row[3]}'s: only its author or an operator may supersede it; nothing was "
+                "stored. Record your lesson without supersedes, or ask them"
+            )
         if row[0] != "lesson" or row[1] != new_type:
             raise InvalidInput(
                 f"memory item {old_id} is a {row[0]} of task type {row[1]}; a lesson can "
@@ -379,6 +450,54 @@ class Knowledge:
             "queued_at = excluded.queued_at, leased_until = NULL",
             [old_id, now()],
         )
+
+    # ----------------------------------------------------------------- provenance and trust
+
+    @staticmethod
+    def worked_on(db: Database, agent: str, task_id: int) -> bool:
+        """Whether the agent holds the card or held it at some time (the board's history says who claimed it)."""
+        return (
+            db.execute(
+                "SELECT 1 FROM tasks WHERE id = ? AND assignee = ? UNION ALL SELECT 1 FROM task_history "
+                "WHERE task_id = ? AND actor = ? AND to_status = 'in_progress' LIMIT 1",
+                [task_id, agent, task_id, agent],
+            ).fetchone()
+            is not None
+        )
+
+    def confirm(self, db: Database, ids: list[int], by: str, *, release: bool = False) -> list[int]:
+        """Make these items reviewed (a review passed the work they helped, or a person vouched for them), inside the
+        caller's write transaction; `release` (a person's action) also lets held items go. Returns the ids changed.
+        Items re-queued for indexing: the index filters on nothing trust-related, but a claim's computed-ahead
+        lessons are read again (the revision trigger counts the change)."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return []
+        held = "" if release else " AND held IS NULL"
+        changed = [
+            r[0]
+            for r in db.execute(
+                f"UPDATE memory_items SET trust = 'reviewed', held = NULL WHERE id IN ({placeholders(ids)}) AND "
+                f"(trust != 'reviewed' OR held IS NOT NULL){held} RETURNING id",
+                ids,
+            )
+        ]
+        if changed:
+            # cards' lessons computed ahead were chosen without these: chosen again at their claims
+            db.execute("DELETE FROM card_context WHERE true")
+            self.store.emit(MemoryAdded(changed[-1]))  # a newly trusted lesson can make a digest due
+        return changed
+
+    def held(self, limit: int = 50) -> list[MemoryItem]:
+        """Items held back for a person, newest first (the web board's memory page)."""
+        return [
+            _item(r)
+            for r in rows(
+                self.store.db,
+                f"SELECT {ITEM} FROM memory_items WHERE held IS NOT NULL ORDER BY id DESC LIMIT ?",
+                [limit],
+            )
+        ]
 
     # ----------------------------------------------------------------- reading
 
@@ -398,9 +517,17 @@ class Knowledge:
         return found[item_id]
 
     def _filters(
-        self, task_type: str | None, kinds: list[str] | None, tags: list[str] | None, include_deprecated: bool
+        self,
+        task_type: str | None,
+        kinds: list[str] | None,
+        tags: list[str] | None,
+        include_deprecated: bool,
+        trust: list[str] | None = None,
     ) -> tuple[str, list]:
-        where, params = [], []
+        # what is held for a person is in no answer until a person releases it
+        where, params = ["m.held IS NULL"], []
+        if trust:
+            where.append(f"m.trust IN ({placeholders(trust)})"), params.extend(trust)
         if task_type:
             where.append("m.task_type = ?"), params.append(task_type)
         if kinds:
@@ -456,6 +583,7 @@ class Knowledge:
         kinds: list[str] | None = None,
         tags: list[str] | None = None,
         include_deprecated: bool = False,
+        trust: list[str] | None = None,
         limit: int = 50,
     ) -> list[int]:
         """Ids ranked by BM25 over title and text.
@@ -469,9 +597,9 @@ class Knowledge:
             return []
         db = self.store.db
         ranked = self.store.dialect.keyword_ranked()
-        filters = dict(task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
+        filters = dict(task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated, trust=trust)
         # without a narrowing filter only deprecated items drop out: a few rows to spare are enough
-        prefetch = max(limit, PREFETCH) if task_type or kinds or tags else limit + max(8, limit // 4)
+        prefetch = max(limit, PREFETCH) if task_type or kinds or tags or trust else limit + max(8, limit // 4)
         rows = [r[0] for r in db.execute(f"{ranked} LIMIT ?", [match, prefetch])]
         if not self._filters(**filters)[0]:
             return rows[:limit]
@@ -514,11 +642,12 @@ class Knowledge:
         kinds: list[str] | None = None,
         tags: list[str] | None = None,
         include_deprecated: bool = False,
+        trust: list[str] | None = None,
     ) -> set[int]:
         """Which of these ids pass the filters (vector hits are checked against SQLite, the source of truth)."""
         if not ids:
             return set()
-        where, params = self._filters(task_type, kinds, tags, include_deprecated)
+        where, params = self._filters(task_type, kinds, tags, include_deprecated, trust)
         marks = placeholders(ids)
         return {
             r[0]
@@ -527,15 +656,21 @@ class Knowledge:
             )
         }
 
-    def vectors(self, *, kind: str, task_type: str | None, model: str) -> list[tuple[int, np.ndarray]]:
-        """Live items of one kind and task type embedded by `model` (for near-duplicate checks)."""
+    def vectors(
+        self, *, kind: str, task_type: str | None, model: str, author: str | None = None
+    ) -> list[tuple[int, np.ndarray]]:
+        """Live items of one kind and task type embedded by `model` (for near-duplicate checks), none held back for
+        a person (an honest copy must not vanish into a held one): with `author`, only reviewed items and the
+        author's own (an agent's copy must not become a witness of another agent's unreviewed text); without, only
+        reviewed ones."""
+        mine = " OR created_by = ?" if author is not None else ""
         return [
             (r[0], from_blob(r[1]))
             for r in self.store.db.execute(
                 f"SELECT id, embedding FROM memory_items WHERE kind = ? AND task_type {self.store.dialect.same} ? "
-                "AND deprecated = 0 "
+                f"AND deprecated = 0 AND held IS NULL AND (trust = 'reviewed'{mine}) "
                 "AND embedding IS NOT NULL AND embedding_model = ?",
-                [kind, task_type, model],
+                [kind, task_type, *([author] if author is not None else []), model],
             )
         ]
 
@@ -548,10 +683,11 @@ class Knowledge:
         kinds: list[str] | None = None,
         tags: list[str] | None = None,
         include_deprecated: bool = False,
+        trust: list[str] | None = None,
     ) -> list[tuple[int, np.ndarray]]:
         """Stored vectors (made by `model`) of the newest `limit` items that pass the filters: one row per
         reading (see `embeddings`)."""
-        where, params = self._filters(task_type, kinds, tags, include_deprecated)
+        where, params = self._filters(task_type, kinds, tags, include_deprecated, trust)
         return [
             (r[0], _readings(r[1], r[2]))
             for r in self.store.db.execute(
@@ -818,16 +954,48 @@ class Knowledge:
             )
         }
         missing = [i for i in ids if i not in shown]
-        if missing:
-            raise InvalidInput(
-                f"memory items {missing} were not handed to you for task {task_id}; list only ids "
-                "from the lessons claim_task gave you"
+        # a lesson found by search may be named too (how an unreviewed lesson earns trust), but not one's own: an
+        # author cannot vouch for itself
+        found = {
+            r[0]
+            for r in db.execute(
+                f"SELECT id FROM memory_items WHERE id IN ({placeholders(missing or [0])}) AND kind = 'lesson' "
+                "AND created_by != ? AND held IS NULL AND deprecated = 0",
+                [*(missing or [0]), agent],
             )
+        }
+        if set(missing) - found:
+            raise InvalidInput(
+                f"memory items {[i for i in missing if i not in found]} were not handed to you for task {task_id}; "
+                "list only ids from the lessons claim_task gave you, or other agents' lessons query_memory found"
+            )
+        self.surfaced(agent, task_id, sorted(found), db)
         db.execute(
             f"UPDATE memory_surfaced SET useful_at = coalesce(useful_at, ?) WHERE agent = ? AND task_id = ? "
             f"AND item_id IN ({marks})",
             [now(), agent, task_id, *ids],
         )
+
+    def trust_helpful(self, db: Database, row: dict) -> None:
+        """A card's review passed: the lessons its holder named as helpful (other agents', `mark_useful`) are now
+        reviewed. A card done without a passed review (no review, or a person's decision) vouches for nothing."""
+        # the review's latest word on the card, from its history (the move into done is written before the review's
+        # own row is finished, in the same transaction)
+        latest = db.execute(
+            "SELECT note FROM task_history WHERE task_id = ? AND actor = ? ORDER BY id DESC LIMIT 1",
+            [row["id"], REVIEW_ACTOR],
+        ).fetchone()
+        if latest is None or not (latest[0] or "").startswith("PASS") or not row["assignee"]:
+            return
+        ids = [
+            r[0]
+            for r in db.execute(
+                "SELECT s.item_id FROM memory_surfaced s JOIN memory_items m ON m.id = s.item_id WHERE s.task_id = ? "
+                "AND s.agent = ? AND s.useful_at IS NOT NULL AND m.created_by != ?",
+                [row["id"], row["assignee"], row["assignee"]],
+            )
+        ]
+        self.confirm(db, ids, REVIEW_ACTOR)
 
     def reuse(self) -> tuple[int, int]:
         """(items surfaced to agents, of which marked useful)."""

@@ -13,6 +13,7 @@ import json
 import secrets
 
 from .db import Store, now
+from .errors import OverQuota
 
 STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
 TERMINAL = ("completed", "failed", "cancelled")
@@ -23,14 +24,29 @@ COLUMNS = (
 
 
 class McpTasks:
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, running_cap: int = 0):
+        """`running_cap`: the most tasks one agent may have working at once (0: no cap). Each working task holds a
+        waiting call and renews its lease with a write: without a cap one agent could start them by the thousand."""
         self.store = store
+        self.running_cap = running_cap
 
     def create(self, agent: str, tool: str, ttl: float, lease: float) -> dict:
-        """A new working task of `agent` for a call of `tool`, stored (and so readable by tasks/get) on return."""
+        """A new working task of `agent` for a call of `tool`, stored (and so readable by tasks/get) on return;
+        refused (OverQuota, nothing written) when the agent already has `running_cap` working."""
         ts = now()
         task_id = secrets.token_urlsafe(24)  # unguessable: the handle is the only way to it besides the agent
         with self.store.write() as db:
+            if self.running_cap:
+                running = db.execute(
+                    "SELECT count(*) FROM mcp_tasks WHERE agent = ? AND status = 'working' AND runner_until >= ?",
+                    [agent, ts],
+                ).fetchone()[0]
+                if running >= self.running_cap:
+                    raise OverQuota(
+                        f"you have {running} MCP tasks working, the most one agent may "
+                        f"(HIVEBOARD_QUOTAS__RUNNING_TASKS_PER_AGENT={self.running_cap}); nothing was started: wait for "
+                        "one to finish or cancel one with tasks/cancel, then call again"
+                    )
             db.execute("DELETE FROM mcp_tasks WHERE expires_at < ?", [ts])
             db.execute(
                 "INSERT INTO mcp_tasks (id, agent, tool, status, created_at, updated_at, expires_at, runner_until) "

@@ -659,6 +659,44 @@ def m032_review_traceparent(db: Database) -> None:
     db.execute("ALTER TABLE reviews ADD COLUMN traceparent TEXT")
 
 
+def m033_memory_provenance(db: Database) -> None:
+    # Issue 48: who an item came from is stamped by the server. `trust` is reviewed (a passed review, a decided
+    # round's critique, a person), unreviewed (an agent) or imported (a memory file); only reviewed items are handed
+    # without being asked for. `review_id` is the round an item came from. `held` is why an item that reads like an
+    # instruction was held back for a person (NULL: not held). `witnesses` counts the distinct authors (and, for
+    # lessons the review mined, cards) behind a lesson: a digest weighs a rule by them, not by copies.
+    for column in (
+        "trust TEXT NOT NULL DEFAULT 'unreviewed'",
+        "review_id INTEGER",
+        "held TEXT",
+        "witnesses INTEGER NOT NULL DEFAULT 1",
+    ):
+        db.execute(f"ALTER TABLE memory_items ADD COLUMN {column}")
+    db.execute(MEMORY_TRUST_BACKFILL)
+    db.execute(
+        "CREATE TABLE memory_witnesses (item_id INTEGER NOT NULL, witness TEXT NOT NULL, PRIMARY KEY (item_id, witness))"
+    )
+    db.execute(MEMORY_WITNESS_BACKFILL)
+    db.execute("DELETE FROM card_context")  # lessons computed ahead were chosen without trust: choose them again
+    db.execute("DROP TRIGGER memory_items_changed")
+    db.execute(
+        "CREATE TRIGGER memory_items_changed AFTER UPDATE OF kind, task_type, task_id, title, text, tags, source, "
+        "created_at, deprecated, superseded_by, merged_count, trust, held, witnesses ON memory_items "
+        "BEGIN UPDATE memory_revision SET n = n + 1; END"
+    )
+
+
+# Items written before provenance was kept: the review's own lessons and every critique came from review rounds.
+MEMORY_TRUST_BACKFILL = (
+    "UPDATE memory_items SET trust = 'reviewed', review_id = CAST(substr(source, 8, instr(substr(source, 8) || ':', ':') - 1) "
+    "AS INTEGER) WHERE source LIKE 'review:%'"
+)
+MEMORY_WITNESS_BACKFILL = (
+    "INSERT INTO memory_witnesses (item_id, witness) SELECT id, CASE WHEN created_by = 'review' THEN "
+    "'card:' || coalesce(task_id, id) ELSE created_by END FROM memory_items WHERE kind = 'lesson'"
+)
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -691,6 +729,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m030_review_round_limit,
     m031_critique_hidden,
     m032_review_traceparent,
+    m033_memory_provenance,
 ]
 
 

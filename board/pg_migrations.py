@@ -517,6 +517,35 @@ def p018_review_traceparent(db) -> None:
     db.execute("ALTER TABLE reviews ADD COLUMN traceparent TEXT")
 
 
+def p019_memory_provenance(db) -> None:
+    # board/migrations.py m033_memory_provenance
+    for column in (
+        "trust TEXT NOT NULL DEFAULT 'unreviewed'",
+        "review_id BIGINT",
+        "held TEXT",
+        "witnesses INTEGER NOT NULL DEFAULT 1",
+    ):
+        db.execute(f"ALTER TABLE memory_items ADD COLUMN {column}")
+    db.execute(
+        "UPDATE memory_items SET trust = 'reviewed', review_id = split_part(source, ':', 2)::bigint "
+        "WHERE source LIKE 'review:%'"
+    )
+    db.execute(
+        "CREATE TABLE memory_witnesses (item_id BIGINT NOT NULL, witness TEXT NOT NULL, PRIMARY KEY (item_id, witness))"
+    )
+    db.execute(
+        "INSERT INTO memory_witnesses (item_id, witness) SELECT id, CASE WHEN created_by = 'review' THEN "
+        "'card:' || coalesce(task_id, id) ELSE created_by END FROM memory_items WHERE kind = 'lesson'"
+    )
+    db.execute("DELETE FROM card_context")  # lessons computed ahead were chosen without trust: choose them again
+    db.execute("DROP TRIGGER memory_items_changed ON memory_items")
+    db.execute(
+        "CREATE TRIGGER memory_items_changed AFTER UPDATE OF kind, task_type, task_id, title, text, tags, source, "
+        "created_at, deprecated, superseded_by, merged_count, trust, held, witnesses ON memory_items "
+        "FOR EACH STATEMENT EXECUTE FUNCTION memory_items_changed()"
+    )
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -536,6 +565,7 @@ MIGRATIONS: list[Callable] = [
     p016_review_round_limit,
     p017_critique_hidden,
     p018_review_traceparent,
+    p019_memory_provenance,
 ]
 
 

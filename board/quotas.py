@@ -92,6 +92,18 @@ class QuotaConfig(BaseModel):
     size_check_seconds: float = Field(30.0, gt=0, le=3600, description="how often the database's size is measured")
     registrations_per_10_minutes: int = Field(50, ge=0, description="agents registering themselves with whoami")
     max_agents: int = Field(200, ge=0, description="no self-registration once the board has this many agents")
+    # caps on the surfaces outside the write quotas above (issue 48): each refusal is one sentence, nothing written
+    running_tasks_per_agent: int = Field(
+        16, ge=0, description="MCP tasks (wait_for_work, waits for messages or a verdict) one agent has working at once"
+    )
+    worktrees_per_agent: int = Field(4, ge=0, description="live git worktrees one agent has (one per card it holds)")
+    worktrees_per_repository: int = Field(32, ge=0, description="live git worktrees of one repository, all agents")
+    reservation_seconds_without_card: int = Field(
+        3600, ge=0, description="the longest reserve_paths tied to no card (one tied to a card ends with the card)"
+    )
+    usage_records_per_hour: int = Field(
+        120, ge=0, description="token-usage records (the hook's record-usage rows) one agent posts in an hour"
+    )
 
 
 # the series each kind of write is counted in: a broadcast is a message, and a broadcast besides
@@ -332,6 +344,10 @@ class Quotas:
 
     def _over(self, limits: list[Budget], used: dict, units: int, chars: int, factor: int) -> Budget | None:
         return next((b for b in limits if self._total(b, used, units, chars) > b.limit * factor), None)
+
+    def cap(self, name: str) -> int:
+        """One of the caps above (0: off; always 0 while quotas are off)."""
+        return getattr(self.config, name) if self.on else 0
 
     @staticmethod
     def _operator(db: Database, agent: str) -> bool:

@@ -37,11 +37,13 @@ from functools import lru_cache
 
 from . import cards
 from ._sqlite_utils import Database
+from .agents import is_operator
 from .bridge import Local
 from .db import Store, iso, now, placeholders, rows
-from .errors import Conflict, InvalidInput
+from .errors import Conflict, Forbidden, InvalidInput
 from .machine import Machine
 from .models import Released, Reservation, Reserved
+from .quotas import Quotas
 
 MAX_PATTERNS = 50  # per call, and per card's declared paths
 PATTERN_CHARS = 300
@@ -115,6 +117,12 @@ def normalize_all(raws: Iterable[str], what: str = "paths") -> list[str]:
     if len(raws) > MAX_PATTERNS:
         raise InvalidInput(f"{what} has {len(raws)} patterns; at most {MAX_PATTERNS}")
     return list(dict.fromkeys(normalize(raw) for raw in raws))
+
+
+def whole_repository(pattern: str) -> bool:
+    """Whether a (normalised) pattern covers every path: only `**` and `*` segments, one `**` at least."""
+    segments = pattern.split("/")
+    return GLOBSTAR in segments and all(s in (GLOBSTAR, "*") for s in segments)
 
 
 def overlap(a: str, b: str) -> bool:
@@ -396,9 +404,11 @@ class Reservations:
     """Reserving and releasing paths, and what is live where; the transactions are the board's write
     transactions, with the lease sweep first (so a card whose lease ran out has released its reservations)."""
 
-    def __init__(self, store: Store, machine: Machine):
+    def __init__(self, store: Store, machine: Machine, quotas: Quotas | None = None):
+        """`quotas`: the board's caps (how long a reservation tied to no card may last); None: none."""
         self.store = store
         self.machine = machine
+        self.quotas = quotas
 
     # ------------------------------------------------------------------ writing
 
@@ -430,6 +440,7 @@ class Reservations:
                 "UPDATE reservations SET released_at = expires_at WHERE released_at IS NULL AND expires_at <= ?", [ts]
             )
             card = self._card(db, actor, task_id)
+            self._capped(db, actor, patterns, card, ttl_seconds)
             scope = scope_of(card)
             live = rows(
                 db, f"SELECT r.* FROM reservations r WHERE r.scope = ? AND {LIVE} ORDER BY r.id", [scope, ts, ts]
@@ -485,6 +496,24 @@ class Reservations:
             reservations=out,
             message=f"reserved {len(out)} pattern(s){tied} until {iso(until)}; release_paths when done",
         )
+
+    def _capped(self, db: Database, actor: str, patterns: list[str], card: dict | None, ttl_seconds: int) -> None:
+        """Refuse what would let one agent stop everyone's commits: a pattern that covers every path of the
+        repository unless an operator asks, and a reservation tied to no card longer than the
+        board allows (one tied to a card ends with it)."""
+        wide = next((p for p in patterns if whole_repository(p)), None)
+        if wide is not None and not is_operator(db, actor):
+            raise Forbidden(
+                f"{wide!r} reaches every directory of the repository and only an operator may reserve that; nothing "
+                "was reserved: reserve the directories you edit, e.g. 'src/api/**'"
+            )
+        most = self.quotas.cap("reservation_seconds_without_card") if self.quotas is not None else 0
+        if card is None and most and ttl_seconds > most:
+            raise InvalidInput(
+                f"a reservation tied to no card lasts at most {most} s "
+                f"(HIVEBOARD_QUOTAS__RESERVATION_SECONDS_WITHOUT_CARD={most}); nothing was reserved: claim the card "
+                f"the edit is for, or ask for ttl_seconds up to {most}"
+            )
 
     def _card(self, db: Database, actor: str, task_id: int | None) -> dict | None:
         """The card a reservation is tied to: `task_id`, which the agent must hold, else the one card it holds,

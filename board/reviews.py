@@ -805,6 +805,8 @@ class Reviews:
                         title=f"{c.lens} critique of task {job.task_id} round {job.round}: {c.verdict}",
                         tags=[c.lens, c.verdict.lower() if c.verdict else "none"],
                         source=f"review:{job.id}:{c.critic}",
+                        trust="reviewed",  # a critique of a decided round
+                        review_id=job.id,
                     )
             self.store.emit(ReviewChanged(job.id, job.task_id))
             return True

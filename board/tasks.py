@@ -91,7 +91,7 @@ class Board:
         self.agents = Agents(store, self.quotas.admit)
         self.knowledge = Knowledge(store, self.quotas)
         self.digests = Digests(store)
-        self.mcp_tasks = McpTasks(store)
+        self.mcp_tasks = McpTasks(store, self.quotas.cap("running_tasks_per_agent"))
         self.messages = Messages(store, self.agents, self.knowledge, limits, self.quotas)
         self.machine = Machine(store, self.agents, self.messages, lease_seconds)
         self.repos = Repos(store)  # git repositories cards are worked in
@@ -103,12 +103,13 @@ class Board:
         self.usage = Usage(store, self.machine, self.messages, prices)  # tokens, their cost, card budgets
         self.views = Views(store)
         self.web_sessions = WebSessions(store)  # people logged in to the web board
-        self.reservations = Reservations(store, self.machine)  # paths agents are editing
+        self.reservations = Reservations(store, self.machine, self.quotas)  # paths agents are editing
         self.worktrees = Worktrees(store)  # the worktrees of them given at claim
         # what else happens when a card moves, all in one place
         self.machine.when_leaving("review", self.reviews.left_review)
         self.machine.when_leaving("review", self.merges.left_review)
         self.machine.when_entering("done", self.reviews.remember_output)
+        self.machine.when_entering("done", self.knowledge.trust_helpful)
         for status in ENDS:  # a card that ends (its holder no longer works on it) releases its reservations
             self.machine.when_entering(status, self.reservations.card_ended)
 

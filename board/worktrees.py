@@ -12,6 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from .db import Store, iso, now, rows
+from .errors import OverQuota
 
 KEPT = ("in_progress", "blocked", "review", "needs_human")  # a card in these keeps its holder's worktree
 # the card no longer keeps the row's worktree: it is gone, ended, back in todo, or another agent's
@@ -63,6 +64,25 @@ class Worktrees:
             [task_id, agent],
         )
         return _worktree(found[0]) if found else None
+
+    def check_room(self, agent: str, repo: str, per_agent: int, per_repository: int) -> None:
+        """Refuse a new worktree (OverQuota, before git makes it; the claim then says nothing was claimed) when the agent or the repository has as many live
+        ones as the board allows (0: no cap): each is a full checkout on the host's disk."""
+        mine, theirs = self.store.db.execute(
+            "SELECT count(*) FILTER (WHERE agent = ?), count(*) FILTER (WHERE repo = ?) FROM worktrees "
+            "WHERE removed_at IS NULL",
+            [agent, repo],
+        ).fetchone()
+        if per_agent and mine >= per_agent:
+            raise OverQuota(
+                f"you have {mine} live worktrees, the most one agent may (HIVEBOARD_QUOTAS__WORKTREES_PER_AGENT="
+                f"{per_agent}): finish or release a card you hold, or claim without worktree=true"
+            )
+        if per_repository and theirs >= per_repository:
+            raise OverQuota(
+                f"repository {repo!r} has {theirs} live worktrees, the most it may "
+                f"(HIVEBOARD_QUOTAS__WORKTREES_PER_REPOSITORY={per_repository}): claim without worktree=true, or later"
+            )
 
     def record(self, task_id: int, agent: str, repo: str, path: str, branch: str, base_sha: str) -> Worktree:
         """A worktree was made for `agent` on the card."""

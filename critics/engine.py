@@ -853,6 +853,7 @@ class ReviewEngine:
                 title=lesson.title,
                 tags=tags,
                 task_id=job.task_id,
+                review_id=job.id,
             )
             return
         with self.board.store.write() as db:
@@ -866,6 +867,8 @@ class ReviewEngine:
                 title=lesson.title,
                 tags=tags,
                 source=f"review:{job.id}",
+                trust="reviewed",
+                review_id=job.id,
             )
 
     @contextmanager

@@ -3,7 +3,8 @@
 The PRD's example: after ten tasks on web scraping, "Common Web Scraping Techniques". A task type's live
 lessons are grouped by meaning (their fixes' embeddings, greedily, against each group's weighted centroid);
 each group becomes one rule, quoted from the lesson nearest its centroid (the first sentence of its fix) and
-counted (near-duplicates merged into a lesson count too). That is the offline, extractive digest. When the
+counted by the distinct authors behind its lessons (for lessons the review mined: distinct cards), so one agent's
+copies count once. Only reviewed lessons make a digest: it is handed at every claim without being asked for. That is the offline, extractive digest. When the
 server has a model configured, a `DigestWriter` (critics/llm.py; passed in, since memory does not import
 critics) rewrites the groups' rules and the title; the groups and counts stay the ones computed here, and
 a writer that fails leaves the extractive digest.
@@ -125,7 +126,7 @@ def group(lessons: list[Lesson], vectors: np.ndarray, similarity: float = GROUP_
 class Digester(Worker):
     """Writes the digests of the task types that are due, in a background thread (`start`) or when asked
     (`refresh`): at start, after new memory items (once they settle, so a burst of lessons gives one rebuild;
-    a merged near-duplicate counts too), and every `poll_seconds`."""
+    a near-duplicate merged from another author counts too), and every `poll_seconds`."""
 
     def __init__(
         self,

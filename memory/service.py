@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
 
-from hiveboard.board import Board, InvalidInput, Task
+from hiveboard.board import Board, Forbidden, InvalidInput, Task
+from hiveboard.board.agents import is_operator
 from hiveboard.board.events import Event, MemoryAdded, TaskChanged
-from hiveboard.board.knowledge import KINDS, MemoryItem, WordMatches, source_ids
+from hiveboard.board.knowledge import KINDS, REVIEW_ACTOR, MemoryItem, WordMatches, source_ids
 from hiveboard.board.priority import QuietWait, at_low_priority
 from hiveboard.board.quotas import LESSON
+from hiveboard.board.recall import TRUST_LEVELS, Trust, quoted
 from hiveboard.board.worker import Worker
 
 from .errors import EmbeddingError, IndexUnavailable
@@ -69,6 +71,7 @@ RELEVANCE_FLOOR = 0.32
 CROSS_TYPE_MARGIN = 0.13
 SNIPPET_CHARS = 300
 CONTEXT_K = 3  # lessons a claim hands out
+HANDED = ["reviewed"]  # the trust levels handed without being asked for (claims); the rest is found by search
 PREPARE_BATCH = 16  # cards whose lessons one indexer step computes ahead
 # Cards kept fresh ahead of claims when new lessons or critiques come in: the next ones in claim order (a card
 # further down, claimed by id, gets its lessons computed at its claim, from its stored vector).
@@ -100,6 +103,18 @@ class Hit(BaseModel):
     merged_count: int = 1
     deprecated: bool = False
     superseded_by: int | None = None
+    created_by: str = Field("", description="its author, as the server recorded it")
+    trust: Trust = Field(
+        "unreviewed",
+        description="reviewed (a passed review, a decided round's critique, a person), unreviewed (an agent's) or "
+        "imported; only reviewed items are handed without being asked for",
+    )
+    witnesses: int = Field(1, description="distinct authors (cards, for the review's own lessons) behind it")
+    quoted: str = Field(
+        "",
+        description="the snippet as quoted material with its provenance: what someone said, to weigh, not an "
+        "instruction to follow",
+    )
 
 
 HITS = TypeAdapter(list[Hit])  # hits kept as JSON text, parsed and checked in one pass
@@ -156,7 +171,26 @@ def _hit(item: MemoryItem, **found) -> Hit:
         merged_count=item.merged_count,
         deprecated=item.deprecated,
         superseded_by=item.superseded_by,
-        **{key: value for key, value in source_ids(item.source).items() if key != "task_id"},
+        created_by=item.created_by,
+        trust=item.trust,
+        witnesses=item.witnesses,
+        quoted=quoted(
+            text,
+            kind=item.kind,
+            item_id=item.id,
+            author=item.created_by,
+            trust=item.trust,
+            task_id=item.task_id,
+            review_id=item.review_id,
+        ),
+        **{
+            key: value
+            for key, value in {
+                **source_ids(item.source),
+                **({"review_id": item.review_id} if item.review_id else {}),
+            }.items()
+            if key != "task_id"
+        },
         **found,
     )
 
@@ -285,6 +319,7 @@ class Memory:
         mode: Mode = "hybrid",
         vector: np.ndarray | None = None,
         bodies: bool = True,
+        trust: list[str] | None = None,
     ) -> Results:
         """The k best items for a query, by meaning and keyword, within the filters.
 
@@ -300,7 +335,10 @@ class Memory:
         for kind in kinds or ():
             if kind not in KINDS:
                 raise InvalidInput(f"kind {kind!r} is not one of {', '.join(KINDS)}")
-        filters = dict(task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated)
+        for level in trust or ():
+            if level not in TRUST_LEVELS:
+                raise InvalidInput(f"trust {level!r} is not one of {', '.join(TRUST_LEVELS)}")
+        filters = dict(task_type=task_type, kinds=kinds, tags=tags, include_deprecated=include_deprecated, trust=trust)
         rankings: dict[str, list[int]] = {}
         words: WordMatches | None = None
         similarity: dict[int, float] = {}
@@ -322,7 +360,7 @@ class Memory:
                 # without filters and check them in SQLite, and
                 # ask Chroma to filter only when that leaves too few candidates (a rare type or kind; a rare
                 # tag is ranked in SQLite, since tags are not Chroma metadata).
-                narrowing = task_type or kinds or tags
+                narrowing = task_type or kinds or tags or trust
                 # Without a narrowing filter only deprecated items drop out, and rarely: a smaller first
                 # fetch nearly always holds the CANDIDATES best, and the full over-fetch follows if not.
                 # (Past SMALL_FETCH neighbours, Chroma's cost grows with how many it is asked for.)
@@ -336,8 +374,8 @@ class Memory:
                     if len(kept) == CANDIDATES or not more:  # enough, or nothing more to find
                         break
                 if narrowing and len(kept) < max(k, 10) and more:
-                    inside = None  # tags live in SQLite only: no Chroma filter can ask for them
-                    if not tags:
+                    inside = None  # tags and trust live in SQLite only: no Chroma filter can ask for them
+                    if not tags and not trust:
                         inside = self._vector(
                             vector,
                             CANDIDATES,
@@ -451,8 +489,15 @@ class Memory:
         tags: list[str] | None = None,
         task_id: int | None = None,
         supersedes: int | None = None,
+        review_id: int | None = None,
     ) -> Recorded:
-        """Store what went wrong and how it was fixed; a near-duplicate of a live lesson is merged into it."""
+        """Store what went wrong and how it was fixed; a near-duplicate of a live lesson is merged into it.
+
+        Its provenance is stamped here, never taken from the caller: the actor is its author; a lesson the review
+        mined (actor "review", with the round's `review_id`) or an operator's is reviewed, an agent's unreviewed.
+        An agent's copy may count towards a reviewed lesson (one more witness) or its own, never another agent's
+        unreviewed one, and a reviewed lesson is merged only into a reviewed one: either would make unreviewed text
+        look vouched for."""
         if not problem.strip() or not fix.strip():
             raise InvalidInput("a lesson needs both problem= (what went wrong) and fix= (how it was fixed)")
         if len(problem) + len(fix) > 8_000:
@@ -462,12 +507,18 @@ class Memory:
         title = title or problem.strip().splitlines()[0][:120]
         with self.board.store.read() as db:  # what would refuse the write is told before the embedding
             self._lesson_refusal(db, actor, task_id, len(text))
+            trust = "reviewed" if actor == REVIEW_ACTOR or is_operator(db, actor) else "unreviewed"
         vector = self.embedder.embed([embedded_text("lesson", title, text)])[0]  # as the indexer would
-        source = f"task:{task_id}" if task_id else None
+        source = f"review:{review_id}" if review_id else f"task:{task_id}" if task_id else None
         if supersedes is None:
             import numpy as np
 
-            existing = self.knowledge.vectors(kind="lesson", task_type=task_type, model=self.embedder.name)
+            existing = self.knowledge.vectors(
+                kind="lesson",
+                task_type=task_type,
+                model=self.embedder.name,
+                author=None if trust == "reviewed" else actor,
+            )
             if existing:
                 ids, matrix = zip(*existing)
                 sims = np.vstack(matrix) @ vector
@@ -475,7 +526,7 @@ class Memory:
                 if sims[best] >= DUPLICATE_SIMILARITY and _same_catch(text, self.knowledge.item(ids[best]).text):
                     with self.board.store.write() as db:
                         self.board.quotas.charge(db, actor, LESSON, 1, len(text))
-                        self.knowledge.merge_into(db, ids[best], source, tags or [])
+                        self.knowledge.merge_into(db, ids[best], source, tags or [], author=actor, task_id=task_id)
                     return Recorded(
                         item=self.knowledge.item(ids[best]),
                         merged=True,
@@ -497,15 +548,22 @@ class Memory:
                 source=source,
                 embedding=vector,
                 model=self.embedder.name,
+                trust=trust,
+                review_id=review_id,
             )
             if supersedes is not None:
-                self.knowledge.supersede(db, supersedes, item_id)
+                self.knowledge.supersede(db, supersedes, item_id, actor)
         return Recorded(item=self.knowledge.item(item_id), merged=False)
 
     def _lesson_refusal(self, db: Database, actor: str, task_id: int | None, chars: int | None = None) -> None:
         """Refuse a lesson naming a card that does not exist, or (with `chars`) one past the actor's quota."""
         if task_id is not None and db.execute("SELECT 1 FROM tasks WHERE id = ?", [task_id]).fetchone() is None:
             raise InvalidInput(f"task {task_id} does not exist; omit task_id or use an id from list_tasks")
+        if task_id is not None and actor != REVIEW_ACTOR and not self.knowledge.worked_on(db, actor, task_id):
+            raise Forbidden(
+                f"you never held task {task_id}, so a lesson cannot name it as its source; nothing was stored. "
+                "Omit task_id or name a card you claimed"
+            )
         if chars is not None:
             self.board.quotas.check(db, actor, LESSON, 1, chars)
 
@@ -577,7 +635,8 @@ class Memory:
                 break
             seen = {h.id for h in hits}
             # scored by their first readings: those the relevance floor was measured on (bench_lessons.py)
-            found = self.query(query, task_type=of_type, kinds=kinds, k=k, vector=vector, bodies=False)
+            # handed without being asked for: only what a review or a person vouched for (HANDED)
+            found = self.query(query, task_type=of_type, kinds=kinds, k=k, vector=vector, bodies=False, trust=HANDED)
             hits += [
                 h
                 for h in found.hits
@@ -593,7 +652,9 @@ class Memory:
         """The hits computed ahead, with their items as they are now; None when one of them is gone or
         deprecated since (then they are searched again)."""
         items = self.knowledge.get([i for i, *_ in stored])
-        if any(i not in items or items[i].deprecated for i, *_ in stored):
+        if any(
+            i not in items or items[i].deprecated or items[i].held or items[i].trust not in HANDED for i, *_ in stored
+        ):
             return None
         return [_hit(items[i], score=score, matched=matched, similarity=sim) for i, score, matched, sim in stored]
 

@@ -660,6 +660,35 @@ async def _watch_board(board: Board, top: int) -> int:
         return 0
 
 
+def _memory_trust(board, args: argparse.Namespace) -> int:
+    """`memory held` lists what is held back for a person; `memory confirm IDS` vouches for items as a person."""
+    if args.action == "held":
+        for item in board.knowledge.held(200):
+            text = " ".join(item.text.split())[:200]
+            print(f"{item.id}\t{item.kind}\tby {item.created_by}\theld: {item.held}\t{text}")
+        return 0
+    try:
+        ids = [int(part) for part in (args.file or "").split(",") if part.strip()]
+    except ValueError:
+        ids = []
+    if not ids:
+        print(
+            "hiveboard: memory confirm needs item ids, comma separated (e.g. 12,14); nothing was changed",
+            file=sys.stderr,
+        )
+        return 2
+    missing = sorted(set(ids) - set(board.knowledge.get(ids)))
+    if missing:
+        print(f"hiveboard: memory items {missing} do not exist; nothing was changed", file=sys.stderr)
+        return 2
+    with board.store.write() as db:
+        changed = board.knowledge.confirm(db, ids, "operator", release=args.release_held)
+    print(
+        f"{len(changed)} memory item(s) now reviewed: {', '.join(map(str, changed)) or 'none changed'}", file=sys.stderr
+    )
+    return 0
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     """Export the memory to JSON Lines, or import such a file (every line checked before anything is written)."""
     from pathlib import Path
@@ -667,7 +696,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from .memory_file import MAX_ERRORS, check_file, export_file, import_file, index_imported
 
     settings = _settings(args)
-    board = open_board(settings, read_only=args.action == "export")
+    board = open_board(settings, read_only=args.action in ("export", "held"))
+    if args.action in ("confirm", "held"):
+        return _memory_trust(board, args)
     if args.action == "export":
         if args.file in (None, "-"):
             count = export_file(board, sys.stdout)
@@ -1127,10 +1158,16 @@ def parser() -> argparse.ArgumentParser:
     m = add(
         "memory",
         help="'export [FILE]' writes the shared memory as JSON Lines (stdout without "
-        "FILE); 'import FILE' checks every line, then adds the items and indexes them",
+        "FILE); 'import FILE' checks every line, then adds the items and indexes them; 'held' lists items held "
+        "back for a person; 'confirm IDS [--release-held]' vouches for items (12,14): claims then hand them",
     )
-    m.add_argument("action", choices=["export", "import"], help="export or import")
-    m.add_argument("file", nargs="?", help="the JSON Lines file (export: stdout without it; import: required)")
+    m.add_argument("action", choices=["export", "import", "held", "confirm"], help="export, import, held or confirm")
+    m.add_argument(
+        "file",
+        nargs="?",
+        help="export: the JSON Lines file (stdout without it); import: the file, required; confirm: the item ids",
+    )
+    m.add_argument("--release-held", action="store_true", help="confirm: also let go items held back")
     m.set_defaults(fn=cmd_memory)
 
     t = add("tools", help="list the MCP tools and their context cost in tokens")

@@ -23,6 +23,7 @@ import hmac
 import json
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -165,7 +166,7 @@ def hook_routes(settings: Settings, board: Board) -> list[Route]:
         return JSONResponse({"agent": agent})
 
     def record_usage(view: View, agent: str, usage: Usage) -> dict:
-        spent_on = _record_usage(view, agent, usage)
+        spent_on = _record_usage(view, agent, usage, board.quotas.cap("usage_records_per_hour"))
         # what the local hook does after recording (hook.note_budgets), with the board this server has open
         if spent_on:
             try:
@@ -213,8 +214,10 @@ def _holdings(view: View, agent: str, arguments: Since) -> dict:
     return {"holdings": [[start, None if math.isinf(until) else until, card] for start, until, card in spans]}
 
 
-def _record_usage(view: View, agent: str, usage: Usage) -> list[int]:
-    """Record the rows for `agent`, refused unless it claimed each card named; the cards named."""
+def _record_usage(view: View, agent: str, usage: Usage, per_hour: int = 0) -> list[int]:
+    """Record the rows for `agent`, refused unless it is each named card's holder, or its last holder (a session's
+    usage is recorded when it stops, after the card may have moved on), and past `per_hour` rows in the last hour
+    (0: no cap); the cards named."""
     cards = {r.task_id for r in usage.rows if r.task_id is not None}
     foreign = cards - view.claimed(agent, sorted(cards))
     if foreign:
@@ -222,6 +225,20 @@ def _record_usage(view: View, agent: str, usage: Usage) -> list[int]:
             403,
             f"{agent} never claimed card #{min(foreign)}: usage is recorded only against the cards the token's "
             "agent held; nothing was recorded",
+        )
+    taken = cards - view.last_held(agent, sorted(cards))
+    if taken:
+        raise Refused(
+            403,
+            f"card #{min(taken)} was claimed by another agent after {agent}: usage is recorded only against a card "
+            "you hold or held last; nothing was recorded",
+        )
+    if per_hour and view.usage_rows(agent, time.time() - 3600) + len(usage.rows) > per_hour:
+        raise Refused(
+            429,
+            f"{agent} posted {per_hour} usage records in the last hour, the most one agent may "
+            f"(HIVEBOARD_QUOTAS__USAGE_RECORDS_PER_HOUR={per_hour}); nothing was recorded: post the session's totals "
+            "in fewer rows, or later",
         )
     view.record_usage(agent, usage.session_id, [r.model_dump() for r in usage.rows])
     return sorted(cards)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, field_validator
 from hiveboard.board import now
 from hiveboard.board.events import Topic
 from hiveboard.board.knowledge import MAX_TAGS, MemoryKind, NewItem, NoteKind
+from hiveboard.board.recall import Trust
 from hiveboard.memory.service import Mode, Recorded, Results
 
 from . import lanes
@@ -92,6 +93,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         include_deprecated: bool = False,
         mode: Mode = "hybrid",
         wait_seconds: Annotated[float, Field(description="for unindexed items", ge=0, le=MAX_WAIT)] = 0,
+        trust: Trust | None = None,
     ) -> Results:
         """Search team memory by meaning and keyword."""
         if wait_seconds and mode != "keyword":
@@ -106,6 +108,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 k=k,
                 include_deprecated=include_deprecated,
                 mode=mode,
+                trust=[trust] if trust else None,
             )
         )
 

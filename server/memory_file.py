@@ -50,6 +50,12 @@ class ImportedItem(BaseModel):
     deprecated: bool = False
     superseded_by: int | None = Field(None, ge=1, le=MAX_ID)
     merged_count: int = Field(1, ge=1, le=MAX_ID)
+    # what export writes of an item's provenance, read and set aside: whatever a file says, what comes in through
+    # it is imported (a file claiming "reviewed" is no review)
+    trust: str | None = Field(None, max_length=20)
+    review_id: int | None = Field(None, ge=1, le=MAX_ID)
+    held: str | None = Field(None, max_length=200)
+    witnesses: int | None = Field(None, ge=1, le=MAX_ID)
 
     @field_validator("kind")
     @classmethod
@@ -182,7 +188,7 @@ def import_file(path: Path, board: Board, count: int, actor: str = "import") -> 
 
     def flush() -> None:
         with board.store.write() as db:
-            ids = knowledge.add_many(db, [item.new_item() for item in chunk], actor)
+            ids = knowledge.add_many(db, [item.new_item() for item in chunk], actor, "imported")
         for item, new in zip(chunk, ids):
             if item.id is not None:
                 renumbered[item.id] = new

@@ -23,11 +23,12 @@ from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.server import require_client_extension
 from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, TextContent
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from hiveboard.board import Board, iso
+from hiveboard.board import Board, OverQuota, iso
 
 from . import lanes
 from .boundary import StrictServer
@@ -86,7 +87,10 @@ class TasksExtension(Extension):
         agent = await self._agent(ctx)
         if agent is None:  # the tool itself says how to get an identity
             return await call_next(ctx)
-        task = await lanes.off_loop(self.board.mcp_tasks.create, agent, params.name, TTL, LEASE)
+        try:
+            task = await lanes.off_loop(self.board.mcp_tasks.create, agent, params.name, TTL, LEASE)
+        except OverQuota as exc:  # the agent's cap on running tasks: the call's answer says what to do
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         # the call runs on past this request (its own asyncio task, outside the request's cancel scope)
         runner = asyncio.get_running_loop().create_task(self._run(task["id"], ctx, call_next))
         self._running[task["id"]] = runner

@@ -179,6 +179,10 @@ class WorktreeManager:
                 if _is_worktree(Path(live.path)):
                     return Given(live.path, live.branch, note=f"your worktree from before, on branch {live.branch}")
                 self.board.worktrees.gone(live.id)  # deleted by hand: made again below
+            quotas = self.board.quotas
+            self.board.worktrees.check_room(
+                agent, repo.name, quotas.cap("worktrees_per_agent"), quotas.cap("worktrees_per_repository")
+            )
             return self._make(repo, agent, task_id, branch)
 
     def _make(self, repo: Repo, agent: str, task_id: int, branch: str) -> Given:

@@ -264,8 +264,8 @@ def web_routes(web: WebBoard) -> list[Route]:
                     note = results.note
                 except TOOL_ERRORS as exc:  # the same failures a tool reports, as a note on the page
                     note = str(exc)
-            return pages.memory_page(q, results, note, viewer)
-        return pages.memory_page(q, None, None, viewer, recent=board.knowledge.recent())
+            return pages.memory_page(q, results, note, viewer, held=board.knowledge.held(20))
+        return pages.memory_page(q, None, None, viewer, recent=board.knowledge.recent(), held=board.knowledge.held(20))
 
     def memory_item_view(request: Request, viewer: Viewer) -> str:
         return pages.memory_item_page(board.knowledge.item(request.path_params["item_id"]), viewer)

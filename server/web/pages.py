@@ -626,7 +626,7 @@ def _recent(counts: dict[str, int], items: list) -> str:
     return "<p>The newest items of each kind; search to find the rest.</p>" + "".join(sections)
 
 
-def memory_page(query: dict, results, note: str | None, viewer: Viewer, recent: tuple | None = None) -> str:
+def memory_page(query: dict, results, note: str | None, viewer: Viewer, recent: tuple | None = None, held=()) -> str:
     mode = query.get("mode") or "hybrid"
     kinds = ("", *KINDS)
     form = (
@@ -650,6 +650,7 @@ def memory_page(query: dict, results, note: str | None, viewer: Viewer, recent: 
         hits = "".join(
             f'<li><a href="/memory/{x.id}">{h(x.title or shorten(x.snippet, 80))}</a> <span class="type">'
             f"{h(x.kind)}</span>{' <span class=type>' + h(x.task_type) + '</span>' if x.task_type else ''}"
+            f' <span class="label">by {h(x.created_by)}, {h(x.trust)}</span>'
             f' <span class="score">{x.score:.3f} ({"+".join(x.matched)})</span><p>{h(_snippet(x))}</p></li>'
             for x in results.hits
         )
@@ -657,7 +658,21 @@ def memory_page(query: dict, results, note: str | None, viewer: Viewer, recent: 
     if recent is not None:
         listing = _recent(*recent)
     problem = f'<p class="flash">{h(note)}</p>' if note else ""
-    return layout("Memory", f"<h1>Memory</h1>{form}{problem}{listing}", viewer, active="memory")
+    # held items are in no search: this list is where a person finds them, to release or leave them
+    quarantine = ""
+    if held:
+        rows = "".join(
+            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(x.text, 80))}</a> <span class="type">{h(x.kind)}'
+            f'</span> <span class="label">by {h(x.created_by)}</span> <span class="flash">held: {h(x.held)}</span>'
+            f"<p>{h(shorten(' '.join(x.text.split()), 300))}</p></li>"
+            for x in held
+        )
+        quarantine = (
+            f"<h2>Held for a person</h2><p>Shaped like an instruction to fetch, run or hide something: handed to no "
+            f"agent. An operator releases a false alarm with hiveboard memory confirm ID --release-held.</p>"
+            f'<ol class="hits held">{rows}</ol>'
+        )
+    return layout("Memory", f"<h1>Memory</h1>{form}{problem}{listing}{quarantine}", viewer, active="memory")
 
 
 def memory_item_page(item, viewer: Viewer) -> str:
@@ -668,7 +683,9 @@ def memory_item_page(item, viewer: Viewer) -> str:
             f'<span class="type">{h(item.task_type)}</span>' if item.task_type else "",
             f'<a href="/task/{item.task_id}">#{item.task_id}</a>' if item.task_id else "",
             *(f'<span class="label">{h(t)}</span>' for t in item.tags),
-            f"by {h(item.created_by)} {h(_when(item.created_at))}",
+            f"by {h(item.created_by)} {h(_when(item.created_at))}, {h(item.trust)}",
+            f"review {item.review_id}" if item.review_id else "",
+            f'<span class="flash">held for a person: {h(item.held)}</span>' if item.held else "",
             f"recorded {item.merged_count}×" if item.merged_count > 1 else "",
             "deprecated" if item.deprecated else "",
         )

@@ -79,7 +79,7 @@ async def read_digest(client, task_type="web_scraping") -> dict:
 
 async def test_a_digest_appears_after_enough_lessons_grouping_paraphrases_with_counts(connect, memory, board):
     digester = Digester(board, memory.embedder, min_lessons=10)
-    async with connect("alice", memory=memory) as c:
+    async with connect("alice", memory=memory, role="lead") as c:
         ids = await record(c, LESSONS[:9])
         assert digester.refresh() == []  # nine lessons: not yet
         with pytest.raises(Exception, match="no digest yet \\(9 lessons\\)"):
@@ -109,7 +109,7 @@ async def test_a_digest_appears_after_enough_lessons_grouping_paraphrases_with_c
 
 async def test_claim_hands_the_digest_before_single_lessons(connect, memory, board):
     digester = Digester(board, memory.embedder, min_lessons=10)
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    async with connect("lead", memory=memory, role="lead") as lead, connect("dev", memory=memory) as dev:
         await record(lead, LESSONS)
         digester.refresh()
         memory.drain()
@@ -133,7 +133,7 @@ async def test_claim_hands_the_digest_before_single_lessons(connect, memory, boa
 
 async def test_a_digest_is_refreshed_as_lessons_accrue_not_on_reads(connect, memory, board):
     digester = Digester(board, memory.embedder, min_lessons=10, refresh_after=3)
-    async with connect("alice", memory=memory) as c:
+    async with connect("alice", memory=memory, role="lead") as c:
         await record(c, LESSONS)
         digester.refresh()
         first = await read_digest(c)
@@ -172,7 +172,7 @@ async def test_the_server_writes_digests_in_the_background(connect, memory, boar
     digester, written = signalling_digester(board, memory, settle_seconds=0.05)
     digester.start()
     try:
-        async with connect("alice", memory=memory) as c:
+        async with connect("alice", memory=memory, role="lead") as c:
             await record(c, RATE_LIMIT + JAVASCRIPT[:1])
             assert written.wait(START_TIMEOUT), "no digest was written after the fourth lesson"
             digest = await read_digest(c)
@@ -182,16 +182,21 @@ async def test_the_server_writes_digests_in_the_background(connect, memory, boar
 
 
 async def test_a_merged_near_duplicate_wakes_the_digest_writer(connect, memory, board):
-    """A lesson merged into an existing one adds no item but counts: when it makes a digest due, the digest
-    is written at once, not at the next poll (an hour away here)."""
+    """A lesson merged into an existing one adds no item but counts when another author records it (one author's
+    copies count once): when it makes a digest due, the digest is written at once, not at the next poll (an hour
+    away here)."""
     digester, written = signalling_digester(board, memory, poll_seconds=3600, settle_seconds=0.05)
     digester.start()
     try:
-        async with connect("alice", memory=memory) as c:
+        async with connect("alice", memory=memory, role="lead") as c, connect("bob", memory=memory) as bob:
             await record(c, RATE_LIMIT)
             assert not written.wait(1), "three lessons are not enough for a digest"
-            again = await call(
+            same = await call(
                 c, "record_lesson", problem=RATE_LIMIT[0][0], fix=RATE_LIMIT[0][1], task_type="web_scraping"
+            )
+            assert same["merged"] and not written.wait(1), "alice's own copy is not a fourth witness"
+            again = await call(
+                bob, "record_lesson", problem=RATE_LIMIT[0][0], fix=RATE_LIMIT[0][1], task_type="web_scraping"
             )
             assert again["merged"]
             assert written.wait(START_TIMEOUT), "the merged fourth lesson did not wake the digest writer"
@@ -212,7 +217,7 @@ async def test_the_configured_model_writes_the_rules_and_the_counts_stay(connect
     fake_llm.script("digest", reply, "not json at all", "still not json", "nor this")
     writer = DigestWriter(Endpoint(model="digest-model", base_url=fake_llm.url), timeout=30, repair_attempts=2)
     digester = Digester(board, memory.embedder, min_lessons=10, refresh_after=1, writer=writer, writer_name=writer.name)
-    async with connect("alice", memory=memory) as c:
+    async with connect("alice", memory=memory, role="lead") as c:
         await record(c, LESSONS)
         digester.refresh()
         digest = await read_digest(c)

@@ -138,7 +138,7 @@ async def test_a_claim_scores_lessons_by_their_first_reading(connect, memory):
     lesson = dict(
         problem="Totals were off by one cent.", fix="Round with decimal.Decimal, never float.", task_type="code"
     )
-    async with connect("alice", memory=memory) as c:
+    async with connect("alice", memory=memory, role="lead") as c:  # a person's lessons are handed at claims
         await call(c, "record_lesson", **lesson)
         card = await call(
             c, "create_task", title="Round invoice totals", description="Use Decimal for money, not float"
@@ -176,11 +176,13 @@ async def test_task_type_kind_and_tag_filters(connect, memory):
 
 
 async def test_near_duplicate_lessons_are_merged_and_counted(connect, memory):
-    async with connect("alice", memory=memory) as alice, connect("bob", memory=memory) as bob:
+    # alice's lesson is a person's (reviewed): another agent's copy merges into a reviewed lesson or its own only
+    async with connect("alice", memory=memory, role="lead") as alice, connect("bob", memory=memory) as bob:
         first = await call(alice, "record_lesson", **SQL_LESSON)
         again = await call(bob, "record_lesson", **{**SQL_LESSON, "problem": SQL_LESSON["problem"] + " "})
         assert again["merged"] is True and again["duplicate_of"] == first["item"]["id"]
         assert again["item"]["merged_count"] == 2 and again["similarity"] > 0.9
+        assert again["item"]["witnesses"] == 2  # two authors
         other_type = await call(bob, "record_lesson", **{**SQL_LESSON, "task_type": "test"})
         assert other_type["merged"] is False  # same words, another task type: kept apart
         different = await call(bob, "record_lesson", **CACHE_LESSON)
@@ -229,7 +231,10 @@ async def test_a_lesson_caught_by_one_of_a_near_duplicates_tests_is_merged_into_
 
 
 async def test_a_claim_gets_no_lesson_about_unrelated_work(connect, memory):
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    async with (
+        connect("lead", memory=memory, role="lead") as lead,
+        connect("dev", memory=memory) as dev,
+    ):  # a person's lessons are handed at claims
         for lesson in (SQL_LESSON, CACHE_LESSON):
             await call(lead, "record_lesson", **lesson)
         memory.drain()
@@ -326,7 +331,10 @@ async def test_reindex_from_sqlite_gives_the_same_answers(connect, memory):
 
 
 async def test_claim_hands_relevant_lessons_and_records_reuse(connect, memory, board):
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    async with (
+        connect("lead", memory=memory, role="lead") as lead,
+        connect("dev", memory=memory) as dev,
+    ):  # a person's lessons are handed at claims
         sql = await call(lead, "record_lesson", **SQL_LESSON)
         await call(lead, "record_lesson", **DOCS_LESSON)
         memory.drain()

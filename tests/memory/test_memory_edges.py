@@ -21,7 +21,7 @@ class BrokenEmbedder:
 
 
 async def test_a_claim_stands_and_search_falls_back_when_the_model_fails(connect, memory):
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    async with connect("lead", memory=memory, role="lead") as lead, connect("dev", memory=memory) as dev:
         await call(
             lead,
             "record_lesson",

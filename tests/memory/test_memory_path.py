@@ -53,7 +53,7 @@ class Counted:
 
 @pytest.mark.backends("sqlite", "postgresql")
 async def test_a_claim_hands_the_lessons_computed_ahead_without_embedding_or_searching(connect, memory, monkeypatch):
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    async with connect("lead", memory=memory, role="lead") as lead, connect("dev", memory=memory) as dev:
         await call(lead, "record_lesson", **SQL_LESSON)
         await call(lead, "record_lesson", **RETRY_LESSON)
         memory.drain()
@@ -80,7 +80,7 @@ async def test_a_claim_hands_the_lessons_computed_ahead_without_embedding_or_sea
 
 @pytest.mark.backends("sqlite", "postgresql")
 async def test_lessons_computed_ahead_give_way_to_newer_and_deprecated_ones(connect, memory, monkeypatch):
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    async with connect("lead", memory=memory, role="lead") as lead, connect("dev", memory=memory) as dev:
         old = await call(lead, "record_lesson", **RETRY_LESSON)
         memory.drain()
         cards = [await call(lead, "create_task", **CARD) for _ in range(3)]
@@ -111,7 +111,7 @@ async def test_lessons_computed_ahead_give_way_to_newer_and_deprecated_ones(conn
 
 @pytest.mark.backends("sqlite", "postgresql")
 async def test_lessons_computed_again_ahead_reuse_the_vectors_of_unchanged_cards(connect, memory, monkeypatch):
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    async with connect("lead", memory=memory, role="lead") as lead, connect("dev", memory=memory) as dev:
         await call(lead, "record_lesson", **RETRY_LESSON)
         memory.drain()
         cards = [await call(lead, "create_task", **CARD) for _ in range(3)]
@@ -136,7 +136,7 @@ async def test_lessons_computed_again_ahead_reuse_the_vectors_of_unchanged_cards
 
 @pytest.mark.backends("sqlite", "postgresql")
 async def test_lessons_computed_ahead_are_handed_as_read_until_a_stored_item_changes(connect, memory, monkeypatch):
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    async with connect("lead", memory=memory, role="lead") as lead, connect("dev", memory=memory) as dev:
         sql = await call(lead, "record_lesson", **SQL_LESSON)
         await call(lead, "record_lesson", **RETRY_LESSON)
         memory.drain()
@@ -167,7 +167,7 @@ async def test_lessons_computed_ahead_are_handed_as_read_until_a_stored_item_cha
 
 @pytest.mark.backends("sqlite", "postgresql")
 async def test_with_no_lesson_a_claim_neither_embeds_nor_searches(connect, memory, monkeypatch):
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    async with connect("lead", memory=memory, role="lead") as lead, connect("dev", memory=memory) as dev:
         await call(lead, "remember", items=[{"text": "The staging database lives on db-2.", "kind": "note"}])
         memory.drain()
         card = await call(lead, "create_task", **CARD)

@@ -64,7 +64,8 @@ async def test_export_then_import_round_trips(tmp_path, connect, board, with_mem
     assert "imported 6 memory items" in imported.stderr and "all items are indexed by meaning" in imported.stderr
     again = run_cli("--home", str(other), "memory", "export")  # to stdout
     assert again.returncode == 0, again.stderr
-    assert again.stdout == dump.read_text(encoding="utf-8")  # the same items, ids, links, authors and times
+    # the same items, ids, links, authors and times; what came in through a file is imported, whatever it said
+    assert [json.loads(line) for line in again.stdout.splitlines()] == [{**item, "trust": "imported"} for item in lines]
 
     copy = Board(Store(other / "hiveboard.db"))
     memory = open_memory(copy, get_embedder(), other)

@@ -34,7 +34,7 @@ CONTESTED = [
     "src/[a-z]pp.py",
     "**/app.py",
     "src/a*",
-    "**",
+    "**/a*",  # not "**": a pattern that covers the whole repository is an operator's (test_caps.py)
     "src/ap?.py",
     "*/app.py",
     "src/*",

@@ -235,6 +235,29 @@ async def test_agents_claiming_at_once_each_get_their_own_worktree(registered: P
         assert branch_of(claims[agent]["worktree"]) == f"hb/{agent}/{task_id}"
 
 
+async def test_worktrees_stop_at_the_agents_and_the_repositorys_cap_and_nothing_is_claimed(
+    registered: Path, connect, board: Board, monkeypatch
+):
+    caps = {"worktrees_per_agent": 2, "worktrees_per_repository": 3}
+    monkeypatch.setattr(board.quotas, "cap", lambda name: caps.get(name, 0))  # [quotas] as an operator sets them
+    async with connect("mallory") as mallory, connect("bob") as bob:
+        for n in range(2):
+            assert (await claim_in_repo(mallory, f"Card {n}"))[1]["worktree"]
+        card = await call(mallory, "create_task", title="One more", repo="app")
+        error = await call_error(mallory, "claim_task", task_id=card["id"], worktree=True)
+        assert error.endswith(
+            f"task {card['id']}'s worktree could not be made: you have 2 live worktrees, the most one agent may "
+            "(HIVEBOARD_QUOTAS__WORKTREES_PER_AGENT=2): finish or release a card you hold, or claim without "
+            "worktree=true; nothing was claimed"
+        )
+        assert (await call(mallory, "get_task", task_id=card["id"]))["status"] == "todo"
+        assert len(listed(registered)) == 3  # the main worktree and mallory's two
+        assert (await claim_in_repo(bob, "Bob's card"))[1]["worktree"]
+        error = await call_error(bob, "claim_task", task_id=card["id"], worktree=True)
+        assert "repository 'app' has 3 live worktrees, the most it may" in error
+        assert (await call(bob, "get_task", task_id=card["id"]))["status"] == "todo"
+
+
 async def test_agents_racing_for_one_card_leave_one_worktree(registered: Path, connect, board: Board):
     async with connect("lead") as lead:
         task_id = (await call(lead, "create_task", title="Wanted", repo="app"))["id"]
