@@ -37,12 +37,12 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ctx: Context,
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
         review_id: Annotated[
-            int | None, Field(description="or a review id (from review.request)", ge=1, le=MAX_ID)
+            int | None, Field(description="or a review id (review.request)", ge=1, le=MAX_ID)
         ] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=600)] = 0,
         full: bool = False,
     ) -> ReviewTrail:
-        """A card's review: verdict, score, blocking issues, brief (full=true: every round)."""
+        """A card's review: verdict, score, issues, brief (full=true: all rounds)."""
         if (task_id is None) == (review_id is None):
             raise ToolError("pass task_id or review_id (one of them)")
         if task_id is None:

@@ -233,7 +233,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         task_type: Annotated[str | None, Field(description="with no task_id: only this type", max_length=40)] = None,
         worktree: Annotated[bool, Field(description="also a git worktree of its repo")] = False,
     ) -> ClaimAnswer:
-        """Take a card atomically: a lease, a fencing token, lessons from past work."""
+        """Take a card atomically: a lease, a fencing token, past lessons."""
         held_before = False
 
         def take() -> tuple[str, Claim, Digest | None, list[Hit] | None]:
@@ -343,7 +343,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ] = None,
         rounds: Annotated[int | None, Field(ge=1, le=20)] = None,  # more review rounds: its creator or a person
     ) -> TaskSummary:
-        """Note progress or renew your lease (token alone); change status; edit a card you made."""
+        """Note progress, renew your lease (token alone), change status, edit your card."""
         edit = TaskEdit(
             title=title,
             description=description,
@@ -374,11 +374,11 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         summary: Annotated[str | None, Field(max_length=2000)] = None,
         artifacts: list[Artifact] = [],
         helpful_lessons: Annotated[
-            list[Id], Field(max_length=50, description="ids of claim_task's lessons that helped")
+            list[Id], Field(max_length=50, description="ids of handed lessons that helped")
         ] = [],
         ref: Annotated[str | None, Field(description="commit or branch instead of artifacts", max_length=200)] = None,
     ) -> TaskSummary:
-        """Hand in a card you hold: to review (see get_review) or done."""
+        """Hand in a card you hold: to review (get_review) or done."""
 
         def to_status(card: TaskSummary) -> str:  # without a review, a card that needs a person waits for one
             if wants_review is not None and wants_review(card):

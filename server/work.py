@@ -47,7 +47,7 @@ def register(mcp, deps: Deps) -> None:
         labels: Annotated[list[Annotated[str, Field(max_length=50)]], Field(max_length=20)] = [],
         wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT)] = 60,
     ) -> WorkAnswer:
-        """Wait for a card you may claim or mail for you (an MCP task where supported)."""
+        """Wait for a card to claim or mail for you (an MCP task where supported)."""
         deadline = time.monotonic() + wait_seconds
 
         def look(agent: str) -> tuple[dict[str, int], TaskSummary | None, MessagePage]:
