@@ -976,9 +976,11 @@ class Knowledge:
             [now(), agent, task_id, *ids],
         )
 
-    def trust_helpful(self, db: Database, row: dict) -> None:
+    def trust_helpful(self, db: Database, row: dict, came_from: str) -> None:
         """A card's review passed: the lessons its holder named as helpful (other agents', `mark_useful`) are now
         reviewed. A card done without a passed review (no review, or a person's decision) vouches for nothing."""
+        if came_from not in ("review", "needs_human"):  # handed straight to done: no review passed it
+            return
         # the review's latest word on the card, from its history (the move into done is written before the review's
         # own row is finished, in the same transaction)
         latest = db.execute(

@@ -124,7 +124,7 @@ DOER = {"lease": "lease sweep", "budget": "budget check"}  # who makes the syste
 
 # hooks: leaving(db, row, target, via, actor, ts) before the write; entering(db, new_row) after it
 Leaving = Callable[[Database, dict, str, Via, str, float], None]
-Entering = Callable[[Database, dict], None]
+Entering = Callable[[Database, dict, str], None]  # the card as moved, and the status it came from
 
 
 def find(source: str | None, target: str, via: Via) -> Transition | None:
@@ -238,7 +238,7 @@ class Machine:
         new = self._write(db, row, actor, action or rule.action, {**implied, **(sets or {})}, note, ts)
         if moving:
             for hook in self._entering.get(target, ()):
-                hook(db, new)
+                hook(db, new, row["status"])
         return new
 
     def edit(self, db: Database, row: dict, actor: str, action: str, sets: dict, note: str | None, ts: float) -> dict:

@@ -571,7 +571,7 @@ class Reservations:
             db.execute(f"UPDATE reservations SET released_at = ? WHERE id IN ({placeholders(ids)})", [ts, *ids])
         return Released(released=patterns, message=f"released {len(patterns)} pattern(s)")
 
-    def card_ended(self, db: Database, row: dict) -> None:
+    def card_ended(self, db: Database, row: dict, came_from: str) -> None:
         """A state machine hook: a card that ended (ENDS) releases the reservations tied to it (sent with the
         transaction's next statement)."""
         self.store.dialect.send(

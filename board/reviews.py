@@ -549,10 +549,11 @@ class Reviews:
             )
         )
 
-    def remember_output(self, db: Database, row: dict) -> None:
+    def remember_output(self, db: Database, row: dict, came_from: str) -> None:
         """A card reached done: its work joins the shared memory (Knowledge.remember_output), unless the card's
-        hidden tests shaped what its author was told (`told_hidden`)."""
-        if not self.told_hidden(row["id"], db=db):
+        hidden tests shaped what its author was told (`told_hidden`; a card handed straight to done, with no review,
+        was told nothing)."""
+        if came_from == "in_progress" or not self.told_hidden(row["id"], db=db):
             self.knowledge.remember_output(db, row)
 
     def hand_ins(self, task_id: int, last: int = 2) -> list[HandIn]:
