@@ -29,7 +29,15 @@ from contextlib import contextmanager
 from contextvars import copy_context
 from typing import Any, TypeVar
 
-from greenlet import getcurrent, greenlet
+try:
+    from greenlet import getcurrent, greenlet
+except ModuleNotFoundError:  # the `postgres` extra; without it no call is bridged: SQLite's never are, and a
+    # postgresql:// target is refused in one sentence before any is (board/db.py's dialect_for, board/optional.py)
+    greenlet = object
+
+    def getcurrent() -> None:
+        return None
+
 
 T = TypeVar("T")
 

@@ -26,6 +26,7 @@ from .bridge import Local, Tries, blocking, bridged, pause
 from .dialect import Dialect, SQLite, as_dicts
 from .errors import Unavailable, WouldWait
 from .events import Event, Notifier, encode, prune_from
+from .optional import POSTGRES, need
 
 
 def now() -> float:
@@ -149,6 +150,8 @@ def dialect_for(target: str) -> Dialect:
         return SQLite()
     scheme = target.split("://", 1)[0].lower()
     if scheme in ("postgresql", "postgres"):
+        need("psycopg", POSTGRES)  # the `postgres` extra: refused here in one sentence, before board/postgres.py
+        need("greenlet", POSTGRES)
         from .postgres import PostgreSQL
 
         return PostgreSQL()

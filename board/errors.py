@@ -9,7 +9,8 @@
     │   └── StaleToken          the fencing token is from an older claim (or the lease expired)
     ├── Forbidden           the caller may not do this (identity)
     ├── OverQuota           the caller wrote its share for now, or the database is at its size limit
-    └── Unavailable         the database server cannot be reached right now (PostgreSQL); retry
+    ├── Unavailable         the database server cannot be reached right now (PostgreSQL); retry
+    └── MissingExtra        an optional part's package is not installed (board/optional.py names the extra)
 
 The server turns every BoardError into an MCP tool error with the same text; nothing is written
 when one is raised.
@@ -56,6 +57,10 @@ class Unavailable(BoardError):
     def __init__(self, message: str, reason: str = ""):
         super().__init__(message)
         self.reason = reason  # the driver's own words, for a caller that words the sentence itself
+
+
+class MissingExtra(BoardError):
+    pass
 
 
 def first_line(exc: BaseException) -> str:

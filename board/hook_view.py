@@ -12,6 +12,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+from .optional import POSTGRES, need
+
 VERDICT_INTENTS = ("approval", "critique", "needs_human")  # a review's verdict reaching the card's author
 HELD = ("in_progress", "blocked", "needs_human", "review")
 
@@ -22,8 +24,7 @@ class View:
     def __init__(self, target: str, timeout: float = 2.0):
         self.postgres = target.startswith(("postgresql://", "postgres://"))
         if self.postgres:
-            import psycopg
-
+            psycopg = need("psycopg", POSTGRES)
             self.conn = psycopg.connect(target, autocommit=True, connect_timeout=max(1, int(timeout)))
         else:
             if not Path(target).is_file():

@@ -44,6 +44,7 @@ from hiveboard.board import (
 )
 from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
+from hiveboard.board.optional import LLM_CRITICS, need
 from hiveboard.board.review_models import BLOCKING, judged, sealed
 from hiveboard.board.worker import Worker, keep_leased
 
@@ -233,6 +234,8 @@ class ReviewEngine:
         self._critics = critics
         self._detecting = threading.Lock()
         self.git = Git.for_machine(self._hidden, unsafe=config.execute == "unsafe")  # commits (critics/git.py)
+        if critics is None and any(c.backend == "llm" for c in config.all_critics().values()):
+            need("openai", LLM_CRITICS)  # refused at start, not at the first review (which builds the critics)
         synth = config.synthesis
         self.synthesiser = (
             LLMSynthesiser(synth.endpoint, config.critic_timeout, config.repair_attempts, PRECEDENCE)

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, Field, ValidationError
 
 from hiveboard.board import Critique, CritiqueRecord, Resolution, ReviewIssue
+from hiveboard.board.optional import LLM_CRITICS, need
 from hiveboard.board.review_models import Severity, Verdict
 from hiveboard.memory.digests import LessonGroup, WrittenDigest
 
@@ -92,7 +93,9 @@ def _client(base_url: str | None, api_key_env: str | None, timeout: float) -> op
     # `serve` opens the memory (whose Chroma client imports httpx) on another thread while it builds the
     # critics. Importing httpx here waits for that import to finish instead of failing on its partial module.
     import httpx  # noqa: F401
-    import openai  # when a critic is built (a server builds its critics after `initialize`), not on import
+
+    # when a critic is built (a server builds its critics after `initialize`), not on import; the `llm` extra
+    openai = need("openai", LLM_CRITICS)
 
     key = os.environ.get(api_key_env) if api_key_env else None
     # Local servers (Ollama, vLLM) ignore the key, but the client insists on one.

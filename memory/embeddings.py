@@ -33,12 +33,14 @@ from typing import Protocol
 
 import numpy as np
 
+from hiveboard.board.optional import OPENAI_EMBEDDINGS, need
+
+from .embedder_choice import MINILM_DYNAMIC_NAME, MINILM_NAME
+from .embedder_choice import offline as is_offline
 from .errors import EmbeddingError
 
 log = logging.getLogger("hiveboard.memory")
 
-MINILM_NAME = "all-MiniLM-L6-v2-onnx-int8"  # the configured name of the offline model (the package's name)
-MINILM_DYNAMIC_NAME = f"int8-dynamic:{MINILM_NAME}"  # what it computes with, recorded with the vectors
 MINILM_DIM = 384
 MAX_TOKENS = 256  # what the model reads of a text: its start (a longer text's rest is found by keyword)
 QUANTIZE_RECIPE = "dynamic-qint8-matmul-per-channel-v1"  # change it when the recipe below changes
@@ -211,7 +213,7 @@ class OpenAIEmbedder:
     """Any OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM, LM Studio…)."""
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, timeout: float = 15):
-        from openai import OpenAI
+        OpenAI = need("openai", OPENAI_EMBEDDINGS).OpenAI  # the `llm` extra
 
         # a tool call waits on this: one retry at most, so it fails within two timeouts rather than minutes
         self.client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=1)
@@ -243,7 +245,7 @@ def get_embedder(model: str = MINILM_NAME, base_url: str | None = None, api_key:
     `model` MINILM_NAME (the configured default) or MINILM_DYNAMIC_NAME is the offline model, quantized;
     any other name is a model at the OpenAI-compatible endpoint `base_url`.
     """
-    offline = model in (MINILM_NAME, MINILM_DYNAMIC_NAME) and base_url is None
+    offline = is_offline(model, base_url)
     key = (MINILM_DYNAMIC_NAME if offline else model, base_url)
     with _shared_lock:
         if key not in _shared:

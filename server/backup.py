@@ -192,7 +192,9 @@ def tool_major(tool: str) -> int:
 
 def _pg_env(url: str) -> dict[str, str]:
     """The URL as libpq's environment: the password stays out of the process list."""
-    from psycopg.conninfo import conninfo_to_dict
+    from hiveboard.board.optional import POSTGRES, need
+
+    conninfo_to_dict = need("psycopg.conninfo", POSTGRES).conninfo_to_dict
 
     names = {
         "host": "PGHOST",
@@ -223,9 +225,10 @@ def _pg_rows(conn) -> dict[str, int]:
 
 def _dump_postgres(url: str, target: Path) -> dict[str, int]:
     """pg_dump of one exported snapshot, and the rows of every table counted in that same snapshot."""
-    import psycopg
-
     from hiveboard.board.db import redact
+    from hiveboard.board.optional import POSTGRES, need
+
+    psycopg = need("psycopg", POSTGRES)
 
     dump = pg_tool("pg_dump")
     with psycopg.connect(url, autocommit=True, application_name="hiveboard-backup") as conn:
@@ -364,9 +367,10 @@ def _restore_sqlite(source: Path, target: Path) -> None:
 
 
 def _restore_postgres(dump: Path, url: str) -> None:
-    import psycopg
-
     from hiveboard.board.db import redact
+    from hiveboard.board.optional import POSTGRES, need
+
+    psycopg = need("psycopg", POSTGRES)
 
     with psycopg.connect(url, autocommit=True, application_name="hiveboard-restore") as conn:
         held = _pg_rows(conn)

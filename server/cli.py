@@ -262,6 +262,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         refuse_unusable_database(settings)
         raise SetupError(problem)
+    from hiveboard.memory.embedder_choice import check_installed
+
+    check_installed(settings.embedding_model, settings.embedding_base_url)  # the memory itself opens later
     board = open_board(settings)
     memory = LazyMemory(lambda: open_memory_for(settings, board))
     background = Background(settings, board, memory, review_engine(settings, board, memory))
