@@ -36,9 +36,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     async def get_review(
         ctx: Context,
         task_id: Annotated[int | None, Field(ge=1, le=MAX_ID)] = None,
-        review_id: Annotated[
-            int | None, Field(description="or a review id (review.request)", ge=1, le=MAX_ID)
-        ] = None,
+        review_id: Annotated[int | None, Field(description="or a review id (review.request)", ge=1, le=MAX_ID)] = None,
         wait_seconds: Annotated[float, Field(ge=0, le=600)] = 0,
         full: bool = False,
     ) -> ReviewTrail:
