@@ -270,7 +270,8 @@ async def test_a_lesson_of_another_task_type_needs_a_stronger_match(connect, mem
             task_type="code",
         ),
     ]
-    async with connect("lead", memory=memory) as lead, connect("dev", memory=memory) as dev:
+    # a person's lessons, so that claims hand them (an agent's unreviewed ones are found by search only)
+    async with connect("lead", memory=memory, role="lead") as lead, connect("dev", memory=memory) as dev:
         code = [(await call(lead, "record_lesson", **lesson))["item"]["id"] for lesson in slugify]
         memory.drain()
 

@@ -6,7 +6,7 @@ import os
 import textwrap
 
 import pytest
-from conftest import call, clean_env, stdio_server, until
+from conftest import call, clean_env, run_cli, stdio_server, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -71,6 +71,11 @@ async def test_nothing_is_downloaded_the_model_runs_offline(tmp_path):
         HB_NET_LOG=str(log),
         PYTHONPATH=os.pathsep.join([str(guard_dir), os.environ.get("PYTHONPATH", "")]),
     )
+    # a lead's lessons are handed at claims (an agent's unreviewed ones are found by search only)
+    added = run_cli(
+        "--home", str(tmp_path / "home"), "agent", "add", "offline-agent", "--role", "lead", env=clean_env()
+    )
+    assert added.returncode == 0, added.stderr
     async with stdio_server(tmp_path / "home", "offline-agent", env=env, offline=True) as c:
         lesson = await call(c, "record_lesson", **LESSON)
         found = await until(
