@@ -1,70 +1,105 @@
-"""The recall screen (board/recall.py `held_reason`) on labelled sets: what it holds back and what it lets pass.
+"""The recall screen (board/recall.py `held_reason`) on labelled sets split by source: what it holds back and what
+it lets pass, before and after the classifier, against a word baseline, in one run.
 
-Must be held: bench/labelled/injections.json (prompt-injection payloads from published families; the file names
-each one's source; the screen was tuned on it), injections_round2.json (held out in round 1, then tuned on) and
-injections_heldout.json (written before round 2's tuning, never tuned on: its rate is the honest estimate). Must pass: the project's own lessons and items (tests/memory/retrieval_set.json, the library
-documentation sets in bench/labelled/*.json used by the retrieval bench) and code-review comments near the payload
-shapes (bench/labelled/review_comments.json). Prints a table: per set, items, held, and the rate that matters
-(held for payloads, passed for the rest), then the payloads that got through and the honest items held, so a
-change to the screen shows what it costs. The baseline in the same run is a screen of one rule (any of "curl",
-"wget", "ignore" or "instructions" in the text), which shows why shapes, not words, are matched.
+    python bench/labelled/build_recall_sets.py MIRRORS   # once: the public sets (not committed)
+    .venv/bin/python bench/bench_recall.py               # the table; then what got through and what was held
+    .venv/bin/python bench/bench_recall.py --quiet       # the table only
 
-    .venv/bin/python bench/bench_recall.py
+Sets (bench/_recall_sets.py): payloads must be held, honest texts must pass. `tune` sets are what the patterns were
+written against and the classifier trained on (bench/train_recall.py); `heldout` sets are other sources, never
+read while tuning: their rates are the estimate of what a new payload or a new team's text meets. Columns, each
+the rate that matters (held for payloads, passed for honest text):
+
+- `patterns`: the pattern screen alone (`SHAPES`, the screen before the classifier was added);
+- `screen`: what the product runs, the patterns or the classifier at its shipped threshold;
+- `classifier`: the classifier alone;
+- `words`: a baseline of one rule, any of "curl", "wget", "ignore" or "instructions" in the text.
+
+Then the cost per item of the patterns and of the whole screen, over every item of every set.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import re
+import sys
 import time
 from pathlib import Path
 
-from hiveboard.board.recall import held_reason
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _recall_sets import load  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-LABELLED = ROOT / "bench" / "labelled"
+from hiveboard.board.recall import SHAPES, classifier, held_reason  # noqa: E402
+
 WORDS = re.compile(r"\b(curl|wget|ignore|instructions?)\b", re.I)
 
 
-def texts(path: Path) -> list[str]:
-    data = json.loads(path.read_text())
-    items = data["items"] if isinstance(data, dict) else data
-    return [f"{i.get('title', '')}\n{i['text']}".strip() for i in items if isinstance(i, dict) and "text" in i]
+def patterns_hold(text: str) -> bool:
+    flat = " ".join(text.split())
+    return any(pattern.search(flat) for _, pattern in SHAPES)
 
 
 def main() -> None:
-    held = {
-        name: texts(LABELLED / name)
-        for name in ("injections.json", "injections_round2.json", "injections_heldout.json")
-    }
-    passing = {
-        "retrieval_set.json (tests/memory)": texts(ROOT / "tests" / "memory" / "retrieval_set.json"),
-        "review_comments.json": texts(LABELLED / "review_comments.json"),
-    }
-    for path in sorted(LABELLED.glob("*.json")):
-        if path.name not in (*held, "review_comments.json") and not path.name.startswith("queries_"):
-            passing[path.name] = texts(path)
-    rows, missed, false = [], [], []
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quiet", action="store_true", help="the table only")
+    args = parser.parse_args()
+    sets, missing = load()
+    if missing:
+        print(f"public sets not built (bench/labelled/build_recall_sets.py): {', '.join(missing)}\n")
+    model = classifier()
+    print(
+        f"{'split':8} {'set':30} {'source':34} {'must be':7} {'items':>5} "
+        f"{'patterns':>8} {'screen':>8} {'classif.':>8} {'words':>8}"
+    )
+    missed, false = [], []
+    totals: dict[tuple[str, str], list[int]] = {}
+    for s in sets:
+        counts = [0, 0, 0, 0]
+        for text in s.texts:
+            got = (
+                patterns_hold(text),
+                held_reason(text) is not None,
+                model.score(text) >= model.threshold,
+                bool(WORDS.search(text)),
+            )
+            for i, g in enumerate(got):
+                counts[i] += g == s.must_hold
+            if got[1] != s.must_hold:
+                (missed if s.must_hold else false).append((s.split, s.name, text))
+        n = len(s.texts)
+        total = totals.setdefault((s.split, s.role), [0, 0, 0, 0, 0])
+        total[0] += n
+        for i, c in enumerate(counts):
+            total[i + 1] += c
+        rates = " ".join(f"{c / n:8.1%}" for c in counts)
+        print(f"{s.split:8} {s.name:30} {s.origin[:34]:34} {'held' if s.must_hold else 'passed':7} {n:5} {rates}")
+    print()
+    for (split, role), (n, *counts) in totals.items():
+        rates = " ".join(f"{c / n:8.1%}" for c in counts)
+        label = f"all {split} {role}s"
+        print(f"{split:8} {label:30} {'':34} {'held' if role == 'payload' else 'passed':7} {n:5} {rates}")
+    texts = [t for s in sets for t in s.texts]
+    for name, screen in (("patterns", patterns_hold), ("screen (patterns + classifier)", held_reason)):
+        start = time.perf_counter()
+        for t in texts:
+            screen(t)
+        took = (time.perf_counter() - start) * 1e6 / len(texts)
+        print(f"\n{name}: {took:.0f} µs per item (all sets, {len(texts)} items)", end="")
+    short = [t for t in texts if len(t) <= 500]
     start = time.perf_counter()
-    screened = 0
-    for name, items in [*held.items(), *passing.items()]:
-        must_hold = name in held
-        got = [held_reason(t) is not None for t in items]
-        words = [bool(WORDS.search(t)) for t in items]
-        screened += len(items)
-        right = sum(g == must_hold for g in got)
-        base = sum(w == must_hold for w in words)
-        rows.append((name, "held" if must_hold else "passed", len(items), right, base))
-        (missed if must_hold else false).extend(t for t, g in zip(items, got) if g != must_hold)
-    took = (time.perf_counter() - start) * 1e6 / max(screened, 1)
-    print(f"{'set':38} {'must be':8} {'items':>6} {'screen':>14} {'word baseline':>14}")
-    for name, want, n, right, base in rows:
-        print(f"{name:38} {want:8} {n:6} {right:6} ({right / n:5.1%}) {base:6} ({base / n:5.1%})")
-    print(f"\nscreen time: {took:.0f} µs per item (all sets, {screened} items)")
-    for title, found in (("payloads that passed", missed), ("honest items held", false)):
-        print(f"\n{title}: {len(found)}")
-        for t in found:
-            print("  -", " ".join(t.split())[:150], "|", held_reason(t))
+    for t in short:
+        held_reason(t)
+    print(
+        f"\nscreen on items of at most 500 characters: {(time.perf_counter() - start) * 1e6 / len(short):.0f} µs "
+        f"per item ({len(short)} items)"
+    )
+    if args.quiet:
+        return
+    for title, found in (("held-out payloads that passed", missed), ("honest items held", false)):
+        shown = [f for f in found if f[0] == "heldout" or title.startswith("honest")]
+        print(f"\n{title}: {len(shown)}")
+        for split, name, t in shown:
+            print(f"  - [{split} {name}] {' '.join(t.split())[:140]} | {held_reason(t)}")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,25 @@
 """Recall is data, not instructions: what shared memory and messages may hand to an agent, and how.
 
-Two ideas live here. `held_reason` screens a text an agent wrote for the shapes prompt-injection payloads take —
-fetch-and-run, hiding a step from the user, overriding the reader's instructions, sending secrets out — so that
-such an item is held back for a person instead of being handed on. It is a screen, not a proof: it errs towards
-holding (a person releases a false alarm with one action); bench/bench_recall.py measures both error rates on
-labelled sets. `quoted` frames what is handed as quoted material with its provenance, so that a model reading it
+Two ideas live here. `held_reason` screens a text an agent wrote so that a prompt-injection payload is held back
+for a person instead of being handed on. Two screens, either one holds: patterns for the shapes such payloads take
+in a coding team's memory (fetch-and-run, hiding a step from the user, overriding the reader's instructions, sending
+secrets out), and a small linear classifier over hashed word and character n-grams (`recall_model.bin`, trained
+by bench/train_recall.py on public payloads and honest review comments and commit messages) for the wordings no
+pattern names: jailbreak personas, prompt stealing, paraphrased overrides. Both run offline in pure Python. It is a
+screen, not a proof: a person releases a false alarm with one action; bench/bench_recall.py measures both error
+rates on labelled sets from sources the screen was not tuned on. `quoted` frames what is handed as quoted material with its provenance, so that a model reading it
 sees who said it and whether anyone checked it, never a bare imperative.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+import zlib
+from array import array
+from functools import cache
+from pathlib import Path
 from typing import Literal, get_args
 
 Trust = Literal["reviewed", "unreviewed", "imported"]
@@ -78,13 +87,70 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
+MODEL_PATH = Path(__file__).with_name("recall_model.bin")
+SCREENED_CHARS = 4_000  # a payload shows itself early; a long honest document costs no more than its start
+_TOKEN = re.compile(r"[a-z0-9_]+|[^\sa-z0-9_]")
+CLASSIFIER_REASON = "it reads like a prompt-injection payload"
+
+
+def features(text: str, buckets: int, char_sizes: tuple[int, ...] = (3, 5)) -> set[int]:
+    """The hashed n-grams of a text: lower-cased word unigrams and bigrams (punctuation kept as tokens, since `|`,
+    `$(` and `<|` matter) and character n-grams of the sizes given. crc32 keeps the buckets the same in every
+    process, which Python's salted `hash` would not."""
+    flat = " ".join(text[:SCREENED_CHARS].lower().split())
+    words = _TOKEN.findall(flat)
+    grams = [f"w {w}" for w in words]
+    grams += [f"b {a} {b}" for a, b in zip(words, words[1:])]
+    for n in char_sizes:
+        grams += [f"c{flat[i : i + n]}" for i in range(len(flat) - n + 1)]
+    mask = buckets - 1
+    return {zlib.crc32(g.encode()) & mask for g in grams}
+
+
+class Classifier:
+    """The shipped linear model: int8 weights per hashed n-gram bucket, a scale, a bias and the threshold chosen
+    for no false holds on honest text (bench/train_recall.py writes the file: one JSON header line, then the
+    weights)."""
+
+    def __init__(self, path: Path = MODEL_PATH):
+        header, weights = path.read_bytes().split(b"\n", 1)
+        about = json.loads(header)
+        self.buckets: int = about["buckets"]
+        self.char_sizes: tuple[int, ...] = tuple(about["char_sizes"])
+        self.scale: float = about["scale"]
+        self.bias: float = about["bias"]
+        self.threshold: float = about["threshold"]
+        self.weights = array("b")
+        self.weights.frombytes(weights)
+        if len(self.weights) != self.buckets:
+            raise ValueError(f"{path} holds {len(self.weights)} weights for {self.buckets} buckets; rebuild it")
+
+    def score(self, text: str) -> float:
+        """The probability-like score that the text is a payload (0..1); held at `threshold` and above."""
+        found = features(text, self.buckets, self.char_sizes)
+        if not found:
+            return 0.0
+        w = self.weights
+        z = self.bias + self.scale * sum(w[i] for i in found) / math.sqrt(len(found))
+        return 1.0 / (1.0 + math.exp(-max(min(z, 60.0), -60.0)))
+
+
+@cache
+def classifier() -> Classifier:
+    return Classifier()
+
+
 def held_reason(text: str) -> str | None:
     """Why this text is held back for a person (it reads like an instruction to fetch or run something, to hide
-    something from the user, to override the reader's instructions or to send data out); None when it may pass."""
+    something from the user, to override the reader's instructions or to send data out, or the classifier scores it
+    as a payload); None when it may pass."""
     flat = " ".join(text.split())
     for why, pattern in SHAPES:
         if pattern.search(flat):
             return why
+    model = classifier()
+    if model.score(text) >= model.threshold:
+        return CLASSIFIER_REASON
     return None
 
 
