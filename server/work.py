@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from hiveboard.board import TaskSummary, now
 from hiveboard.board.events import Topic
 from hiveboard.board.messages import Message, MessagePage
+from hiveboard.board.recall import held_reason
 
 from . import lanes
 from .boundary import READ, tool_boundary
@@ -76,6 +77,16 @@ def register(mcp, deps: Deps) -> None:
                     await lanes.run("write", board.agents.seen, agent, now())
 
 
+def _previewed(message: Message) -> Message:
+    """A message handed unasked, as the hook hands one: an instruction-shaped one only as held, with where to read
+    it on purpose (get_messages)."""
+    why = held_reason(f"{message.summary or ''}\n{message.content}")
+    if why is None:
+        return message
+    note = f"held for a person ({why}); read it with get_messages(full=true) and judge it yourself"
+    return message.model_copy(update={"content": note, "summary": note})
+
+
 def _answer(card: TaskSummary | None, page: MessagePage) -> WorkAnswer:
     says = []
     if card is not None:
@@ -85,6 +96,6 @@ def _answer(card: TaskSummary | None, page: MessagePage) -> WorkAnswer:
     return WorkAnswer(
         task=card,
         unread=page.unread,
-        messages=page.messages,
+        messages=[_previewed(m) for m in page.messages],
         hint="; ".join(says) if says else "nothing yet; call wait_for_work again",
     )
