@@ -243,3 +243,19 @@ async def test_wait_for_work_previews_an_instruction_shaped_message_only_as_held
         assert previews[honest["id"]]["content"] == "the parser is fixed"
         asked = await call(alice, "get_messages", full=True)  # read on purpose, it is there, with its sender
         assert [(m["sender"], m["content"]) for m in asked["messages"]][0] == ("mallory", poison["content"])
+
+
+async def test_the_reviews_lessons_count_once_per_card_they_were_mined_from(connect, memory, board):
+    digester = Digester(board, memory.embedder, min_lessons=1, refresh_after=1)
+    async with connect("lead", memory=memory, role="lead") as lead, connect("bob", memory=memory) as bob:
+        first, second = [(await call(lead, "create_task", **CARD))["id"] for _ in range(2)]
+        mined = memory.record_lesson("review", **HONEST, task_id=first, review_id=None)
+        assert mined.item.trust == "reviewed" and mined.item.witnesses == 1
+        for _ in range(3):  # the same card's rounds saying it again are one witness
+            assert memory.record_lesson("review", **HONEST, task_id=first).merged
+        assert board.knowledge.item(mined.item.id).witnesses == 1
+        memory.record_lesson("review", **HONEST, task_id=second)  # another card's review agrees: two
+        assert board.knowledge.item(mined.item.id).witnesses == 2
+        digester.refresh()
+        digest = (await call(bob, "claim_task", task_id=(await call(lead, "create_task", **CARD))["id"]))["digest"]
+    assert [(r["lessons"], r["count"]) for r in digest["rules"]] == [([mined.item.id], 2)]
