@@ -15,7 +15,8 @@ the rate that matters (held for payloads, passed for honest text):
 - `classifier`: the classifier alone;
 - `words`: a baseline of one rule, any of "curl", "wget", "ignore" or "instructions" in the text.
 
-Then the cost per item of the patterns and of the whole screen, over every item of every set.
+Then the cost per item of the patterns, the classifier and the whole screen: one pass over every item of every set,
+and the best of three over the project's lessons and notes (tests/memory/retrieval_set.json: lesson-sized texts).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from _recall_sets import load  # noqa: E402
 
 from hiveboard.board.recall import SHAPES, classifier, held_reason  # noqa: E402
 
+REPEATS = 3
 WORDS = re.compile(r"\b(curl|wget|ignore|instructions?)\b", re.I)
 
 
@@ -79,20 +81,22 @@ def main() -> None:
         label = f"all {split} {role}s"
         print(f"{split:8} {label:30} {'':34} {'held' if role == 'payload' else 'passed':7} {n:5} {rates}")
     texts = [t for s in sets for t in s.texts]
-    for name, screen in (("patterns", patterns_hold), ("screen (patterns + classifier)", held_reason)):
-        start = time.perf_counter()
-        for t in texts:
-            screen(t)
-        took = (time.perf_counter() - start) * 1e6 / len(texts)
-        print(f"\n{name}: {took:.0f} µs per item (all sets, {len(texts)} items)", end="")
-    short = [t for t in texts if len(t) <= 500]
-    start = time.perf_counter()
-    for t in short:
-        held_reason(t)
-    print(
-        f"\nscreen on items of at most 500 characters: {(time.perf_counter() - start) * 1e6 / len(short):.0f} µs "
-        f"per item ({len(short)} items)"
-    )
+    lessons = next(s.texts for s in sets if s.name == "retrieval_set.json")
+    print(f"\n{'per item':39} {'patterns':>9} {'classifier':>10} {'screen':>9}")
+    for label, items, repeats in (
+        ("all sets, one pass", texts, 1),
+        (f"the lessons, best of {REPEATS}", lessons, REPEATS),
+    ):
+        took = []
+        for screen in (patterns_hold, model.score, held_reason):
+            best = float("inf")
+            for _ in range(repeats):
+                start = time.perf_counter()
+                for t in items:
+                    screen(t)
+                best = min(best, time.perf_counter() - start)
+            took.append(f"{best * 1e6 / len(items):6.0f} µs")
+        print(f"{label:26} ({len(items):4} items) " + " ".join(f"{t:>9}" for t in took))
     if args.quiet:
         return
     for title, found in (("held-out payloads that passed", missed), ("honest items held", false)):

@@ -91,20 +91,23 @@ MODEL_PATH = Path(__file__).with_name("recall_model.bin")
 SCREENED_CHARS = 4_000  # a payload shows itself early; a long honest document costs no more than its start
 _TOKEN = re.compile(r"[a-z0-9_]+|[^\sa-z0-9_]")
 CLASSIFIER_REASON = "it reads like a prompt-injection payload"
+_SEED_WORD, _SEED_PAIR = zlib.crc32(b"w"), zlib.crc32(b"b")
 
 
 def features(text: str, buckets: int, char_sizes: tuple[int, ...] = (3, 5)) -> set[int]:
     """The hashed n-grams of a text: lower-cased word unigrams and bigrams (punctuation kept as tokens, since `|`,
-    `$(` and `<|` matter) and character n-grams of the sizes given. crc32 keeps the buckets the same in every
-    process, which Python's salted `hash` would not."""
+    `$(` and `<|` matter) and byte n-grams of the UTF-8 text of the sizes given, each kind hashed from its own seed.
+    crc32 keeps the buckets the same in every process, which Python's salted `hash` would not."""
     flat = " ".join(text[:SCREENED_CHARS].lower().split())
     words = _TOKEN.findall(flat)
-    grams = [f"w {w}" for w in words]
-    grams += [f"b {a} {b}" for a, b in zip(words, words[1:])]
+    crc, mask = zlib.crc32, buckets - 1
+    found = {crc(w.encode(), _SEED_WORD) & mask for w in words}
+    found.update(crc(f"{a} {b}".encode(), _SEED_PAIR) & mask for a, b in zip(words, words[1:]))
+    raw = flat.encode()
     for n in char_sizes:
-        grams += [f"c{flat[i : i + n]}" for i in range(len(flat) - n + 1)]
-    mask = buckets - 1
-    return {zlib.crc32(g.encode()) & mask for g in grams}
+        seed = crc(b"c%d" % n)
+        found.update(crc(raw[i : i + n], seed) & mask for i in range(len(raw) - n + 1))
+    return found
 
 
 class Classifier:
