@@ -60,7 +60,7 @@ def public(name: str) -> list[str]:
 
 
 def test_public_payloads_of_sources_never_tuned_on_are_held_at_the_measured_rate():
-    # 90 payloads of PayloadsAllTheThings and llm-guard's tests: patterns alone 29 %, the screen 49 %
+    # 90 payloads of PayloadsAllTheThings and llm-guard's tests: patterns alone 29 %, the screen 50 %
     assert held_share(public("payloads_patt") + public("payloads_llm_guard")) >= 0.40
 
 
