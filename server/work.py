@@ -14,6 +14,7 @@ from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context
+from mcp_types import InputRequiredResult
 from pydantic import BaseModel, Field
 
 from hiveboard.board import TaskSummary, now
@@ -21,6 +22,7 @@ from hiveboard.board.events import Topic
 from hiveboard.board.messages import Message, MessagePage
 
 from . import lanes
+from .approvals import Approvals, can_ask
 from .boundary import READ, tool_boundary
 from .deps import Deps
 
@@ -32,12 +34,14 @@ class WorkAnswer(BaseModel):
     task: TaskSummary | None = Field(None, description="a card you may claim now")
     unread: int = Field(0, description="your unread messages")
     messages: list[Message] = Field(default_factory=list, description="the oldest unread ones, previewed")
+    asked: str | None = Field(None, description="a person asked in their client about a card: what came of it")
     hint: str
 
 
 def register(mcp, deps: Deps) -> None:
     board, identity = deps.board, deps.identity
     notifier = board.store.notifier
+    approvals = Approvals(deps)
 
     @mcp.tool(annotations=READ)
     @tool_boundary
@@ -58,6 +62,10 @@ def register(mcp, deps: Deps) -> None:
             return marks, card, page
 
         agent = await lanes.run("read", identity.require, ctx)
+        # a person whose client takes forms is asked about cards waiting on a person (server/approvals.py)
+        person = can_ask(ctx) and await lanes.run("read", approvals.is_person, agent)
+        if person and (asked := await approvals.answered(ctx, agent)) is not None:
+            return _answer(None, (await lanes.run("read", look, agent))[2], asked.outcome)
         waiting = False
         try:
             while True:
@@ -65,6 +73,9 @@ def register(mcp, deps: Deps) -> None:
                 remaining = deadline - time.monotonic()
                 if card is not None or page.messages or remaining <= 0:
                     return _answer(card, page)
+                if person and (waits := await lanes.run("read", approvals.next_card, agent)) is not None:
+                    asked = await approvals.ask_now(ctx, agent, waits)
+                    return asked if isinstance(asked, InputRequiredResult) else _answer(None, page, asked.outcome)
                 if not waiting:  # a waiting agent counts as present (reviews ask present critics)
                     waiting = True
                     await lanes.run("write", board.agents.seen, agent, now() + remaining)
@@ -76,8 +87,8 @@ def register(mcp, deps: Deps) -> None:
                     await lanes.run("write", board.agents.seen, agent, now())
 
 
-def _answer(card: TaskSummary | None, page: MessagePage) -> WorkAnswer:
-    says = []
+def _answer(card: TaskSummary | None, page: MessagePage, asked: str | None = None) -> WorkAnswer:
+    says = [asked] if asked else []
     if card is not None:
         says.append(f"claim it with claim_task(task_id={card.id})")
     if page.messages:
@@ -86,5 +97,6 @@ def _answer(card: TaskSummary | None, page: MessagePage) -> WorkAnswer:
         task=card,
         unread=page.unread,
         messages=page.messages,
+        asked=asked,
         hint="; ".join(says) if says else "nothing yet; call wait_for_work again",
     )
