@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from hiveboard.board import Board, TaskSummary
 
-from . import memory as memory_tools
 from . import board_app, messages, prompts, reservations, resources, tasks, work
+from . import memory as memory_tools
 from . import review as review_tools
 from .boundary import Profile, StrictServer, tool_token_costs
 from .deps import Deps
