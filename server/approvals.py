@@ -4,9 +4,9 @@ A person (an agent with an operator role: human or lead) whose client declared f
 with `wait_for_work` is asked about the cards in needs_human, one at a time: a form offers the answers the card
 offers (`Decisions.answers`, the same the web page's buttons give) and a note. An accepted answer is recorded by
 `Decisions.decide`, the function behind the web's Pass and Send back, as that person, with the pass confirmed
-against what the form named; the card's history then says who. A client without the capability is never asked;
-a declined, cancelled, unanswered or timed-out form leaves the card waiting on the web board, and the same card is
-not asked again until it changes.
+against what the form named; the card's history then says who. A client without the capability is never asked:
+its wait answers with the card's web page instead; a declined, cancelled, unanswered or timed-out form leaves the
+card waiting on the web board. Either way the same card is not raised again with that person until it changes.
 
 Elicitation always rides the person's own request (SEP-2260): mid-call on the session protocol (2025-11-25), as
 an `input_required` result that the client answers by calling again on 2026-07-28. A wait running as an MCP
@@ -115,6 +115,11 @@ class Approvals:
         except BoardError as exc:
             return Asked(task_id, f"task {task_id}: not recorded: {exc}; {later}")
         return Asked(task_id, f"task {task_id}: {decision.replace('_', ' ')} recorded as {agent}; it is {done.status}")
+
+    def to_web(self, agent: str, card: TaskSummary) -> Asked:
+        """A person whose client takes no forms is told where the card is decided (once per card as it stands)."""
+        self.mark(agent, card)
+        return Asked(card.id, f"task {card.id} waits for a person: decide it on the web board ({web_page(card.id)})")
 
     async def ask_now(self, ctx: Context, agent: str, card: TaskSummary) -> Asked | InputRequiredResult:
         """Ask about `card` within this request: a form mid-call on the session protocol, an input_required

@@ -63,8 +63,9 @@ def register(mcp, deps: Deps) -> None:
 
         agent = await lanes.run("read", identity.require, ctx)
         # a person whose client takes forms is asked about cards waiting on a person (server/approvals.py)
-        person = can_ask(ctx) and await lanes.run("read", approvals.is_person, agent)
-        if person and (asked := await approvals.answered(ctx, agent)) is not None:
+        person = await lanes.run("read", approvals.is_person, agent)
+        forms = person and can_ask(ctx)
+        if forms and (asked := await approvals.answered(ctx, agent)) is not None:
             return _answer(None, (await lanes.run("read", look, agent))[2], asked.outcome)
         waiting = False
         try:
@@ -74,7 +75,7 @@ def register(mcp, deps: Deps) -> None:
                 if card is not None or page.messages or remaining <= 0:
                     return _answer(card, page)
                 if person and (waits := await lanes.run("read", approvals.next_card, agent)) is not None:
-                    asked = await approvals.ask_now(ctx, agent, waits)
+                    asked = await approvals.ask_now(ctx, agent, waits) if forms else approvals.to_web(agent, waits)
                     return asked if isinstance(asked, InputRequiredResult) else _answer(None, page, asked.outcome)
                 if not waiting:  # a waiting agent counts as present (reviews ask present critics)
                     waiting = True

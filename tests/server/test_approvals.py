@@ -67,8 +67,10 @@ async def test_a_send_back_from_the_client_reaches_the_author_as_the_web_s_would
 async def test_a_client_without_the_capability_is_not_asked_and_the_card_waits_on_the_web(connect, board):
     task_id = await waiting_card(connect)
     async with connect("lee", role="human") as client:  # no elicitation callback: no capability declared
-        answer = await call(client, "wait_for_work", wait_seconds=0)
-    assert "asked" not in answer
+        answer = await call(client, "wait_for_work", wait_seconds=5)
+        again = await call(client, "wait_for_work", wait_seconds=0)
+    assert answer["asked"] == f"task {task_id} waits for a person: decide it on the web board (/task/{task_id})"
+    assert "asked" not in again  # told once, not at every wait
     assert board.summary(task_id).status == "needs_human"
     coder = answering()  # forms are for persons: an agent without an operator role is never asked
     async with connect("bob", role="coder", elicitation_callback=coder) as client:
