@@ -31,7 +31,7 @@ def view_messages(html: str) -> dict:
     """The messages the view's script sends (method -> its params' keys, as written) and the ones it handles."""
     script = html.split("<script>", 1)[1]
     sends = {}
-    for kind, method, params in re.findall(r'(request|notify)\("([\w/-]+)", (\{[^;]*?\})\)', script, re.S):
+    for method, params in re.findall(r'(?:request|notify)\("([\w/-]+)", (\{[^;]*?\})\)', script, re.S):
         sends[method] = sorted(set(re.findall(r"(\w+):", params)) - {"https", "http"})
     handles = sorted(set(re.findall(r'm\.method === "([\w/-]+)"', script)))
     return {"view_sends": dict(sorted(sends.items())), "view_handles": handles}
