@@ -73,7 +73,7 @@ class Approvals:
 
     def next_card(self, agent: str) -> TaskSummary | None:
         """The card waiting on a person longest that this person has not been asked about as it stands."""
-        for card in self.board.decisions.waiting():
+        for card in self.board.decisions.waiting(limit=100):
             if (agent, card.id, card.version) not in self._asked:
                 return card
         return None

@@ -99,6 +99,17 @@ def test_the_view_renders_200_cards_through_appbridge_and_follows_a_claim_live(s
             assert view.locator(f"#col-todo #card-{moved}").count() == 0
             assert view.locator("#count-todo").inner_text() == str(CARDS - 1)
 
+            # get_task opens the same view on one card, which follows the board too
+            page.evaluate(
+                "(o) => window.startHost(o)",
+                {"mcpUrl": url, "token": viewer, "tool": "get_task", "args": {"task_id": moved}, "frameId": "card"},
+            )
+            card = page.frame_locator("#card")
+            card.locator(f"#card[data-id='{moved}'][data-status='in_progress']").wait_for(timeout=WAIT)
+            assert card.locator("#card-title").inner_text() == f"#{moved} Card 57 <b>not bold</b>"
+            assert card.locator("#card-meta").inner_text().startswith("In progress · coder")
+            assert "focus" in card.locator(f"#col-in_progress #card-{moved}").get_attribute("class")
+
             log = page.evaluate("window.hostLog")
             assert problems == [], problems  # no CSP refusal, no script error in host or view
         finally:

@@ -40,7 +40,7 @@ function logged(transport, direction) {
   return transport;
 }
 
-window.startHost = async function startHost({ mcpUrl, token, tool, args }) {
+window.startHost = async function startHost({ mcpUrl, token, tool, args, frameId = "view" }) {
   const client = new Client(
     { name: "hiveboard-apps-harness", version: "1.0.0" },
     { capabilities: { extensions: { "io.modelcontextprotocol/ui": { mimeTypes: [RESOURCE_MIME_TYPE] } } } },
@@ -61,7 +61,7 @@ window.startHost = async function startHost({ mcpUrl, token, tool, args }) {
   const html = content.text.replace("<head>", `<head><meta http-equiv="Content-Security-Policy" content="${CSP}">`);
 
   const iframe = document.createElement("iframe");
-  iframe.id = "view";
+  iframe.id = frameId;
   iframe.setAttribute("sandbox", "allow-scripts"); // an opaque origin: the view reaches nothing but its host
   iframe.style.width = "100%";
   iframe.style.height = "600px";
