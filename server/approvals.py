@@ -60,6 +60,10 @@ def web_page(task_id: int) -> str:
     return f"/task/{task_id}"
 
 
+def waits_on_web(task_id: int) -> str:
+    return f"it waits on the web board ({web_page(task_id)})"
+
+
 class Approvals:
     """The cards a waiting person is asked about, and the recording of their answers."""
 
@@ -100,9 +104,10 @@ class Approvals:
     def record(self, agent: str, task_id: int, confirm: str, result: ElicitResult) -> Asked:
         """Record an answer as the web's buttons would (the same board function, as this person); anything but an
         accepted, valid answer leaves the card waiting on the web board."""
-        later = f"it waits on the web board ({web_page(task_id)})"
+        later = waits_on_web(task_id)
         if result.action != "accept":
-            return Asked(task_id, f"task {task_id}: the form was {result.action}d; {later}")
+            said = {"decline": "declined", "cancel": "cancelled"}.get(result.action, result.action)
+            return Asked(task_id, f"task {task_id}: the form was {said}; {later}")
         content = result.content or {}
         decision, note = content.get("decision"), content.get("note") or ""
         offered = {a.decision for a in self.board.decisions.answers(task_id)}
@@ -130,7 +135,7 @@ class Approvals:
         if not session.can_send_request:
             request = ElicitRequest(params=params)
             return InputRequiredResult(input_requests={KEY: request}, request_state=f"{card.id}:{confirm}")
-        result = ElicitResult(action="cancel")
+        result = None
         with anyio.move_on_after(ASK_SECONDS):
             try:
                 result = await session.elicit_form(
@@ -138,6 +143,9 @@ class Approvals:
                 )
             except Exception as exc:  # the client failed the request: the card is the web's
                 log.warning("task %s: %s could not be asked in their client: %s", card.id, agent, exc)
+                result = ElicitResult(action="cancel")
+        if result is None:
+            return Asked(card.id, f"task {card.id}: the form was not answered in time; {waits_on_web(card.id)}")
         return await lanes.run("write", self.record, agent, card.id, confirm, result)
 
     async def answered(self, ctx: Context, agent: str) -> Asked | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from conftest import call
 from mcp_types import ElicitResult
@@ -78,14 +79,14 @@ async def test_a_client_without_the_capability_is_not_asked_and_the_card_waits_o
     assert coder.asked == [] and board.summary(task_id).status == "needs_human"
 
 
-@pytest.mark.parametrize("action", ["decline", "cancel"])
-async def test_a_declined_form_leaves_the_card_waiting_and_is_not_asked_again(connect, board, action):
+@pytest.mark.parametrize(("action", "said"), [("decline", "declined"), ("cancel", "cancelled")])
+async def test_a_declined_form_leaves_the_card_waiting_and_is_not_asked_again(connect, board, action, said):
     task_id = await waiting_card(connect)
     version = board.summary(task_id).version
     lee = answering(ElicitResult(action=action))
     async with connect("lee", role="human", elicitation_callback=lee) as client:
         answer = await call(client, "wait_for_work", wait_seconds=5)
-        assert answer["asked"] == f"task {task_id}: the form was {action}d; it waits on the web board (/task/{task_id})"
+        assert answer["asked"] == f"task {task_id}: the form was {said}; it waits on the web board (/task/{task_id})"
         again = await call(client, "wait_for_work", wait_seconds=0)
     assert len(lee.asked) == 1 and "asked" not in again
     card = board.summary(task_id)
@@ -104,3 +105,38 @@ async def test_an_answer_the_card_does_not_offer_is_not_recorded(connect, board)
 def test_the_answers_a_card_offers_come_from_the_board(board):
     card = board.create("alice", NewTask(title="t"))
     assert board.decisions.answers(card.id) == []  # a card in todo waits on nobody
+
+
+async def test_a_waiting_person_is_asked_as_soon_as_a_card_needs_them(connect, board):
+    lee = answering(ElicitResult(action="accept", content={"decision": "pass"}))
+    got = {}
+    async with connect("lee", role="human", elicitation_callback=lee) as client:
+
+        async def wait():
+            got["answer"] = await call(client, "wait_for_work", wait_seconds=60)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()  # lee's wait is parked on the board's notifier
+            assert "answer" not in got
+            task_id = await waiting_card(connect)
+    assert got["answer"]["asked"] == f"task {task_id}: pass recorded as lee; it is done"
+    assert board.get(task_id).history[-1].actor == "lee"
+
+
+async def test_a_form_left_unanswered_leaves_the_card_to_the_web(connect, board, monkeypatch):
+    from hiveboard.server import approvals
+
+    monkeypatch.setattr(approvals, "ASK_SECONDS", 0.2)
+    task_id = await waiting_card(connect)
+
+    async def away(context, params):  # the person never answers
+        await anyio.sleep_forever()
+
+    async with connect("lee", role="human", mode="legacy", elicitation_callback=away) as client:
+        answer = await call(client, "wait_for_work", wait_seconds=5)
+    assert (
+        answer["asked"]
+        == f"task {task_id}: the form was not answered in time; it waits on the web board (/task/{task_id})"
+    )
+    assert board.summary(task_id).status == "needs_human"
