@@ -130,7 +130,10 @@ class Approvals:
         """Ask about `card` within this request: a form mid-call on the session protocol, an input_required
         result on 2026-07-28 (the client calls again with the answer; `answered` records it)."""
         self.mark(agent, card)
-        params, confirm = await lanes.run("read", self.question, card)
+        try:
+            params, confirm = await lanes.run("read", self.question, card)
+        except BoardError:  # it moved on since it was picked (decided on the web, say): nothing to ask
+            return Asked(card.id, f"task {card.id} no longer waits for a person")
         session = ctx.request_context.session
         if not session.can_send_request:
             request = ElicitRequest(params=params)
