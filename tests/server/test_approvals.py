@@ -14,9 +14,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 
 
 async def waiting_card(connect) -> int:
-    """A card alice handed in that needs a person's approval (no review on this server): in needs_human."""
+    """A card alice handed in that needs a person's approval (no review on this server): in needs_human. It is
+    reserved for her, so no waiting person is offered it to claim on the way."""
     async with connect("alice") as alice:
-        card = await call(alice, "create_task", title="Release 2.0", needs_approval=True)
+        card = await call(alice, "create_task", title="Release 2.0", needs_approval=True, assignee="alice")
         claim = await call(alice, "claim_task", task_id=card["id"])
         done = await call(alice, "complete_task", task_id=card["id"], token=claim["token"], output="tagged")
     assert done["status"] == "needs_human"
