@@ -25,6 +25,11 @@ WIRE = Path(__file__).with_name("app_wire.json")
 UPDATE = "HIVEBOARD_UPDATE_SNAPSHOT=1 pytest tests/server/test_board_app.py"
 APPS = advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]})
 UI_TOOLS = ("get_board", "get_task", "board_view")
+ABOUT = (
+    "The MCP App wire hiveboard's board view relies on: what a host reads from the server, the messages the view "
+    "sends (method -> its params' keys) and handles. Checked by tests/server/test_board_app.py and, through the "
+    "ext-apps SDK's AppBridge in Chromium, by test_board_app_browser.py. Do not edit by hand: " + UPDATE
+)
 
 
 def view_messages(html: str) -> dict:
@@ -32,9 +37,22 @@ def view_messages(html: str) -> dict:
     script = html.split("<script>", 1)[1]
     sends = {}
     for method, params in re.findall(r'(?:request|notify)\("([\w/-]+)", (\{[^;]*?\})\)', script, re.S):
-        sends[method] = sorted(set(re.findall(r"(\w+):", params)) - {"https", "http"})
+        sends[method] = top_level_keys(params)
     handles = sorted(set(re.findall(r'm\.method === "([\w/-]+)"', script)))
     return {"view_sends": dict(sorted(sends.items())), "view_handles": handles}
+
+
+def top_level_keys(literal: str) -> list[str]:
+    """The keys of a JavaScript object literal's outermost level, as the script writes them."""
+    keys, depth = [], 0
+    for token in re.finditer(r"[{}\[\]]|(\w+):", literal):
+        if token.group(0) in "{[":
+            depth += 1
+        elif token.group(0) in "}]":
+            depth -= 1
+        elif depth == 1:
+            keys.append(token.group(1))
+    return sorted(set(keys))
 
 
 async def server_side(connect) -> dict:
@@ -55,7 +73,7 @@ async def server_side(connect) -> dict:
 
 
 async def test_the_app_wire_matches_the_checked_in_snapshot(connect):
-    found = {"server": await server_side(connect), **view_messages(view_html())}
+    found = {"about": ABOUT, "server": await server_side(connect), **view_messages(view_html())}
     text = json.dumps(found, indent=2, sort_keys=True) + "\n"
     if os.environ.get("HIVEBOARD_UPDATE_SNAPSHOT"):
         WIRE.write_text(text, encoding="utf-8")
