@@ -6,10 +6,12 @@ only an operator role may make.
 
 from __future__ import annotations
 
+from pydantic import BaseModel, Field
+
 from . import cards
 from ._sqlite_utils import Database
 from .commits import Commits
-from .db import Store, now
+from .db import Store, now, rows
 from .errors import Conflict, IllegalTransition, InvalidInput
 from .limits import Limits, check_text
 from .machine import Machine
@@ -17,6 +19,22 @@ from .merges import Merges
 from .models import TaskSummary
 from .review_models import Approval
 from .reviews import Reviews
+
+
+class Answer(BaseModel):
+    """One answer a person may give a card that waits on them: what `Decisions.decide` is called with."""
+
+    decision: str = Field(description="what decide() takes: pass, send_back, ...")
+    title: str = Field(description="the words a person picks it by (the web page's button)")
+    needs_note: bool = Field(description="a note saying what to change or why must come with it")
+
+
+# The answers a card in needs_human offers, in the web page's order. Reassigning names an agent, which the web's
+# form lists; a form in a person's client offers the two that need nothing more than a note.
+WAITING_ANSWERS = (
+    Answer(decision="pass", title="Pass", needs_note=False),
+    Answer(decision="send_back", title="Send back", needs_note=True),
+)
 
 
 class Decisions:
@@ -28,6 +46,21 @@ class Decisions:
         self.reviews = reviews
         self.merges = merges
         self.limits = limits
+
+    def answers(self, task_id: int) -> list[Answer]:
+        """What a person may answer this card in their own client (an elicitation form offers exactly these):
+        a card waiting on a person offers pass and send back; any other card offers nothing."""
+        with self.store.read() as db:
+            row = cards.row(db, task_id)
+        return list(WAITING_ANSWERS) if row["status"] == "needs_human" else []
+
+    def waiting(self, limit: int = 20) -> list[TaskSummary]:
+        """The cards waiting on a person, oldest change first (the first asked is the one waiting longest)."""
+        with self.store.read() as db:
+            found = rows(
+                db, "SELECT * FROM tasks WHERE status = 'needs_human' ORDER BY updated_at, id LIMIT ?", [limit]
+            )
+            return [cards.summarize(db, row) for row in found]
 
     def approval(self, task_id: int) -> Approval:
         """What passing this card would approve (its latest hand-in, named), for the person to confirm; a

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from hiveboard.board import Board, TaskSummary
 
+from . import board_app, messages, prompts, reservations, resources, tasks, work
 from . import memory as memory_tools
-from . import messages, prompts, reservations, resources, tasks, work
 from . import review as review_tools
 from .boundary import Profile, StrictServer, tool_token_costs
 from .deps import Deps
@@ -144,7 +144,7 @@ def build_server(
         profile=profile,
         embedded=board.store.dialect.embedded,
         awaits=board.store.dialect.awaits,
-        extensions=[tasks_extension],
+        extensions=[tasks_extension, board_app.apps_extension()],
     )
     tasks_extension.server = mcp
     from .tracing import http_traceparent
@@ -158,5 +158,6 @@ def build_server(
     reservations.register(mcp, deps)
     memory_tools.register(mcp, deps)
     resources.register(mcp, deps)
+    board_app.register(mcp, deps)
     prompts.register(mcp)
     return mcp

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from hiveboard.board import BoardError
@@ -70,10 +70,13 @@ MAX_STRING = 250_000  # above the board's largest field at its default limits (a
 log = logging.getLogger("hiveboard")
 
 
-def as_result(value: BaseModel, structured: bool = False) -> CallToolResult:
+def as_result(value: BaseModel, structured: bool = False) -> CallToolResult | InputRequiredResult:
     """The result as compact JSON text without nulls (the SDK's default text is indented and keeps
     every null, which costs the reading model tokens and every call bytes); with `structured`, also
-    as structured content (the "full" profile: twice on the wire, once for the model)."""
+    as structured content (the "full" profile: twice on the wire, once for the model). A question for the
+    client (2026-07-28's input_required, server/approvals.py) goes out as it is."""
+    if isinstance(value, InputRequiredResult):
+        return value
     text = [TextContent(type="text", text=value.model_dump_json(exclude_none=True))]
     if structured:
         return CallToolResult(content=text, structured_content=value.model_dump(mode="json"))

@@ -19,6 +19,7 @@ from hiveboard.critics.git import GitError
 from hiveboard.memory.service import Hit
 
 from . import lanes
+from .board_app import UI
 from .boundary import CHANGE, CREATE, IDEMPOTENT, MAX_ID, READ, Id, TaskId, Token, tool_boundary
 from .deps import Deps
 from .worktrees import PROBLEMS as WORKTREE_PROBLEMS
@@ -184,7 +185,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             ),
         )
 
-    @mcp.tool(annotations=READ)
+    @mcp.tool(annotations=READ, meta=UI)
     @tool_boundary
     def get_task(
         ctx: Context,
@@ -219,7 +220,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
             )
         return ListPage(**page.model_dump(), hint=hint)
 
-    @mcp.tool(annotations=READ)
+    @mcp.tool(annotations=READ, meta=UI)
     @tool_boundary
     def get_board(top: Annotated[int, Field(ge=0, le=50)] = 3) -> BoardView:
         """Column counts, top cards, and how many are ready."""

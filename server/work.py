@@ -14,6 +14,7 @@ from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context
+from mcp_types import InputRequiredResult
 from pydantic import BaseModel, Field
 
 from hiveboard.board import TaskSummary, now
@@ -22,6 +23,7 @@ from hiveboard.board.messages import Message, MessagePage
 from hiveboard.board.recall import held_reason
 
 from . import lanes
+from .approvals import Approvals, can_ask
 from .boundary import READ, tool_boundary
 from .deps import Deps
 
@@ -33,12 +35,14 @@ class WorkAnswer(BaseModel):
     task: TaskSummary | None = Field(None, description="a card you may claim now")
     unread: int = Field(0, description="your unread messages")
     messages: list[Message] = Field(default_factory=list, description="the oldest unread ones, previewed")
+    asked: str | None = Field(None, description="a person asked in their client about a card: what came of it")
     hint: str
 
 
 def register(mcp, deps: Deps) -> None:
     board, identity = deps.board, deps.identity
     notifier = board.store.notifier
+    approvals = Approvals(deps)
 
     @mcp.tool(annotations=READ)
     @tool_boundary
@@ -59,6 +63,11 @@ def register(mcp, deps: Deps) -> None:
             return marks, card, page
 
         agent = await lanes.run("read", identity.require, ctx)
+        # a person whose client takes forms is asked about cards waiting on a person (server/approvals.py)
+        person = await lanes.run("read", approvals.is_person, agent)
+        forms = person and can_ask(ctx)
+        if forms and (asked := await approvals.answered(ctx, agent)) is not None:
+            return _answer(None, (await lanes.run("read", look, agent))[2], asked.outcome)
         waiting = False
         try:
             while True:
@@ -66,6 +75,9 @@ def register(mcp, deps: Deps) -> None:
                 remaining = deadline - time.monotonic()
                 if card is not None or page.messages or remaining <= 0:
                     return _answer(card, page)
+                if person and (waits := await lanes.run("read", approvals.next_card, agent)) is not None:
+                    asked = await approvals.ask_now(ctx, agent, waits) if forms else approvals.to_web(agent, waits)
+                    return asked if isinstance(asked, InputRequiredResult) else _answer(None, page, asked.outcome)
                 if not waiting:  # a waiting agent counts as present (reviews ask present critics)
                     waiting = True
                     await lanes.run("write", board.agents.seen, agent, now() + remaining)
@@ -87,8 +99,8 @@ def _previewed(message: Message) -> Message:
     return message.model_copy(update={"content": note, "summary": note})
 
 
-def _answer(card: TaskSummary | None, page: MessagePage) -> WorkAnswer:
-    says = []
+def _answer(card: TaskSummary | None, page: MessagePage, asked: str | None = None) -> WorkAnswer:
+    says = [asked] if asked else []
     if card is not None:
         says.append(f"claim it with claim_task(task_id={card.id})")
     if page.messages:
@@ -97,5 +109,6 @@ def _answer(card: TaskSummary | None, page: MessagePage) -> WorkAnswer:
         task=card,
         unread=page.unread,
         messages=[_previewed(m) for m in page.messages],
+        asked=asked,
         hint="; ".join(says) if says else "nothing yet; call wait_for_work again",
     )

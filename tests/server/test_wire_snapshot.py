@@ -28,7 +28,7 @@ pytestmark = pytest.mark.anyio
 
 SNAPSHOT = Path(__file__).with_name("tools_list.json")
 UPDATE = "HIVEBOARD_UPDATE_SNAPSHOT=1 pytest tests/server/test_wire_snapshot.py"
-FIELDS = ("description", "inputSchema", "outputSchema", "annotations", "title")
+FIELDS = ("description", "inputSchema", "outputSchema", "annotations", "title", "_meta")
 ABOUT = (
     "tools/list of hiveboard serve, as tests/server/test_wire_snapshot.py checks it; outputSchema is sent "
     "only with HIVEBOARD_TOOL_PROFILE=full. Do not edit by hand: " + UPDATE
