@@ -64,6 +64,7 @@ from hiveboard.board import Board, NewTask, QuotaConfig, Store
 FLOODS = ("reads", "memory", "messages", "reviews")
 CAPS = ("tasks", "worktrees", "reserve", "usage")  # the surfaces of issue 48: the measured agent's update_task
 TASKS = 1500  # MCP tasks the tasks flood starts in all
+RENEW_PERIOD = 10  # seconds between two renewals of a running task's lease (server/task_ext.py RENEW)
 WEEK = 7 * 86_400
 REPO = "app"  # the name the clone of this repository is registered under
 SLEEPY = "import time\n\n\ndef test_takes_its_time():\n    time.sleep(10)\n"
@@ -107,13 +108,15 @@ async def _cap_flood(url: str, token: str, kind: str, loops: int, cards: list[in
         async with http_client(url, token, timeout=120, extensions=[TasksClient()]) as c:
             while not stop.is_set() and started[0] < TASKS:
                 started[0] += 1
-                got = await c.session.call_tool("wait_for_work", {"types": ["nothing"]}, allow_claimed=True)
+                waiting = {"types": ["nothing"], "wait_seconds": 3600}  # no such card: each runs on for an hour
+                got = await c.session.call_tool("wait_for_work", waiting, allow_claimed=True)
                 tally(bool(getattr(got, "is_error", False)))
 
     async def worktrees() -> None:
         async with http_client(url, token, timeout=300) as c:
-            while not stop.is_set() and cards:
-                got = await c.call_tool("claim_task", {"task_id": cards.pop(), "worktree": True})
+            while not stop.is_set():  # round the cards: those past the caps are refused each time
+                cards.append(cards.pop(0))
+                got = await c.call_tool("claim_task", {"task_id": cards[-1], "worktree": True})
                 tally(got.is_error)
 
     async def reserve() -> None:
@@ -267,6 +270,11 @@ def main() -> int:
     p.add_argument("--loops", type=int, default=8, help="the flooding agent's concurrent loops")
     p.add_argument("--calls", type=int, default=100, help="the measured agent's get_board calls per phase")
     p.add_argument("--reviews", type=int, default=5, help="the measured agent's reviews per phase (reviews flood)")
+    p.add_argument(
+        "--running-tasks-cap",
+        type=int,
+        help="the server's RUNNING_TASKS_PER_AGENT (0: none, so that the tasks flood runs all its tasks at once)",
+    )
     args = p.parse_args()
     kinds = args.floods.split(",")
     unknown = [k for k in kinds if k not in FLOODS + CAPS]
@@ -308,7 +316,12 @@ def main() -> int:
             "--background",
         ]
         ceiling = QuotaConfig().max_db_mb
-        with server.start(argv, server_env(home)):
+        caps = (
+            {}
+            if args.running_tasks_cap is None
+            else {"HIVEBOARD_QUOTAS__RUNNING_TASKS_PER_AGENT": str(args.running_tasks_cap)}
+        )
+        with server.start(argv, server_env(home, **caps)):
             ctx = multiprocessing.get_context("spawn")
             for kind in kinds:
                 if kind == "reviews":
@@ -328,9 +341,12 @@ def main() -> int:
                 flooder.start()
                 try:
                     if kind in CAPS:  # its first call answered: the process has started (imports take seconds here)
-                        waited = time.monotonic() + 120
-                        while counts[0] == 0 and flooder.is_alive() and time.monotonic() < waited:
+                        # (tasks: all TASKS started, and every running one renewed since, before the timing)
+                        waited, enough = time.monotonic() + 300, TASKS if kind == "tasks" else 1
+                        while counts[0] < enough and flooder.is_alive() and time.monotonic() < waited:
                             time.sleep(0.1)
+                        if kind == "tasks":
+                            time.sleep(RENEW_PERIOD + 2)
                     time.sleep(2 if kind != "reviews" else 8)  # the flood under way (for reviews: a backlog queued)
                     loud = anyio.run(timed, server.url, tokens["worker"], *timed_args)
                 finally:
@@ -353,6 +369,7 @@ def main() -> int:
                 else:
                     (reviews if kind == "reviews" else rows).append(row)
             live = sorted((home.parent / "repo" / ".hiveboard" / "worktrees").glob("*")) if repo else []
+            checkout_mb = tracked_mb(repo) if repo else 0.0
     cols = [
         Col("flood", 10, left=True),
         Col("quiet p50", 10, ".2f"),
@@ -381,7 +398,7 @@ def main() -> int:
         title = f"the other agent's update_task, ms ({args.loops} flooding loops; the database after each flood)"
         table(cap_cols, capped, title)
         if "worktrees" in kinds:
-            print(f"worktrees left on disk: {len(live)} checkouts of {tracked_mb(repo):.1f} MB of tracked files each")
+            print(f"worktrees left on disk: {len(live)} checkouts of {checkout_mb:.1f} MB of tracked files each")
         if guard is not None:
             granted, refused = guard
             agree = "they agree" if not (granted and refused) else "THE CHECK GRANTED WHAT THE GUARD REFUSED"
