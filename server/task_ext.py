@@ -127,8 +127,8 @@ class TasksExtension(Extension):
 
     async def _renew(self) -> None:
         """Keep the leases of the tasks this process runs while any runs, all in one write per RENEW seconds, taken
-        in the write lane's turns like any caller's (a task a write of its own every RENEW seconds, 1,500 of them
-        were 150 writes a second outside the lanes); stop the calls of those cancelled meanwhile (on any node)."""
+        in the write lane's turns like any caller's (a write per task outside the lanes grew with the tasks one
+        agent started); stop the calls of those cancelled meanwhile (on any node)."""
         lanes.caller.set(RENEWALS)
         lanes.embedded.set(self.server.embedded if self.server else False)
         lanes.awaits.set(self.server.awaits if self.server else False)
@@ -137,7 +137,11 @@ class TasksExtension(Extension):
             running = dict(self._running)
             if not running:
                 return
-            kept = await lanes.run("write", self.board.mcp_tasks.renew, list(running), LEASE)
+            try:
+                kept = await lanes.run("write", self.board.mcp_tasks.renew, list(running), LEASE)
+            except Exception:  # the board unreachable for a moment: the leases last LEASE, the next period tries again
+                log.exception("the leases of %d MCP tasks could not be renewed", len(running))
+                continue
             for task_id, runner in running.items():
                 if task_id not in kept:
                     runner.cancel()
