@@ -603,14 +603,15 @@ def in_process(board, agent: str = "bench", *, with_noop: bool = False, **build)
     return Client(server)
 
 
-def http_client(url: str, token: str, timeout: float = 60):
-    """An MCP client over streamable HTTP with an agent's bearer token (its own connection)."""
+def http_client(url: str, token: str, timeout: float = 60, **client_options):
+    """An MCP client over streamable HTTP with an agent's bearer token (its own connection); `client_options`:
+    the Client's (extensions=[...])."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
-    return Client(streamable_http_client(url, http_client=http))
+    return Client(streamable_http_client(url, http_client=http), **client_options)
 
 
 def named_causes(group: BaseExceptionGroup, what: str) -> RuntimeError:

@@ -50,6 +50,7 @@ class Topic:
     is what the events table stores, not a topic, though the two may share a word.)"""
 
     BOARD = "board"  # any card
+    WORK = "work"  # a card that may have made work ready: one now in todo, or one done (its dependants)
     MESSAGES = "messages"  # any inbox
     REVIEWS = "reviews"  # any review
     MEMORY = "memory"  # an item added (or a lesson merged)
@@ -71,6 +72,11 @@ class Topic:
         return f"review:{task_id}"
 
 
+# a card moving to (or edited in) these may give a waiting agent work; a lease renewed or a note added never does,
+# and the agents waiting for work (wait_for_work, by the thousand as MCP tasks) sleep through those
+READYING = ("todo", "done")
+
+
 @dataclass(frozen=True)
 class TaskChanged:
     """A card was created, moved or edited."""
@@ -80,6 +86,8 @@ class TaskChanged:
     kind = "task"
 
     def topics(self) -> tuple[str, ...]:
+        if self.status in READYING:
+            return (Topic.task(self.task_id), Topic.BOARD, Topic.WORK)
         return (Topic.task(self.task_id), Topic.BOARD)
 
 

@@ -16,6 +16,19 @@ from .optional import POSTGRES, need
 
 VERDICT_INTENTS = ("approval", "critique", "needs_human")  # a review's verdict reaching the card's author
 HELD = ("in_progress", "blocked", "needs_human", "review")
+TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens")
+# tokens in one usage row, at most: a row is a stretch of one session (between two of its Stop hooks) on one card and
+# model, which even with a full context re-read at every step is tens of millions, not a billion
+TOKENS_MAX = 100_000_000
+WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction of the board holds (board/postgres.py)
+
+
+class UsageRefused(Exception):
+    """Usage the board does not record, in one sentence; `status`: what the hook endpoint answers with (HTTP)."""
+
+    def __init__(self, status: int, sentence: str):
+        super().__init__(sentence)
+        self.status = status
 
 
 class View:
@@ -166,24 +179,75 @@ class View:
 
     # ------------------------------------------------------------------ writes
 
-    def record_usage(self, agent: str, session_id: str, rows: list[dict]) -> None:
-        """Token usage of a stretch of a session: one row per (card, model)."""
-        ts = time.time()
-        for r in rows:
-            self.execute(
-                "INSERT INTO token_usage (agent, task_id, session_id, model, input_tokens, output_tokens, "
-                "cache_creation_tokens, cache_read_tokens, messages, recorded_at) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    agent,
-                    r["task_id"],
-                    session_id,
-                    r["model"],
-                    r["input_tokens"],
-                    r["output_tokens"],
-                    r["cache_creation_tokens"],
-                    r["cache_read_tokens"],
-                    r["messages"],
-                    ts,
-                ],
+    def record_usage(self, agent: str, session_id: str, rows: list[dict], per_hour: int = 0) -> list[int]:
+        """Token usage of a stretch of a session (one row per card and model), recorded for `agent` in one write
+        transaction under the board's write lock, or refused whole (UsageRefused, nothing written): a row of more
+        than TOKENS_MAX tokens, a card the agent never claimed or that another agent claimed after it (usage goes
+        only to the card it held when the tokens were spent: it holds it, or held it last), or past `per_hour` rows
+        in the last hour (0: no cap). The cards named. Every path records through here: the local hook and the
+        server's hook endpoint."""
+        big = next((r for r in rows if sum(r[k] for k in TOKEN_FIELDS) > TOKENS_MAX), None)
+        if big is not None:
+            raise UsageRefused(
+                400,
+                f"a usage row of {sum(big[k] for k in TOKEN_FIELDS):,} tokens is more than a stretch of one session "
+                f"spends (at most {TOKENS_MAX:,} a row); nothing was recorded: send the session's usage as the "
+                "transcript gives it",
             )
+        cards = sorted({r["task_id"] for r in rows if r["task_id"] is not None})
+        ts = time.time()
+        self._begin_write()
+        try:
+            foreign = set(cards) - self.claimed(agent, cards)
+            if foreign:
+                raise UsageRefused(
+                    403,
+                    f"{agent} never claimed card #{min(foreign)}: usage is recorded only against the cards the "
+                    "agent held; nothing was recorded",
+                )
+            taken = set(cards) - self.last_held(agent, cards)
+            if taken:
+                raise UsageRefused(
+                    403,
+                    f"card #{min(taken)} was claimed by another agent after {agent}: usage is recorded only against "
+                    "a card you hold or held last; nothing was recorded",
+                )
+            if per_hour and self.usage_rows(agent, ts - 3600) + len(rows) > per_hour:
+                raise UsageRefused(
+                    429,
+                    f"{agent} posted {per_hour} usage records in the last hour, the most one agent may "
+                    f"(HIVEBOARD_QUOTAS__USAGE_RECORDS_PER_HOUR={per_hour}); nothing was recorded: post the "
+                    "session's totals in fewer rows, or later",
+                )
+            for r in rows:
+                self.execute(
+                    "INSERT INTO token_usage (agent, task_id, session_id, model, input_tokens, output_tokens, "
+                    "cache_creation_tokens, cache_read_tokens, messages, recorded_at) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        agent,
+                        r["task_id"],
+                        session_id,
+                        r["model"],
+                        r["input_tokens"],
+                        r["output_tokens"],
+                        r["cache_creation_tokens"],
+                        r["cache_read_tokens"],
+                        r["messages"],
+                        ts,
+                    ],
+                )
+        except BaseException:
+            self.execute("ROLLBACK")
+            raise
+        self.execute("COMMIT")
+        return cards
+
+    def _begin_write(self) -> None:
+        """A write transaction holding the board's write lock (SQLite's, or PostgreSQL's advisory lock that every
+        writer of the board takes: board/postgres.py WRITE_LOCK), so that a check and its write are one step."""
+        if self.postgres:
+            self.execute("BEGIN")
+            self.execute("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
+        else:
+            self.execute("BEGIN IMMEDIATE")

@@ -2,8 +2,9 @@
 run in the background by one node, its state and final result kept here so that `tasks/get` answers from any node.
 
 A task belongs to the agent that made the call: every read and change names the agent, and another agent's task
-reads as no task at all. The node running a task renews its lease (`runner_until`); a task whose lease ran out
-while working had its node stop (killed, restarted) and is failed by the next read, so that nobody polls it forever.
+reads as no task at all. The node running a task renews its lease (`runner_until`), every task it runs in one
+statement; a task whose lease ran out while working had its node stop (killed, restarted) and is failed by the next
+read, so that nobody polls it forever.
 Tasks expire `ttl` seconds after they were created; expired ones are deleted when new ones are made.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 
-from .db import Store, now
+from .db import Store, now, placeholders
 from .errors import OverQuota
 
 STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
@@ -77,17 +78,19 @@ class McpTasks:
             return self.get(agent, task_id)
         return task
 
-    def renew(self, task_id: str, lease: float) -> bool:
-        """Extend the running node's lease on a working task; False when it is no longer working (cancelled, on
-        any node), so that its call stops."""
+    def renew(self, task_ids: list[str], lease: float) -> set[str]:
+        """Extend the running node's lease on these working tasks, all in one statement (a node renews every task
+        it runs at once: one write per renewal period however many tasks run); those no longer working (cancelled,
+        on any node) are left out of the answer, so that their calls stop."""
+        if not task_ids:
+            return set()
         with self.store.write() as db:
-            return (
-                db.execute(
-                    "UPDATE mcp_tasks SET runner_until = ? WHERE id = ? AND status = 'working' RETURNING id",
-                    [now() + lease, task_id],
-                ).fetchone()
-                is not None
-            )
+            found = db.execute(
+                f"UPDATE mcp_tasks SET runner_until = ? WHERE id IN ({placeholders(task_ids)}) AND status = 'working' "
+                "RETURNING id",
+                [now() + lease, *task_ids],
+            ).fetchall()
+        return {r[0] for r in found}
 
     def finish(
         self,

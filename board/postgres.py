@@ -39,9 +39,9 @@ from psycopg.waiting import READY_R, READY_W, WAIT_R, WAIT_RW, WAIT_W
 from . import bridge
 from .dialect import Dialect, events_insert, events_parts
 from .errors import Conflict, Unavailable, WouldWait, first_line
+from .hook_view import WRITE_LOCK  # "HIVE": the advisory lock every write transaction holds (the hook's too)
 from .pg_migrations import apply_migrations
 
-WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction holds
 MIGRATE_LOCK = 0x48495646  # held while the schema is brought up to date
 CHANNEL = "hiveboard_events"
 GATHER = 0.01  # seconds: a node reads another node's events at most once in this long (wait_for_commit)

@@ -98,6 +98,12 @@ class QuotaConfig(BaseModel):
     )
     worktrees_per_agent: int = Field(4, ge=0, description="live git worktrees one agent has (one per card it holds)")
     worktrees_per_repository: int = Field(32, ge=0, description="live git worktrees of one repository, all agents")
+    worktree_mb_per_agent: float = Field(
+        2000.0, ge=0, description="MB (10^6 bytes) of checkouts one agent's live worktrees hold, the new one included"
+    )
+    worktree_mb_per_repository: float = Field(
+        8000.0, ge=0, description="MB of checkouts the live worktrees of one repository hold, all agents"
+    )
     reservation_seconds_without_card: int = Field(
         3600, ge=0, description="the longest reserve_paths tied to no card (one tied to a card ends with the card)"
     )
@@ -345,7 +351,7 @@ class Quotas:
     def _over(self, limits: list[Budget], used: dict, units: int, chars: int, factor: int) -> Budget | None:
         return next((b for b in limits if self._total(b, used, units, chars) > b.limit * factor), None)
 
-    def cap(self, name: str) -> int:
+    def cap(self, name: str) -> int | float:
         """One of the caps above (0: off; always 0 while quotas are off)."""
         return getattr(self.config, name) if self.on else 0
 

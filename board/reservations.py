@@ -22,8 +22,9 @@ reservations as it moves (`card_ended`, a hook of the state machine). Reservatio
 card's repository (tasks.repo), or '' for the board when the card names none or there is no card.
 
 `reserve` checks and writes in one write transaction: every requested pattern against the live reservations of
-the other agents in the scope; an overlap where either side is exclusive refuses the whole call, naming the
-holder, its pattern, its card and until when, and nothing is written. Two agents racing for overlapping paths
+the other agents that the git guard would weigh with it (its scope and the board's; on the board, every scope's);
+an overlap where either side is exclusive refuses the whole call, naming the holder, its pattern, its card and
+until when, and nothing is written. Two agents racing for overlapping paths
 are serialised by the store's write lock, so one of them sees the other's reservation.
 """
 
@@ -442,10 +443,16 @@ class Reservations:
             card = self._card(db, actor, task_id)
             self._capped(db, actor, patterns, card, ttl_seconds)
             scope = scope_of(card)
+            # the others' reservations the git guard would hold against this one's holder or theirs: a repository's
+            # guard checks its own scope and the board's (''), so a reservation in a repository meets the board's
+            # too, and one on the board meets every repository's (else the check grants what the guard refuses)
+            within = "" if not scope else "r.scope IN (?, '') AND "
             live = rows(
-                db, f"SELECT r.* FROM reservations r WHERE r.scope = ? AND {LIVE} ORDER BY r.id", [scope, ts, ts]
+                db,
+                f"SELECT r.* FROM reservations r WHERE {within}{LIVE} ORDER BY r.id",
+                [*([scope] if scope else []), ts, ts],
             )
-            mine = {r["pattern"]: r for r in live if r["agent"] == actor}
+            mine = {r["pattern"]: r for r in live if r["agent"] == actor and r["scope"] == scope}
             others = [r for r in live if r["agent"] != actor]
             try:
                 with budget():

@@ -9,10 +9,13 @@ statement that checks the card in the same breath, so a claim that commits first
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel
 
 from .db import Store, iso, now, rows
 from .errors import OverQuota
+from .quotas import MB
 
 KEPT = ("in_progress", "blocked", "review", "needs_human")  # a card in these keeps its holder's worktree
 # the card no longer keeps the row's worktree: it is gone, ended, back in todo, or another agent's
@@ -82,6 +85,42 @@ class Worktrees:
             raise OverQuota(
                 f"repository {repo!r} has {theirs} live worktrees, the most it may "
                 f"(HIVEBOARD_QUOTAS__WORKTREES_PER_REPOSITORY={per_repository}): claim without worktree=true, or later"
+            )
+
+    def check_disk(
+        self,
+        agent: str,
+        repo: str,
+        adding: int,
+        size: Callable[[Worktree], int],
+        mb_per_agent: float,
+        mb_per_repository: float,
+    ) -> None:
+        """Refuse a new worktree of `adding` bytes (OverQuota, before git makes it) when it would take the agent's
+        live worktrees, or the repository's, past their share of the host's disk in MB (0: no cap). `size`: the
+        bytes of a live worktree's checkout (its commit's tracked files, as git would write them)."""
+        found = [
+            _worktree(r)
+            for r in rows(
+                self.store.db,
+                "SELECT * FROM worktrees WHERE removed_at IS NULL AND (agent = ? OR repo = ?)",
+                [agent, repo],
+            )
+        ]
+        mine = sum(size(w) for w in found if w.agent == agent)
+        theirs = sum(size(w) for w in found if w.repo == repo)
+        new = adding / MB
+        if mb_per_agent and (mine + adding) / MB > mb_per_agent:
+            raise OverQuota(
+                f"a worktree of {repo!r} takes {new:,.1f} MB and your live worktrees {mine / MB:,.1f} MB, more than "
+                f"one agent may hold (HIVEBOARD_QUOTAS__WORKTREE_MB_PER_AGENT={mb_per_agent:g}): finish or release a "
+                "card you hold, or claim without worktree=true"
+            )
+        if mb_per_repository and (theirs + adding) / MB > mb_per_repository:
+            raise OverQuota(
+                f"a worktree of {repo!r} takes {new:,.1f} MB and its live worktrees {theirs / MB:,.1f} MB, more than "
+                f"one repository may hold (HIVEBOARD_QUOTAS__WORKTREE_MB_PER_REPOSITORY={mb_per_repository:g}): "
+                "claim without worktree=true, or later"
             )
 
     def record(self, task_id: int, agent: str, repo: str, path: str, branch: str, base_sha: str) -> Worktree:

@@ -39,6 +39,7 @@ import os
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -287,19 +288,23 @@ def _when(stamp) -> float | None:
         return None
 
 
-def record_cost(view, agent: str, state: dict, payload: dict) -> None:
-    """The transcript's usage since the last read, summed per (card held at the time, model), recorded."""
+def record_cost(view, agent: str, state: dict, payload: dict, cap: Callable[[], int] = lambda: 0) -> str:
+    """The transcript's usage since the last read, summed per (card held at the time, model), recorded (at most
+    `cap()` rows an hour, asked only when there is usage: the local hook's share, as the server's hook endpoint
+    charges it). What to tell the
+    session: empty, or why nothing was recorded (past the hourly cap the transcript is read again next time)."""
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path or not Path(path).is_file():
-        return
+        return ""
     offsets = state.setdefault("transcript_offsets", {})
-    messages, offset = usage_since(Path(path), offsets.get(path, 0))
+    before = offsets.get(path, 0)
+    messages, offset = usage_since(Path(path), before)
     offsets[path] = offset
     if len(offsets) > 20:
         for old in list(offsets)[:-20]:
             del offsets[old]
     if not messages:
-        return
+        return ""
     first = min((m["at"] for m in messages if m["at"] is not None), default=time.time())
     spans = view.holdings(agent, first)
     # a message without a time goes to the card held now (read only if there is one)
@@ -334,8 +339,17 @@ def record_cost(view, agent: str, state: dict, payload: dict) -> None:
         row["cache_creation_tokens"] += u.get("cache_creation_input_tokens", 0)
         row["cache_read_tokens"] += u.get("cache_read_input_tokens", 0)
         row["messages"] += 1
-    view.record_usage(agent, str(payload.get("session_id") or ""), list(totals.values()))
-    from hiveboard.board.hook_view import View
+    from hiveboard.board.hook_view import UsageRefused, View
+
+    try:
+        if isinstance(view, View):
+            view.record_usage(agent, str(payload.get("session_id") or ""), list(totals.values()), cap())
+        else:  # over HTTP the server charges it (and says why it refused)
+            view.record_usage(agent, str(payload.get("session_id") or ""), list(totals.values()))
+    except UsageRefused as exc:
+        if exc.status == 429:
+            offsets[path] = before  # summed with what comes next, once the hour has room
+        return f"hiveboard hook: {exc}\n"
 
     spent_on = sorted({card for card, _ in totals if card is not None})
     if spent_on and isinstance(view, View):  # over HTTP, the server checks budgets as it records
@@ -344,6 +358,7 @@ def record_cost(view, agent: str, state: dict, payload: dict) -> None:
         except Exception as exc:  # the usage is recorded: the offsets must still be kept, or it is counted twice
             reason = " ".join(str(exc).split())[:200] or type(exc).__name__
             sys.stderr.write(f"hiveboard hook: card budgets not checked ({reason}); checked again next time\n")
+    return ""
 
 
 # Tokens of a card against its budget. The board's check (board/usage.py) decides; this only spares the hook the
@@ -369,6 +384,15 @@ def note_budgets(view, cards: list[int]) -> None:
         board.usage.check_budgets(cards, load_settings().budget_action)
     finally:
         board.store.close()
+
+
+def usage_cap() -> int:
+    """The board's cap on usage rows an agent records an hour (the [quotas] table's USAGE_RECORDS_PER_HOUR; 0 with
+    the quotas off), read from the configuration as the server reads it."""
+    from .config import load_settings
+
+    quotas = load_settings().quotas
+    return quotas.usage_records_per_hour if quotas.enabled else 0
 
 
 # ---------------------------------------------------------------------------- one run
@@ -412,9 +436,9 @@ def on_board(target: str, folder: Path, agent: str, event: str, payload: dict, *
         if not view.agent_exists(agent):
             raise Skip(f"no agent {agent!r} on the board yet (it registers on its first call)")
         with state_of(folder, agent) as state:
-            if cost and event in COST_EVENTS:
-                record_cost(view, agent, state, payload)
-            return answer(view, agent, state, event, payload)
+            noted = record_cost(view, agent, state, payload, usage_cap) if cost and event in COST_EVENTS else ""
+            code, out, err = answer(view, agent, state, event, payload)
+            return code, out, noted + err
     finally:
         view.close()
 

@@ -23,7 +23,6 @@ import hmac
 import json
 import logging
 import math
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,7 +33,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from hiveboard.board import Unavailable
-from hiveboard.board.hook_view import View
+from hiveboard.board.hook_view import TOKENS_MAX, UsageRefused, View
 
 from . import hook, lanes
 from .boundary import check_text
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("hiveboard")
 
 BODY_MAX = 64_000  # bytes: a hook's input is a few fields; record-usage a row per (card, model)
-TOKENS_MAX = 10**12  # tokens in one row of usage, at most
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -191,7 +189,14 @@ def hook_routes(settings: Settings, board: Board) -> list[Route]:
                 raise Refused(404, f"no hook view call {name!r}; one of {', '.join(calls)}")
             model, call = calls[name]
             arguments = _valid(model, await _body(request))
-            return JSONResponse(await lanes.off_loop(_on_view, database, call, agent, arguments))
+            # in the agent's turn, as its MCP calls are (one request in service, then the lanes' round): a flood of
+            # posts queues behind itself
+            who = ("token", bearer_token(request.headers.get("authorization")))
+            async with lanes.turn(who):
+                lanes.caller.set(who)
+                lane: lanes.Lane = "write" if name == "record-usage" else "read"
+                found = await lanes.run(lane, _on_view, database, call, agent, arguments, board_only=False)
+            return JSONResponse(found)
         except Refused as refused:
             return refused.response()
 
@@ -215,33 +220,13 @@ def _holdings(view: View, agent: str, arguments: Since) -> dict:
 
 
 def _record_usage(view: View, agent: str, usage: Usage, per_hour: int = 0) -> list[int]:
-    """Record the rows for `agent`, refused unless it is each named card's holder, or its last holder (a session's
-    usage is recorded when it stops, after the card may have moved on), and past `per_hour` rows in the last hour
-    (0: no cap); the cards named."""
-    cards = {r.task_id for r in usage.rows if r.task_id is not None}
-    foreign = cards - view.claimed(agent, sorted(cards))
-    if foreign:
-        raise Refused(
-            403,
-            f"{agent} never claimed card #{min(foreign)}: usage is recorded only against the cards the token's "
-            "agent held; nothing was recorded",
-        )
-    taken = cards - view.last_held(agent, sorted(cards))
-    if taken:
-        raise Refused(
-            403,
-            f"card #{min(taken)} was claimed by another agent after {agent}: usage is recorded only against a card "
-            "you hold or held last; nothing was recorded",
-        )
-    if per_hour and view.usage_rows(agent, time.time() - 3600) + len(usage.rows) > per_hour:
-        raise Refused(
-            429,
-            f"{agent} posted {per_hour} usage records in the last hour, the most one agent may "
-            f"(HIVEBOARD_QUOTAS__USAGE_RECORDS_PER_HOUR={per_hour}); nothing was recorded: post the session's totals "
-            "in fewer rows, or later",
-        )
-    view.record_usage(agent, usage.session_id, [r.model_dump() for r in usage.rows])
-    return sorted(cards)
+    """Record the rows for `agent` as the local hook does (View.record_usage: only against a card it holds or held
+    last, a row's tokens bounded, at most `per_hour` rows an hour), a refusal answered with its status; the cards
+    named."""
+    try:
+        return view.record_usage(agent, usage.session_id, [r.model_dump() for r in usage.rows], per_hour)
+    except UsageRefused as exc:
+        raise Refused(exc.status, str(exc)) from None
 
 
 def _on_view(database: str, call: Callable[[View, str, Any], dict], agent: str, arguments: BaseModel) -> dict:

@@ -32,12 +32,13 @@ from hiveboard.board import Board, OverQuota, iso
 
 from . import lanes
 from .boundary import StrictServer
-from .identity import Identity
+from .identity import Identity, caller_key
 
 IDENTIFIER = "io.modelcontextprotocol/tasks"
 TTL = 7200.0  # seconds a task is kept from its creation: the longest wait (an hour), then an hour to fetch it
 LEASE = 30.0  # the running node renews it every RENEW seconds; past it the task is failed (its node stopped)
 RENEW = 10.0
+RENEWALS = ("mcp-task-renewals",)  # the lanes' caller the renewals of this process's tasks wait in line as
 POLL_MS = 1000  # what a client is asked to poll at
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class TasksExtension(Extension):
         self.eligible = eligible
         self.server: StrictServer | None = None  # set by build_server once the server exists
         self._running: dict[str, asyncio.Task] = {}
+        self._renewer: asyncio.Task | None = None  # renews the leases of every task in `_running` (`_renew`)
 
     def methods(self) -> list[MethodBinding]:
         return [
@@ -87,46 +89,62 @@ class TasksExtension(Extension):
         agent = await self._agent(ctx)
         if agent is None:  # the tool itself says how to get an identity
             return await call_next(ctx)
-        try:
-            task = await lanes.off_loop(self.board.mcp_tasks.create, agent, params.name, TTL, LEASE)
+        lanes.caller.set(caller_key(Context(request_context=ctx, mcp_server=self.server)))
+        lanes.embedded.set(self.server.embedded)
+        lanes.awaits.set(self.server.awaits)
+        try:  # a write in the agent's turn of the write lane, as its tool calls' are
+            task = await lanes.run("write", self.board.mcp_tasks.create, agent, params.name, TTL, LEASE)
         except OverQuota as exc:  # the agent's cap on running tasks: the call's answer says what to do
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         # the call runs on past this request (its own asyncio task, outside the request's cancel scope)
-        runner = asyncio.get_running_loop().create_task(self._run(task["id"], ctx, call_next))
+        loop = asyncio.get_running_loop()
+        runner = loop.create_task(self._run(task["id"], ctx, call_next))
         self._running[task["id"]] = runner
         runner.add_done_callback(lambda _: self._running.pop(task["id"], None))
+        if self._renewer is None or self._renewer.done():
+            self._renewer = loop.create_task(self._renew())
         return _wire(task, "task")
 
     async def _run(self, task_id: str, ctx, call_next) -> None:
         lanes.detached.set(True)  # this task's own context: its request has ended, and with it its turn
         store = self.board.mcp_tasks
         outcome: tuple[str, dict | None, dict | None, str | None]
-        async with anyio.create_task_group() as renewing:
-            renewing.start_soon(self._renew, task_id, asyncio.current_task())
-            try:
-                result = await call_next(ctx)
-                dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-                outcome = ("completed", dumped, None, None)
-            except asyncio.CancelledError:  # leaving the group cancels the renewing too
-                raise  # tasks/cancel (already recorded), or the server stopping (the lease lapses)
-            except MCPError as exc:
-                outcome = ("failed", None, exc.error.model_dump(mode="json", exclude_none=True), exc.error.message)
-            except Exception as exc:  # a bug of ours: the task says so rather than working forever
-                log.exception("task %s (%s) failed", task_id, type(exc).__name__)
-                error = {"code": INTERNAL_ERROR, "message": "the call failed inside the server (see its log)"}
-                outcome = ("failed", None, error, error["message"])
-            renewing.cancel_scope.cancel()
+        try:
+            result = await call_next(ctx)
+            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            outcome = ("completed", dumped, None, None)
+        except asyncio.CancelledError:
+            raise  # tasks/cancel (already recorded), or the server stopping (the lease lapses)
+        except MCPError as exc:
+            outcome = ("failed", None, exc.error.model_dump(mode="json", exclude_none=True), exc.error.message)
+        except Exception as exc:  # a bug of ours: the task says so rather than working forever
+            log.exception("task %s (%s) failed", task_id, type(exc).__name__)
+            error = {"code": INTERNAL_ERROR, "message": "the call failed inside the server (see its log)"}
+            outcome = ("failed", None, error, error["message"])
         status, result_, error_, message = outcome
         with anyio.CancelScope(shield=True):
-            await lanes.off_loop(store.finish, task_id, status, result_, error_, message)
+            await lanes.run("write", store.finish, task_id, status, result_, error_, message)
 
-    async def _renew(self, task_id: str, runner: asyncio.Task) -> None:
-        """Keep the task's lease while it runs; stop the call when the task was cancelled (on any node)."""
-        while True:
+    async def _renew(self) -> None:
+        """Keep the leases of the tasks this process runs while any runs, all in one write per RENEW seconds, taken
+        in the write lane's turns like any caller's (a write per task outside the lanes grew with the tasks one
+        agent started); stop the calls of those cancelled meanwhile (on any node)."""
+        lanes.caller.set(RENEWALS)
+        lanes.embedded.set(self.server.embedded if self.server else False)
+        lanes.awaits.set(self.server.awaits if self.server else False)
+        while self._running:
             await anyio.sleep(RENEW)
-            if not await lanes.off_loop(self.board.mcp_tasks.renew, task_id, LEASE):
-                runner.cancel()
+            running = dict(self._running)
+            if not running:
                 return
+            try:
+                kept = await lanes.run("write", self.board.mcp_tasks.renew, list(running), LEASE)
+            except Exception:  # the board unreachable for a moment: the leases last LEASE, the next period tries again
+                log.exception("the leases of %d MCP tasks could not be renewed", len(running))
+                continue
+            for task_id, runner in running.items():
+                if task_id not in kept:
+                    runner.cancel()
 
     # ----------------------------------------------------------------- tasks/*
 

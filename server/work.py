@@ -57,7 +57,7 @@ def register(mcp, deps: Deps) -> None:
 
         def look(agent: str) -> tuple[dict[str, int], TaskSummary | None, MessagePage]:
             # the marks first: a change between them and the reads still wakes the wait
-            marks = {topic: notifier.mark(topic) for topic in (Topic.BOARD, Topic.inbox(agent))}
+            marks = {topic: notifier.mark(topic) for topic in (Topic.WORK, Topic.inbox(agent))}
             card = board.next_ready(agent, types, labels)
             page = board.messages.inbox(agent, unread_only=True, mark_read=False, limit=PREVIEWS)
             return marks, card, page

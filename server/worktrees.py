@@ -44,6 +44,7 @@ MAX_INCLUDE_PATTERNS = 64 << 10  # bytes of .worktreeinclude read
 MAX_INCLUDE_FILES = 100
 MAX_INCLUDE_BYTES = 10 << 20  # all copied files together
 MAX_LISTED = 1 << 20  # bytes of git's list of matching files
+LISTING_BYTES = 64 << 20  # bytes of git's list of a commit's files (ls-tree), to size its checkout
 EXCLUDE_BYTES = 1 << 20  # an info/exclude larger than this is left as it is
 NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -93,6 +94,7 @@ class WorktreeManager:
         self.git = git
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self._sizes: dict[tuple[str, str], int] = {}  # (git directory, commit): bytes of its checkout
 
     def _lock(self, repo: str) -> threading.Lock:
         """One worktree operation per repository at a time in this process (another process's meets git's own
@@ -216,6 +218,17 @@ class WorktreeManager:
                 if base_sha == tip
                 else f" (where the merge queue left it; {repo.base} moved to {tip[:12]} outside it)"
             )
+        quotas = self.board.quotas
+        self.board.worktrees.check_disk(
+            agent,
+            repo.name,
+            self.checkout_bytes(
+                repo, resolve(self.git, top, f"refs/heads/{branch}", binds=[git_dir]) if exists else base_sha
+            ),
+            self._live_bytes,
+            quotas.cap("worktree_mb_per_agent"),
+            quotas.cap("worktree_mb_per_repository"),
+        )
         run(top, args, writable=[git_dir, place], timeout=300)
         try:
             copied, skipped = self._include(top, git_dir, path)
@@ -229,6 +242,36 @@ class WorktreeManager:
         if skipped:
             note += f"; not copied: {_some(skipped, '; ')}"
         return Given(str(path), branch, copied, note)
+
+    def checkout_bytes(self, repo: Repo, commit: str) -> int:
+        """The bytes a checkout of `commit` writes: the sizes of its tracked files, summed from git's tree (no
+        checkout, no walk of the disk), kept per commit (a commit's tree never changes)."""
+        key = (repo.git_dir, commit)
+        if key not in self._sizes:
+            out = self.git.run(
+                Path(repo.path),
+                ["ls-tree", "-r", "-l", "-z", "--full-tree", "--end-of-options", commit],
+                readable=[Path(repo.git_dir)],
+                limit=LISTING_BYTES,
+            ).stdout
+            total = 0
+            for entry in out.split(b"\0"):
+                fields = entry.split(b"\t", 1)[0].split()
+                if len(fields) == 4 and fields[1] == b"blob" and fields[3].isdigit():
+                    total += int(fields[3])
+            with self._locks_lock:
+                if len(self._sizes) >= 1024:
+                    self._sizes.clear()
+                self._sizes[key] = total
+        return self._sizes[key]
+
+    def _live_bytes(self, worktree: Worktree) -> int:
+        """A live worktree's checkout as it was made (its base commit; what was written since is the agent's work);
+        0 when its repository is no longer registered or git cannot read the commit."""
+        try:
+            return self.checkout_bytes(self.board.repos.get(worktree.repo), worktree.base_sha)
+        except (GitError, BoardError):
+            return 0
 
     def _undo(self, repo: Repo, place: Path, path: Path, new_branch: str | None) -> None:
         """Take back a worktree made for a claim that did not go through (best effort: prune clears the rest)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import anyio
 import pytest
 from conftest import call, call_error
 from tasks_client import TasksClient
@@ -43,6 +44,41 @@ async def test_an_agents_running_mcp_tasks_stop_at_the_cap(connect, board: Board
         assert other.result_type == "task"
 
 
+async def test_a_process_renews_all_its_running_tasks_in_one_write_in_the_write_lanes_turn(
+    connect, board: Board, monkeypatch
+):
+    from hiveboard.server import lanes, task_ext
+
+    monkeypatch.setattr(task_ext, "RENEW", 0.05)  # renewal periods come quickly; nothing here is timed
+    renewals: list[tuple[list[str], object]] = []
+    wanted = [10**9]  # renewals to wait for, set once every task runs
+    enough = anyio.Event()
+    real = board.mcp_tasks.renew
+
+    def spy(task_ids, lease):
+        renewals.append(([task_ids] if isinstance(task_ids, str) else list(task_ids), lanes.caller.get()))
+        if len(renewals) >= wanted[0]:
+            enough.set()
+        return real(task_ids, lease)
+
+    monkeypatch.setattr(board.mcp_tasks, "renew", spy)
+    async with connect("dev", extensions=[TasksClient()]) as dev:
+        handles = [
+            (await dev.session.call_tool("wait_for_work", {"types": ["code"]}, allow_claimed=True)).task_id
+            for _ in range(3)
+        ]
+        since = len(renewals) + 1  # one renewal may have read the tasks before the last one began
+        wanted[0] = since + 4
+        with anyio.fail_after(30):
+            await enough.wait()
+        # one write per renewal period for every task the process runs, not one per task, and in the write lane's
+        # turns as the renewals' own caller (never ahead of an agent whose calls wait)
+        assert all(sorted(ids) == sorted(handles) for ids, _ in renewals[since:]), renewals
+        assert {who for _, who in renewals} == {task_ext.RENEWALS}
+        ending = "SELECT count(*) FROM mcp_tasks WHERE status = 'working' AND runner_until > ?"
+        assert board.store.db.execute(ending, [time.time() + 20]).fetchone()[0] == 3  # each lease renewed
+
+
 async def test_the_whole_repository_is_reserved_only_by_an_operator(connect, board: Board):
     async with connect("mallory") as mallory, connect("lead", role="lead") as lead:
         error = await call_error(mallory, "reserve_paths", paths=["src/app.py", "**"], ttl_seconds=3600)
@@ -73,6 +109,34 @@ async def test_a_reservation_without_a_card_lasts_an_hour_at_most(connect, board
         assert held["reservations"][0]["task_id"] == card["id"]
 
 
+async def test_what_the_reservation_check_grants_the_git_guard_lets_through(connect, board: Board):
+    """The guard of a registered repository weighs its scope's reservations and the board's (no card, or a card of
+    no repository): the check must weigh the same, or it grants what the guard then refuses."""
+    from hiveboard.board.reservations import blocking
+
+    board.repos.add("api", "/srv/api", "/srv/api/.git", "main", None, "auto", "operator")
+    async with connect("mallory") as mallory, connect("alice") as alice:
+        await call(mallory, "reserve_paths", paths=["src/**"], ttl_seconds=3600)  # on the board: no card
+        card = await call(alice, "create_task", title="Fix the handler", repo="api")
+        await call(alice, "claim_task", task_id=card["id"])
+        error = await call_error(alice, "reserve_paths", paths=["src/app.py"])
+        assert "src/app.py overlaps src/**, held exclusively by mallory" in error
+        assert error.endswith(
+            "nothing was reserved; reserve other paths, wait for it to end, or ask its holder (publish_message)"
+        )
+        # the other way round: alice's reservation in the repository meets mallory's on the board
+        await call(alice, "reserve_paths", paths=["lib/**"])
+        error = await call_error(mallory, "reserve_paths", paths=["lib/util.py"], ttl_seconds=600)
+        assert "lib/util.py overlaps lib/**, held exclusively by alice for task" in error
+        # and what the check grants, the guard lets through
+        await call(alice, "reserve_paths", paths=["docs/**"])
+        assert blocking(board.store.db, ["docs/api.md"], "alice", ["", "api"]) == []
+        assert [r["agent"] for _, r in blocking(board.store.db, ["src/app.py"], "alice", ["", "api"])] == ["mallory"]
+        count = "SELECT count(*) FROM reservations WHERE agent = ? AND released_at IS NULL"
+        assert board.store.db.execute(count, ["alice"]).fetchone()[0] == 2  # lib/** and docs/**: nothing else
+        assert board.store.db.execute(count, ["mallory"]).fetchone()[0] == 1
+
+
 def usage(task_id: int | None, output: int, rows: int = 1) -> Usage:
     row = {"task_id": task_id, "model": "m", "output_tokens": output, "messages": 1}
     return Usage(session_id="s", rows=[row] * rows)
@@ -88,9 +152,9 @@ async def test_usage_goes_only_to_a_card_held_or_held_last_and_stops_at_the_hour
         await call(bob, "claim_task", task_id=card["id"])
     view = View(store_target)
     try:
-        # alice held the card once; bob holds it now: her 10^9 tokens cannot push his card over its budget
+        # alice held the card once; bob holds it now: her tokens cannot push his card over its budget
         with pytest.raises(Refused) as refused:
-            _record_usage(view, "alice", usage(card["id"], 10**9), per_hour=120)
+            _record_usage(view, "alice", usage(card["id"], 10**7), per_hour=120)
         assert refused.value.status == 403 and str(refused.value) == (
             f"card #{card['id']} was claimed by another agent after alice: usage is recorded only against a card "
             "you hold or held last; nothing was recorded"

@@ -39,6 +39,13 @@ def base(event: str, **fields) -> dict:
     return {"session_id": "sess-1", "transcript_path": "", "cwd": "/work", "hook_event_name": event, **fields}
 
 
+def spent(when: str, msg_id: str, output: int) -> str:
+    """An assistant message of a Claude Code transcript, written at `when`."""
+    message = {"id": msg_id, "role": "assistant", "model": "claude-sonnet-4-5", "content": []}
+    usage = {"input_tokens": 100, "output_tokens": output}
+    return json.dumps({"type": "assistant", "timestamp": when, "message": {**message, "usage": usage}})
+
+
 def context(out: dict, event: str) -> str:
     assert out["hookSpecificOutput"]["hookEventName"] == event, out
     return out["hookSpecificOutput"]["additionalContext"]
@@ -245,6 +252,57 @@ async def test_token_usage_goes_to_the_card_held_when_it_was_spent(tmp_path, sto
         **tokens["by_task_type"][0],
         "key": "code",
     }
+
+
+async def test_the_local_hook_records_usage_only_within_the_agents_share(tmp_path, store_target, connect, board):
+    """`hiveboard hook` writes the usage itself (no server between it and the database): the same rules as the
+    hook endpoint hold, each refusal one line on stderr, the session answered and nothing recorded."""
+    async with connect("alice") as alice, connect("bob") as bob:
+        card = await call(alice, "create_task", title="Port the lexer")
+        claim = await call(alice, "claim_task", task_id=card["id"])
+        await anyio.sleep(0.05)
+        await call(alice, "release_task", task_id=card["id"], token=claim["token"])
+        await call(bob, "claim_task", task_id=card["id"])
+        history = (await call(alice, "get_task", task_id=card["id"]))["history"]
+    claimed = datetime.fromisoformat(
+        next(h["at"] for h in history if h["to_status"] == "in_progress").replace("Z", "+00:00")
+    )
+
+    def at(seconds: float) -> str:
+        return (claimed + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+    transcript = tmp_path / "session.jsonl"
+    end = {**base("SessionEnd", reason="exit"), "transcript_path": str(transcript)}
+
+    def spend(*lines: str) -> tuple[int, dict | None, str]:
+        with transcript.open("a") as f:
+            f.write("".join(line + "\n" for line in lines))
+        return hook(tmp_path, store_target, "session-end", end, HIVEBOARD_QUOTAS__USAGE_RECORDS_PER_HOUR="1")
+
+    assert spend(spent(at(0.001), "msg_a", 10**9)) == (
+        0,
+        None,
+        "hiveboard hook: a usage row of 1,000,000,100 tokens is more than a stretch of one session spends (at most "
+        "100,000,000 a row); nothing was recorded: send the session's usage as the transcript gives it\n",
+    )
+    # spent while alice held the card, but bob claimed it since: her tokens are not put on his card
+    assert spend(spent(at(0.002), "msg_b", 500)) == (
+        0,
+        None,
+        f"hiveboard hook: card #{card['id']} was claimed by another agent after alice: usage is recorded only "
+        "against a card you hold or held last; nothing was recorded\n",
+    )
+    assert spend(spent(at(-1), "msg_c", 7)) == (0, None, "")  # before the claim: no card, within the hour's share
+    code, _, err = spend(spent(at(-0.5), "msg_d", 3))
+    assert code == 0 and err.startswith(
+        "hiveboard hook: alice posted 1 usage records in the last hour, the most one agent may "
+        "(HIVEBOARD_QUOTAS__USAGE_RECORDS_PER_HOUR=1); nothing was recorded"
+    )
+    rows = board.store.db.execute("SELECT task_id, output_tokens FROM token_usage").fetchall()
+    assert [tuple(r) for r in rows] == [(None, 7)]
+    # past the hourly share the transcript is read again next time: msg_d is still to be recorded
+    offsets = json.loads((tmp_path / "home" / "hooks" / "alice.json").read_text())["transcript_offsets"]
+    assert offsets[str(transcript)] < transcript.stat().st_size
 
 
 async def test_the_hook_never_breaks_a_session(tmp_path, store_target, connect):

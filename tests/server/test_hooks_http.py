@@ -23,7 +23,7 @@ from conftest import (
     serve_http,
     stop_process,
 )
-from test_hooks import base, context, run_hook
+from test_hooks import base, context, run_hook, spent
 
 from hiveboard.server import hook
 from hiveboard.server.hook_http import BODY_MAX, HookInput
@@ -231,11 +231,34 @@ async def test_transcript_usage_over_http_goes_to_the_card_held_when_it_was_spen
         assert (await call(bob, "board_stats"))["tokens"]["total"]["output"] == 92  # nothing was added
 
 
-def spent(when: str, msg_id: str, output: int) -> str:
-    """An assistant message of a Claude Code transcript, written at `when`."""
-    message = {"id": msg_id, "role": "assistant", "model": "claude-sonnet-4-5", "content": []}
-    usage = {"input_tokens": 100, "output_tokens": output}
-    return json.dumps({"type": "assistant", "timestamp": when, "message": {**message, "usage": usage}})
+async def test_usage_posts_stop_at_the_hourly_share_and_a_rows_tokens_are_bounded(tmp_path, http_server, monkeypatch):
+    monkeypatch.setenv("HIVEBOARD_QUOTAS__USAGE_RECORDS_PER_HOUR", "3")  # the server's [quotas]
+    t = await team(tmp_path, http_server)
+
+    def post(**row) -> httpx.Response:
+        return httpx.post(
+            f"{t.base}/hooks/view/record-usage",
+            json={"session_id": "s", "rows": [{"task_id": None, "model": "m", "messages": 1, **row}]},
+            headers={"Authorization": f"Bearer {t.tokens['alice']}"},
+        )
+
+    huge = post(output_tokens=10**9)
+    assert huge.status_code == 400 and huge.json()["error"] == (
+        "rows.0.output_tokens: Input should be less than or equal to 100000000; nothing was written"
+    )
+    summed = post(input_tokens=60_000_000, output_tokens=50_000_000)
+    assert summed.status_code == 400 and summed.json()["error"] == (
+        "a usage row of 110,000,000 tokens is more than a stretch of one session spends (at most 100,000,000 a "
+        "row); nothing was recorded: send the session's usage as the transcript gives it"
+    )
+    assert [post(output_tokens=10).status_code for _ in range(3)] == [200, 200, 200]
+    capped = post(output_tokens=10)
+    assert capped.status_code == 429 and capped.json()["error"].startswith(
+        "alice posted 3 usage records in the last hour, the most one agent may "
+        "(HIVEBOARD_QUOTAS__USAGE_RECORDS_PER_HOUR=3); nothing was recorded"
+    )
+    async with http_client(t.url, t.tokens["bob"]) as bob:
+        assert (await call(bob, "board_stats"))["tokens"]["total"]["output"] == 30  # the refused wrote nothing
 
 
 async def test_a_budget_crossed_over_http_is_noted_by_the_server_before_the_stop_is_decided(tmp_path, http_server):

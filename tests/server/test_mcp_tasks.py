@@ -42,6 +42,38 @@ async def test_wait_for_work_answers_at_once_with_a_ready_card_of_the_types_aske
         assert (await call(dev, "get_task", task_id=wanted["id"]))["status"] == "todo"  # nothing was claimed
 
 
+async def test_a_waiting_wait_for_work_sleeps_through_changes_that_give_no_work(connect, board: Board, monkeypatch):
+    """Every waiting call re-reads the board when it wakes: woken by each lease renewal and note of every agent,
+    an agent's thousand waiting tasks would read the board a thousand times for each of them."""
+    looks = []
+    real = board.next_ready
+
+    def counted(*args, **kwargs):
+        looks.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(board, "next_ready", counted)
+    async with connect("lead") as lead, connect("dev") as dev:
+        busy = await call(lead, "create_task", title="the lead's own card", task_type="ops")
+        claim = await call(lead, "claim_task", task_id=busy["id"])
+        got = {}
+
+        async def wait():
+            got.update(await call(dev, "wait_for_work", types=["code"], wait_seconds=60))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                while not looks:
+                    await anyio.sleep(0.01)
+                for n in range(3):  # a lease renewed, a note: nobody's work changes
+                    await call(lead, "update_task", task_id=busy["id"], token=claim["token"], note=f"step {n}")
+                await anyio.sleep(0.5)  # room for a woken wait to look again (none is woken: nothing to wait for)
+                card = await call(lead, "create_task", title="then the code", task_type="code")
+        assert got["task"]["id"] == card["id"]
+        assert len(looks) == 2, looks  # when it began, and when the card came
+
+
 async def test_wait_for_work_wakes_when_another_agent_creates_a_card(connect):
     async with connect("lead") as lead, connect("dev") as dev:
         got = {}
@@ -56,6 +88,7 @@ async def test_wait_for_work_wakes_when_another_agent_creates_a_card(connect):
                 await call(lead, "create_task", title="docs first", task_type="docs")  # wakes it; not its type
                 await anyio.sleep(0.3)
                 assert not got
+                await anyio.sleep(0.5)  # room for a woken wait to look again (none is woken: nothing to wait for)
                 card = await call(lead, "create_task", title="then the code", task_type="code")
         assert got["task"]["id"] == card["id"]
 

@@ -258,6 +258,37 @@ async def test_worktrees_stop_at_the_agents_and_the_repositorys_cap_and_nothing_
         assert (await call(bob, "get_task", task_id=card["id"]))["status"] == "todo"
 
 
+async def test_worktrees_stop_at_the_agents_and_the_repositorys_disk_and_nothing_is_claimed(
+    registered: Path, connect, board: Board, monkeypatch
+):
+    # a checkout of 0.4 MB of tracked files: the caps count what git writes, measured before it writes anything
+    (registered / "data.bin").write_bytes(os.urandom(400_000))
+    git(registered, "add", "data.bin")
+    git(registered, "commit", "-q", "-m", "data")
+    caps = {"worktree_mb_per_agent": 1.0, "worktree_mb_per_repository": 1.5}
+    monkeypatch.setattr(board.quotas, "cap", lambda name: caps.get(name, 0))  # [quotas] as an operator sets them
+    async with connect("mallory") as mallory, connect("bob") as bob:
+        for n in range(2):
+            assert (await claim_in_repo(mallory, f"Card {n}"))[1]["worktree"]
+        card = await call(mallory, "create_task", title="One more", repo="app")
+        error = await call_error(mallory, "claim_task", task_id=card["id"], worktree=True)
+        assert error.endswith(
+            f"task {card['id']}'s worktree could not be made: a worktree of 'app' takes 0.4 MB and your live worktrees "
+            "0.8 MB, more than one agent may hold (HIVEBOARD_QUOTAS__WORKTREE_MB_PER_AGENT=1): finish or release a "
+            "card you hold, or claim without worktree=true; nothing was claimed"
+        )
+        assert (await call(mallory, "get_task", task_id=card["id"]))["status"] == "todo"
+        assert len(listed(registered)) == 3  # the main worktree and mallory's two: nothing was checked out
+        assert (await claim_in_repo(bob, "Bob's card"))[1]["worktree"]  # 1.2 MB of the repository's 1.5
+        error = await call_error(bob, "claim_task", task_id=card["id"], worktree=True)
+        assert (
+            "a worktree of 'app' takes 0.4 MB and its live worktrees 1.2 MB, more than one repository may hold" in error
+        )
+        assert "(HIVEBOARD_QUOTAS__WORKTREE_MB_PER_REPOSITORY=1.5)" in error
+        assert (await call(bob, "get_task", task_id=card["id"]))["status"] == "todo"
+        assert len(listed(registered)) == 4
+
+
 async def test_agents_racing_for_one_card_leave_one_worktree(registered: Path, connect, board: Board):
     async with connect("lead") as lead:
         task_id = (await call(lead, "create_task", title="Wanted", repo="app"))["id"]
