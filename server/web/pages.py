@@ -353,7 +353,7 @@ def _decide_form(task: Task, agents: list[str], viewer: Viewer, approval: Approv
     read = ' (<a href="#files">read the files</a>)' if approval.files else ""
     return (
         f'<form class="decide" method="post" action="/task/{task.id}/decide">'
-        f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}"><h3>Decide</h3>'
+        f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}">'
         f'<p class="approves wide">Pass approves {h(approval.text)}{read}.</p>'
         f'<label class="wide">Note (what to change, or why; needed to send back or reassign) '
         f'<textarea name="note" rows="3"></textarea></label>'
@@ -493,8 +493,8 @@ def task_page(
     parts = [f'<h1>#{task.id} {h(task.title)}</h1><div class="meta">{" ".join(meta)}</div>']
     if flash:
         parts.append(f'<p class="flash" role="status">{h(flash)}</p>')
-    decide = _decide_form(task, agents, viewer, approval) if task.status == "needs_human" and viewer.acts else ""
-    parts.append(decision_block(task, trail, [decide] if decide and approval is not None else []))
+    waiting = task.status == "needs_human" and viewer.acts and approval is not None
+    parts.append(decision_block(task, trail, [_decide_form(task, agents, viewer, approval)] if waiting else []))
     if task.description:
         parts.append(f"<h3>Description</h3>{markdown(task.description, 'desc')}")
     if task.acceptance_criteria:
@@ -518,17 +518,26 @@ def task_page(
             card_work.commit_section(commits or []),
         )
     )
-    said = [f"{files} file{'' if files == 1 else 's'}" if hand_ins else "", "a commit" if commits else ""]
+    ran = card_work.tests_said(trail.rounds[-1]) if trail.rounds else ""
+    said = [
+        _many(files, "file") if files else "",
+        "a commit" if commits else "",
+        f"tests {ran}" if ran else "",
+    ]
     parts.append(fold("work", "The work", ", ".join(x for x in said if x) or "its output", work))
     tested = card_work.acceptance_tests(tests, task.hidden_tests if tests is None else 0)
-    count = len(tests.files) + len(tests.commands) if tests is not None else task.hidden_tests
-    parts.append(fold("acceptance", "Acceptance tests", f"{count} hidden" if tests is None else str(count), tested))
+    count = (
+        ", ".join(_many(n, noun) for n, noun in ((len(tests.files), "file"), (len(tests.commands), "command")) if n)
+        if tests is not None
+        else f"{task.hidden_tests} hidden"
+    )
+    parts.append(fold("acceptance", "Acceptance tests", count, tested))
     rounds = len(trail.rounds)
     parts.append(
         fold(
             "review",
             "Review",
-            f"{rounds} round{'' if rounds == 1 else 's'}" if rounds else "none",
+            _many(rounds, "round") if rounds else "none",
             trail_html(trail, _unreviewed(task)),
         )
     )
@@ -550,9 +559,7 @@ def task_page(
             f'</textarea></label><label>Intent <input name="intent" value="comment" maxlength="40"></label>'
             f"<button>Post</button></form>"
         )
-    parts.append(
-        fold("thread", "Thread", f"{len(thread)} message{'' if len(thread) == 1 else 's'}", thread_html(thread) + post)
-    )
+    parts.append(fold("thread", "Thread", _many(len(thread), "message"), thread_html(thread) + post))
     history = "".join(
         f"<tr><td>{h(_when(e.at))}</td><td>{h(e.actor)}</td><td>{h(e.action)}</td>"
         f"<td>{h(e.from_status or '')} → {h(e.to_status or '')}</td>"
@@ -563,7 +570,7 @@ def task_page(
         fold(
             "history",
             "History",
-            f"{len(task.history)} move{'' if len(task.history) == 1 else 's'}",
+            _many(len(task.history), "move"),
             '<table class="history"><tr><th>when</th><th>who</th><th>what</th><th>move</th>'
             f"<th>note</th></tr>{history}</table>",
         )
@@ -577,6 +584,10 @@ def task_page(
         )
     )
     return layout(f"#{task.id} {task.title}", "".join(parts), viewer, live={"page": "task", "task": task.id})
+
+
+def _many(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def fold(key: str, title: str, note: str, body: str) -> str:

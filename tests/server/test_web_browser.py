@@ -138,8 +138,9 @@ def browser():
 
 def unfold(page) -> None:
     """Open every folded part of a card's page, as a person reading all of it would."""
-    for summary in page.locator("details.fold:not([open]) > summary").all():
-        summary.click()
+    closed = page.locator("details.fold:not([open]) > summary")
+    while closed.count():
+        closed.first.click()
 
 
 def log_in(page, base: str, token: str) -> None:
@@ -456,7 +457,7 @@ def test_seeded_board_pages_render(served, browser):
         page.screenshot(path=str(Path(shots) / "board.png"))
     page.goto(f"{base}/task/{calc['id']}")
     assert "Review round 2: PASS → done · score 10/10 · tests passed (2 rounds)" in page.inner_text("#decision")
-    page.click("#fold-review > summary")
+    unfold(page)
     text = page.inner_text("main")
     assert "Round 1: FAIL" in text and "Round 2: PASS" in text and "test_add" in text
     page.wait_for_selector(".scores canvas[data-drawn]")
@@ -510,7 +511,8 @@ def test_every_page_fits_from_desktop_to_phone(served, browser):
         for name, (path, ready) in PAGES.items():
             page.goto(base + path.format(calc=calc["id"], sign=sign["id"]))
             if shots and width in SHOWN:  # the page's top 2,000 px: a long thread is more of the same
-                page.wait_for_selector("body[data-connected='1']", timeout=WAIT)  # the page as a person sees it
+                if page.locator("body[data-live]").count():  # a live page as a person sees it: connected
+                    page.wait_for_selector("body[data-connected='1']", state="attached", timeout=WAIT)
                 tall = min(page.evaluate("document.documentElement.scrollHeight"), 2000)
                 clip = {"x": 0, "y": 0, "width": width, "height": tall}
                 page.screenshot(path=str(Path(shots) / f"{name}-{width}.png"), full_page=True, clip=clip)
@@ -615,6 +617,7 @@ def test_a_page_catches_up_on_changes_made_before_it_listened(served, browser):
     page.wait_for_load_state("load")
     while not held:
         page.wait_for_timeout(20)
+    page.click("#fold-thread > summary")  # open, and kept open by the reload of the page's main part
     page.evaluate("window.__same_page = true")
 
     async def note():
@@ -653,6 +656,7 @@ def test_markdown_on_a_card_runs_no_script(served, browser):
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     log_in(page, base, tokens["lee"])
     page.goto(f"{base}/task/{made['id']}")
+    unfold(page)
     page.wait_for_selector(".md.desc strong")
     for where in (".md.desc", "ol.thread .md"):
         assert page.inner_text(f"{where} strong") == "bold"
@@ -772,7 +776,7 @@ def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_con
     page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
     page.click("form.decide button[value=pass]")
     page.wait_for_timeout(300)
-    assert asked == [f"Pass {named}? The card moves to Done."] and page.url == task
+    assert asked == [f"Pass {named}? The card moves to Done."] and page.url == f"{task}#files"
     assert page.inner_text("main .status") == "Needs a human"
 
     # without script: the board answers with a confirmation page; going back approves nothing
