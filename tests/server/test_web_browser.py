@@ -463,6 +463,7 @@ def test_seeded_board_pages_render(served, browser):
     page.wait_for_selector(".scores canvas[data-drawn]")
     assert page.locator(".scores table tr").count() == 3  # the score of each round, under its heading
     if shots:
+        page.evaluate("window.scrollTo(0, 0)")  # opening the folds scrolled it: the header sits on top again
         page.screenshot(path=str(Path(shots) / "card.png"), full_page=True)
     page.goto(f"{base}/metrics")
     page.wait_for_selector("figure.chart canvas[data-drawn]")
@@ -769,6 +770,7 @@ def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_con
     assert f"Pass approves {named}" in page.inner_text("form.decide")
     shots = os.environ.get("HIVEBOARD_SCREENSHOTS")
     if shots:
+        page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(Path(shots) / "approval.png"), full_page=True)
 
     # with script: a dialog names what is approved; dismissed, nothing is approved
