@@ -183,19 +183,16 @@ def column(page: ColumnPage, filters: dict) -> str:
 
 def switcher(columns: list[ColumnPage]) -> str:
     """Every column's name and count, each a link to its column: shown where the columns do not all fit (a
-    phone shows one column at a time, as Trello and Jira do), so every column, and above all the one
+    phone shows one column at a time, as Kanban apps on phones do), so every column, and above all the one
     waiting for a person, is one tap away and its count always in sight. static/app.js keeps the counts
     current and marks the column in view."""
+    urgent = {c.status for c in columns if c.status == "needs_human" and c.count}  # a card waits for a person
     tabs = "".join(
-        f'<a href="#col-{c.status}" data-status="{c.status}" class="tab{" urgent" if urgent(c) else ""}">'
+        f'<a href="#col-{c.status}" data-status="{c.status}" class="tab{" urgent" if c.status in urgent else ""}">'
         f'{TITLES[c.status]} <span class="count" id="tab-count-{c.status}">{c.count}</span></a>'
         for c in columns
     )
     return f'<nav class="switcher" aria-label="columns">{tabs}</nav>'
-
-
-def urgent(c: ColumnPage) -> bool:
-    return c.status == "needs_human" and c.count > 0
 
 
 def _select(name: str, options: list[str], chosen: str | None, blank: str) -> str:
@@ -470,9 +467,11 @@ def task_page(
     approval: Approval | None = None,
     commits: list[Commit] | None = None,
 ) -> str:
-    """A card's page. `hand_ins`: its latest two (the work and the one before it); `tests`: its acceptance
-    tests as this viewer may read them (hidden ones for a person); `approval`: what a pass approves, for a
-    person who may decide it; `commits`: the commits it was handed in as, oldest first."""
+    """A card's page: the decision block on top (`decision_block`), the card's description, then everything
+    an engineer reads in folds (`fold`). `hand_ins`: its latest two (the work and the one before it);
+    `tests`: its acceptance tests as this viewer may read them (hidden ones for a person); `approval`: what
+    a pass approves, for a person who may decide it; `commits`: the commits it was handed in as, oldest
+    first."""
     produced, handed = lessons
     meta = [
         f'<span class="status st-{h(task.status)}">{h(TITLES.get(task.status, task.status))}</span>',
@@ -773,7 +772,8 @@ def memory_page(query: dict, results, note: str | None, viewer: Viewer, recent: 
     quarantine = ""
     if held:
         rows = "".join(
-            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(plain(x.text), 80))}</a> <span class="type">{h(x.kind)}'
+            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(plain(x.text), 80))}</a>'
+            f' <span class="type">{h(x.kind)}'
             f'</span> <span class="label">by {h(x.created_by)}</span> <span class="flash">held: {h(x.held)}</span>'
             f"<p>{h(shorten(plain(x.text), 300))}</p></li>"
             for x in held

@@ -554,12 +554,14 @@ def test_every_page_fits_from_desktop_to_phone(served, browser):
         context.close()
 
 
-def _escalated(url: str, tokens: dict[str, str], reason: str = "ISO 8601 or RFC 2822?") -> dict:
+def _escalated(
+    url: str, tokens: dict[str, str], reason: str = "ISO 8601 or RFC 2822?", title: str = "Choose a date format"
+) -> dict:
     """A card its agent handed to a person (needs_human), no review having run."""
 
     async def stuck():
         async with http_client(url, tokens["coder"]) as coder:
-            made = await call(coder, "create_task", title="Choose a date format", task_type="code")
+            made = await call(coder, "create_task", title=title, task_type="code")
             claim = await call(coder, "claim_task", task_id=made["id"])
             await call(
                 coder, "update_task", task_id=made["id"], token=claim["token"], status="needs_human", reason=reason
@@ -875,7 +877,7 @@ def _board_with_a_person_needed(url: str, tokens: dict[str, str]) -> dict:
             await call(coder, "claim_task")
 
     mcp(seed)
-    return _escalated(url, tokens, PYTEST_REASON)
+    return _escalated(url, tokens, PYTEST_REASON, "Round half-cents on invoices")
 
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
@@ -934,7 +936,7 @@ def test_a_needs_human_card_opens_with_the_decision_and_its_test_output_verbatim
     preformatted as pytest printed them (no `>` line turned into a quote swallowing the next); the prose
     around them is still markdown; everything an engineer reads is folded below."""
     url, base, tokens = served
-    made = _escalated(url, tokens, PYTEST_REASON)
+    made = _escalated(url, tokens, PYTEST_REASON, "Round half-cents on invoices")
     page = browser.new_page(viewport={"width": width, "height": height})
     log_in(page, base, tokens["lee"])
     page.goto(f"{base}/task/{made['id']}")
@@ -947,6 +949,10 @@ def test_a_needs_human_card_opens_with_the_decision_and_its_test_output_verbatim
     assert "=" * 27 + " short test summary info " + "=" * 28 in text
     assert "FAILED test_money.py::test_round_half - assert 2 == 3" in text
     assert reason.locator("strong").inner_text() == "2"  # the agent's own words: markdown
+    shots = os.environ.get("HIVEBOARD_SCREENSHOTS")
+    if shots:  # the first screen, as the person opening the card sees it
+        page.wait_for_selector("body[data-connected='1']", state="attached", timeout=WAIT)
+        page.screenshot(path=str(Path(shots) / f"needs-human-{width}.png"))
 
     decision = page.locator("main > section.decision")
     assert decision.count() == 1 and decision.locator(".reason").count() == 1
