@@ -15,7 +15,7 @@ from html import escape as h
 
 from hiveboard.board import AcceptanceTests, Artifact, Task
 from hiveboard.board.models import Commit
-from hiveboard.board.review_models import CritiqueRecord, HandIn, ReviewTrail
+from hiveboard.board.review_models import CritiqueRecord, HandIn, ReviewRound, ReviewTrail
 from hiveboard.critics.acceptance import AcceptanceCritic
 
 from . import diff, highlight
@@ -142,6 +142,13 @@ def test_output(trail: ReviewTrail) -> str:
     if not checks:
         return head + ": no acceptance check ran.</p></section>"
     return head + ":</p>" + "".join(_check(c) for c in checks) + "</section>"
+
+
+def tests_said(last: ReviewRound) -> str:
+    """How a round's acceptance checks ended, in a word ("passed", "failed", "timeout"); "" when none ran."""
+    checks = [c for c in last.critiques if c.backend == AcceptanceCritic.backend]
+    said = [SAID.get(c.verdict or "", c.status) if c.status == "ok" else c.status for c in checks]
+    return "failed" if "failed" in said else ", ".join(dict.fromkeys(said))
 
 
 def acceptance_tests(tests: AcceptanceTests | None, hidden: int) -> str:

@@ -29,7 +29,7 @@ from hiveboard.board.views import AgentView, CardView, ColumnPage, LessonLink
 from hiveboard.memory.service import Mode
 
 from . import card_work, charts
-from .text import SYSTEM_SENDERS, for_people, markdown, shorten
+from .text import SYSTEM_SENDERS, for_people, markdown, plain, shorten
 
 COLUMNS = STATUSES  # left to right
 TITLES = {
@@ -156,7 +156,7 @@ def card(c: CardView) -> str:
     if c.unverified:
         bits.append('<span class="warn">unverified</span>')
     reason = (
-        f'<p class="reason">{h(shorten(for_people(c.blocked_reason), 200))}</p>'
+        f'<p class="reason">{h(shorten(plain(for_people(c.blocked_reason)), 200))}</p>'
         if c.blocked_reason and c.status in ("blocked", "needs_human")
         else ""
     )
@@ -179,6 +179,20 @@ def column(page: ColumnPage, filters: dict) -> str:
         f'<h2>{TITLES[page.status]} <span class="count" id="count-{page.status}">{page.count}</span></h2>'
         f'<ol class="cards">{"".join(card(c) for c in page.cards)}</ol>{more}</section>'
     )
+
+
+def switcher(columns: list[ColumnPage]) -> str:
+    """Every column's name and count, each a link to its column: shown where the columns do not all fit (a
+    phone shows one column at a time, as Kanban apps on phones do), so every column, and above all the one
+    waiting for a person, is one tap away and its count always in sight. static/app.js keeps the counts
+    current and marks the column in view."""
+    urgent = {c.status for c in columns if c.status == "needs_human" and c.count}  # a card waits for a person
+    tabs = "".join(
+        f'<a href="#col-{c.status}" data-status="{c.status}" class="tab{" urgent" if c.status in urgent else ""}">'
+        f'{TITLES[c.status]} <span class="count" id="tab-count-{c.status}">{c.count}</span></a>'
+        for c in columns
+    )
+    return f'<nav class="switcher" aria-label="columns">{tabs}</nav>'
 
 
 def _select(name: str, options: list[str], chosen: str | None, blank: str) -> str:
@@ -219,7 +233,7 @@ def board_page(
         )
     note = f'<p class="flash" role="status">{h(flash)}</p>' if flash else ""
     body = (
-        f'<div class="bar">{form}{create}</div>{note}<div class="board">'
+        f'<div class="bar">{form}{create}</div>{note}{switcher(columns)}<div class="board" id="board">'
         + "".join(column(c, filters) for c in columns)
         + "</div>"
     )
@@ -240,7 +254,7 @@ def _issues(issues, cls: str = "issues") -> str:
         return ""
     rows = "".join(
         f'<li class="sev-{h(i.severity)}"><b>{h(i.severity)}</b> {h(i.category)}'
-        f"{' at ' + h(i.location) if i.location else ''}: {h(i.description)}"
+        f"{' at ' + h(i.location) if i.location else ''}: {markdown(i.description, 'finding')}"
         f"{'<br><i>fix: ' + h(i.suggestion) + '</i>' if i.suggestion else ''}</li>"
         for i in issues
     )
@@ -299,9 +313,9 @@ def _lessons(items: list[LessonLink], empty: str) -> str:
     return (
         "<ul>"
         + "".join(
-            f'<li><a href="/memory/{i.id}">{h(i.title or shorten(i.text, 80))}</a>'
+            f'<li><a href="/memory/{i.id}">{h(i.title or shorten(plain(i.text), 80))}</a>'
             f"{' <span class=ok>marked helpful</span>' if i.useful else ''}"
-            f"<p>{h(shorten(i.text, 300))}</p></li>"
+            f"<p>{h(shorten(plain(i.text), 300))}</p></li>"
             for i in items
         )
         + "</ul>"
@@ -336,7 +350,7 @@ def _decide_form(task: Task, agents: list[str], viewer: Viewer, approval: Approv
     read = ' (<a href="#files">read the files</a>)' if approval.files else ""
     return (
         f'<form class="decide" method="post" action="/task/{task.id}/decide">'
-        f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}"><h3>Decide</h3>'
+        f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}">'
         f'<p class="approves wide">Pass approves {h(approval.text)}{read}.</p>'
         f'<label class="wide">Note (what to change, or why; needed to send back or reassign) '
         f'<textarea name="note" rows="3"></textarea></label>'
@@ -453,9 +467,11 @@ def task_page(
     approval: Approval | None = None,
     commits: list[Commit] | None = None,
 ) -> str:
-    """A card's page. `hand_ins`: its latest two (the work and the one before it); `tests`: its acceptance
-    tests as this viewer may read them (hidden ones for a person); `approval`: what a pass approves, for a
-    person who may decide it; `commits`: the commits it was handed in as, oldest first."""
+    """A card's page: the decision block on top (`decision_block`), the card's description, then everything
+    an engineer reads in folds (`fold`). `hand_ins`: its latest two (the work and the one before it);
+    `tests`: its acceptance tests as this viewer may read them (hidden ones for a person); `approval`: what
+    a pass approves, for a person who may decide it; `commits`: the commits it was handed in as, oldest
+    first."""
     produced, handed = lessons
     meta = [
         f'<span class="status st-{h(task.status)}">{h(TITLES.get(task.status, task.status))}</span>',
@@ -476,33 +492,62 @@ def task_page(
     parts = [f'<h1>#{task.id} {h(task.title)}</h1><div class="meta">{" ".join(meta)}</div>']
     if flash:
         parts.append(f'<p class="flash" role="status">{h(flash)}</p>')
-    if task.blocked_reason and task.status in ("blocked", "needs_human"):  # a card that moved on waits no more
-        parts.append(f'<div class="reason"><b>Why it waits:</b>{markdown(for_people(task.blocked_reason))}</div>')
-    if task.status == "needs_human" and viewer.acts and approval is not None:
-        parts.append(_decide_form(task, agents, viewer, approval))
-    if viewer.acts and task.status not in ("done", "review"):
-        parts.append(_edit_form(task, viewer))
+    waiting = task.status == "needs_human" and viewer.acts and approval is not None
+    parts.append(decision_block(task, trail, [_decide_form(task, agents, viewer, approval)] if waiting else []))
     if task.description:
         parts.append(f"<h3>Description</h3>{markdown(task.description, 'desc')}")
     if task.acceptance_criteria:
         parts.append(
             "<h3>Acceptance criteria</h3><ul>" + "".join(f"<li>{h(c)}</li>" for c in task.acceptance_criteria) + "</ul>"
         )
-    parts.append(card_work.acceptance_tests(tests, task.hidden_tests if tests is None else 0))
-    if task.summary or task.output:
-        parts.append(
-            f"<h3>Work</h3>{'<p>' + h(task.summary) + '</p>' if task.summary else ''}"
-            f"{markdown(shorten(task.output, OUTPUT_CHARS), 'output')}"
+    if viewer.acts and task.status not in ("done", "review"):
+        parts.append(_edit_form(task, viewer))
+    # the rest is what an engineer reads: folded, each fold saying what it holds
+    files = len(hand_ins[0].artifacts) if hand_ins else 0
+    work = "".join(
+        (
+            (
+                f"<h3>Output</h3>{'<p>' + h(task.summary) + '</p>' if task.summary else ''}"
+                f"{markdown(shorten(task.output, OUTPUT_CHARS), 'output')}"
+            )
+            if task.summary or task.output
+            else "",
+            card_work.files_section(hand_ins or []),
+            card_work.test_output(trail),
+            card_work.commit_section(commits or []),
         )
-    parts.append(card_work.files_section(hand_ins or []))
-    parts.append(card_work.test_output(trail))
-    parts.append(card_work.reservations_section(task))
-    parts.append(card_work.commit_section(commits or []))
-    parts.append(tokens_html(tokens))
-    parts.append(f"<h3>Review</h3>{trail_html(trail, _unreviewed(task))}")
+    )
+    ran = card_work.tests_said(trail.rounds[-1]) if trail.rounds else ""
+    said = [
+        _many(files, "file") if files else "",
+        "a commit" if commits else "",
+        f"tests {ran}" if ran else "",
+    ]
+    parts.append(fold("work", "The work", ", ".join(x for x in said if x) or "its output", work))
+    tested = card_work.acceptance_tests(tests, task.hidden_tests if tests is None else 0)
+    count = (
+        ", ".join(_many(n, noun) for n, noun in ((len(tests.files), "file"), (len(tests.commands), "command")) if n)
+        if tests is not None
+        else f"{task.hidden_tests} hidden"
+    )
+    parts.append(fold("acceptance", "Acceptance tests", count, tested))
+    rounds = len(trail.rounds)
     parts.append(
-        f'<div class="cols2"><div><h3>Lessons it produced</h3>{_lessons(produced, "none")}</div>'
-        f"<div><h3>Lessons handed to its agents</h3>{_lessons(handed, 'none')}</div></div>"
+        fold(
+            "review",
+            "Review",
+            _many(rounds, "round") if rounds else "none",
+            trail_html(trail, _unreviewed(task)),
+        )
+    )
+    parts.append(
+        fold(
+            "lessons",
+            "Lessons",
+            f"{len(produced)} produced, {len(handed)} handed to its agents",
+            f'<div class="cols2"><div><h4>Lessons it produced</h4>{_lessons(produced, "none")}</div>'
+            f"<div><h4>Lessons handed to its agents</h4>{_lessons(handed, 'none')}</div></div>",
+        )
     )
     post = ""
     if viewer.acts:
@@ -513,18 +558,83 @@ def task_page(
             f'</textarea></label><label>Intent <input name="intent" value="comment" maxlength="40"></label>'
             f"<button>Post</button></form>"
         )
-    parts.append(f"<h3>Thread</h3>{thread_html(thread)}{post}")
+    parts.append(fold("thread", "Thread", _many(len(thread), "message"), thread_html(thread) + post))
     history = "".join(
         f"<tr><td>{h(_when(e.at))}</td><td>{h(e.actor)}</td><td>{h(e.action)}</td>"
         f"<td>{h(e.from_status or '')} → {h(e.to_status or '')}</td>"
-        f"<td>{h(for_people(e.note) if e.actor in SYSTEM_SENDERS else e.note or '')}</td></tr>"
+        f"<td>{markdown(for_people(e.note) if e.actor in SYSTEM_SENDERS else e.note, 'note')}</td></tr>"
         for e in reversed(task.history)
     )
     parts.append(
-        f'<h3>History</h3><table class="history"><tr><th>when</th><th>who</th><th>what</th><th>move</th>'
-        f"<th>note</th></tr>{history}</table>"
+        fold(
+            "history",
+            "History",
+            _many(len(task.history), "move"),
+            '<table class="history"><tr><th>when</th><th>who</th><th>what</th><th>move</th>'
+            f"<th>note</th></tr>{history}</table>",
+        )
+    )
+    parts.append(
+        fold(
+            "usage",
+            "Tokens and path reservations",
+            "",
+            tokens_html(tokens) + card_work.reservations_section(task),
+        )
     )
     return layout(f"#{task.id} {task.title}", "".join(parts), viewer, live={"page": "task", "task": task.id})
+
+
+def _many(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def fold(key: str, title: str, note: str, body: str) -> str:
+    """A folded part of a card's page (closed until a person opens it; a live update keeps it as they left
+    it, by its id); "" when it holds nothing."""
+    if not body.strip():
+        return ""
+    said = f' <span class="fold-note">{h(note)}</span>' if note else ""
+    return (
+        f'<details class="fold" id="fold-{key}"><summary><span class="fold-title">{h(title)}</span>{said}</summary>'
+        f"{body}</details>"
+    )
+
+
+def verdict_line(task: Task, trail: ReviewTrail) -> str:
+    """The review's word on the card in one line: its latest round's verdict, outcome and score, and how its
+    acceptance tests ended; or why no round ran."""
+    if not trail.rounds:
+        return f"Review: {h(_unreviewed(task))}"
+    last = trail.rounds[-1]
+    said = f"Review round {last.round}: {h(last.verdict or last.status)}"
+    if last.outcome:
+        said += f" → {h(TITLES.get(last.outcome, last.outcome).lower())}"
+    if last.synthesis is not None and last.synthesis.score is not None:
+        said += f" · score {last.synthesis.score:g}/10"
+    tests = card_work.tests_said(last)
+    if tests:
+        said += f" · tests {h(tests)}"
+    if len(trail.rounds) > 1:
+        said += f" ({len(trail.rounds)} rounds)"
+    return said + ' · <a href="#fold-review">the critiques</a>'
+
+
+def decision_block(task: Task, trail: ReviewTrail, actions: list[str]) -> str:
+    """The top of a card's page: what a person came to decide. Why the card waits (when it does), the
+    review's verdict in one line, and the person's choices (`actions`: the decide form, and whatever else asks
+    a person something about this card). One block, above everything an engineer reads."""
+    waits = task.status in ("blocked", "needs_human") and task.blocked_reason  # a card that moved on waits no more
+    heading = {"needs_human": "A person decides", "blocked": "Blocked"}.get(task.status, "Where it stands")
+    parts = [f'<h2 id="decision-head">{heading}</h2>']
+    if waits:
+        parts.append(f'<div class="reason"><b>Why it waits:</b>{markdown(for_people(task.blocked_reason))}</div>')
+    parts.append(f'<p class="verdict">{verdict_line(task, trail)}</p>')
+    parts += [a for a in actions if a]
+    return (
+        f'<section class="decision{" waits" if task.status == "needs_human" else ""}" id="decision" '
+        f'aria-labelledby="decision-head">{"".join(parts)}</section>'
+    )
 
 
 # ----------------------------------------------------------------------- messages, agents, memory
@@ -612,9 +722,9 @@ def _recent(counts: dict[str, int], items: list) -> str:
     for kind in sorted(counts, key=lambda k: KINDS.index(k) if k in KINDS else len(KINDS)):
         mine = [x for x in items if x.kind == kind]
         entries = "".join(
-            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(x.text, 80))}</a>'
+            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(plain(x.text), 80))}</a>'
             f"{' <span class=type>' + h(x.task_type) + '</span>' if x.task_type else ''}"
-            f' <span class="score">{h(_when(x.created_at))}</span><p>{h(shorten(x.text, 200))}</p></li>'
+            f' <span class="score">{h(_when(x.created_at))}</span><p>{h(shorten(plain(x.text), 200))}</p></li>'
             for x in mine
         )
         more = counts[kind] - len(mine)
@@ -648,10 +758,10 @@ def memory_page(query: dict, results, note: str | None, viewer: Viewer, recent: 
     listing = ""
     if results is not None:
         hits = "".join(
-            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(x.snippet, 80))}</a> <span class="type">'
+            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(plain(x.snippet), 80))}</a> <span class="type">'
             f"{h(x.kind)}</span>{' <span class=type>' + h(x.task_type) + '</span>' if x.task_type else ''}"
             f' <span class="label">by {h(x.created_by)}, {h(x.trust)}</span>'
-            f' <span class="score">{x.score:.3f} ({"+".join(x.matched)})</span><p>{h(_snippet(x))}</p></li>'
+            f' <span class="score">{x.score:.3f} ({"+".join(x.matched)})</span><p>{h(plain(_snippet(x)))}</p></li>'
             for x in results.hits
         )
         listing = f'<ol class="hits">{hits}</ol>' if hits else '<p class="empty">nothing found</p>'
@@ -662,9 +772,10 @@ def memory_page(query: dict, results, note: str | None, viewer: Viewer, recent: 
     quarantine = ""
     if held:
         rows = "".join(
-            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(x.text, 80))}</a> <span class="type">{h(x.kind)}'
+            f'<li><a href="/memory/{x.id}">{h(x.title or shorten(plain(x.text), 80))}</a>'
+            f' <span class="type">{h(x.kind)}'
             f'</span> <span class="label">by {h(x.created_by)}</span> <span class="flash">held: {h(x.held)}</span>'
-            f"<p>{h(shorten(' '.join(x.text.split()), 300))}</p></li>"
+            f"<p>{h(shorten(plain(x.text), 300))}</p></li>"
             for x in held
         )
         quarantine = (

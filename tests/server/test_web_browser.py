@@ -2,8 +2,11 @@
 browser). Agents work through MCP clients against the same `hiveboard serve --http` subprocess.
 
 Without chromium these tests skip with one line, unless HIVEBOARD_REQUIRE_BROWSER=1 (set by .ci/run,
-which installs it) makes that a failure. With HIVEBOARD_SCREENSHOTS=DIR the seeded-board test saves
-the README's screenshots there.
+which installs it) makes that a failure. With HIVEBOARD_SCREENSHOTS=DIR the seeded-board tests save
+the screenshots of README.md and docs/web-board.md there (docs/screenshots).
+
+Every page a test opens is swept as it loads and each time its main part changes (`Swept`): no traceback
+and no markdown shown as raw text (a line starting with `**`, `#`, a code fence) outside code blocks.
 
 The browser is slow, so the tests marked `backends("sqlite", "postgresql")` run on both: a person
 logging in, the board following cards live (through review), and a person's decisions on a card from
@@ -39,6 +42,7 @@ if CHROMIUM is None:
     pytest.skip("the browser tests need the OS package chromium (apt-get install chromium)", allow_module_level=True)
 
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+PlaywrightError = pytest.importorskip("playwright.sync_api").Error
 WAIT = 60_000  # ms: a generous ceiling for a loaded machine; the bench measures how fast it really is
 
 
@@ -68,12 +72,75 @@ def served(tmp_path: Path, node_env: dict[str, str]):
     stop_process(proc)
 
 
+# runs in every page before its own script: reports what a person should never read on the board, once the
+# page has loaded and after each change of its main part (a live update), through the binding `Swept` adds
+SWEEP = r"""
+(() => {
+  const sweep = () => {
+    const found = [];
+    const walk = document.createTreeWalker(document.body || document.documentElement, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (n.parentElement && n.parentElement.closest("pre, code, textarea, script, style")) continue;
+      for (const line of n.textContent.split("\n")) {
+        const t = line.trim();
+        if (/^(\*\*|#{1,6} |```|~~~)/.test(t)) found.push("raw markdown: " + t.slice(0, 120));
+        if (/Traceback \(most recent call last\)|Internal Server Error/.test(t)) found.push("error: " + t.slice(0, 120));
+      }
+    }
+    if (found.length) window.__hiveboard_swept(location.href, found);
+  };
+  let later = null;
+  addEventListener("load", () => {
+    sweep();
+    const main = document.getElementById("main");
+    if (main) new MutationObserver(() => { clearTimeout(later); later = setTimeout(sweep, 100); })
+      .observe(main, { childList: true, subtree: true });
+  });
+})();
+"""
+
+
+class Swept:
+    """The browser, each page it opens swept by SWEEP; `problems` holds what the sweeps found, by page."""
+
+    def __init__(self, chromium):
+        self.chromium = chromium
+        self.problems: dict[str, set[str]] = {}
+
+    def _found(self, source, url: str, lines: list[str]) -> None:
+        self.problems.setdefault(url, set()).update(lines)
+
+    def new_context(self, **options):
+        context = self.chromium.new_context(**options)
+        context.expose_binding("__hiveboard_swept", self._found)
+        context.add_init_script(SWEEP)
+        return context
+
+    def new_page(self, **options):
+        return self.new_context(**options).new_page()
+
+
 @pytest.fixture
 def browser():
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
+        swept = Swept(chromium)
+        yield swept
+        for context in chromium.contexts:  # reports still on their way arrive before the verdict
+            for page in context.pages:
+                try:
+                    page.evaluate("1")
+                except PlaywrightError:  # a page without script, or one navigating: nothing more to hear
+                    pass
         chromium.close()
+        assert not swept.problems, f"pages show a traceback or raw markdown: {swept.problems}"
+
+
+def unfold(page) -> None:
+    """Open every folded part of a card's page, as a person reading all of it would."""
+    closed = page.locator("details.fold:not([open]) > summary")
+    while closed.count():
+        closed.first.click()
 
 
 def log_in(page, base: str, token: str) -> None:
@@ -389,11 +456,14 @@ def test_seeded_board_pages_render(served, browser):
     if shots:
         page.screenshot(path=str(Path(shots) / "board.png"))
     page.goto(f"{base}/task/{calc['id']}")
+    assert "Review round 2: PASS → done · score 10/10 · tests passed (2 rounds)" in page.inner_text("#decision")
+    unfold(page)
     text = page.inner_text("main")
     assert "Round 1: FAIL" in text and "Round 2: PASS" in text and "test_add" in text
     page.wait_for_selector(".scores canvas[data-drawn]")
     assert page.locator(".scores table tr").count() == 3  # the score of each round, under its heading
     if shots:
+        page.evaluate("window.scrollTo(0, 0)")  # opening the folds scrolled it: the header sits on top again
         page.screenshot(path=str(Path(shots) / "card.png"), full_page=True)
     page.goto(f"{base}/metrics")
     page.wait_for_selector("figure.chart canvas[data-drawn]")
@@ -407,26 +477,29 @@ def test_seeded_board_pages_render(served, browser):
     assert "token bucket" in page.inner_text("main")
 
 
-# every page of the board a person reads, with what it must show once loaded
+# every page of the board a person reads, with what it must show once loaded (a card's page: unfolded)
 PAGES = {
     "board": ("/board", "#col-done"),
     "card": ("/task/{calc}", ".scores canvas[data-drawn]"),
+    "decision": ("/task/{sign}", "#decision form.decide"),
     "messages": ("/messages", "ol.thread"),
     "agents": ("/agents", "table.agents"),
     "memory": ("/memory?q=calc", "form.filters"),
     "metrics": ("/metrics", "figure.chart canvas[data-drawn]"),
 }
-WIDTHS = ((1440, 900), (1024, 768), (390, 844))  # a wide screen, a small laptop, a phone
+WIDTHS = ((1280, 800), (1024, 768), (390, 844))  # a laptop, a small laptop, a phone
+SHOWN = (1280, 390)  # the widths docs/web-board.md shows
 # a canvas with some pixel drawn on it (Chart.js draws axes, bars and labels; an empty canvas is all 0)
 INKED = "c => c.getContext('2d').getImageData(0, 0, c.width, c.height).data.some(v => v !== 0)"
 
 
 def test_every_page_fits_from_desktop_to_phone(served, browser):
-    """From 1,440 down to 390 px wide no page scrolls sideways, every nav link is on screen, the board's
-    columns scroll inside the board, and the charts are drawn from the board's own files (no other
-    site). Saves NAME-1440.png and NAME-390.png for each page when HIVEBOARD_SCREENSHOTS is set."""
+    """From 1,280 down to 390 px wide no page scrolls sideways (a card's page with every fold open), every nav
+    link is on screen, the board's columns scroll inside the board, and the charts are drawn from the board's
+    own files (no other site). Saves NAME-1280.png and NAME-390.png for each page when HIVEBOARD_SCREENSHOTS
+    is set (a card's page as it opens: folded)."""
     url, base, tokens = served
-    calc, _ = seed_board(url, tokens)
+    calc, sign = seed_board(url, tokens)
     shots = os.environ.get("HIVEBOARD_SCREENSHOTS")
     for width, height in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": height})
@@ -437,7 +510,14 @@ def test_every_page_fits_from_desktop_to_phone(served, browser):
         log_in(page, base, tokens["lee"])
         page.wait_for_selector("main")
         for name, (path, ready) in PAGES.items():
-            page.goto(base + path.format(calc=calc["id"]))
+            page.goto(base + path.format(calc=calc["id"], sign=sign["id"]))
+            if shots and width in SHOWN:  # the page's top 2,000 px: a long thread is more of the same
+                if page.locator("body[data-live]").count():  # a live page as a person sees it: connected
+                    page.wait_for_selector("body[data-connected='1']", state="attached", timeout=WAIT)
+                tall = min(page.evaluate("document.documentElement.scrollHeight"), 2000)
+                clip = {"x": 0, "y": 0, "width": width, "height": tall}
+                page.screenshot(path=str(Path(shots) / f"{name}-{width}.png"), full_page=True, clip=clip)
+            unfold(page)
             page.wait_for_selector(ready, timeout=WAIT)
             where = f"{name} at {width} px"
             overflow = page.evaluate("document.documentElement.scrollWidth - innerWidth")
@@ -455,7 +535,7 @@ def test_every_page_fits_from_desktop_to_phone(served, browser):
                     " return {right: r.right, inner: b.scrollWidth > b.clientWidth}; })()"
                 )
                 assert board["right"] <= width, where
-                assert board["inner"] == (width < 1200), f"{where}: {board}"  # six columns fit at 1,440
+                assert board["inner"] == (width < 1200), f"{where}: {board}"  # six columns fit at 1,280
             canvases = page.locator("canvas[data-chart]")
             for n in range(canvases.count()):
                 canvas = canvases.nth(n)
@@ -469,21 +549,19 @@ def test_every_page_fits_from_desktop_to_phone(served, browser):
                 # horizontal charts grow with their rows (set by charts.js: the CSP refuses a style attribute)
                 rows = "ps => ps.length > 0 && ps.every(p => p.style.getPropertyValue('--rows') === p.dataset.rows)"
                 assert page.eval_on_selector_all(".plot[data-rows]", rows), where
-            if shots and width != 1024:  # the page's top 2,000 px: a long thread is more of the same
-                tall = min(page.evaluate("document.documentElement.scrollHeight"), 2000)
-                clip = {"x": 0, "y": 0, "width": width, "height": tall}
-                page.screenshot(path=str(Path(shots) / f"{name}-{width}.png"), full_page=True, clip=clip)
         assert not elsewhere, f"pages fetched from another site: {elsewhere}"
         assert not refused, f"at {width} px the Content-Security-Policy refused: {refused}"
         context.close()
 
 
-def _escalated(url: str, tokens: dict[str, str], reason: str = "ISO 8601 or RFC 2822?") -> dict:
+def _escalated(
+    url: str, tokens: dict[str, str], reason: str = "ISO 8601 or RFC 2822?", title: str = "Choose a date format"
+) -> dict:
     """A card its agent handed to a person (needs_human), no review having run."""
 
     async def stuck():
         async with http_client(url, tokens["coder"]) as coder:
-            made = await call(coder, "create_task", title="Choose a date format", task_type="code")
+            made = await call(coder, "create_task", title=title, task_type="code")
             claim = await call(coder, "claim_task", task_id=made["id"])
             await call(
                 coder, "update_task", task_id=made["id"], token=claim["token"], status="needs_human", reason=reason
@@ -507,6 +585,7 @@ def test_an_open_card_page_follows_a_decision_made_elsewhere(served, browser):
     watcher.wait_for_selector("body[data-connected='1']", timeout=WAIT)
     watcher.evaluate("window.__same_page = true")
     assert "not reviewed yet" in watcher.inner_text("main") and watcher.locator("form.decide").count() == 1
+    watcher.click("#fold-thread > summary")
     watcher.fill("form.post textarea[name=content]", "a draft I am still writing")
 
     deciding = context.new_page()
@@ -523,6 +602,7 @@ def test_an_open_card_page_follows_a_decision_made_elsewhere(served, browser):
     assert "passed by a person (lee" in text and "not reviewed yet" not in text and "Why it waits" not in text
     assert watcher.locator("form.decide").count() == 0
     assert watcher.input_value("form.post textarea[name=content]") == "a draft I am still writing"
+    assert watcher.locator("#fold-thread").get_attribute("open") is not None  # its fold stays as the person left it
     context.close()
 
 
@@ -540,6 +620,7 @@ def test_a_page_catches_up_on_changes_made_before_it_listened(served, browser):
     page.wait_for_load_state("load")
     while not held:
         page.wait_for_timeout(20)
+    page.click("#fold-thread > summary")  # open, and kept open by the reload of the page's main part
     page.evaluate("window.__same_page = true")
 
     async def note():
@@ -578,6 +659,7 @@ def test_markdown_on_a_card_runs_no_script(served, browser):
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     log_in(page, base, tokens["lee"])
     page.goto(f"{base}/task/{made['id']}")
+    unfold(page)
     page.wait_for_selector(".md.desc strong")
     for where in (".md.desc", "ol.thread .md"):
         assert page.inner_text(f"{where} strong") == "bold"
@@ -667,6 +749,9 @@ def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_con
     refused = csp_refusals(page)
     log_in(page, base, tokens["lee"])
     page.goto(task)
+    page.click("#decision a[href='#files']")  # "read the files": its fold opens
+    assert page.locator("#fold-work").get_attribute("open") is not None
+    unfold(page)
     calc = page.locator("#files #file-1")  # the hand-in's files in its order: calc.py first
     assert calc.locator("> h4").inner_text().split() == "calc.py code changed since round 1".split()
     before, now = calc.locator("> .versions > .version").nth(0), calc.locator("> .versions > .version").nth(1)
@@ -687,6 +772,7 @@ def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_con
     assert f"Pass approves {named}" in page.inner_text("form.decide")
     shots = os.environ.get("HIVEBOARD_SCREENSHOTS")
     if shots:
+        page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(Path(shots) / "approval.png"), full_page=True)
 
     # with script: a dialog names what is approved; dismissed, nothing is approved
@@ -694,7 +780,7 @@ def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_con
     page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
     page.click("form.decide button[value=pass]")
     page.wait_for_timeout(300)
-    assert asked == [f"Pass {named}? The card moves to Done."] and page.url == task
+    assert asked == [f"Pass {named}? The card moves to Done."] and page.url == f"{task}#files"
     assert page.inner_text("main .status") == "Needs a human"
 
     # without script: the board answers with a confirmation page; going back approves nothing
@@ -719,6 +805,7 @@ def test_the_card_page_shows_the_work_beside_the_round_before_and_pass_needs_con
     small = phone.new_page()
     log_in(small, base, tokens["lee"])
     small.goto(task)
+    unfold(small)
     before_box, now_box = _boxes(small.locator("#files #file-1 > .versions"))
     assert now_box["y"] < before_box["y"]
     assert small.evaluate("document.documentElement.scrollWidth - innerWidth") <= 1
@@ -764,3 +851,144 @@ def test_the_login_pages_command_is_one_line_on_a_desktop_and_a_phone(browser, w
     )
     assert lines == 1
     page.close()
+
+
+# an agent's needs-human reason with pytest's output pasted in, as agents do
+PYTEST_REASON = """Which rounding does the product want? The card's test expects 2.5 to round up:
+
+    def test_round_half():
+>       assert round_half(2.5) == 3
+E       assert 2 == 3
+E        +  where 2 = round_half(2.5)
+
+test_money.py:7: AssertionError
+=========================== short test summary info ============================
+FAILED test_money.py::test_round_half - assert 2 == 3
+Python's round() gives **2** (banker's rounding); say which one to keep."""
+
+
+def _board_with_a_person_needed(url: str, tokens: dict[str, str]) -> dict:
+    """A card in each of the first columns and one that needs a person, its reason holding pytest's output."""
+
+    async def seed():
+        async with http_client(url, tokens["coder"]) as coder:
+            for title in ("Add rate limiting to the API", "Write the onboarding guide", "Fuzz the message parser"):
+                await call(coder, "create_task", title=title, task_type="code")
+            await call(coder, "claim_task")
+
+    mcp(seed)
+    return _escalated(url, tokens, PYTEST_REASON, "Round half-cents on invoices")
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_every_column_is_in_sight_and_needs_a_human_one_tap_away(served, browser, width, height):
+    """At 1,280 px all six columns fit side by side. On a phone one column shows at a time with the next one
+    peeking in, and a switcher above lists every column with its count: "Needs a human" is always in sight,
+    marked when a card waits there, and a tap brings its column into view (the page never scrolls sideways)."""
+    url, base, tokens = served
+    made = _board_with_a_person_needed(url, tokens)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    log_in(page, base, tokens["lee"])
+    page.goto(f"{base}/board")
+    page.wait_for_selector(f"#col-needs_human #card-{made['id']}")
+    page.wait_for_selector("body[data-connected='1']", timeout=WAIT)
+    boxes = {c.get_attribute("data-status"): c.bounding_box() for c in page.locator(".board > .column").all()}
+    assert list(boxes) == ["todo", "in_progress", "review", "done", "blocked", "needs_human"]
+    assert page.evaluate("document.documentElement.scrollWidth - innerWidth") <= 1
+    if width >= 1280:
+        for status, box in boxes.items():
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, f"{status} is cut off at {width} px: {box}"
+        assert not page.locator("nav.switcher").is_visible()  # nothing to switch to: all are in sight
+        return
+    # the phone: one column, the next peeking in at the edge (a swipe's cue)
+    first, second = boxes["todo"], boxes["in_progress"]
+    assert first["x"] >= 0 and first["x"] + first["width"] <= width and first["width"] >= 0.75 * width
+    assert second["x"] < width - 16, f"the next column does not show at the edge: {second}"
+    tabs = page.locator("nav.switcher a")
+    assert [t.get_attribute("data-status") for t in tabs.all()] == list(boxes)
+    for tab in tabs.all():  # every column's name and count is on screen
+        box = tab.bounding_box()
+        assert tab.is_visible() and box["x"] >= 0 and box["x"] + box["width"] <= width, tab.inner_text()
+    needed = page.locator("nav.switcher a[data-status=needs_human]")
+    assert needed.inner_text().split() == ["Needs", "a", "human", "1"] and "urgent" in needed.get_attribute("class")
+    assert needed.bounding_box()["y"] + needed.bounding_box()["height"] <= height  # on the first screen
+    needed.click()
+    card = page.locator(f"#card-{made['id']}")
+
+    def in_view() -> bool:
+        box = card.bounding_box()
+        return box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+
+    for _ in range(50):  # the board scrolls smoothly: wait for it to arrive
+        if in_view():
+            break
+        page.wait_for_timeout(100)
+    assert in_view(), card.bounding_box()
+    assert needed.get_attribute("aria-current") == "true"
+    assert "Which rounding does the product want?" in card.inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth - innerWidth") <= 1
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_a_needs_human_card_opens_with_the_decision_and_its_test_output_verbatim(served, browser, width, height):
+    """A card an agent handed to a person with pytest's output in its reason: its page opens with one block
+    (why it waits, the review's word, the choices) on the first screen; the pytest lines in the reason are
+    preformatted as pytest printed them (no `>` line turned into a quote swallowing the next); the prose
+    around them is still markdown; everything an engineer reads is folded below."""
+    url, base, tokens = served
+    made = _escalated(url, tokens, PYTEST_REASON, "Round half-cents on invoices")
+    page = browser.new_page(viewport={"width": width, "height": height})
+    log_in(page, base, tokens["lee"])
+    page.goto(f"{base}/task/{made['id']}")
+    reason = page.locator("main .reason")
+    assert reason.locator("blockquote, h1, h2, hr").count() == 0, reason.inner_html()
+    printed = reason.locator("pre")
+    assert printed.count() == 1
+    text = printed.inner_text()
+    assert ">       assert round_half(2.5) == 3\nE       assert 2 == 3\nE        +  where 2 = round_half(2.5)" in text
+    assert "=" * 27 + " short test summary info " + "=" * 28 in text
+    assert "FAILED test_money.py::test_round_half - assert 2 == 3" in text
+    assert reason.locator("strong").inner_text() == "2"  # the agent's own words: markdown
+    shots = os.environ.get("HIVEBOARD_SCREENSHOTS")
+    if shots:  # the first screen, as the person opening the card sees it
+        page.wait_for_selector("body[data-connected='1']", state="attached", timeout=WAIT)
+        page.screenshot(path=str(Path(shots) / f"needs-human-{width}.png"))
+
+    decision = page.locator("main > section.decision")
+    assert decision.count() == 1 and decision.locator(".reason").count() == 1
+    assert decision.locator("form.decide button[value=pass]").count() == 1
+    assert "Review: not reviewed yet" in decision.locator("p.verdict").inner_text()
+    top = decision.bounding_box()
+    assert top["y"] < height / 3, top  # it opens the page: only the title and its tags above it
+    button = decision.locator("form.decide button[value=send_back]").bounding_box()
+    if width >= 1280:  # a laptop shows the whole decision, its buttons too, without scrolling
+        assert button["y"] + button["height"] <= height, button
+    folds = page.locator("main > details.fold")
+    assert folds.count() >= 3
+    for n in range(folds.count()):
+        fold = folds.nth(n)
+        assert fold.get_attribute("open") is None, fold.inner_text()
+        assert fold.bounding_box()["y"] > top["y"] + top["height"]
+    assert not page.locator("#fold-history table.history").is_visible()
+    page.click("#fold-history > summary")
+    assert page.locator("#fold-history table.history").is_visible()
+    assert "needs_human" in page.inner_text("#fold-history")
+
+
+def test_the_sweep_reports_raw_markdown_and_tracebacks_outside_code(browser):
+    """The check every page of these tests gets (SWEEP): markdown marks and a traceback shown as text are
+    reported, the same lines inside a code block are not."""
+    page = browser.new_page()
+    shown = (
+        '<main id="main"><p>**Fix** this first</p><p>## Plan</p><pre>```\n## a comment\n**kwargs</pre>'
+        "<div>Traceback (most recent call last):</div><code>Traceback (most recent call last):</code></main>"
+    )
+    page.route("http://sweep.test/", lambda route: route.fulfill(body=shown, content_type="text/html"))
+    page.goto("http://sweep.test/")
+    page.evaluate("1")  # the report, made on load, has arrived
+    found = browser.problems.pop("http://sweep.test/", set())
+    assert found == {
+        "raw markdown: **Fix** this first",
+        "raw markdown: ## Plan",
+        "error: Traceback (most recent call last):",
+    }

@@ -13,7 +13,7 @@ from hiveboard.board import CritiqueRecord, ReviewIssue
 from hiveboard.board.views import AgentView
 from hiveboard.critics.synthesis import convergence_summary
 from hiveboard.server.web import pages
-from hiveboard.server.web.text import TOOLS, for_people, markdown, shorten
+from hiveboard.server.web.text import TOOLS, for_people, markdown, plain, shorten
 
 SNAPSHOT = Path(__file__).with_name("tools_list.json")
 TOOL_CALL = re.compile(r"\b(?:" + "|".join(sorted(TOOLS)) + r")\b")
@@ -56,6 +56,67 @@ def test_markdown_renders_what_people_write():
     assert '<a href="https://example.com" rel="noopener noreferrer nofollow">docs</a>' in html
     assert "<br>" in html  # an agent's plain line breaks are kept
     assert markdown("") == "" and markdown("  \n") == ""
+
+
+PYTEST = """    def test_add():
+>       assert add(2, 3) == 5
+E       assert -1 == 5
+
+test_calc.py:5: AssertionError
+=========================== short test summary info ============================
+FAILED test_calc.py::test_add - assert -1 == 5"""
+
+
+@pytest.mark.parametrize(
+    "before,after",
+    [
+        ("The test fails:\n\n", "\nWhich sign is **right**?"),  # an agent's reason around pasted output
+        ("UNRESOLVED [critical] test_calc.py::test_add failed: expected 5, got -1\n", ""),  # the review's summary
+        ("- **Fix** the sign\n", "\n\n## Next"),
+    ],
+)
+def test_what_a_test_run_printed_is_shown_as_printed_and_the_prose_as_markdown(before, after):
+    html = markdown(before + PYTEST + after)
+    assert "<blockquote>" not in html and "<h1>" not in html and "<hr>" not in html, html
+    code = re.search(r"<pre><code>(.*?)</code></pre>", html, re.S).group(1)
+    assert code.strip("\n") == PYTEST.replace(">", "&gt;"), code  # every line, every space, in one block
+    assert ("<strong>" in html) == ("**" in before + after)  # what the agent wrote around it is still markdown
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        'Traceback (most recent call last):\n  File "app.py", line 3, in <module>\n    main()\nValueError: **boom**',
+        "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b",
+    ],
+)
+def test_a_traceback_and_a_diff_are_kept_whole(printed):
+    html = markdown(f"It broke:\n{printed}\nThat is all.")
+    code = re.search(r"<pre><code>(.*?)</code></pre>", html, re.S).group(1)
+    assert code.strip("\n") == printed.replace(">", "&gt;").replace("<", "&lt;"), html
+    assert "<p>That is all.</p>" in html
+
+
+def test_a_quote_and_code_a_person_wrote_stay_markdown():
+    html = markdown("> a quote from the design doc\n\n```\n>       assert kept\n```\n\n    E   indented code")
+    assert "<blockquote>" in html and html.count("<pre><code>") == 2 and "```" not in html
+
+
+def test_people_read_a_review_note_with_its_test_output_untouched():
+    """for_people rewrites the board's instructions to agents, never the lines a test printed."""
+    note = "Round 1: FAIL; call get_task and retry.\n>       assert add(2,  3) == 5\nE       assert -1 == 5"
+    said = for_people(note)
+    assert said.splitlines() == [
+        "Round 1: FAIL; reload the page and try again.",
+        ">       assert add(2,  3) == 5",
+        "E       assert -1 == 5",
+    ]
+
+
+def test_an_excerpt_has_the_words_without_the_marks():
+    assert plain("**Problem:** the sum\n\n```diff\n-    return a - b\n```\n## Fix\n`a + b`") == (
+        "Problem: the sum - return a - b Fix a + b"
+    )
 
 
 def test_shorten_cuts_at_a_word_and_says_so():

@@ -80,7 +80,51 @@
   function setCount(status, n) {
     const el = document.getElementById("count-" + status);
     if (el) el.textContent = n;
+    const tab = document.getElementById("tab-count-" + status);  // the column switcher (pages.switcher)
+    if (tab) {
+      tab.textContent = n;
+      if (status === "needs_human") tab.parentElement.classList.toggle("urgent", Number(n) > 0);
+    }
   }
+
+  // the column switcher: a tap brings its column into the board's view (sideways only: the page stays where
+  // it is), and the column most in view is marked as the current one
+  const board = document.getElementById("board");
+  function inView() {
+    if (!board) return;
+    const left = board.getBoundingClientRect().left;
+    let best = null, bestShown = -1;
+    for (const col of board.querySelectorAll(".column")) {
+      const r = col.getBoundingClientRect();
+      const shown = Math.min(r.right, left + board.clientWidth) - Math.max(r.left, left);
+      if (shown > bestShown) { best = col; bestShown = shown; }
+    }
+    for (const tab of document.querySelectorAll(".switcher a")) {
+      if (best && tab.dataset.status === best.dataset.status) tab.setAttribute("aria-current", "true");
+      else tab.removeAttribute("aria-current");
+    }
+  }
+  if (board) {
+    board.addEventListener("scroll", () => requestAnimationFrame(inView), { passive: true });
+    window.addEventListener("resize", inView);
+    document.addEventListener("click", e => {
+      const tab = e.target.closest(".switcher a[data-status]");
+      const col = tab && document.getElementById("col-" + tab.dataset.status);
+      if (!col) return;
+      e.preventDefault();
+      board.scrollTo({ left: col.offsetLeft - board.firstElementChild.offsetLeft, behavior: "smooth" });
+    });
+    inView();
+  }
+
+  // a link to a part of a folded section (a card page's "read the files") opens its fold first
+  function unfold() {
+    const target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    for (let d = target && target.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
+    if (target) target.scrollIntoView();
+  }
+  window.addEventListener("hashchange", unfold);
+  if (location.hash) unfold();
 
   // this page's main part, fetched again: one fetch at a time (so an older answer never lands after a
   // newer one), and a change that comes while one is under way fetches once more after it
@@ -114,7 +158,9 @@
   // (fields they left alone take the new values), and where the cursor was
   function swapMain(html) {
     const main = document.getElementById("main");
-    const open = Array.from(main.querySelectorAll("details[open]")).map(d => d.querySelector("summary")?.textContent);
+    // a fold is known by its id (its summary's counts change), any other details by its summary
+    const name = d => d.id || d.querySelector("summary")?.textContent;
+    const open = Array.from(main.querySelectorAll("details[open]")).map(name);
     const key = el => (el.form ? el.form.getAttribute("action") : "") + "|" + el.name;
     const typed = new Map();
     for (const el of main.querySelectorAll("form textarea[name], form input[name]:not([type=hidden]), form select[name]")) {
@@ -129,7 +175,7 @@
       ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null;
     main.innerHTML = html;
     for (const d of main.querySelectorAll("details")) {
-      if (open.includes(d.querySelector("summary")?.textContent)) d.open = true;
+      if (open.includes(name(d))) d.open = true;
     }
     for (const el of main.querySelectorAll("form textarea[name], form input[name]:not([type=hidden]), form select[name]")) {
       const old = typed.get(key(el));
