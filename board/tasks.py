@@ -324,7 +324,8 @@ class Board:
             self.canaries.check_new(actor, new)
         # kept as why, decided now: no later edit of its labels takes it away (only an explicit clear, see update)
         approval = (self.approval_rule(task_type, labels) if self.approval_rule else None) or (
-            CREATOR_ASKED if new.needs_approval else None
+            # a canary reads as a card its creator asked to approve: its pass then waits for a person as theirs do
+            CREATOR_ASKED if new.needs_approval or new.canary else None
         )
         ts = now()
         with self.store.write() as db:
