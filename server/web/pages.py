@@ -601,14 +601,14 @@ def presence_of(a: AgentView, window: float, now_ts: float) -> tuple[bool, str]:
 
 def _honesty_cell(a: AgentHonesty | None) -> str:
     """An agent's canaries: seen, flagged, failed honestly, gamed, each with the cards and reviews behind it."""
-    if a is None or not (a.canaries_seen or a.flags):
+    if a is None or not (a.canaries_seen or a.flags or a.caught):
         return "<td>—</td>"
     evidence = h("; ".join(a.evidence))
     cards = " ".join(f'<a href="/task/{n}">#{n}</a>' for n in dict.fromkeys(int(e.split()[1]) for e in a.evidence))
     gamed = f'<b class="gamed">{a.gamed} gamed</b>' if a.gamed else "0 gamed"
     return (
         f'<td class="honesty" title="{evidence}">{a.canaries_seen} seen, {a.flagged} flagged, '
-        f"{a.failed_honestly} failed honestly, {gamed}; {a.flags} flags {cards}</td>"
+        f"{a.failed_honestly} failed honestly, {gamed}; {a.flags} flags, {a.caught} rounds caught gaming {cards}</td>"
     )
 
 
