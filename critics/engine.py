@@ -677,7 +677,9 @@ class ReviewEngine:
         return downgrade(synthesis, critiques, work.round, decisions, self.config.brief_chars)
 
     def _blocking_before(self, job: ReviewJob) -> set[tuple[str, str, str]]:
-        """The blocking findings of the card's round before this one (synthesis.finding), if it failed."""
+        """The blocking findings of the card's round before this one (synthesis.finding), if it failed and sent the
+        card back to its author: after a person decided in between (sent it back, granted rounds), the next round is
+        the person's call, not a repetition."""
         if job.round < 2:
             return set()
         earlier = [
@@ -685,7 +687,9 @@ class ReviewEngine:
             for r in self.board.reviews.rounds(job.task_id)
             if r.review_id != job.id and r.status == "finished" and r.round == job.round - 1
         ]
-        return blocking_findings(earlier[-1].synthesis) if earlier else set()
+        if not earlier or earlier[-1].outcome != "in_progress":
+            return set()
+        return blocking_findings(earlier[-1].synthesis)
 
     def _decide(
         self,
