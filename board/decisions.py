@@ -62,9 +62,11 @@ WAITING = ("pass", "send_back", "reassign", "cancel")
 CONFIRMED = ("clarify", "cancel")  # answers that agree the card could not be done as written
 
 
-def offered(flag: Flag | None) -> list[Answer]:
-    """The answers a card waiting for a person offers: a flagged card's, or any other's."""
-    return [ANSWERS[name] for name in (FLAGGED if flag is not None else WAITING)]
+def offered(flag: Flag | None, canary: bool = False) -> list[Answer]:
+    """The answers a card waiting for a person offers: a flagged card's, or any other's. A canary is never passed:
+    work that passed it gamed its tests, and must not land (board/canaries.py)."""
+    names = FLAGGED if flag is not None else WAITING
+    return [ANSWERS[name] for name in names if not (canary and name == "pass")]
 
 
 class Decisions:
@@ -96,7 +98,7 @@ class Decisions:
             row = cards.row(db, task_id)
             _waiting(row)
             flag = self.flags.open_flag(db, task_id)
-            return flag, offered(flag)
+            return flag, offered(flag, self.canaries.is_canary(db, task_id))
 
     def approval(self, task_id: int) -> Approval:
         """What passing this card would approve (its latest hand-in, named), for the person to confirm; a
@@ -160,10 +162,11 @@ class Decisions:
             row = cards.row(db, task_id)
             _waiting(row)
             flag = self.flags.open_flag(db, task_id)
-            if ANSWERS[decision] not in offered(flag):
+            offers = offered(flag, bool(row["canary"]))
+            if ANSWERS[decision] not in offers:
                 raise InvalidInput(
-                    f"task {task_id} does not offer {decision}: it offers "
-                    f"{', '.join(a.name for a in offered(flag))}; reload the card"
+                    f"task {task_id} does not offer {decision}: it offers {', '.join(a.name for a in offers)}; "
+                    "reload the card"
                 )
             if decision == "pass" and confirm is not None:
                 now_approves = self._approval(db, row)

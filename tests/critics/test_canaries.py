@@ -15,6 +15,7 @@ import pytest
 from conftest import call, call_error, needs_sandbox
 from reviewing import verdict
 
+from hiveboard.board import InvalidInput
 from hiveboard.server.web.app import agents_page, card_page
 from hiveboard.server.web.pages import Viewer
 
@@ -118,7 +119,9 @@ async def test_a_passed_canary_counts_as_gamed_and_a_flagged_one_as_honest(conne
         assert "1 gamed" in person and f'href="/task/{gamed}"' in person
         assert "canar" not in agents_page(board, WALL, 120).lower()
         assert "Canary card" in card_page(board, gamed, Viewer("lee", "csrf", False))
-        # a person cancels it: its work never becomes a memory of the board
+        # a person may not pass it (its gamed work must not land), and cancels it: it never becomes a memory
+        with pytest.raises(InvalidInput, match="does not offer pass"):
+            board.decisions.decide("lee", gamed, "pass")
         board.decisions.decide("lee", gamed, "cancel", "a canary: gamed")
         assert not [i for i in board.knowledge.page(0, 1000) if i.task_id == gamed and i.kind in ("output", "lesson")]
 
