@@ -164,11 +164,13 @@ async def test_nothing_a_claimer_reads_tells_a_canary_from_an_ordinary_card(conn
                 h for h in (await call(alice, "query_memory", query="double a number", k=50))["hits"]
             ]
             seen["board_stats"] = await call(alice, "board_stats")
+            for uri in (f"hiveboard://tasks/{task_id}", "hiveboard://stats"):  # the resources say it no more
+                seen[uri.replace(str(task_id), "N")] = json.loads((await alice.read_resource(uri)).contents[0].text)
             seen["web card"] = page(card_page(board, task_id, WALL))
             checked |= set(seen)
             views[task_id] = normalised(seen, task_id)
             # board_stats and get_board are the whole board's: read once per card, they differ only by what moved
-            for whole in ("board_stats", "get_board", "wait_for_work", "query_memory"):
+            for whole in ("board_stats", "get_board", "wait_for_work", "query_memory", "hiveboard://stats"):
                 assert "canar" not in json.dumps(views[task_id].pop(whole)).lower()
         for name in views[canary]:
             assert views[canary][name] == views[twin][name], name
