@@ -6,7 +6,7 @@ the line, not by its words."""
 from __future__ import annotations
 
 import pytest
-from conftest import call
+from conftest import call, needs_sandbox
 from fake_llm import critique, issue
 from reviewing import NO_BUILTINS, hand_in, llm_critic, verdict
 
@@ -74,3 +74,50 @@ async def test_a_round_that_resolves_a_finding_goes_on(connect, reviewer, fake_l
         assert [(r["round"], r["outcome"]) for r in trail["rounds"]] == [(1, "in_progress"), (2, "in_progress")]
         brief = trail["rounds"][-1]["synthesis"]["brief"]
         assert "(repeated: raised in round 1 too)" in brief  # the one still open is marked
+
+
+STEPS = '''def steps(n):
+    """How many Collatz steps take n to 1."""
+    count, start = 0, n
+    while n != 1:
+        n = n // 2 if n % 2 == 0 else 3 * n + 1
+        count += 1
+    return count + (start > {bound})
+'''
+HIDDEN = {
+    "files": [
+        {
+            "name": "test_steps_spec.py",
+            "content": "from steps import steps\n\n\ndef test_27():\n    assert steps(27) == 111\n\n\n"
+            "def test_97():\n    assert steps(97) == 118\n",
+        }
+    ],
+    "hidden": True,
+}
+
+
+@needs_sandbox
+async def test_hidden_findings_are_compared_sealed(connect, reviewer):
+    """Fixing one of two failing hidden tests reads the same as fixing none: the hidden tests' findings are one per
+    critic in the comparison, so whether a round stops says nothing of which hidden tests passed."""
+    engine = reviewer()
+    async with connect("carol") as carol, connect("alice", review=engine) as alice:
+        seen = []
+        for second in (10, 50):  # round 2 fixes neither (27 and 97 still off), or 27 only
+            card = (await call(carol, "create_task", title="count Collatz steps", acceptance_tests=HIDDEN))["id"]
+            artifacts = [{"name": "steps.py", "kind": "code", "content": STEPS.format(bound=10)}]
+            await hand_in(alice, card, artifacts=artifacts)
+            assert (await verdict(alice, card))["rounds"][-1]["outcome"] == "in_progress"
+            claim = await call(alice, "claim_task", task_id=card)
+            await call(
+                alice,
+                "complete_task",
+                task_id=card,
+                token=claim["token"],
+                output="again",
+                artifacts=[{"name": "steps.py", "kind": "code", "content": STEPS.format(bound=second)}],
+            )
+            last = (await verdict(alice, card))["rounds"][-1]
+            task = await call(alice, "get_task", task_id=card)
+            seen.append((last["outcome"], task["blocked_reason"].replace(f"task {card}", "task N")))
+        assert seen[0] == seen[1] and seen[0][0] == "needs_human" and "no progress in round 2" in seen[0][1]
