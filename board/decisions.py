@@ -150,7 +150,7 @@ class Decisions:
         check_text(note, self.limits.note, "note")
         if ANSWERS[decision].note and not note:
             raise InvalidInput(f"{decision.replace('_', ' ')} needs a note saying what to change or why")
-        if not 0 <= rounds <= 20 or (rounds and decision == "pass"):
+        if not 0 <= rounds <= 20 or (rounds and decision not in ("send_back", "reassign")):
             raise InvalidInput("rounds: 0 to 20 more review rounds, with a send-back or a reassignment only")
         target = (
             self.machine.agents.registered(assign_to, "reassign needs assign_to naming a registered agent")
