@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from . import cards
 from ._sqlite_utils import Database
 from .db import Store, rows
+from .errors import InvalidInput
 from .limits import Limits, check_text
 from .machine import Machine
 from .models import TaskSummary
@@ -48,6 +49,10 @@ class Flags:
     def flag(self, actor: str, task_id: int, token: int, kind: str, reason: str) -> TaskSummary:
         """The holder says the card cannot be done as written: it waits for a person with the reason."""
         reason = reason.strip()
+        if not reason:
+            raise InvalidInput(
+                "reason is blank: say what makes the card impossible to do as written; nothing was flagged"
+            )
         check_text(reason, self.limits.note, "reason")
         with self.machine.holding(actor, task_id, token, "flag") as (db, row, ts, needs):
             self.store.dialect.send(
