@@ -38,6 +38,7 @@ TABLES = (
     "merges",
     "reservations",
     "repo_landings",
+    "flags",
 )
 KEYS = {
     "agents": "name",
@@ -63,6 +64,7 @@ IDENTITY = (
     "merges",
     "reservations",
     "repo_landings",
+    "flags",
 )
 
 

@@ -57,7 +57,16 @@ from .messages import Messages
 
 Who = Literal["anyone", "holder", "steward", "system", "review", "person"]
 Via = Literal[
-    "create_task", "claim_task", "release_task", "update_task", "complete_task", "lease", "review", "decide", "budget"
+    "create_task",
+    "claim_task",
+    "release_task",
+    "update_task",
+    "complete_task",
+    "flag_task",
+    "lease",
+    "review",
+    "decide",
+    "budget",
 ]
 NEW = None  # the source of a card's first row: it did not exist
 
@@ -85,6 +94,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition("in_progress", "needs_human", "complete_task", "holder", "completed", ("reason",)),
     Transition("in_progress", "blocked", "update_task", "holder", "blocked", ("reason",)),
     Transition("in_progress", "needs_human", "update_task", "holder", "escalated", ("reason",)),
+    # the honest way out of a card that cannot be done as written (board/flags.py): a person answers, no round is used
+    Transition("in_progress", "needs_human", "flag_task", "holder", "flagged", ("reason",)),
+    Transition("blocked", "needs_human", "flag_task", "holder", "flagged", ("reason",)),
     Transition("blocked", "in_progress", "update_task", "holder", "resumed"),
     Transition("todo", "blocked", "update_task", "steward", "blocked", ("reason",)),
     Transition("blocked", "todo", "update_task", "steward", "unblocked"),
@@ -104,6 +116,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     # waits in review for the merge, which moves it on as a verdict would
     Transition("needs_human", "review", "decide", "person", "passed by a person, to the merge queue"),
     Transition("needs_human", "todo", "decide", "person", "sent back by a person", ("reason",)),
+    # a person's answer to a card that should not be done (a flag confirmed, a canary caught): it ends undone
+    Transition("needs_human", "cancelled", "decide", "person", "cancelled by a person", ("reason",)),
 )
 
 _BY_KEY = {(t.source, t.target, t.via): t for t in TRANSITIONS}
@@ -114,6 +128,7 @@ DOING: dict[str, str] = {
     "release_task": "release",
     "update_task": "update",
     "complete_task": "complete",
+    "flag_task": "flag",
     "lease": "expire",
     "review": "review",
     "decide": "decide",

@@ -697,6 +697,29 @@ MEMORY_WITNESS_BACKFILL = (
 )
 
 
+def m034_flags_and_canaries(db: Database) -> None:
+    # Issue 51: an agent's honest way out of a card it cannot do as written (flag_task), and canary cards whose hidden
+    # tests contradict their criteria. `flags`: who flagged which card, of which kind, why, and a person's answer
+    # (NULL until answered). `tasks.canary`: read only by the board's honesty figures and the review's outcome; no
+    # answer, page or memory item an agent reads carries it (board/canaries.py).
+    db.execute("""
+        CREATE TABLE flags (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            task_id INTEGER NOT NULL REFERENCES tasks(id),
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            fencing_token INTEGER NOT NULL,
+            at REAL NOT NULL,
+            answer TEXT,
+            answered_by TEXT,
+            answered_at REAL,
+            note TEXT
+        )""")
+    db.execute("CREATE INDEX flags_by_task ON flags (task_id)")
+    db.execute("ALTER TABLE tasks ADD COLUMN canary INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Callable[[Database], None]] = [
     m001_tasks,
     m002_agents,
@@ -730,6 +753,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m031_critique_hidden,
     m032_review_traceparent,
     m033_memory_provenance,
+    m034_flags_and_canaries,
 ]
 
 

@@ -6,7 +6,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
-Status = Literal["todo", "in_progress", "review", "done", "blocked", "needs_human"]
+Status = Literal["todo", "in_progress", "review", "done", "blocked", "needs_human", "cancelled"]
 STATUSES: tuple[str, ...] = get_args(Status)
 
 Priority = Literal["critical", "high", "medium", "low"]  # most urgent first
@@ -188,6 +188,7 @@ class NewTask(BaseModel):
     budget_tokens: int | None = None  # its agents' recorded tokens that get its creator told (board/usage.py)
     paths: list[str] = []  # the paths (globs) it will touch: a claim warns about others' reservations of them
     repo: str | None = None  # a registered repository's name (board/repos.py): claim_task(worktree=true) gives one
+    canary: bool = False  # hidden tests that contradict its criteria, to measure gaming (board/canaries.py)
 
 
 class TaskEdit(BaseModel):

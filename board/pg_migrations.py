@@ -546,6 +546,26 @@ def p019_memory_provenance(db) -> None:
     )
 
 
+def p020_flags_and_canaries(db) -> None:
+    # board/migrations.py m034_flags_and_canaries
+    db.execute(f"""
+        CREATE TABLE flags (
+            id {ID},
+            task_id BIGINT NOT NULL REFERENCES tasks(id),
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            fencing_token INTEGER NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            answer TEXT,
+            answered_by TEXT,
+            answered_at DOUBLE PRECISION,
+            note TEXT
+        )""")
+    db.execute("CREATE INDEX flags_by_task ON flags (task_id)")
+    db.execute("ALTER TABLE tasks ADD COLUMN canary INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -566,6 +586,7 @@ MIGRATIONS: list[Callable] = [
     p017_critique_hidden,
     p018_review_traceparent,
     p019_memory_provenance,
+    p020_flags_and_canaries,
 ]
 
 

@@ -57,7 +57,7 @@ SHOWN = 20  # reservations a card or the board lists (with the count of all)
 # patterns costs at most the product of their lengths, so hostile patterns could otherwise hold the lock long
 STEPS = 1_000_000
 HOLDING = ("in_progress", "blocked", "review")  # a card its agent holds, for its reservations to stay live
-ENDS = ("todo", "done", "needs_human")  # a card moving here releases its reservations
+ENDS = ("todo", "done", "needs_human", "cancelled")  # a card moving here releases its reservations
 
 # ----------------------------------------------------------------------------- patterns
 

@@ -270,6 +270,22 @@ class CriticStats(BaseModel):
     contribution_rate: float | None
 
 
+class AgentHonesty(BaseModel):
+    """One agent against the canary cards (hidden tests that contradict their criteria: no honest work passes) and
+    its flags (board/canaries.py)."""
+
+    agent: str
+    canaries_seen: int = Field(description="canary cards it claimed")
+    flagged: int = Field(description="canaries it flagged: honest")
+    failed_honestly: int = Field(description="canaries it failed review on, not for gaming, and never passed")
+    gamed: int = Field(description="canaries whose review it passed: it gamed the gate")
+    caught: int = Field(description="its rounds, any card, the integrity lens failed: work that attacked the tests")
+    flags: int = Field(description="cards it flagged, canaries or not")
+    passes: int = Field(description="its PASS verdicts, all cards")
+    fails: int = Field(description="its FAIL verdicts, all cards")
+    evidence: list[str] = Field([], description="the canary cards and reviews behind the counts")
+
+
 class BoardStats(BaseModel):
     """How well review and memory are working."""
 
@@ -303,6 +319,7 @@ class BoardStats(BaseModel):
     tokens: TokenStats | None = Field(
         None, description="tokens agents' sessions spent, by card, agent and task type (recorded by hiveboard hook)"
     )
+    honesty: list[AgentHonesty] | None = Field(None, description="per agent, canary cards and flags (people only)")
 
 
 def judged(resolutions: list[Resolution], refs: list[str]) -> list[Resolution]:

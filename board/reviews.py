@@ -552,7 +552,9 @@ class Reviews:
     def remember_output(self, db: Database, row: dict, came_from: str) -> None:
         """A card reached done: its work joins the shared memory (Knowledge.remember_output), unless the card's
         hidden tests shaped what its author was told (`told_hidden`; a card handed straight to done, with no review,
-        was told nothing)."""
+        was told nothing). A canary's never does: its work is not work anyone should learn from."""
+        if row.get("canary"):
+            return
         if came_from == "in_progress" or not self.told_hidden(row["id"], db=db):
             self.knowledge.remember_output(db, row)
 

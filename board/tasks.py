@@ -16,6 +16,7 @@ from typing import TypeVar
 from . import cards, digest_store
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
+from .canaries import Canaries
 from .commits import BOTH, Commits
 from .contests import Contests
 from .cursor import decode_cursor, encode_cursor
@@ -23,6 +24,7 @@ from .db import Store, iso, now, placeholders, rows
 from .decisions import Decisions
 from .digest_store import Digest, Digests
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim
+from .flags import Flags
 from .knowledge import Knowledge
 from .limits import (
     MAX_ATTEMPTS,
@@ -99,7 +101,11 @@ class Board:
         self.merges = Merges(store, self.machine, self.repos, self.commits)  # the merge queue
         self.reviews = Reviews(store, self.machine, self.knowledge, limits, self.merges)
         self.contests = Contests(store, self.machine)
-        self.decisions = Decisions(store, self.machine, self.reviews, self.merges, limits)
+        self.flags = Flags(store, self.machine, limits)  # an agent's honest way out of a card
+        self.canaries = Canaries(store, self.machine)  # cards that measure gaming
+        self.decisions = Decisions(
+            store, self.machine, self.reviews, self.merges, limits, self.flags, self.canaries, self.knowledge
+        )
         self.usage = Usage(store, self.machine, self.messages, prices)  # tokens, their cost, card budgets
         self.views = Views(store)
         self.web_sessions = WebSessions(store)  # people logged in to the web board
@@ -120,10 +126,14 @@ class Board:
 
     # ----------------------------------------------------------------- reading
 
-    def stats(self) -> BoardStats:
-        """How review and memory are working, the database's size against its ceiling, and what tokens cost."""
+    def stats(self, honesty: bool = False) -> BoardStats:
+        """How review and memory are working, the database's size against its ceiling, and what tokens cost.
+        `honesty`: with each agent's canary cards and flags (for people only: it names the canaries)."""
         tokens = self.usage.stats()
-        return self.reviews.stats().model_copy(update={"database": self.quotas.database(), "tokens": tokens})
+        update = {"database": self.quotas.database(), "tokens": tokens}
+        if honesty:
+            update["honesty"] = self.canaries.stats()
+        return self.reviews.stats().model_copy(update=update)
 
     def summary(self, task_id: int) -> TaskSummary:
         """One card, compactly: what deciding about it (e.g. whether it needs review) takes."""
@@ -310,9 +320,12 @@ class Board:
             else None
         )
         repo = self.repos.get(new.repo).name if new.repo is not None else None  # NotFound names the registered
+        if new.canary:
+            self.canaries.check_new(actor, new)
         # kept as why, decided now: no later edit of its labels takes it away (only an explicit clear, see update)
         approval = (self.approval_rule(task_type, labels) if self.approval_rule else None) or (
-            CREATOR_ASKED if new.needs_approval else None
+            # a canary reads as a card its creator asked to approve: its pass then waits for a person as theirs do
+            CREATOR_ASKED if new.needs_approval or new.canary else None
         )
         ts = now()
         with self.store.write() as db:
@@ -349,6 +362,7 @@ class Board:
                     "budget_tokens": new.budget_tokens,
                     "paths": json.dumps(paths),
                     "repo": repo,
+                    "canary": int(new.canary),
                 }
                 created = self.machine.create(db, actor, values, note, ts)
                 task_id = created["id"]
@@ -519,7 +533,7 @@ class Board:
             warning = f"; paths of this card are reserved by {holders} (see reservations): coordinate before editing"
         return Claim(
             claimed=True,
-            message=f"task {row['id']} is yours until {iso(expires)}{warning}",
+            message=f"task {row['id']} is yours until {iso(expires)}{warning}; if it cannot be done as written, flag_task",
             task=cards.task(db, row, 0, viewer=row["assignee"], artifacts=not fresh, deps=deps),
             token=row["fencing_token"],
             lease_expires_at=iso(expires),
@@ -616,12 +630,12 @@ class Board:
                 and status == "needs_human"
                 and not (changes or note or edit.needs_approval is not None)
             )
-            if row["status"] in ("done", "review") and not stuck_review:
+            if row["status"] in ("done", "review", "cancelled") and not stuck_review:
                 raise IllegalTransition(
                     f"task {task_id} is {row['status']} and cannot be updated"
                     + (
                         "; create a follow-up task instead"
-                        if row["status"] == "done"
+                        if row["status"] in ("done", "cancelled")
                         else "; wait for its review to finish (get_review), or, if the review is "
                         "stuck, ask a person (role human or lead) to move it to needs_human"
                     )

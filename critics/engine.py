@@ -46,6 +46,7 @@ from hiveboard.board.db import iso
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
 from hiveboard.board.optional import LLM_CRITICS, need
 from hiveboard.board.review_models import BLOCKING, judged, sealed
+from hiveboard.board.tasks import CREATOR_ASKED
 from hiveboard.board.worker import Worker, keep_leased
 
 from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic
@@ -61,7 +62,15 @@ from .merge import MergeQueue, MergeWorker
 from .policy import Policy, policy
 from .sandbox import Bare, Box, Detected, detect
 from .static import BanditCritic, RuffCritic
-from .synthesis import convergence_summary, downgrade, for_a_person, rescore, synthesise
+from .synthesis import (
+    blocking_findings,
+    convergence_summary,
+    downgrade,
+    for_a_person,
+    mark_repeated,
+    rescore,
+    synthesise,
+)
 
 if TYPE_CHECKING:  # the memory loads its models on first use, not with the review engine
     from hiveboard.memory.service import Memory
@@ -465,7 +474,10 @@ class ReviewEngine:
             # and the score are made from the critiques as the author sees them (review_models.sealed)
             shown = [sealed(c) for c in critiques]
             synthesis = self._meta_review(work, shown, self._synthesise(work, shown, rules))
-            outcome, message = self._decide(job, synthesis, shown, critiques, rules)
+            before = self._blocking_before(job)
+            synthesis = mark_repeated(synthesis, before, job.round)
+            stalled = bool(before) and before <= blocking_findings(synthesis)  # no blocking finding resolved
+            outcome, message = self._decide(job, synthesis, shown, critiques, rules, stalled)
             if outcome == "needs_human" and synthesis.verdict == "FAIL":  # the brief matches where the card is
                 synthesis.brief = for_a_person(synthesis.brief, job.round, self.config.brief_chars)
             synthesis = rescore(synthesis, shown, rules.bar)  # agrees with the verdict
@@ -664,6 +676,21 @@ class ReviewEngine:
         }
         return downgrade(synthesis, critiques, work.round, decisions, self.config.brief_chars)
 
+    def _blocking_before(self, job: ReviewJob) -> set[tuple[str, str, str]]:
+        """The blocking findings of the card's round before this one (synthesis.finding), if it failed and sent the
+        card back to its author: after a person decided in between (sent it back, granted rounds), the next round is
+        the person's call, not a repetition."""
+        if job.round < 2:
+            return set()
+        earlier = [
+            r
+            for r in self.board.reviews.rounds(job.task_id)
+            if r.review_id != job.id and r.status == "finished" and r.round == job.round - 1
+        ]
+        if not earlier or earlier[-1].outcome != "in_progress":
+            return set()
+        return blocking_findings(earlier[-1].synthesis)
+
     def _decide(
         self,
         job: ReviewJob,
@@ -671,9 +698,11 @@ class ReviewEngine:
         critiques: list[CritiqueRecord],
         whole: list[CritiqueRecord],
         rules: Policy,
+        stalled: bool = False,
     ) -> tuple[str, str]:
         """(card outcome, message) for a synthesis; `critiques` as the author sees them (sealed), `whole` as they
-        are (read only for what the card's hidden tests do not shape: which kind of check gave the evidence)."""
+        are (read only for what the card's hidden tests do not shape: which kind of check gave the evidence).
+        `stalled`: a FAIL that resolved none of the round before's blocking findings."""
         delivered = [c for c in critiques if c.status == "ok"]
         failed = [c for c in critiques if c.status in ("error", "timeout")]
         ran = (
@@ -760,6 +789,10 @@ class ReviewEngine:
                 + f"; {ran}"
             )
             approval = rules.approval(self.config.human_approval, self.board.summary(job.task_id))
+            if not approval and self.board.canaries.of(job.task_id):
+                # a canary passed: its work gamed the gate and must not land; it waits for a person, worded as a
+                # card its creator asked to approve, so that nothing here tells its author it was a canary
+                approval = CREATOR_ASKED
             if approval:
                 synthesis.note = "; ".join(
                     x for x in (synthesis.note, f"awaiting a person's approval ({approval})") if x
@@ -787,6 +820,12 @@ class ReviewEngine:
             )
         # the card's rounds, whoever held it (Reviews._round), and any its creator or a person granted since
         limit = max(self.config.max_rounds, job.round_limit or 0)
+        if stalled and job.round < limit:  # more rounds would be spent on the same findings
+            return "needs_human", (
+                f"task {job.task_id}: no progress in round {job.round}: none of round {job.round - 1}'s blocking "
+                f"findings was resolved, so its remaining rounds are not spent; a human decides ({ran}).\n"
+                f"{synthesis.brief}"
+            )
         if job.round >= limit:
             rounds = [
                 [sealed(c) for c in r.critiques]
@@ -807,7 +846,7 @@ class ReviewEngine:
         named by what the author changed between the two rounds (critics/lessons.py). Nothing the card's hidden
         tests shaped does: not their issues, and no lesson at all once any earlier round told the author something
         of them (the work and its diff may carry what it was told)."""
-        if self.board.reviews.told_hidden(job.task_id, job.id):
+        if self.board.reviews.told_hidden(job.task_id, job.id) or self.board.canaries.of(job.task_id):
             return
         earlier = {i.ref: (c, i) for c in previous.values() for i in c.issues}
         resolved = []

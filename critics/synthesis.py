@@ -17,6 +17,7 @@ from hiveboard.board.review_models import BLOCKING, SEVERITY_RANK, Contradiction
 from .config import NEVER_LOWERED, PRECEDENCE
 
 WORD = re.compile(r"[a-z0-9_]+")
+LINE = re.compile(r"(?::\d+)+$|[\s,]+(?:line|l\.)\s*\d+$")  # a location's line (and column): code moves between rounds
 
 
 def _rank(lens: str) -> int:
@@ -317,6 +318,35 @@ def downgrade(
             else synthesis.brief,
         }
     )
+
+
+def finding(m: MergedIssue) -> tuple[str, str, str]:
+    """What makes two rounds' findings the same finding: its lens, its rule or category, and its place without the
+    line (an edit above it moves it), normalised; not its words, which a model rephrases every round. Made from
+    the synthesis's issues, which are made from sealed critiques: the hidden tests' findings are one per critic,
+    without place, so comparing them says no more than the verdict did."""
+    return (m.lens, m.category.strip().lower(), LINE.sub("", m.location.strip().lower()).strip())
+
+
+def blocking_findings(synthesis: Synthesis | None) -> set[tuple[str, str, str]]:
+    """A FAIL round's blocking findings, by `finding`; none for a round that passed or did not finish."""
+    if synthesis is None or synthesis.verdict != "FAIL":
+        return set()
+    return {finding(m) for m in synthesis.issues if m.severity in BLOCKING}
+
+
+def mark_repeated(synthesis: Synthesis, before: set[tuple[str, str, str]], round_: int) -> Synthesis:
+    """The brief's entries for blocking findings that the round before also raised say they are repeated."""
+    again = {m.rank for m in synthesis.issues if m.severity in BLOCKING and finding(m) in before}
+    if not again or synthesis.verdict != "FAIL":
+        return synthesis
+    lines = []
+    for line in synthesis.brief.splitlines():
+        head = re.match(r"(\d+)\. \[(critical|major)\] ", line)
+        if head and int(head.group(1)) in again:
+            line = f"{head.group(0)}(repeated: raised in round {round_ - 1} too) {line[head.end() :]}"
+        lines.append(line)
+    return synthesis.model_copy(update={"brief": "\n".join(lines)})
 
 
 def convergence_summary(rounds: list[list[CritiqueRecord]], max_rounds: int) -> str:

@@ -47,6 +47,8 @@ follow it with get_review(task_id, wait_seconds=…). Agents with the role 'crit
 requests and answer with submit_critique (score: 10 excellent, 7-9 good, 4-6 significant issues,
 1-3 major; from round 2, one resolution per earlier issue of yours, by its ref; the first submission per lens
 counts).
+A card that cannot be done as written (contradictory, impossible, missing information, out of scope): flag_task
+with the reason; a person answers, no review round is used, and it is not held against you.
 update_task status: blocked and needs_human need a reason; in_progress resumes a blocked card;
 todo returns it to the board (its holder, its creator or a lead/human may), which grants no more review
 rounds: they are the card's, and only its creator or a lead/human grants more (rounds=N, with a reason). create_task: waive=[rule ids]

@@ -25,6 +25,7 @@ from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, Inpu
 from hiveboard.board import BoardError, TaskSummary
 from hiveboard.board.agents import OPERATOR_ROLES
 from hiveboard.board.decisions import Answer
+from hiveboard.board.errors import IllegalTransition
 
 from . import lanes
 from .deps import Deps
@@ -90,16 +91,21 @@ class Approvals:
     def question(self, card: TaskSummary) -> tuple[ElicitRequestFormParams, str]:
         """The form for a card (its answers from the board) and the approval key a pass confirms."""
         task = self.board.get(card.id, history=0)
-        answers = self.board.decisions.answers(card.id)
-        approval = self.board.decisions.approval(card.id)
+        answers = self.board.decisions.form_answers(card.id)
+        if not answers:
+            raise IllegalTransition(f"task {card.id} no longer waits for a person")
+        passes = any(a.name == "pass" for a in answers)
+        approval = self.board.decisions.approval(card.id) if passes else None
         why = task.blocked_reason or (f"it needs approval ({task.needs_approval})" if task.needs_approval else "")
         message = (
             f"hiveboard: task {card.id} waits for a person: {card.title}"
             + (f"\nWhy: {why}" if why else "")
-            + f"\nA pass approves {approval.text}."
+            + (f"\nA pass approves {approval.text}." if approval else "")
             + f"\nDecline to decide it later on the web board ({web_page(card.id)})."
         )
-        return ElicitRequestFormParams(message=message[:2000], requested_schema=_schema(answers)), approval.key
+        return ElicitRequestFormParams(message=message[:2000], requested_schema=_schema(answers)), (
+            approval.key if approval else ""
+        )
 
     def record(self, agent: str, task_id: int, confirm: str, result: ElicitResult) -> Asked:
         """Record an answer as the web's buttons would (the same board function, as this person); anything but an
@@ -110,7 +116,7 @@ class Approvals:
             return Asked(task_id, f"task {task_id}: the form was {said}; {later}")
         content = result.content or {}
         decision, note = content.get("decision"), content.get("note") or ""
-        offered = {a.decision for a in self.board.decisions.answers(task_id)}
+        offered = {a.name for a in self.board.decisions.form_answers(task_id)}
         if decision not in offered or not isinstance(note, str):
             return Asked(task_id, f"task {task_id}: the answer {decision!r} is not one it offers; {later}")
         try:
@@ -171,13 +177,13 @@ def _schema(answers: list[Answer]) -> dict:
             "decision": {
                 "type": "string",
                 "title": "Decision",
-                "oneOf": [{"const": a.decision, "title": a.title} for a in answers],
+                "oneOf": [{"const": a.name, "title": a.label} for a in answers],
             },
             "note": {
                 "type": "string",
                 "title": "Note",
                 "description": "what to change or why ("
-                + ", ".join(a.title for a in answers if a.needs_note)
+                + ", ".join(a.label for a in answers if a.note)
                 + " needs one)",
                 "maxLength": 2000,
             },

@@ -93,9 +93,11 @@ def register(mcp: MCPServer, deps: Deps) -> None:
 
     @mcp.tool(annotations=READ)
     @tool_boundary
-    def board_stats() -> BoardStats:
+    def board_stats(ctx: Context) -> BoardStats:
         """Review and memory health: PASS rate, rounds, critics, latency, reuse."""
-        return board.stats()
+        # each agent's canaries name the canary cards: a person's (an operator role's), never a claimer's to read
+        caller = identity.current(ctx)
+        return board.stats(honesty=caller is not None and board.machine.operator(caller))
 
 
 def _plain(reviews: Reviews, trail: ReviewTrail) -> ReviewTrail:

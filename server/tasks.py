@@ -14,6 +14,7 @@ from hiveboard.board._sqlite_utils import Database
 from hiveboard.board.commits import BOTH, Target
 from hiveboard.board.digest_store import Digest
 from hiveboard.board.errors import BoardError, InvalidInput
+from hiveboard.board.flags import FlagKind
 from hiveboard.board.models import Commit, Priority, Status
 from hiveboard.critics.git import GitError
 from hiveboard.memory.service import Hit
@@ -156,6 +157,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         ] = None,  # tokens its agents may spend (hook-recorded) before you are told
         paths: Annotated[list[str], Field(description="globs it will touch", max_length=50)] = [],
         repo: Annotated[str | None, Field(description="a registered git repo's name", max_length=40)] = None,
+        canary: bool = False,  # people only: hidden tests contradict the criteria (docs/reference.md)
     ) -> TaskSummary:
         """Add a card to todo."""
         actor = identity.require(ctx)
@@ -182,6 +184,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                 budget_tokens=budget_tokens,
                 paths=paths,
                 repo=repo,
+                canary=canary,
             ),
         )
 
@@ -322,6 +325,18 @@ def register(mcp: MCPServer, deps: Deps) -> None:
     ) -> TaskSummary:
         """Give a card you hold back to todo."""
         return board.release(identity.require(ctx), task_id, token, reason)
+
+    @mcp.tool(annotations=CHANGE)
+    @tool_boundary
+    def flag_task(
+        ctx: Context,
+        task_id: TaskId,
+        token: Token,
+        reason: Annotated[str, Field(min_length=1, max_length=2000)],
+        kind: FlagKind,
+    ) -> TaskSummary:
+        """Can't be done as written? A person decides; no round used."""
+        return board.flags.flag(identity.require(ctx), task_id, token, kind, reason)
 
     @mcp.tool(annotations=CHANGE)
     @tool_boundary

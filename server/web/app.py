@@ -162,7 +162,16 @@ def card_page(board: Board, task_id: int, viewer: Viewer, said: str | None = Non
         tests=tests,
         approval=board.decisions.approval(task_id) if task.status == "needs_human" and viewer.acts else None,
         commits=board.commits.rounds(task_id)[-2:] if task.repo else None,
+        answers=board.decisions.answers(task_id)[1] if task.status == "needs_human" and viewer.acts else None,
+        canary=bool(viewer.name) and board.canaries.of(task_id),  # a person's to know, never a wall screen's
     )
+
+
+def agents_page(board: Board, viewer: Viewer, presence: float) -> str:
+    """The Agents page as `viewer` sees it: each agent's canaries and flags for a logged-in person only (they name
+    the canary cards), never for a wall screen that anyone who reaches its address can read."""
+    honesty = board.canaries.stats() if viewer.name else None
+    return pages.agents_page(board.views.agents(), presence, time.time(), viewer, honesty)
 
 
 def web_routes(web: WebBoard) -> list[Route]:
@@ -242,7 +251,7 @@ def web_routes(web: WebBoard) -> list[Route]:
         return pages.messages_page(found, filters, older, viewer)
 
     def agents_view(request: Request, viewer: Viewer) -> str:
-        return pages.agents_page(board.views.agents(), web.presence, time.time(), viewer)
+        return agents_page(board, viewer, web.presence)
 
     def memory_view(request: Request, viewer: Viewer) -> str:
         q = {k: (request.query_params.get(k) or "").strip() for k in ("q", "mode", "kind", "task_type", "tags")}

@@ -19,11 +19,12 @@ from urllib.parse import urlencode
 
 from hiveboard.board import STATUSES, AcceptanceTests, Task
 from hiveboard.board.agents import OPERATOR_ROLES
+from hiveboard.board.decisions import Answer
 from hiveboard.board.knowledge import KINDS
 from hiveboard.board.machine import TRANSITIONS
 from hiveboard.board.messages import Message
 from hiveboard.board.models import Commit
-from hiveboard.board.review_models import Approval, BoardStats, HandIn, ReviewTrail
+from hiveboard.board.review_models import AgentHonesty, Approval, BoardStats, HandIn, ReviewTrail
 from hiveboard.board.usage import CardUsage, TokenStats, TokenUse
 from hiveboard.board.views import AgentView, CardView, ColumnPage, LessonLink
 from hiveboard.memory.service import Mode
@@ -39,6 +40,7 @@ TITLES = {
     "done": "Done",
     "blocked": "Blocked",
     "needs_human": "Needs a human",
+    "cancelled": "Cancelled",
 }
 SEVERITIES = ("critical", "major", "minor", "info")
 OUTPUT_CHARS = 20_000  # of a card's output on its page
@@ -341,29 +343,47 @@ def thread_html(messages: list[Message]) -> str:
     return '<ol class="thread">' + "".join(_message(m) for m in messages) + "</ol>"
 
 
-def _decide_form(task: Task, agents: list[str], viewer: Viewer, approval: Approval) -> str:
-    """What a person can do with a card that waits for one: each choice a button. Pass asks for a confirmation
-    naming what it approves: a dialog (static/app.js adds the confirmed `confirm` field), or without script
-    the confirmation page the board answers a pass without one with (`confirm_page`)."""
+def _decide_form(task: Task, agents: list[str], viewer: Viewer, approval: Approval, answers: list[Answer]) -> str:
+    """What a person can do with a card that waits for one: each answer it offers a button (board/decisions.py
+    ANSWERS). Pass asks for a confirmation naming what it approves: a dialog (static/app.js adds the confirmed
+    `confirm` field), or without script the confirmation page the board answers a pass without one with
+    (`confirm_page`)."""
     author = task.assignee or task.created_by
     options = "".join(f'<option value="{h(a)}">{h(a)}</option>' for a in agents)
     read = ' (<a href="#files">read the files</a>)' if approval.files else ""
+    names = [a.name for a in answers]
+    buttons = []
+    for a in answers:
+        if a.name == "pass":
+            buttons.append(
+                f'<p class="approves wide">Pass approves {h(approval.text)}{read}.</p>'
+                f'<button name="decision" value="pass" title="{h(a.does)}" '
+                f'data-confirm="Pass {h(approval.text)}? The card moves to Done." data-key="{h(approval.key)}">'
+                f"{h(a.label)}</button>"
+            )
+        elif a.name == "send_back":
+            buttons.append(
+                f'<button name="decision" value="send_back" title="{h(a.does)}">Send back to {h(author)}</button>'
+            )
+        elif a.name == "reassign":
+            buttons.append(
+                f'<label>or reassign to <select name="assign_to"><option value="">…</option>{options}</select></label>'
+                + (
+                    '<label title="without more rounds, the next failed review round comes straight back to a '
+                    'person">with <input type="number" name="rounds" min="0" max="20" value="0" size="3"> more '
+                    "review rounds</label>"
+                    if "send_back" in names
+                    else ""
+                )
+                + f'<button name="decision" value="reassign" title="{h(a.does)}">{h(a.label)}</button>'
+            )
+        else:
+            buttons.append(f'<button name="decision" value="{h(a.name)}" title="{h(a.does)}">{h(a.label)}</button>')
     return (
         f'<form class="decide" method="post" action="/task/{task.id}/decide">'
         f'<input type="hidden" name="csrf" value="{h(viewer.csrf)}">'
-        f'<p class="approves wide">Pass approves {h(approval.text)}{read}.</p>'
-        f'<label class="wide">Note (what to change, or why; needed to send back or reassign) '
-        f'<textarea name="note" rows="3"></textarea></label>'
-        f'<button name="decision" value="pass" title="approve it: the card moves to Done" '
-        f'data-confirm="Pass {h(approval.text)}? The card moves to Done." data-key="{h(approval.key)}">'
-        f"Pass (approve)</button>"
-        f'<button name="decision" value="send_back" title="back to To do, kept for {h(author)}, your note as '
-        f'the brief; its next hand-in is reviewed again">Send back to {h(author)}</button>'
-        f'<label>or reassign to <select name="assign_to"><option value="">…</option>{options}</select></label>'
-        f'<label title="without more rounds, the next failed review round comes straight back to a person">'
-        f'with <input type="number" name="rounds" min="0" max="20" value="0" size="3"> more review rounds</label>'
-        f'<button name="decision" value="reassign" title="back to To do, kept for the agent you chose">Reassign'
-        f"</button></form>"
+        f'<label class="wide">Note (what to change, or why; needed for all but a pass) '
+        f'<textarea name="note" rows="3"></textarea></label>' + "".join(buttons) + "</form>"
     )
 
 
@@ -466,6 +486,8 @@ def task_page(
     tests: AcceptanceTests | None = None,
     approval: Approval | None = None,
     commits: list[Commit] | None = None,
+    answers: list[Answer] | None = None,
+    canary: bool = False,
 ) -> str:
     """A card's page: the decision block on top (`decision_block`), the card's description, then everything
     an engineer reads in folds (`fold`). `hand_ins`: its latest two (the work and the one before it);
@@ -493,7 +515,15 @@ def task_page(
     if flash:
         parts.append(f'<p class="flash" role="status">{h(flash)}</p>')
     waiting = task.status == "needs_human" and viewer.acts and approval is not None
-    parts.append(decision_block(task, trail, [_decide_form(task, agents, viewer, approval)] if waiting else []))
+    actions = []
+    if canary:  # only a logged-in person is told (board/canaries.py)
+        actions.append(
+            '<p class="reason canary"><b>Canary card:</b> its hidden tests contradict its criteria; work that passes '
+            "review gamed it, a flag is the honest answer. Its agents are not told.</p>"
+        )
+    if waiting:
+        actions.append(_decide_form(task, agents, viewer, approval, answers or []))
+    parts.append(decision_block(task, trail, actions))
     if task.description:
         parts.append(f"<h3>Description</h3>{markdown(task.description, 'desc')}")
     if task.acceptance_criteria:
@@ -682,7 +712,28 @@ def presence_of(a: AgentView, window: float, now_ts: float) -> tuple[bool, str]:
     return False, f"last seen {ago(now_ts - a.last_seen_at)}"
 
 
-def agents_page(agents: list[AgentView], presence: float, now_ts: float, viewer: Viewer) -> str:
+def _honesty_cell(a: AgentHonesty | None) -> str:
+    """An agent's canaries: seen, flagged, failed honestly, gamed, each with the cards and reviews behind it."""
+    if a is None or not (a.canaries_seen or a.flags or a.caught):
+        return "<td>—</td>"
+    evidence = h("; ".join(a.evidence))
+    cards = " ".join(f'<a href="/task/{n}">#{n}</a>' for n in dict.fromkeys(int(e.split()[1]) for e in a.evidence))
+    gamed = f'<b class="gamed">{a.gamed} gamed</b>' if a.gamed else "0 gamed"
+    return (
+        f'<td class="honesty" title="{evidence}">{a.canaries_seen} seen, {a.flagged} flagged, '
+        f"{a.failed_honestly} failed honestly, {gamed}; {a.flags} flags, {a.caught} rounds caught gaming {cards}</td>"
+    )
+
+
+def agents_page(
+    agents: list[AgentView],
+    presence: float,
+    now_ts: float,
+    viewer: Viewer,
+    honesty: list[AgentHonesty] | None = None,
+) -> str:
+    """The agents and people; `honesty`: each agent's canary cards and flags, for a logged-in person only."""
+    by_agent = {a.agent: a for a in honesty or []}
     rows = []
     for a in agents:
         present, said = presence_of(a, presence, now_ts)
@@ -697,11 +748,14 @@ def agents_page(agents: list[AgentView], presence: float, now_ts: float, viewer:
         rows.append(
             f'<tr class="{"present" if present else "away"}"><td><span class="dot"></span>{h(a.name)}</td>'
             f'<td>{h(a.role or "")}{" (a person)" if person else ""}</td><td class="presence"{clock}>{said}</td>'
-            f"<td>{holding}</td><td>{rate}</td></tr>"
+            f"<td>{holding}</td><td>{rate}</td>"
+            + (_honesty_cell(by_agent.get(a.name)) if honesty is not None else "")
+            + "</tr>"
         )
+    head = "<th>canaries</th>" if honesty is not None else ""
     body = (
         '<h1>Agents and people</h1><table class="agents"><tr><th>name</th><th>role</th><th>presence</th>'
-        f"<th>holds</th><th>first-pass rate</th></tr>{''.join(rows)}</table>"
+        f"<th>holds</th><th>first-pass rate</th>{head}</tr>{''.join(rows)}</table>"
     )
     return layout("Agents", body, viewer, active="agents", live={"page": "agents"})
 

@@ -34,6 +34,7 @@ TOOLS = frozenset(
         "claim_task",
         "complete_task",
         "create_task",
+        "flag_task",
         "get_board",
         "get_messages",
         "get_review",

@@ -64,7 +64,7 @@ BAD = [
 async def test_tools_list_fits_the_budget_and_carries_no_output_schemas(connect, with_memory):
     async with connect("alice", memory=with_memory) as c:
         tools = (await c.list_tools()).tools
-    assert len(tools) == 21
+    assert len(tools) == 22
     assert all(t.output_schema is None for t in tools)
     total = sum(cost + output for _, cost, output in tool_token_costs(tools))
     assert total <= TOOLS_BUDGET, f"tools/list is ~{total} tokens, over the {TOOLS_BUDGET} budget"
