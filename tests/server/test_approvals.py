@@ -46,7 +46,11 @@ async def test_a_person_passes_a_card_from_their_client_and_the_history_says_who
     assert f"task {task_id}" in form.message and "Release 2.0" in form.message
     assert f"/task/{task_id}" in form.message  # where else to decide it
     choices = form.requested_schema["properties"]["decision"]["oneOf"]
-    assert [(c["const"], c["title"]) for c in choices] == [("pass", "Pass"), ("send_back", "Send back")]
+    assert [(c["const"], c["title"]) for c in choices] == [
+        ("pass", "Pass (approve)"),
+        ("send_back", "Send back"),
+        ("cancel", "Cancel"),
+    ]
     assert answer["asked"] == f"task {task_id}: pass recorded as lee; it is done"
     card = board.get(task_id)
     assert card.status == "done"
@@ -105,7 +109,7 @@ async def test_an_answer_the_card_does_not_offer_is_not_recorded(connect, board)
 
 def test_the_answers_a_card_offers_come_from_the_board(board):
     card = board.create("alice", NewTask(title="t"))
-    assert board.decisions.answers(card.id) == []  # a card in todo waits on nobody
+    assert board.decisions.form_answers(card.id) == []  # a card in todo waits on nobody
 
 
 async def test_a_waiting_person_is_asked_as_soon_as_a_card_needs_them(connect, board):
