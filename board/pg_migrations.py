@@ -546,6 +546,15 @@ def p019_memory_provenance(db) -> None:
     )
 
 
+def p020_client_sessions_and_channel_pushes(db) -> None:
+    # board/migrations.py m034_client_sessions_and_channel_pushes
+    db.execute("ALTER TABLE agents ADD COLUMN client_session TEXT")
+    db.execute(
+        "CREATE TABLE channel_pushes (agent TEXT NOT NULL, item TEXT NOT NULL, pushed_at DOUBLE PRECISION NOT NULL, "
+        "PRIMARY KEY (agent, item))"
+    )
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -566,6 +575,7 @@ MIGRATIONS: list[Callable] = [
     p017_critique_hidden,
     p018_review_traceparent,
     p019_memory_provenance,
+    p020_client_sessions_and_channel_pushes,
 ]
 
 

@@ -572,6 +572,13 @@ def presence_of(a: AgentView, window: float, now_ts: float) -> tuple[bool, str]:
     return False, f"last seen {ago(now_ts - a.last_seen_at)}"
 
 
+def _session(session: str | None) -> str:
+    """The client session an agent is (a Claude Code session's id, whole in the title), or a dash."""
+    if not session:
+        return "—"
+    return f'<span class="session" title="{h(session)}">{h(shorten(session, 13))}</span>'
+
+
 def agents_page(agents: list[AgentView], presence: float, now_ts: float, viewer: Viewer) -> str:
     rows = []
     for a in agents:
@@ -587,11 +594,11 @@ def agents_page(agents: list[AgentView], presence: float, now_ts: float, viewer:
         rows.append(
             f'<tr class="{"present" if present else "away"}"><td><span class="dot"></span>{h(a.name)}</td>'
             f'<td>{h(a.role or "")}{" (a person)" if person else ""}</td><td class="presence"{clock}>{said}</td>'
-            f"<td>{holding}</td><td>{rate}</td></tr>"
+            f"<td>{holding}</td><td>{rate}</td><td>{_session(a.client_session)}</td></tr>"
         )
     body = (
         '<h1>Agents and people</h1><table class="agents"><tr><th>name</th><th>role</th><th>presence</th>'
-        f"<th>holds</th><th>first-pass rate</th></tr>{''.join(rows)}</table>"
+        f"<th>holds</th><th>first-pass rate</th><th>session</th></tr>{''.join(rows)}</table>"
     )
     return layout("Agents", body, viewer, active="agents", live={"page": "agents"})
 
