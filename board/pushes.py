@@ -28,9 +28,14 @@ class Push(BaseModel):
     title: str | None = None  # the card's, for "ready"
 
 
+KEEP_SECONDS = 30 * 86_400  # how long what an agent was told is remembered (a session gone longer is told again)
+PRUNE_EVERY = 3_600.0  # seconds between two prunings by one process
+
+
 class Pushes:
     def __init__(self, store: Store):
         self.store = store
+        self._pruned = 0.0
 
     def message(self, agent: str, message_id: int) -> Push | None:
         """The message as a push to `agent` when it reached the agent's inbox and is for it to act on (a direct
@@ -85,11 +90,15 @@ class Pushes:
 
     def first(self, agent: str, key: str) -> bool:
         """Record that `agent` was told `key`; False when it had been already (nothing is written then)."""
+        ts = now()
         with self.store.write() as db:
+            if ts - self._pruned > PRUNE_EVERY:
+                self._pruned = ts
+                db.execute("DELETE FROM channel_pushes WHERE pushed_at < ?", [ts - KEEP_SECONDS])
             return (
                 db.execute(
                     "INSERT INTO channel_pushes (agent, item, pushed_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                    [agent, key, now()],
+                    [agent, key, ts],
                 ).rowcount
                 == 1
             )

@@ -106,13 +106,15 @@ def setup(
         else:
             print(_apply(change), file=out)
     if not dry_run and not uninstall:
-        print(NEXT_STEP[client], file=out)
+        print(NEXT_STEP_REMOTE if url is not None else NEXT_STEP[client], file=out)
     if token_file is not None and not uninstall and token_file.stat().st_mode & 0o077:
         print(f"note: other users of this machine can read {token_file}; chmod 600 it", file=out)
 
 
 CHANNEL_FLAG = f"--dangerously-load-development-channels server:{SERVER}"  # Claude Code's flag for a channel server
 
+# a board over HTTP: the agent is the token's, and a channel is a stdio server of the session's own
+NEXT_STEP_REMOTE = "next: start Claude Code in that directory and approve the project's hiveboard server once"
 NEXT_STEP = {
     "claude-code": (
         "next: start Claude Code in that directory and approve the project's hiveboard server once; each session is "
