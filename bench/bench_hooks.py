@@ -13,6 +13,7 @@ and one card it holds (nothing new to tell: the hook has nothing to say, the cas
 
 Rows, in one run:
 - `sh -c true`: a process that does nothing, per call (the floor of any command hook).
+- `python -c pass`: this Python started and doing nothing, per call (the floor of a hook written in Python).
 - before issue 49: the handler setup wrote then (matcher "*", synchronous, HIVEBOARD_AGENT in the command).
 - now: what `hiveboard setup claude-code` writes (matcher `mcp__hiveboard__.*`, `"async": true`, the agent from the
   input's session_id).
@@ -27,7 +28,9 @@ from __future__ import annotations
 import io
 import json
 import re
+import shlex
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -128,7 +131,14 @@ def main() -> None:
         now = settings_now(project, home)
         env = server_env(home, HIVEBOARD_HOME=str(home), CLAUDE_CODE_SESSION_ID=session)
         floor = [{"matcher": "*", "hooks": [{"type": "command", "command": "true"}]}]
-        for name, groups in (("sh -c true", floor), ("before issue 49", settings_before(now, home)), ("now", now)):
+        python = [{"matcher": "*", "hooks": [{"type": "command", "command": f"{shlex.quote(sys.executable)} -c pass"}]}]
+        setups = (
+            ("sh -c true", floor),
+            ("python -c pass", python),
+            ("before issue 49", settings_before(now, home)),
+            ("now", now),
+        )
+        for name, groups in setups:
             results[name] = play(groups, args.calls, session, project, env)
     cols = [
         Col("PostToolUse setup", 18, left=True),

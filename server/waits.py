@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context
 
 from hiveboard.board.events import Notifier
 
+from . import lanes
 from .compat import client_of, connection_of
 
 DEFAULT_WAIT = 45  # wait_for_work's default: under a 60 s client timeout with room for the answer
@@ -34,7 +35,10 @@ def client_name(ctx: Context | None) -> str | None:
 
 
 def bounded(ctx: Context | None, seconds: float) -> float:
-    """`seconds`, cut to what this call's client waits for a tool's answer."""
+    """`seconds`, cut to what this call's client waits for a tool's answer; a call run as an MCP task (its request
+    answered already with the task's handle) waits what it asked."""
+    if lanes.detached.get():
+        return seconds
     return min(seconds, CLIENT_LIMITS.get(client_name(ctx) or "", seconds))
 
 
