@@ -156,11 +156,6 @@ class Identity:
                     raise ToolError(str(exc)) from None
                 self._session = None
 
-    @property
-    def client_session(self) -> str | None:
-        """The client session this process's agent was derived from, until it registered."""
-        return self._session[1] if self._session else None
-
     def require(self, ctx: Context | None) -> str:
         name = self.current(ctx)
         if name is None:
