@@ -38,6 +38,7 @@ TABLES = (
     "merges",
     "reservations",
     "repo_landings",
+    "channel_pushes",  # what agents were told (server/channel.py): copied, so no session is told twice
 )
 KEYS = {
     "agents": "name",
@@ -46,6 +47,7 @@ KEYS = {
     "subscriptions": "agent, kind, value",
     "memory_digests": "task_type",
     "repos": "name",
+    "channel_pushes": "agent, item",
 }
 LATER = {"memory_items": ("superseded_by",)}  # columns naming a later row of the same table: set afterwards
 IDENTITY = (
