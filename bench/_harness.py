@@ -418,8 +418,9 @@ def quiet_loggers() -> None:
 
 
 def clean_env(**variables: str) -> dict:
-    """This environment without any HIVEBOARD_* setting the caller has, plus `variables`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
+    """This environment without any HIVEBOARD_* setting the caller has (nor a Claude Code session's id, which would
+    name the agent), plus `variables`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_") and k != "CLAUDE_CODE_SESSION_ID"}
     env.update(variables)
     return env
 

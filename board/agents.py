@@ -97,6 +97,30 @@ class Agents:
             )
             return Agent(name=name, role=role, created_at=iso(ts)), new_token
 
+    def for_session(self, name: str, session: str, role: str | None = None) -> Agent:
+        """The agent of a client session (server/sessions.py): registered the first time, as an agent registering
+        itself is (the board's cap on self-registration applies), and the same agent whenever that session comes
+        back (a resumed session, its hooks). A name that another session or a registered agent holds is refused."""
+        name = check_name(name)
+        with self.store.write() as db:
+            row = next(db.query("SELECT * FROM agents WHERE name = ?", [name]), None)
+            if row is not None:
+                if row["client_session"] != session:
+                    raise Conflict(
+                        f"agent {name!r} belongs to another session or was registered by hand; nothing was written; "
+                        "set HIVEBOARD_AGENT in this client's MCP config to name this session's agent"
+                    )
+                return _agent(row)
+            if self.admit is not None:
+                self.admit(db, name)
+            ts = now()
+            db.execute(
+                "INSERT INTO agents (name, role, token_hash, created_at, last_seen_at, client_session) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [name, role, _hash("hb_" + secrets.token_urlsafe(24)), ts, ts, session],
+            )
+            return Agent(name=name, role=role, created_at=iso(ts))
+
     def ensure(self, name: str, role: str | None = None) -> Agent:
         """Make sure an operator-configured agent exists (no token check: the operator chose it)."""
         name = check_name(name)

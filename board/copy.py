@@ -39,6 +39,7 @@ TABLES = (
     "reservations",
     "repo_landings",
     "flags",
+    "channel_pushes",  # what agents were told (server/channel.py): copied, so no session is told twice
 )
 KEYS = {
     "agents": "name",
@@ -47,6 +48,7 @@ KEYS = {
     "subscriptions": "agent, kind, value",
     "memory_digests": "task_type",
     "repos": "name",
+    "channel_pushes": "agent, item",
 }
 LATER = {"memory_items": ("superseded_by",)}  # columns naming a later row of the same table: set afterwards
 IDENTITY = (

@@ -686,6 +686,17 @@ def m033_memory_provenance(db: Database) -> None:
     )
 
 
+def m035_client_sessions_and_channel_pushes(db: Database) -> None:
+    # Issue 49: an agent a Claude Code session registered keeps that session's id (the Agents page shows it, and
+    # another session cannot take the name), and each item the channel pushed to an agent is kept once, so a
+    # reconnecting session is not told twice.
+    db.execute("ALTER TABLE agents ADD COLUMN client_session TEXT")
+    db.execute(
+        "CREATE TABLE channel_pushes (agent TEXT NOT NULL, item TEXT NOT NULL, pushed_at REAL NOT NULL, "
+        "PRIMARY KEY (agent, item))"
+    )
+
+
 # Items written before provenance was kept: the review's own lessons and every critique came from review rounds.
 MEMORY_TRUST_BACKFILL = (
     "UPDATE memory_items SET trust = 'reviewed', review_id = CAST(substr(source, 8, instr(substr(source, 8) || ':', ':') - 1) "
@@ -754,6 +765,7 @@ MIGRATIONS: list[Callable[[Database], None]] = [
     m032_review_traceparent,
     m033_memory_provenance,
     m034_flags_and_canaries,
+    m035_client_sessions_and_channel_pushes,
 ]
 
 

@@ -566,6 +566,15 @@ def p020_flags_and_canaries(db) -> None:
     db.execute("ALTER TABLE tasks ADD COLUMN canary INTEGER NOT NULL DEFAULT 0")
 
 
+def p021_client_sessions_and_channel_pushes(db) -> None:
+    # board/migrations.py m035_client_sessions_and_channel_pushes
+    db.execute("ALTER TABLE agents ADD COLUMN client_session TEXT")
+    db.execute(
+        "CREATE TABLE channel_pushes (agent TEXT NOT NULL, item TEXT NOT NULL, pushed_at DOUBLE PRECISION NOT NULL, "
+        "PRIMARY KEY (agent, item))"
+    )
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -587,6 +596,7 @@ MIGRATIONS: list[Callable] = [
     p018_review_traceparent,
     p019_memory_provenance,
     p020_flags_and_canaries,
+    p021_client_sessions_and_channel_pushes,
 ]
 
 

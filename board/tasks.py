@@ -56,6 +56,7 @@ from .models import (
     TaskEdit,
     TaskSummary,
 )
+from .pushes import Pushes
 from .quotas import ARTIFACT, QuotaConfig, Quotas
 from .repos import Repos
 from .reservations import ENDS, Reservations, normalize_all
@@ -108,6 +109,7 @@ class Board:
         )
         self.usage = Usage(store, self.machine, self.messages, prices)  # tokens, their cost, card budgets
         self.views = Views(store)
+        self.pushes = Pushes(store)  # what agents are told unasked, once each (server/channel.py)
         self.web_sessions = WebSessions(store)  # people logged in to the web board
         self.reservations = Reservations(store, self.machine, self.quotas)  # paths agents are editing
         self.worktrees = Worktrees(store)  # the worktrees of them given at claim

@@ -62,6 +62,7 @@ class AgentView(BaseModel):
     holding: list[tuple[int, str]]
     first_rounds: int
     first_passes: int
+    client_session: str | None = None  # the client session (Claude Code's) the agent is, when one registered it
 
     @property
     def first_pass_rate(self) -> float | None:
@@ -269,7 +270,7 @@ class Views:
                 )
             }
             rows = db.execute(
-                "SELECT name, role, last_seen_at, waiting_until FROM agents ORDER BY "
+                "SELECT name, role, last_seen_at, waiting_until, client_session FROM agents ORDER BY "
                 "coalesce(last_seen_at, 0) DESC, name LIMIT 1000"
             ).fetchall()
         return [
@@ -283,8 +284,9 @@ class Views:
                 holding=holding.get(name, []),
                 first_rounds=firsts.get(name, (0, 0))[0],
                 first_passes=firsts.get(name, (0, 0))[1] or 0,
+                client_session=session,
             )
-            for name, role, seen, waiting in rows
+            for name, role, seen, waiting, session in rows
         ]
 
     # ----------------------------------------------------------------- a card's lessons

@@ -552,9 +552,20 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
         release_connections()  # what start-up borrowed: the event loop's thread holds no connection while it serves
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower())
         return 0
-    identity = Identity(board.agents, "stdio", agent=settings.agent, role=settings.agent_role)
+    from .sessions import derive
+
+    # the session a client started this server for names the agent when nobody named one (server/sessions.py)
+    named, session = derive({**os.environ, "HIVEBOARD_AGENT": settings.agent or ""})
+    identity = Identity(
+        board.agents,
+        "stdio",
+        agent=settings.agent,
+        role=settings.agent_role,
+        session=(named, session) if session else None,
+    )
+    who = settings.agent or (f"{named} (its client session's)" if session else "set by whoami")
     print(
-        f"hiveboard: serving stdio (data: {settings.database_label}, agent: {settings.agent or 'set by whoami'})",
+        f"hiveboard: serving stdio (data: {settings.database_label}, agent: {who})",
         file=sys.stderr,
         flush=True,
     )
@@ -571,9 +582,12 @@ def _serve(args: argparse.Namespace, settings: Settings, board: Board, backgroun
         worktrees=background.worktrees,
     )
     server.middleware.append(background.after_initialize())
+    from .channel import CAPABILITY, Channel
+
+    server.middleware.append(Channel(board, identity).middleware())  # pushes into a Claude Code session
     freeze_heap(collect=False)
     release_connections()
-    anyio.run(run_stdio, server)
+    anyio.run(run_stdio, server, {CAPABILITY: {}})
     return 0
 
 

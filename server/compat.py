@@ -124,13 +124,28 @@ def _unreadable_line_answer(error: ValidationError) -> JSONRPCError:
     )
 
 
-async def run_stdio(server: MCPServer) -> None:
-    """MCPServer.run_stdio_async, answering lines that are not a JSON-RPC message instead of dropping them."""
+async def run_stdio(server: MCPServer, experimental: dict[str, dict] | None = None) -> None:
+    """MCPServer.run_stdio_async, answering lines that are not a JSON-RPC message instead of dropping them, and
+    declaring the `experimental` capabilities (a Claude Code channel's `claude/channel`) in its initialize answer."""
     lowlevel = server._lowlevel_server
+    options = lowlevel.create_initialization_options(experimental_capabilities=experimental)
     async with stdio_server() as (read_stream, write_stream):
-        await lowlevel.run(
-            _AnsweringReader(read_stream, write_stream), write_stream, lowlevel.create_initialization_options()
-        )
+        await lowlevel.run(_AnsweringReader(read_stream, write_stream), write_stream, options)
+
+
+def client_of(connection) -> tuple[str | None, dict]:
+    """(the client's clientInfo name, its experimental capabilities) on a connection, as far as it said them."""
+    params = getattr(connection, "client_params", None)
+    info = getattr(params, "client_info", None)
+    capabilities = getattr(connection, "client_capabilities", None)
+    experimental = getattr(capabilities, "experimental", None)
+    return getattr(info, "name", None), dict(experimental or {})
+
+
+async def notify(connection, method: str, params: dict) -> None:
+    """Send a notification of the server's own (`method` outside the SDK's types) on a connection, outside any
+    request: the connection lives as long as the MCP session."""
+    await connection.notify(method, params)
 
 
 def arguments_valid(server: MCPServer, name: str, arguments: dict) -> bool:

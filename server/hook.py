@@ -5,8 +5,10 @@ Claude Code runs the command with the hook's JSON on stdin and reads what it pri
 a Stop from ending the turn; exit code 2 with a line on stderr sends feedback on TaskCompleted and
 TeammateIdle). Two ways to reach the board:
 
-  local  the agent is `HIVEBOARD_AGENT` on the board at `HIVEBOARD_DB`, else the config file's `db`, else
-         `HIVEBOARD_HOME/hiveboard.db`; the hook opens that database itself.
+  local  the agent is `HIVEBOARD_AGENT`, else the session's own (server/sessions.py: from the input's
+         `session_id`, as the session's stdio server derives it from CLAUDE_CODE_SESSION_ID), on the board at
+         `HIVEBOARD_DB`, else the config file's `db`, else `HIVEBOARD_HOME/hiveboard.db`; the hook opens that
+         database itself.
   HTTP   `HIVEBOARD_URL` is set: the hook opens no database. It posts the event to the server's
          `/hooks/EVENT` (server/hook_http.py) with the agent's token (`HIVEBOARD_TOKEN_FILE`, else
          `HIVEBOARD_TOKEN`); the server runs `on_board` below on its own store, as the token's agent, and answers
@@ -46,6 +48,7 @@ from pathlib import Path
 from hiveboard.board.recall import held_reason, quoted
 
 from .paths import config_file, default_home
+from .sessions import derive
 
 EVENTS = (
     "session-start",
@@ -126,7 +129,9 @@ def _card(c: dict) -> str:
     return f"#{c['id']} [{c['status']}] {_line(c['title'], 80)}"
 
 
-def _mail(m: dict) -> str:
+def mail_line(m: dict) -> str:
+    """One line telling an agent about a message of its inbox: a verdict, or the sender's words quoted (held back
+    for a person when they read like an instruction). The hooks and the channel (server/channel.py) say it alike."""
     about = f" on #{m['task_id']}" if m["task_id"] else ""
     if m["intent"] in ("approval", "critique", "needs_human"):
         verdict = {"approval": "PASS", "critique": "FAIL", "needs_human": "waits for a person"}[m["intent"]]
@@ -184,7 +189,7 @@ def news(view, agent: str, state: dict, event: str) -> dict | None:
     if not new:
         return None
     state["mail_mark"] = new[-1]["id"]
-    lines = ["hiveboard: " + _mail(m) for m in new]
+    lines = ["hiveboard: " + mail_line(m) for m in new]
     return _context(event, "\n".join(lines) + "\n(get_messages for the whole messages)")
 
 
@@ -235,7 +240,7 @@ def teammate_idle(view, agent: str, state: dict) -> str | None:
     new = view.mail_after(agent, view.newest_message() if mark is None else mark)
     if new:
         state["mail_mark"] = new[-1]["id"]
-        return "hiveboard: new for you — " + "; ".join(_mail(m) for m in new[:3]) + " (get_messages)"
+        return "hiveboard: new for you — " + "; ".join(mail_line(m) for m in new[:3]) + " (get_messages)"
     ready = view.ready(agent)
     if ready:
         return f"hiveboard: {ready} ready card(s) wait on the board: claim_task takes the next one"
@@ -645,9 +650,12 @@ def _run(event: str, raw: str) -> tuple[int, str, str]:
     payload = read_input(raw)
     if os.environ.get("HIVEBOARD_URL"):
         return over_http(event, payload)
-    agent = (os.environ.get("HIVEBOARD_AGENT") or "").strip().lower()
+    agent, _ = derive(os.environ, payload.get("session_id"))  # as the session's server derives it
     if not agent:
-        raise Skip("HIVEBOARD_AGENT is not set, so the hook does not know which agent this session is")
+        raise Skip(
+            "neither HIVEBOARD_AGENT nor a session id (the input's session_id, CLAUDE_CODE_SESSION_ID) names this "
+            "session's agent"
+        )
     return on_board(target(), home() / "hooks", agent, event, payload, cost=True)
 
 

@@ -1,7 +1,9 @@
 """Who is acting: decided by the server from the connection, never taken from a tool argument.
 
 - stdio and in-process: one connection per server process, so one agent per process — set by
-  HIVEBOARD_AGENT (the operator's mcp.json) or by the agent's first `whoami(name=...)`; fixed after.
+  HIVEBOARD_AGENT (the operator's mcp.json), else by the client's session (server/sessions.py: a Claude Code
+  session is `claude-<its id>`, registered on its first call), else by the agent's first `whoami(name=...)`;
+  fixed after.
 - streamable HTTP: `Authorization: Bearer <agent token>` names the agent on every request; on the
   session-based protocol (2025-11-25) a `whoami(name=...)` also binds the server-side MCP session
   object (not a header), and the binding ends with the session.
@@ -21,7 +23,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from hiveboard.board import Agent, Agents, check_name
+from hiveboard.board import Agent, Agents, BoardError, check_name
 
 from .compat import connection_of
 
@@ -113,13 +115,18 @@ class Identity:
         agent: str | None = None,
         role: str | None = None,
         server_token: str | None = None,
+        session: tuple[str, str] | None = None,
     ):
+        """`session`: (agent, client session id) of a stdio server a client session started: the agent registers
+        on the first call that needs it (the board's cap on self-registration applies)."""
         self.agents = agents
         self.transport = transport
         self.server_token = server_token
+        self.role = role
         self._process_agent = agents.ensure(agent, role).name if agent else None
+        self._session = session if agent is None else None
         self._sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ends with the session
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # bind() holds it while current() may register a session's agent
 
     def current(self, ctx: Context | None) -> str | None:
         """The acting agent's name, or None if this connection has not said who it is."""
@@ -135,7 +142,19 @@ class Identity:
         if self.transport == "http":
             session = _session(ctx)
             return self._sessions.get(session) if session is not None else None
+        if self._process_agent is None and self._session is not None:
+            self._register_session()
         return self._process_agent
+
+    def _register_session(self) -> None:
+        with self._lock:
+            if self._process_agent is None and self._session is not None:
+                name, session = self._session
+                try:
+                    self._process_agent = self.agents.for_session(name, session, self.role).name
+                except BoardError as exc:
+                    raise ToolError(str(exc)) from None
+                self._session = None
 
     def require(self, ctx: Context | None) -> str:
         name = self.current(ctx)

@@ -13,7 +13,7 @@ from hiveboard.board import now
 from hiveboard.board.events import Topic
 from hiveboard.board.messages import Message, MessagePage, MessagePriority, NewMessage, Subscription, SubscriptionKind
 
-from . import lanes
+from . import lanes, waits
 from .boundary import CREATE, IDEMPOTENT, MAX_ID, Id, tool_boundary
 from .deps import Deps
 
@@ -108,7 +108,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
 
         # a read marks what it returns read, unless it browses (or reads the pool)
         lane = "write" if ack or (box == "inbox" and unread_only) else "read"
-        deadline = time.monotonic() + wait_seconds
+        deadline = time.monotonic() + waits.bounded(ctx, wait_seconds)
         found = await lanes.run("read", nothing_unread) if lane == "write" and not ack else None
         agent, acked, mark, page = found or await lanes.run(lane, first_read)
         if box == "pool":
@@ -123,7 +123,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
                     waiting = True
                     await lanes.run("write", board.agents.seen, agent, now() + remaining)
                 async with lanes.stepped_aside():
-                    await notifier.wait(Topic.inbox(agent), mark, remaining)
+                    await waits.wait(ctx, notifier, {Topic.inbox(agent): mark}, remaining)
                 mark = notifier.mark(Topic.inbox(agent))
                 page = await lanes.run(lane, board.messages.inbox, agent, unread_only=unread_only, **filters)
         finally:

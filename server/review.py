@@ -22,7 +22,7 @@ from hiveboard.board.review_models import (
 )
 from hiveboard.board.reviews import Reviews
 
-from . import lanes
+from . import lanes, waits
 from .boundary import CREATE, MAX_ID, READ, tool_boundary
 from .deps import Deps
 
@@ -46,7 +46,7 @@ def register(mcp: MCPServer, deps: Deps) -> None:
         if task_id is None:
             task_id = await lanes.run("read", board.reviews.review_of, review_id)
         topic = Topic.review(task_id)
-        deadline = time.monotonic() + wait_seconds
+        deadline = time.monotonic() + waits.bounded(ctx, wait_seconds)
         reported = None
         # what the card's hidden tests shaped is its creator's and people's; the author and others see it sealed
         reveals = await lanes.run("read", board.reviews.reveals, identity.current(ctx), task_id)

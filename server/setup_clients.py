@@ -6,10 +6,12 @@
   claude-desktop  claude_desktop_config.json in the platform's Claude folder ("mcpServers")
 
 DIR is --project, else the current directory. Every entry runs this installation's `hiveboard serve` by its
-absolute path (desktop apps do not see the shell's PATH), with HIVEBOARD_AGENT, and HIVEBOARD_HOME when the
-data directory is not the default one. The Claude Code hooks run `hiveboard hook EVENT` with the same two
+absolute path (desktop apps do not see the shell's PATH), with HIVEBOARD_AGENT (claude-code: only with --agent,
+since each Claude Code session is then an agent of its own, server/sessions.py), and HIVEBOARD_HOME when the
+data directory is not the default one. The Claude Code hooks run `hiveboard hook EVENT` with the same
 variables as assignments in front of the command, so the hooks carry their own settings and the session's
-environment ("env" in settings.json) stays the user's.
+environment ("env" in settings.json) stays the user's; PostToolUse runs after hiveboard's own tools only, in the
+background ("async"), so other tool calls start no process.
 
 claude-code with --url: the board is a `hiveboard serve --http` elsewhere. The entry is an HTTP one (URL/mcp)
 and the hooks run `hiveboard hook EVENT` with HIVEBOARD_URL (and HIVEBOARD_HOME, where this machine keeps how
@@ -55,12 +57,15 @@ STDIO_KEYS = ("command", "args", "env")  # a stdio entry's keys, which contradic
 HOOKS = {
     "SessionStart": ("session-start", 10, None),
     "UserPromptSubmit": ("user-prompt-submit", 10, None),
-    "PostToolUse": ("post-tool-use", 10, "*"),
+    # after the board's own tools only, and in the background: no process after every other tool call, and never
+    # a tool call that waits for the board (news between turns come by the channel and UserPromptSubmit)
+    "PostToolUse": ("post-tool-use", 10, "mcp__hiveboard__.*"),
     "Stop": ("stop", 30, None),  # stop and session-end also read the session's transcript for its token usage
     "SessionEnd": ("session-end", 30, None),
     "TaskCompleted": ("task-completed", 10, None),
     "TeammateIdle": ("teammate-idle", 10, None),
 }
+ASYNC = {"PostToolUse"}  # run with "async": true (Claude Code hands their output to the next turn)
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -101,13 +106,22 @@ def setup(
         else:
             print(_apply(change), file=out)
     if not dry_run and not uninstall:
-        print(NEXT_STEP[client], file=out)
+        print(NEXT_STEP_REMOTE if url is not None else NEXT_STEP[client], file=out)
     if token_file is not None and not uninstall and token_file.stat().st_mode & 0o077:
         print(f"note: other users of this machine can read {token_file}; chmod 600 it", file=out)
 
 
+CHANNEL_FLAG = f"--dangerously-load-development-channels server:{SERVER}"  # Claude Code's flag for a channel server
+
+# a board over HTTP: the agent is the token's, and a channel is a stdio server of the session's own
+NEXT_STEP_REMOTE = "next: start Claude Code in that directory and approve the project's hiveboard server once"
 NEXT_STEP = {
-    "claude-code": "next: start Claude Code in that directory and approve the project's hiveboard server once",
+    "claude-code": (
+        "next: start Claude Code in that directory and approve the project's hiveboard server once; each session is "
+        "an agent of its own (claude-<session id>; set HIVEBOARD_AGENT to name it). To be told about work as it "
+        "happens, launch it with the board as a channel (Claude Code 2.1.80+, research preview):\n"
+        f"  claude {CHANNEL_FLAG}"
+    ),
     "cursor": "next: enable hiveboard under Cursor Settings > MCP (or restart Cursor)",
     "vscode": "next: start the hiveboard server from .vscode/mcp.json (the Start link above it) in VS Code",
     "claude-desktop": "next: quit Claude Desktop completely and start it again",
@@ -145,7 +159,8 @@ def plan(
     if url is not None:
         env, ours = remote(url, token_file)
     else:
-        env = {"HIVEBOARD_AGENT": agent or client}
+        # Claude Code names each session to its server and hooks (server/sessions.py): no fixed agent there
+        env = {"HIVEBOARD_AGENT": agent} if agent else {} if client == "claude-code" else {"HIVEBOARD_AGENT": client}
         ours = {"command": command[0], "args": [*command[1:], "serve"], "env": env}
     if home is not None:
         env["HIVEBOARD_HOME"] = str(home.expanduser().absolute())
@@ -374,6 +389,7 @@ def _hook_commands(command: list[str], env: dict[str, str]) -> dict[str, dict]:
             "type": "command",
             "command": " ".join([*assignments, *map(shlex.quote, command), "hook", ours]),
             "timeout": timeout,
+            **({"async": True} if event in ASYNC else {}),
         }
         for event, (ours, timeout, _) in HOOKS.items()
     }
@@ -419,14 +435,20 @@ def _hooks(data: dict, handlers: dict[str, dict] | None, path: Path) -> dict:
                 kept.append(group)
                 continue
             handlers_left = []
+            # ours stays in a group whose matcher is ours, or that it has to itself (the matcher is then updated);
+            # from a group of the user's with another matcher it moves to a group of its own
+            same = (group.get("matcher") or None) == matcher or all(
+                isinstance(h, dict) and is_our_hook(h.get("command")) for h in inner
+            )
             for handler in inner:
                 if not (isinstance(handler, dict) and is_our_hook(handler.get("command"))):
                     handlers_left.append(handler)
-                elif wanted and not placed:
+                elif wanted and not placed and same:
                     handlers_left.append(handler | wanted)
                     placed = True
             if handlers_left:
-                kept.append(group | {"hooks": handlers_left})
+                mine = {k: v for k, v in group.items() if k != "matcher"} | ({"matcher": matcher} if matcher else {})
+                kept.append((mine if same and placed else group) | {"hooks": handlers_left})
         if wanted and not placed:
             kept.append(({"matcher": matcher} if matcher else {}) | {"hooks": [wanted]})
         if kept:

@@ -2,7 +2,8 @@
 
 It answers as soon as the agent has something to do — a card it may claim (ready, in todo, not reserved for
 another; of the types and labels asked for) or unread mail in its inbox (a direct message, a verdict on its card)
-— and otherwise waits for a change of the board or of its inbox, up to `wait_seconds`. Nothing is claimed and
+— and otherwise waits for a change of the board or of its inbox, up to `wait_seconds` (cut to what the client
+waits for an answer, with progress to a client that asked: server/waits.py). Nothing is claimed and
 nothing is marked read: the answer says what to call next. A client that declares the MCP Tasks extension gets
 the wait as a task (server/task_ext.py): the call returns at once and the answer arrives when the work does.
 """
@@ -22,7 +23,7 @@ from hiveboard.board.events import Topic
 from hiveboard.board.messages import Message, MessagePage
 from hiveboard.board.recall import held_reason
 
-from . import lanes
+from . import lanes, waits
 from .approvals import Approvals, can_ask
 from .boundary import READ, tool_boundary
 from .deps import Deps
@@ -50,10 +51,10 @@ def register(mcp, deps: Deps) -> None:
         ctx: Context,
         types: Annotated[list[Annotated[str, Field(max_length=40)]], Field(max_length=20)] = [],
         labels: Annotated[list[Annotated[str, Field(max_length=50)]], Field(max_length=20)] = [],
-        wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT)] = 60,
+        wait_seconds: Annotated[float, Field(ge=0, le=MAX_WAIT)] = waits.DEFAULT_WAIT,
     ) -> WorkAnswer:
         """Wait for a card to claim or mail for you (an MCP task where supported)."""
-        deadline = time.monotonic() + wait_seconds
+        deadline = time.monotonic() + waits.bounded(ctx, wait_seconds)
 
         def look(agent: str) -> tuple[dict[str, int], TaskSummary | None, MessagePage]:
             # the marks first: a change between them and the reads still wakes the wait
@@ -75,14 +76,14 @@ def register(mcp, deps: Deps) -> None:
                 remaining = deadline - time.monotonic()
                 if card is not None or page.messages or remaining <= 0:
                     return _answer(card, page)
-                if person and (waits := await lanes.run("read", approvals.next_card, agent)) is not None:
-                    asked = await approvals.ask_now(ctx, agent, waits) if forms else approvals.to_web(agent, waits)
+                if person and (due := await lanes.run("read", approvals.next_card, agent)) is not None:
+                    asked = await approvals.ask_now(ctx, agent, due) if forms else approvals.to_web(agent, due)
                     return asked if isinstance(asked, InputRequiredResult) else _answer(None, page, asked.outcome)
                 if not waiting:  # a waiting agent counts as present (reviews ask present critics)
                     waiting = True
                     await lanes.run("write", board.agents.seen, agent, now() + remaining)
                 async with lanes.stepped_aside():
-                    await notifier.wait_any(marks, remaining)
+                    await waits.wait(ctx, notifier, marks, remaining)
         finally:
             if waiting:
                 with anyio.CancelScope(shield=True):

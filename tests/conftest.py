@@ -321,8 +321,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without any HIVEBOARD_* setting of the outer shell, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_")}
+    """This process's environment without any HIVEBOARD_* setting of the outer shell, nor the session id of a Claude
+    Code running the tests (it would name the servers' agent: server/sessions.py), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEBOARD_") and k != "CLAUDE_CODE_SESSION_ID"}
     env.update(extra)
     return env
 

@@ -712,6 +712,13 @@ def presence_of(a: AgentView, window: float, now_ts: float) -> tuple[bool, str]:
     return False, f"last seen {ago(now_ts - a.last_seen_at)}"
 
 
+def _session(session: str | None) -> str:
+    """The client session an agent is (a Claude Code session's id, whole in the title), or a dash."""
+    if not session:
+        return "—"
+    return f'<span class="session" title="{h(session)}">{h(shorten(session, 13))}</span>'
+
+
 def _honesty_cell(a: AgentHonesty | None) -> str:
     """An agent's canaries: seen, flagged, failed honestly, gamed, each with the cards and reviews behind it."""
     if a is None or not (a.canaries_seen or a.flags or a.caught):
@@ -748,14 +755,14 @@ def agents_page(
         rows.append(
             f'<tr class="{"present" if present else "away"}"><td><span class="dot"></span>{h(a.name)}</td>'
             f'<td>{h(a.role or "")}{" (a person)" if person else ""}</td><td class="presence"{clock}>{said}</td>'
-            f"<td>{holding}</td><td>{rate}</td>"
+            f"<td>{holding}</td><td>{rate}</td><td>{_session(a.client_session)}</td>"
             + (_honesty_cell(by_agent.get(a.name)) if honesty is not None else "")
             + "</tr>"
         )
     head = "<th>canaries</th>" if honesty is not None else ""
     body = (
         '<h1>Agents and people</h1><table class="agents"><tr><th>name</th><th>role</th><th>presence</th>'
-        f"<th>holds</th><th>first-pass rate</th>{head}</tr>{''.join(rows)}</table>"
+        f"<th>holds</th><th>first-pass rate</th><th>session</th>{head}</tr>{''.join(rows)}</table>"
     )
     return layout("Agents", body, viewer, active="agents", live={"page": "agents"})
 

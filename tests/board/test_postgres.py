@@ -626,3 +626,19 @@ def test_a_board_written_during_its_copy_is_copied_as_it_was_when_the_copy_began
     finally:
         for store in (source.store, other_node.store, target):
             store.close()
+
+
+def test_a_copied_board_keeps_its_sessions_agents_and_what_they_were_told(postgres, tmp_path):
+    """Issue 49: a Claude Code session's agent keeps its session, and what the channel told it stays told."""
+    source = Board(Store(str(tmp_path / "b.db")))
+    target = Store(postgres.database())
+    try:
+        source.agents.for_session("claude-3f2a9c1d", "3f2a9c1d-0000")
+        assert source.pushes.first("claude-3f2a9c1d", "message:1")
+        assert all(c.same for c in copy.copy_board(source.store, target))
+        copied = Board(target)
+        assert copied.agents.for_session("claude-3f2a9c1d", "3f2a9c1d-0000").name == "claude-3f2a9c1d"
+        assert copied.pushes.first("claude-3f2a9c1d", "message:1") is False
+    finally:
+        source.store.close()
+        target.close()

@@ -18,7 +18,9 @@ from pydantic import Field, ValidationError
 from hiveboard.server.compat import (
     add_request_handler,
     check_headers_only_where_declared,
+    client_of,
     connection_of,
+    notify,
     rejected_arguments,
 )
 
@@ -60,6 +62,35 @@ async def test_a_connection_outlives_requests_and_differs_between_clients():
     assert seen[0] is not None and seen[0] is seen[1] and seen[2] is not seen[0]
     weakref.ref(seen[0])  # identity keeps sessions in a WeakKeyDictionary
     hash(seen[0])
+
+
+async def test_a_connection_names_its_client_and_takes_a_notification_of_ours_outside_any_request():
+    """What the channel (server/channel.py) needs of the SDK: the clientInfo name on the connection, and a
+    notification whose method is not the SDK's, sent on the connection after the request that found it ended."""
+    from mcp_types import Implementation
+
+    server = MCPServer("compat")
+    found: list = []
+
+    @server.tool()
+    def where(ctx: Context) -> str:
+        found.append(connection_of(ctx.session))
+        return "ok"
+
+    heard: list = []
+
+    async def message_handler(message) -> None:
+        heard.append(message)
+
+    claude = Implementation(name="claude-code", version="2.1.154")
+    async with Client(server, mode="legacy", client_info=claude, message_handler=message_handler) as client:
+        await client.call_tool("where", {})
+        assert client_of(found[0]) == ("claude-code", {})
+        await notify(found[0], "notifications/message", {"level": "info", "data": "after the request"})
+        await client.call_tool("where", {})  # the notification was read before this answer
+    assert [m.params.data for m in heard if getattr(m, "method", None) == "notifications/message"] == [
+        "after the request"
+    ]
 
 
 async def test_a_rejected_argument_is_told_apart_from_a_failing_tool():

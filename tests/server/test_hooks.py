@@ -314,8 +314,11 @@ async def test_the_hook_never_breaks_a_session(tmp_path, store_target, connect):
     ):
         code, out, err = hook(tmp_path, store_target, "stop", base("Stop"), **env)
         assert (code, out) == (0, None) and "the session goes on" in err, err
+    code, out, err = hook(tmp_path, store_target, "session-start", base("SessionStart", session_id=None), agent="")
+    assert (code, out) == (0, None) and "neither HIVEBOARD_AGENT nor a session id" in err
+    # a session whose server has not registered its agent yet: nothing to say, the session goes on
     code, out, err = hook(tmp_path, store_target, "session-start", base("SessionStart"), agent="")
-    assert (code, out) == (0, None) and "HIVEBOARD_AGENT is not set" in err
+    assert (code, out) == (0, None) and "no agent 'claude-" in err
     done = subprocess.run(
         hiveboard_cmd("hook", "user-prompt-submit"),
         input="{not json",

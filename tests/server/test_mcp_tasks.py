@@ -7,7 +7,7 @@ from __future__ import annotations
 import anyio
 import httpx2
 import pytest
-from conftest import agent_token, call, call_error
+from conftest import agent_token, call, call_error, data
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -103,6 +103,39 @@ async def test_wait_for_work_tells_of_mail_without_marking_it_read(connect):
         assert "get_messages" in got["hint"]
         inbox = await call(dev, "get_messages")
         assert [m["content"] for m in inbox["messages"]] == ["look at #12 please"]  # it was still unread
+
+
+async def test_a_wait_of_a_client_with_a_short_timeout_is_cut_to_it_and_reports_progress(connect, monkeypatch):
+    """Claude Code ends a tool call after about 60 s: its waits are cut below that (here, scaled down), and a call
+    that sent a progressToken hears that the wait goes on; another client waits what it asked."""
+    from mcp_types import Implementation
+
+    from hiveboard.server import waits
+
+    monkeypatch.setitem(waits.CLIENT_LIMITS, "claude-code", 0.6)
+    monkeypatch.setattr(waits, "PROGRESS_EVERY", 0.1)
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def heard(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    claude = Implementation(name="claude-code", version="2.1.154")
+    async with connect("dev", client_info=claude, mode="legacy") as dev, connect("other") as other:
+        with anyio.fail_after(30):  # an hour asked for; the client's limit answers long before
+            result = await dev.call_tool("wait_for_work", {"wait_seconds": 3600}, progress_callback=heard)
+        assert not result.is_error and "nothing yet" in data(result)["hint"]
+        assert progress and all(total == 1 for _, total, _ in progress)  # of the 0.6 s it waits, not of the hour
+        got = {}
+
+        async def wait():
+            got.update(await call(other, "wait_for_work", wait_seconds=3600))
+
+        async with anyio.create_task_group() as tg:  # another client is not cut: it waits until work comes
+            tg.start_soon(wait)
+            await anyio.sleep(1.5)
+            assert not got
+            card = await call(dev, "create_task", title="for whoever waits")
+        assert got["task"]["id"] == card["id"]
 
 
 async def test_wait_for_work_with_nothing_to_do_says_so_and_refuses_bad_input(connect):

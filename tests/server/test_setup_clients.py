@@ -14,6 +14,8 @@ from conftest import START_TIMEOUT, call, clean_env, run_cli
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from hiveboard.server.setup_clients import is_our_hook
+
 EVENTS = {
     "SessionStart": "session-start",
     "UserPromptSubmit": "user-prompt-submit",
@@ -80,15 +82,17 @@ def test_claude_code_on_a_fresh_directory_gets_the_server_and_seven_hooks(tmp_pa
     mcp = json.loads((project / ".mcp.json").read_text())
     entry = mcp["mcpServers"]["hiveboard"]
     assert Path(entry["command"]).is_absolute() and entry["args"][-1] == "serve"
-    assert entry["env"] == {"HIVEBOARD_AGENT": "claude-code"}  # the default home: no HIVEBOARD_HOME
+    # each session is its own agent (no fixed name); the default home: no HIVEBOARD_HOME
+    assert entry["env"] == {}
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     assert list(settings) == ["hooks"] and list(settings["hooks"]) == list(EVENTS)
     for event, name in EVENTS.items():
         (group,) = settings["hooks"][event]
-        assert group.get("matcher") == ("*" if event == "PostToolUse" else None)
+        assert group.get("matcher") == ("mcp__hiveboard__.*" if event == "PostToolUse" else None)
         (handler,) = group["hooks"]
         assert handler["type"] == "command" and handler["timeout"] > 0
-        assert handler["command"] == f"HIVEBOARD_AGENT=claude-code {entry['command']} hook {name}"
+        assert handler.get("async", False) is (event == "PostToolUse")
+        assert handler["command"] == f"{entry['command']} hook {name}"
     # the user sees each change as a diff, with the path, and no backup is made of files that did not exist
     assert f"+++ {project / '.mcp.json'}" in out.stdout and f"+++ {project / '.claude' / 'settings.json'}" in out.stdout
     assert '+    "hiveboard": {' in out.stdout
@@ -155,10 +159,33 @@ def test_a_moved_installation_and_an_older_entry_are_updated_in_place(tmp_path, 
     assert setup(user, "claude-code", "--project", str(project)).returncode == 0
     entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["hiveboard"]
     assert Path(entry["command"]).is_absolute()
-    assert entry["env"] == {"HIVEBOARD_AGENT": "claude-code", "HIVEBOARD_LOG_LEVEL": "INFO"}
+    assert entry["env"] == {"HIVEBOARD_LOG_LEVEL": "INFO"}  # the old fixed agent goes: each session is one
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     (stop,) = our_hooks(settings)["Stop"]
-    assert stop["command"] == f"HIVEBOARD_AGENT=claude-code {entry['command']} hook stop"
+    assert stop["command"] == f"{entry['command']} hook stop"
+
+
+def test_an_older_post_tool_use_hook_on_every_tool_moves_to_hiveboards_tools(tmp_path, user):
+    """Setups before issue 49 ran post-tool-use after every tool call ("*"): its group, ours alone, takes our matcher;
+    from a group of the user's it moves to one of its own, and the user's handler stays where it was."""
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    old = {"type": "command", "command": "HIVEBOARD_AGENT=claude-code /old/venv/bin/hiveboard hook post-tool-use"}
+    theirs = {"type": "command", "command": "./log.sh"}
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps({"hooks": {"PostToolUse": [{"matcher": "*", "hooks": [old]}]}})
+    )
+    assert setup(user, "claude-code", "--project", str(project)).returncode == 0
+    (group,) = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]["PostToolUse"]
+    assert group["matcher"] == "mcp__hiveboard__.*" and group["hooks"][0]["async"] is True
+
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps({"hooks": {"PostToolUse": [{"matcher": "*", "hooks": [theirs, old]}]}})
+    )
+    assert setup(user, "claude-code", "--project", str(project)).returncode == 0
+    mine, ours = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]["PostToolUse"]
+    assert mine == {"matcher": "*", "hooks": [theirs]}
+    assert ours["matcher"] == "mcp__hiveboard__.*" and is_our_hook(ours["hooks"][0]["command"])
 
 
 def test_dry_run_prints_the_diff_and_writes_nothing(tmp_path, user):
@@ -339,10 +366,10 @@ def test_url_mode_writes_an_http_entry_and_hooks_that_name_the_token_file(tmp_pa
     assert local.returncode == 0, local.stderr
     entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["hiveboard"]
     assert set(entry) == {"type", "command", "args", "env"} and entry["type"] == "stdio"
-    assert entry["env"] == {"HIVEBOARD_AGENT": "claude-code"}
+    assert entry["env"] == {}
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     assert {e: [h["command"] for h in found] for e, found in our_hooks(settings).items()} == {
-        event: [f"HIVEBOARD_AGENT=claude-code {command} hook {name}"] for event, name in EVENTS.items()
+        event: [f"{command} hook {name}"] for event, name in EVENTS.items()
     }
     assert setup(user, "claude-code", "--project", str(project), "--uninstall").returncode == 0
     # backups of their earlier versions sit beside them, so the emptied files stay, emptied

@@ -203,3 +203,12 @@ def test_presence_says_online_or_when_last_seen():
         "ghost": "never seen",
     }
     assert html.count("(a person)") == 2  # human and lead
+
+
+def test_the_agents_page_shows_the_session_an_agent_is():
+    session = "3f2a9c1d-5b6e-4c1a-9d2f-0a1b2c3d4e5f"
+    agent = _agent("claude-3f2a9c1d", None, 1_000_000.0).model_copy(update={"client_session": session})
+    html = pages.agents_page([agent, _agent("bob", "lead", None)], 120, 1_000_000.0, pages.Viewer("ann", "t", False))
+    row = re.search(r"<tr[^>]*><td><span class=\"dot\"></span>claude-3f2a9c1d</td>.*?</tr>", html).group(0)
+    assert f'<span class="session" title="{session}">3f2a9c1d-5b6…</span>' in row
+    assert "<th>session</th>" in html
