@@ -32,7 +32,8 @@ from hiveboard.memory.service import Mode
 from . import card_work, charts
 from .text import SYSTEM_SENDERS, for_people, markdown, plain, shorten
 
-COLUMNS = STATUSES  # left to right
+# left to right; a cancelled card has ended undone: it keeps its page and list_tasks finds it, the board does not
+COLUMNS = tuple(s for s in STATUSES if s != "cancelled")
 TITLES = {
     "todo": "To do",
     "in_progress": "In progress",

@@ -197,18 +197,15 @@ async def test_a_creator_script_cannot_be_ended_early(connect, reviewer):
     """`$ python check.py` runs in the judge: the code's os._exit or SystemExit(0) cannot end it well."""
     engine = reviewer(ACCEPTANCE_ONLY)
     check = "from calc import add\nassert add(2, 3) == 5\nassert add(40, 2) == 42\nprint('checked')\n"
+    tests = {"files": [{"name": "check.py", "content": check}], "commands": ["$ python check.py"]}
     async with connect("carol") as carol, connect("alice", review=engine) as alice:
-        card = await call(
-            carol,
-            "create_task",
-            title="add",
-            acceptance_tests={"files": [{"name": "check.py", "content": check}], "commands": ["$ python check.py"]},
-        )
+        # a card for each attack: the same failed check twice on one card would send it to a person (no progress)
         for attack in (
             "import os\nos._exit(0)\n",
             "def add(a, b):\n    raise SystemExit(0)\n",
             ATTACKS["returns an always-equal object"],
         ):
+            card = await call(carol, "create_task", title="add", acceptance_tests=tests)
             await hand_in(alice, card["id"], {"calc.py": attack})
             last = (await verdict(alice, card["id"]))["rounds"][-1]
             assert last["verdict"] == "FAIL", (attack, critic(last, "acceptance"))

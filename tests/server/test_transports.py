@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # every test starts server p
 
 async def test_stdio_server_runs_a_whole_card(tmp_path):
     async with stdio_server(tmp_path, agent="claude-desktop") as c:
-        assert len((await c.list_tools()).tools) == 21
+        assert len((await c.list_tools()).tools) == 22
         assert (await call(c, "whoami"))["agent"] == "claude-desktop"
         card = await call(c, "create_task", title="write README", task_type="docs")
         claim = await call(c, "claim_task")
