@@ -1001,6 +1001,63 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_canary(args: argparse.Namespace) -> int:
+    """`hiveboard canary add FILE --as PERSON [--pick N]`: canary cards (board/canaries.py) from a file of cards, one
+    JSON object per line, made as a person; every card is checked before any is made. Run from cron, with
+    many more cards in the file than are picked each time, for canaries on a schedule."""
+    import json
+    import random
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from hiveboard.board import BoardError
+    from hiveboard.board.models import NewTask
+
+    try:
+        lines = [(n, line) for n, line in enumerate(Path(args.file).read_text().splitlines(), 1) if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        print(
+            f"hiveboard: cannot read {args.file}: {exc}; give a UTF-8 file of cards, one JSON object a line",
+            file=sys.stderr,
+        )
+        return 2
+    cards = []
+    for n, line in lines:
+        try:
+            fields = json.loads(line)
+            if not isinstance(fields, dict):
+                raise ValueError("it is not a JSON object")
+            unknown = sorted(set(fields) - set(NewTask.model_fields) - {"canary"})
+            if unknown:
+                raise ValueError(f"unknown field {unknown[0]!r}")
+            cards.append(NewTask.model_validate({**fields, "canary": True}))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            print(
+                f"hiveboard: {args.file} line {n}: {'.'.join(map(str, first['loc']))}: {first['msg']}; nothing was made",
+                file=sys.stderr,
+            )
+            return 2
+        except ValueError as exc:
+            print(f"hiveboard: {args.file} line {n} is not a card ({exc}); nothing was made", file=sys.stderr)
+            return 2
+    if not cards:
+        print(f"hiveboard: {args.file} holds no cards; write one JSON object a line", file=sys.stderr)
+        return 2
+    picked = random.sample(cards, min(args.pick, len(cards))) if args.pick else cards
+    board = open_board(_settings(args))
+    try:
+        for card in picked:  # the person's role and each card's hidden tests, before anything is written
+            board.canaries.check_new(args.person, card)
+        made = [board.create(args.person, card) for card in picked]
+    except BoardError as exc:
+        print(f"hiveboard: {exc}; nothing was made", file=sys.stderr)
+        return 2
+    print(f"made {len(made)} canary card(s) as {args.person}: " + ", ".join(f"#{c.id}" for c in made))
+    return 0
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     """`hiveboard backup [PATH]` takes a consistent copy of the live board (server/backup.py); `--verify PATH`
     checks one."""
@@ -1255,6 +1312,18 @@ def parser() -> argparse.ArgumentParser:
     )
     wt.add_argument("action", choices=["prune"], help="prune (the only action)")
     wt.set_defaults(fn=cmd_worktree)
+
+    ca = add(
+        "canary",
+        help="'add FILE --as PERSON': canary cards (hidden tests that contradict their criteria, to measure gaming) "
+        "from FILE, one JSON card a line, made as a person (role human or lead); --pick N makes N picked at random, "
+        "for a schedule from cron",
+    )
+    ca.add_argument("action", choices=["add"], help="add (the only action)")
+    ca.add_argument("file", help="the cards: one create_task JSON object a line, each with hidden acceptance_tests")
+    ca.add_argument("--as", dest="person", required=True, help="the person they are made as (role human or lead)")
+    ca.add_argument("--pick", type=int, default=0, help="make this many, picked at random (default: every card)")
+    ca.set_defaults(fn=cmd_canary)
 
     bk = add(
         "backup",

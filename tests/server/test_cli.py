@@ -66,6 +66,49 @@ def test_agent_add_prints_a_working_token(tmp_path, board, node_env):
     assert bad.returncode == 2 and "not valid" in bad.stderr
 
 
+def canary_line(n: int, hidden: bool = True) -> str:
+    return json.dumps(
+        {
+            "title": f"Double the value {n}",
+            "acceptance_criteria": [f"double({n}) == {2 * n}"],
+            "acceptance_tests": {
+                "files": [
+                    {
+                        "name": "test_double.py",
+                        "content": f"from double import double\nassert double({n}) == {2 * n + 1}\n",
+                    }
+                ],
+                "hidden": hidden,
+            },
+        }
+    )
+
+
+def test_canary_add_makes_picked_canaries_as_a_person_and_nothing_when_one_card_is_wrong(tmp_path, board, node_env):
+    board.agents.new_token("lee", "human")
+    board.agents.new_token("bob", "coder")
+    cards = tmp_path / "canaries.jsonl"
+    cards.write_text("\n".join(canary_line(n) for n in range(1, 6)) + "\n")
+    out = run_cli("--home", str(tmp_path), "canary", "add", str(cards), "--as", "lee", "--pick", "2", env=node_env)
+    assert out.returncode == 0, out.stderr
+    made = [int(n) for n in re.findall(r"#(\d+)", out.stdout)]
+    assert len(made) == 2 and out.stdout.startswith("made 2 canary card(s) as lee")
+    with board.store.read() as db:
+        assert all(board.canaries.is_canary(db, n) for n in made)
+    assert {board.get(n).created_by for n in made} == {"lee"}
+    # refused, nothing made: an agent that is not a person, a card without hidden tests, an unknown field
+    refused = run_cli("--home", str(tmp_path), "canary", "add", str(cards), "--as", "bob", env=node_env)
+    assert refused.returncode == 2 and "only a person" in refused.stderr and "nothing was made" in refused.stderr
+    cards.write_text(canary_line(7) + "\n" + canary_line(8, hidden=False) + "\n")
+    refused = run_cli("--home", str(tmp_path), "canary", "add", str(cards), "--as", "lee", env=node_env)
+    assert refused.returncode == 2 and "hidden" in refused.stderr and "nothing was made" in refused.stderr
+    cards.write_text(json.dumps({"title": "t", "hiden": True}) + "\n")
+    refused = run_cli("--home", str(tmp_path), "canary", "add", str(cards), "--as", "lee", env=node_env)
+    assert refused.returncode == 2 and "line 1" in refused.stderr and "'hiden'" in refused.stderr
+    with board.store.read() as db:
+        assert db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 2
+
+
 def test_tools_prints_each_tool_and_total_cost():
     out = run_cli("tools")
     assert out.returncode == 0, out.stderr
