@@ -51,6 +51,7 @@ class Topic:
 
     BOARD = "board"  # any card
     WORK = "work"  # a card that may have made work ready: one now in todo, or one done (its dependants)
+    PEOPLE = "people"  # a card that now waits on a person (needs_human): what a person's wait_for_work asks about
     MESSAGES = "messages"  # any inbox
     REVIEWS = "reviews"  # any review
     MEMORY = "memory"  # an item added (or a lesson merged)
@@ -88,6 +89,8 @@ class TaskChanged:
     def topics(self) -> tuple[str, ...]:
         if self.status in READYING:
             return (Topic.task(self.task_id), Topic.BOARD, Topic.WORK)
+        if self.status == "needs_human":
+            return (Topic.task(self.task_id), Topic.BOARD, Topic.PEOPLE)
         return (Topic.task(self.task_id), Topic.BOARD)
 
 

@@ -57,8 +57,10 @@ def register(mcp, deps: Deps) -> None:
         deadline = time.monotonic() + waits.bounded(ctx, wait_seconds)
 
         def look(agent: str) -> tuple[dict[str, int], TaskSummary | None, MessagePage]:
-            # the marks first: a change between them and the reads still wakes the wait
-            marks = {topic: notifier.mark(topic) for topic in (Topic.WORK, Topic.inbox(agent))}
+            # the marks first: a change between them and the reads still wakes the wait; a person's wait also wakes
+            # when a card comes to wait on a person (it is asked about it below)
+            topics = (Topic.WORK, Topic.inbox(agent), *((Topic.PEOPLE,) if person else ()))
+            marks = {topic: notifier.mark(topic) for topic in topics}
             card = board.next_ready(agent, types, labels)
             page = board.messages.inbox(agent, unread_only=True, mark_read=False, limit=PREVIEWS)
             return marks, card, page

@@ -129,6 +129,26 @@ async def test_a_waiting_person_is_asked_as_soon_as_a_card_needs_them(connect, b
     assert board.get(task_id).history[-1].actor == "lee"
 
 
+async def test_a_waiting_person_wakes_when_a_held_card_comes_to_need_them(connect, board):
+    """The card is claimed before the person starts waiting: nothing readies work on the way, and the move into
+    needs_human alone must wake the wait."""
+    lee = answering(ElicitResult(action="accept", content={"decision": "pass"}))
+    got = {}
+    async with connect("alice") as alice, connect("lee", role="human", elicitation_callback=lee) as client:
+        card = await call(alice, "create_task", title="Release 2.1", needs_approval=True, assignee="alice")
+        claim = await call(alice, "claim_task", task_id=card["id"])
+
+        async def wait():
+            got["answer"] = await call(client, "wait_for_work", wait_seconds=20)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            done = await call(alice, "complete_task", task_id=card["id"], token=claim["token"], output="tagged")
+            assert done["status"] == "needs_human"
+    assert got["answer"].get("asked") == f"task {card['id']}: pass recorded as lee; it is done"
+
+
 async def test_a_form_left_unanswered_leaves_the_card_to_the_web(connect, board, monkeypatch):
     from hiveboard.server import approvals
 
