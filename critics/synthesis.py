@@ -18,6 +18,8 @@ from .config import NEVER_LOWERED, PRECEDENCE
 
 WORD = re.compile(r"[a-z0-9_]+")
 LINE = re.compile(r"(?::\d+)+$|[\s,]+(?:line|l\.)\s*\d+$")  # a location's line (and column): code moves between rounds
+# the head of a blocking issue's entry in the brief, as the brief writes it ("3. [major] ")
+BLOCKING_ENTRY = re.compile(rf"(\d+)\. \[(?:{'|'.join(BLOCKING)})\] ")
 
 
 def _rank(lens: str) -> int:
@@ -342,7 +344,7 @@ def mark_repeated(synthesis: Synthesis, before: set[tuple[str, str, str]], round
         return synthesis
     lines = []
     for line in synthesis.brief.splitlines():
-        head = re.match(r"(\d+)\. \[(critical|major)\] ", line)
+        head = BLOCKING_ENTRY.match(line)
         if head and int(head.group(1)) in again:
             line = f"{head.group(0)}(repeated: raised in round {round_ - 1} too) {line[head.end() :]}"
         lines.append(line)
