@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import scopes
 from .db import Store, iso, now
 from .errors import Conflict, Forbidden, InvalidInput, NotFound
 from .models import Agent
@@ -144,13 +145,14 @@ class Agents:
         if waiting_until is None:
             if ts - self._seen.get(name, 0.0) < SEEN_EVERY:
                 return
-            with self.store.try_write() as db:  # any call notes it: this one need not wait for a writer
+            # any call notes it: this one need not wait for a writer
+            with self.store.try_write(scopes.agent(name)) as db:
                 if db is not None:
                     db.execute("UPDATE agents SET last_seen_at = ? WHERE name = ?", [ts, name])
                     self._seen[name] = ts
             return
         self._seen[name] = ts
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(name)) as db:
             db.execute(
                 "UPDATE agents SET last_seen_at = ?, waiting_until = ? WHERE name = ?", [ts, waiting_until, name]
             )

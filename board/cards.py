@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from ._sqlite_utils import Database
-from .db import iso, placeholders, rows, rows_many
+from .db import for_update, iso, placeholders, rows, rows_many
 from .errors import NotFound
 from .models import RANK_PRIORITY, AcceptanceTests, Artifact, ChangedFile, Commit, HistoryEntry, Task, TaskSummary
 
@@ -18,7 +18,7 @@ ROW = "SELECT * FROM tasks WHERE id = ?"
 
 def row(db: Database, task_id: int) -> dict:
     """The card's database row; NotFound if there is none."""
-    found = next(iter(rows(db, ROW, [task_id])), None)
+    found = next(iter(rows(db, for_update(db, ROW), [task_id])), None)
     if found is None:
         raise missing(task_id)
     return found

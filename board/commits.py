@@ -73,8 +73,7 @@ class Commits:
             raise InvalidInput(
                 f"task {row['id']} is worked in repository {row['repo']!r}, not {commit.repo!r}; call complete_task again"
             )
-        self.store.dialect.send(
-            db,
+        db.execute(
             "INSERT INTO task_refs (task_id, fencing_token, repo, ref, sha, base_sha, files, diff, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [

@@ -1,12 +1,14 @@
 """The store: one connection per thread, write transactions, and the events they commit.
 
 Sync MCP tools run on worker threads and several server processes may share one database, so every
-write goes through `Store.write()`, which takes the write lock up front (its dialect says how:
-board/dialect.py). Events emitted inside a write reach the notifier once it has committed.
+write goes through `Store.write(*scopes)`, which takes its locks up front (its dialect says which: SQLite's one
+write lock, board/dialect.py; on PostgreSQL those of the scopes, board/postgres.py). Events emitted inside it reach
+the notifier once it has committed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -22,7 +24,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from ._sqlite_utils import Database
-from .bridge import Local, Tries, blocking, bridged, pause
 from .dialect import Dialect, SQLite, as_dicts
 from .errors import Unavailable, WouldWait
 from .events import Event, Notifier, encode, prune_from
@@ -65,6 +66,13 @@ def placeholders(values) -> str:
     return ",".join("?" * len(values))
 
 
+def for_update(db: Database, sql: str, skip: bool = False) -> str:
+    """A SELECT of rows a write reads to change them, locking them until it ends on a database server, where writes
+    run together (board/postgres.py); `skip`: passing over rows another write holds (the next item of a queue). As it
+    is on SQLite, whose one writer is alone, and outside a write."""
+    return sql + getattr(db, "skip_locked" if skip else "lock_rows", "")
+
+
 def rows(db: Database, sql: str, params: list | tuple = ()) -> list[dict]:
     """A statement's rows as dicts (a SELECT, or a write with RETURNING), all fetched.
 
@@ -83,40 +91,21 @@ def rows_many(db: Database, statements: list[tuple[str, list | tuple]]) -> list[
 
 
 log = logging.getLogger("hiveboard")
-_borrowed = Local()  # the pooled stores whose connection this thread (or bridged call) holds
+_borrowed = threading.local()  # the pooled stores whose connection this thread holds
 
 
-POOL_POLL_SECONDS = 0.002  # how often a bridged call waiting for a connection looks for one
 DEFAULT_POOL = 20  # a database server's connections per Store unless told (the server's own: --db-pool, 20)
 _NEW = object()  # `Store._take`: a place in the pool for a new connection
 
 
-class _NoMutex:
-    """A mutex that is always free (`Store._mutex` for a bridged call)."""
-
-    def acquire(self, blocking: bool = True) -> bool:
-        return True
-
-    def release(self) -> None:
-        pass
-
-    def __enter__(self) -> bool:
-        return True
-
-    def __exit__(self, *exc) -> None:
-        pass
-
-
-_NO_MUTEX = _NoMutex()
-
-
-_here = Local()  # this thread (or bridged call) runs a call that must not wait for the write lock (`not_waiting`)
+_FREE = contextlib.nullcontext()  # `Store._mutex` on a database server
+_here = threading.local()  # this thread runs a call that must not wait for the write lock (`not_waiting`)
 
 
 @contextmanager
 def not_waiting() -> Iterator[None]:
-    """Run a call that must not wait for the board's write lock (on an event loop's own thread): its first
-    write transaction raises `WouldWait` instead of waiting when another thread or process holds the lock,
+    """Run a call that must not wait for SQLite's write lock (on an event loop's own thread): its first write
+    transaction raises `WouldWait` instead of waiting when another thread or process holds the lock,
     before anything was written, so the whole call can be run again where it may wait. A write after that
     first one waits as usual (the call has written: running it again would write twice)."""
     _here.active, _here.wrote = True, False
@@ -151,7 +140,6 @@ def dialect_for(target: str) -> Dialect:
     scheme = target.split("://", 1)[0].lower()
     if scheme in ("postgresql", "postgres"):
         need("psycopg", POSTGRES)  # the `postgres` extra: refused here in one sentence, before board/postgres.py
-        need("greenlet", POSTGRES)
         from .postgres import PostgreSQL
 
         return PostgreSQL()
@@ -170,8 +158,7 @@ class Store:
     a thread keeps its connection until it hands it back (`release_connections()` when it finishes a
     call, or when it ends), the next thread takes a handed-back one before opening another, and a thread
     that finds all in use waits up to `pool_wait` seconds, then gets `Unavailable` (one sentence). None: on
-    SQLite a connection per thread, as many as threads; on a database server DEFAULT_POOL (its calls run as
-    bridged calls, board/bridge.py, a connection each while they run: without a pool each would open one)."""
+    SQLite a connection per thread, as many as threads; on a database server DEFAULT_POOL."""
 
     def __init__(self, path: str | Path, read_only: bool = False, pool: int | None = None, pool_wait: float = 5.0):
         self.path = str(path)
@@ -183,8 +170,7 @@ class Store:
             # only its owner may read the board (agents' token hashes, direct messages); SQLite gives its
             # -wal and -shm files the database file's permissions
             os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-        # a call's connection and its transaction's events: per thread, and per bridged call on a database server
-        self._local = threading.local() if self.dialect.embedded else Local()
+        self._local = threading.local()  # a thread's connection and its transaction's events
         self.notifier = Notifier(self.target, self.dialect)
         self._all: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._all_lock = threading.Lock()
@@ -199,8 +185,6 @@ class Store:
         self._idle: list = []  # connections handed back by threads that ended, for the next thread
         self._line: deque[object] = deque()  # who waits for a connection, first come first
         self._write_lock = threading.RLock()
-        # how the write lock's tries went of late (`write` in a call that must not wait)
-        self.lock_tries = Tries()
         self.pending: list[str] = []
         try:
             if read_only:
@@ -237,9 +221,7 @@ class Store:
 
     def _pooled(self):
         """A handed-back connection, or a new one within the pool's size; waits up to pool_wait for either, in
-        turn: while anyone waits, the first to have asked is served first (threads and bridged calls alike;
-        a bridged call, which must not block the event loop, looks again every few milliseconds and would
-        otherwise lose every free connection to calls that just arrived)."""
+        turn: while anyone waits, the first to have asked is served first."""
         ticket = object()
         with self._returned:
             got = None if self._line else self._take()  # others wait already: after them
@@ -259,12 +241,7 @@ class Store:
                                 f"{self.pool_wait:g} s); nothing was written; retry in a moment",
                                 "connection pool exhausted",
                             )
-                        if not bridged():
-                            self._returned.wait(left)
-                            continue
-                    # a bridged call waits on the event loop (even while `blocking`: it holds no connection yet),
-                    # holding nothing: the call that hands a connection back may be another one on this thread
-                    pause(min(POOL_POLL_SECONDS, left))
+                        self._returned.wait(left)
             finally:
                 with self._returned:
                     self._line.remove(ticket)
@@ -341,8 +318,8 @@ class Store:
 
     def analyze(self, table: str) -> None:
         """Refresh the planner's statistics of one table (`Dialect.analyze`) outside the caller's transactions: on a
-        database server not holding the board's write lock, on SQLite in a write of its own (its statistics are a
-        table). Never fails: the statistics only guide the planner."""
+        database server on a connection of its own, on SQLite in a write of its own (its statistics are a table).
+        Never fails: the statistics only guide the planner."""
         try:
             if not self.dialect.analyze_apart(self.target, table):
                 with self.write() as db:
@@ -351,46 +328,34 @@ class Store:
             log.warning("could not refresh the planner's statistics of %s", table, exc_info=True)
 
     @contextmanager
-    def write(self) -> Iterator[Database]:
-        """A write transaction holding the database's write lock; rolled back on any error.
+    def write(self, *scopes: str) -> Iterator[Database]:
+        """A write transaction; rolled back on any error. `scopes`: what its checks span beyond the rows it reads to
+        change (board/postgres.py: on PostgreSQL its locks; none, the whole board); SQLite has one writer anyway.
 
         Events emitted inside it reach the notifier once it has committed.
         """
         if self.read_only:
             raise PermissionError(f"{self.path} was opened read-only")
-        db = self.db
         if getattr(_here, "active", False) and not _here.wrote:  # a call that must not wait (`not_waiting`)
-            if not self.dialect.awaits or self.lock_tries.tried():
-                try:
-                    with self.try_write(lazily=True) as db:
-                        if db is None:
-                            raise WouldWait
-                        _here.wrote = True
-                        yield db
-                except WouldWait:
-                    self.lock_tries.note(True)
-                    raise
-                self.lock_tries.note(False)
-                return
-            # most of the last tries found the lock held (other nodes writing): a try would most likely cost the
-            # call's first round trip and its run again; on a database server the wait goes to the loop anyway
-            _here.wrote = True
-        # Threads of this process queue on a mutex (an immediate hand-over); only other processes meet
-        # SQLite's busy handler, which sleeps in growing steps while it waits. A bridged call (board/bridge.py)
-        # takes no mutex another thread may hold: it waits for the database's lock on the event loop.
+            with self.try_write(*scopes) as db:
+                if db is None:
+                    raise WouldWait
+                _here.wrote = True
+                yield db
+            return
+        # Threads of this process queue on a mutex (an immediate hand-over) on SQLite; only other processes meet
+        # its busy handler, which sleeps in growing steps while it waits
+        db = self.db
         with self._mutex():
-            self.dialect.begin_write(db)
+            self.dialect.begin_write(db, scopes)
             yield from self._transaction(db)
         self._publish()
 
     @contextmanager
-    def try_write(self, lazily: bool = False) -> Iterator[Database | None]:
-        """A write transaction if one can begin at once, else None: another thread of this process or
-        another process is writing. For upkeep a reader may do but need not wait for, since every
-        writer does it first anyway (the lease sweep). In a bridged call (board/bridge.py) the transaction
-        waits for the database in place: it holds the write lock, so its round trips should take the
-        database's time only. `lazily` (Dialect.try_begin_write): on a database server the lock is tried with
-        the transaction's first statements, and one found held raises `WouldWait` there."""
+    def try_write(self, *scopes: str) -> Iterator[Database | None]:
+        """A write transaction (`write`) if its locks can be taken at once, else None: another thread or process is
+        writing. For upkeep a reader may do but need not wait for, since every writer does it first anyway (the
+        lease sweep)."""
         if self.read_only:
             yield None
             return
@@ -399,40 +364,41 @@ class Store:
             yield None
             return
         try:
-            db = self.db  # waiting for a connection of the pool, if it must, on the event loop
-            with blocking():
-                began = self.dialect.try_begin_write(db, lazily)
-            if not began:
+            db = self.db
+            if not self.dialect.try_begin_write(db, scopes):
                 yield None
                 return
-            with blocking():
-                yield from self._transaction(db)
+            yield from self._transaction(db)
         finally:
             lock.release()
         self._publish()
 
-    def _mutex(self) -> threading.RLock | _NoMutex:
-        """The in-process write mutex, or none for a bridged call (it must not block the event loop's thread on a
-        mutex another thread holds; the database's own lock, awaited on the loop, keeps writers apart)."""
-        return _NO_MUTEX if bridged() else self._write_lock
+    def _mutex(self):
+        """SQLite's in-process write mutex; on a database server none (its locks are the database's)."""
+        return self._write_lock if self.dialect.embedded else _FREE
 
     def _transaction(self, db: Database) -> Iterator[Database]:
-        """The body of a transaction begun under the write lock: committed, or rolled back on any error."""
-        self._local.pending, self._local.written, self._local.writes_events = [], [], False
+        """The body of a write transaction begun: committed, or rolled back on any error."""
+        # whether the notifier hears this transaction's commit from the database (a pushing dialect's listener): then
+        # it publishes the events, in commit order among every node's, and they are not published here
+        self._local.heard = self.notifier.hears_own
+        self._local.pending, self._local.written = [], []
         self._local.noted = {}
         try:
             yield db
             self._local.noted = {}
             events = self._local.pending
-            rows = [(event.kind, encode(event, self.notifier.origin)) for event in events]
-            ids = self.dialect.commit(db, rows, self.notifier.origin, pushed=self._local.writes_events)
+            origin = self.origin
+            rows = [(event.kind, encode(event, origin)) for event in events]
+            written = [(i, event.kind, encode(event, origin)) for i, event in self._local.written]
+            ids = self.dialect.commit(db, rows, written)
             self._local.pending = list(zip(ids, events))
             if self._local.written:  # events whose rows statements of the transaction wrote: in the order of their ids
                 self._local.pending = sorted([*self._local.pending, *self._local.written], key=lambda pair: pair[0])
         except BaseException:
             self._local.pending, self._local.noted = [], {}
             try:
-                if self.dialect.in_transaction(db):  # a failed COMMIT must not leave the write lock held
+                if self.dialect.in_transaction(db):  # a failed COMMIT must not leave the locks held
                     db.execute("ROLLBACK")
             except Exception:  # the connection is gone too: it is dropped, and the first error stands
                 self._discard()
@@ -452,15 +418,21 @@ class Store:
 
     def _publish(self) -> None:
         events, self._local.pending = self._local.pending, []
-        self.notifier.publish(events)
+        if not self._local.heard:
+            self.notifier.publish(events)
+
+    @property
+    def origin(self) -> str:
+        """What the current write transaction's events' rows name as their origin (`encode`): this process's
+        notifier's when it publishes them itself at commit (and its watcher skips them), else none."""
+        return "" if getattr(self._local, "heard", False) else self.notifier.origin
 
     def emit_written(self, db: Database, sql: str, params: list, event: Callable[[dict], tuple[int, Event]]) -> None:
         """In a write transaction, a statement that writes an event's row itself (the row's data must be what `encode`
-        gives, origin included) and returns one row, from which `event` makes (the event row's id, the event): on a
-        database server it is sent with the next statement, not waited for. The notifier hears of the event once the
-        transaction commits, in the order of its id among the transaction's events."""
-        self._local.writes_events = True
-        self.dialect.send(db, sql, params, then=lambda found: self._local.written.append(event(found[0])))
+        gives, with `origin`) and returns one row, from which `event` makes (the event row's id, the event). The
+        notifier hears of the event once the transaction commits, in the order of its id among the transaction's
+        events."""
+        self._local.written.append(event(rows(db, sql, params)[0]))
 
     def note(self, key: Hashable, value) -> None:
         """In a write transaction, something it wrote that a later step of it would otherwise read back (a round trip
@@ -511,7 +483,7 @@ class Store:
             holder.close()
         for db in idle:
             _close(db)
-        self._local = threading.local() if self.dialect.embedded else Local()
+        self._local = threading.local()
 
 
 def _close(db: Database) -> None:

@@ -5,7 +5,7 @@ The board's queries are written once, in the SQL that SQLite and PostgreSQL shar
 RETURNING *`. What has no common form lives here, behind `Dialect`:
 
 - opening a connection and its settings (SQLite's PRAGMAs);
-- taking the write lock up front (`BEGIN IMMEDIATE`), and trying to take it without waiting;
+- taking a write's locks up front (`BEGIN IMMEDIATE`), and trying to take them without waiting;
 - refreshing the planner's statistics;
 - a counter that moves when another connection commits (the cross-process watcher's wake-up);
 - JSON inside a column (a card's labels, a critique's issues, a synthesis' score);
@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -120,15 +119,13 @@ class Dialect(ABC):
         """Apply the schema's migrations not yet applied, inside the caller's write transaction."""
 
     @abstractmethod
-    def begin_write(self, db: Database) -> None:
-        """Begin a transaction that holds the write lock from its start, waiting for it if need be."""
+    def begin_write(self, db: Database, scopes: tuple[str, ...] = ()) -> None:
+        """Begin a write transaction holding its locks from its start, waiting for them if need be: the database's
+        one write lock, or those of `scopes` (board/postgres.py)."""
 
     @abstractmethod
-    def try_begin_write(self, db: Database, lazily: bool = False) -> bool:
-        """Begin such a transaction only if the lock is free right now; False (nothing begun) if not.
-        `lazily`: a dialect that talks to a server may try the lock with the transaction's first statements
-        instead of a round trip of its own; True then, and a lock found held raises `WouldWait` at that first
-        round trip, before anything was written (the caller rolls back)."""
+    def try_begin_write(self, db: Database, scopes: tuple[str, ...] = ()) -> bool:
+        """Begin such a transaction only if its locks are free right now; False (nothing begun) if not."""
 
     @abstractmethod
     def in_transaction(self, db: Database) -> bool:
@@ -147,7 +144,7 @@ class Dialect(ABC):
 
     def analyze_apart(self, target: str, table: str) -> bool:
         """`analyze` on a connection of its own, outside any transaction, where the database needs no write lock
-        for it; False where it does (then the caller takes one: `Store.analyze`)."""
+        for it; False where it does (then the caller writes: `Store.analyze`)."""
         return False
 
     @abstractmethod
@@ -160,15 +157,9 @@ class Dialect(ABC):
 
     ordered_join = "JOIN"  # a join the planner must do in the order written (where it needs telling)
     same = "IS NOT DISTINCT FROM"  # equality that holds for two NULLs
-    pushes = False  # True: the watcher blocks in wait_for_commit; False: it polls commit_counter
+    pushes = False  # True: the watcher's connection hears commits (Listener.events); False: it polls commit_counter
     embedded = False  # True: the database runs in this process, a statement is a function call (no round trip)
-    awaits = False  # True: its connections can await their round trips on an event loop (board/bridge.py)
     writing_ctes = False  # True: a WITH may hold INSERTs (several tables written by one statement)
-
-    def wait_for_commit(self, conn, timeout: float, origin: str = "") -> bool:
-        """Block until another connection commits or `timeout` passes; whether one did that another process
-        may have made (a commit whose push names `origin`, this process's, is not one) (pushing dialects)."""
-        raise NotImplementedError(f"{self.name} is watched by polling its commit counter")
 
     def alive(self, db: Database) -> bool:
         """Whether a connection still works (a server's connection breaks when the server restarts)."""
@@ -195,17 +186,6 @@ class Dialect(ABC):
     def after_copy(self, db: Database, tables: tuple[str, ...]) -> None:
         """After rows were inserted with their ids given: new rows of these tables get ids after them."""
 
-    def send(
-        self, db: Database, sql: str, params: list | tuple = (), then: Callable[[list[dict]], None] | None = None
-    ) -> None:
-        """A write inside a transaction whose answer nobody waits for (a history row, an inbox row): a dialect
-        that talks to a server may send it with the next statement instead of waiting for it; an error
-        in it still fails the transaction. `then`: given its rows once they are in (here, at once)."""
-        if then is None:
-            db.execute(sql, params)
-        else:
-            then(as_dicts(db.conn.execute(sql, params)))
-
     def update_version(self, db: Database, table: str, row: dict, sets: dict) -> dict | None:
         """A guarded UPDATE of one row of `table` (its `id` and `version` columns) at the version the caller
         read, the version bumped: the row after it, or None when it was not at that version."""
@@ -222,11 +202,13 @@ class Dialect(ABC):
         """`send` for each parameter list of `seq`."""
         db.conn.executemany(sql, seq)
 
-    def commit(self, db: Database, events: list[tuple[str, str]], origin: str = "", pushed: bool = False) -> list[int]:
-        """Commit the write transaction with its events' rows, (kind, data) each, written in it; their ids,
-        in order. `origin`: the committing process's (events.Notifier.origin), for a dialect that pushes
-        commits; `pushed`: the transaction wrote events' rows of its own too (Store.emit_written), so a commit is
-        pushed even with no `events`. Here: the rows in statements of EVENTS_AT_ONCE, then COMMIT."""
+    def commit(
+        self, db: Database, events: list[tuple[str, str]], written: list[tuple[int, str, str]] = ()
+    ) -> list[int]:
+        """Commit the write transaction with its events' rows, (kind, data) each, written in it; their ids, in order.
+        `written`: (id, kind, data) of the events whose rows statements of the transaction wrote themselves
+        (Store.emit_written), for a dialect that pushes its commits. Here: the rows in statements of
+        EVENTS_AT_ONCE, then COMMIT."""
         ids: list[int] = []
         for part in events_parts(events):
             # ids are given in the order the rows are written: sorted, they are the events' (RETURNING's order is not)
@@ -339,12 +321,12 @@ class SQLite(Dialect):
     def migrate(self, db: Database) -> list[str]:
         return apply_migrations(db)
 
-    def begin_write(self, db: Database) -> None:
+    def begin_write(self, db: Database, scopes: tuple[str, ...] = ()) -> None:
         # A deferred transaction that reads and then writes fails fast with "database is locked" under WAL
         # when another process wrote in between; an immediate one waits its turn instead.
         db.execute("BEGIN IMMEDIATE")
 
-    def try_begin_write(self, db: Database, lazily: bool = False) -> bool:
+    def try_begin_write(self, db: Database, scopes: tuple[str, ...] = ()) -> bool:
         db.execute("PRAGMA busy_timeout = 0")  # another process's lock: do not wait for it either
         try:
             db.execute("BEGIN IMMEDIATE")

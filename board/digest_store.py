@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, Field
 
+from . import scopes
 from .db import Store, iso, now
 
 
@@ -96,7 +97,7 @@ class Digests:
     def claim(self, task_type: str, seconds: float) -> bool:
         """Lease the rebuild of a task type's digest to this caller; False while another holds it."""
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.digest(task_type)) as db:
             return (
                 db.execute(
                     "INSERT INTO memory_digests (task_type, building_until) VALUES (?, ?) ON CONFLICT (task_type) "
@@ -108,14 +109,14 @@ class Digests:
             )
 
     def release(self, task_type: str) -> None:
-        with self.store.write() as db:
+        with self.store.write(scopes.digest(task_type)) as db:
             db.execute("UPDATE memory_digests SET building_until = NULL WHERE task_type = ?", [task_type])
 
     def save(
         self, task_type: str, title: str, rules: list[DigestRule], lessons: int, accrued: int, written_by: str
     ) -> Digest:
         """Store a new version of a task type's digest (and end the rebuild's lease)."""
-        with self.store.write() as db:
+        with self.store.write(scopes.digest(task_type)) as db:
             db.execute(
                 "INSERT INTO memory_digests (task_type) VALUES (?) ON CONFLICT (task_type) DO NOTHING", [task_type]
             )

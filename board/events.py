@@ -9,10 +9,13 @@ wait on it: `get_messages` and `get_review` on the event loop (`mark` then `wait
 workers (board/worker.py), the MCP resource subscriptions and the web board hear the typed events
 through `subscribe` callbacks. Nobody re-reads a table to find out whether something changed.
 
-Other processes sharing the database: while a server runs, one watcher per process reads the
-dialect's commit counter (SQLite's data_version, which moves when another connection commits) every
-`poll_interval`; when it moved, it reads the `events` rows written since its last look and publishes them here. Events this
-process wrote itself were published at commit and are skipped.
+Other processes sharing the database: while a server runs, one watcher per process hears of their commits. On
+SQLite it reads the dialect's commit counter (data_version, which moves when another connection commits) every
+`poll_interval`; when it moved, it reads the `events` rows written since its last look (a single writer numbers them
+in commit order) and publishes them here; events this process wrote itself were published at commit and are
+skipped. On PostgreSQL it listens (board/postgres.py Listener): every commit's events arrive in commit order, this
+process's own included, and are published from there (`hears_own`), so that each is published once and in the
+order the database committed them.
 """
 
 from __future__ import annotations
@@ -194,6 +197,8 @@ class Notifier:
         self._ready: asyncio.Future | None = None  # set once the watcher has read its baseline
         self._watching = 0
         self._conn_lock = threading.Lock()
+        # the watcher hears this process's own commits (a pushing dialect, listening now): they are published there
+        self.hears_own = False
 
     # ------------------------------------------------------------------ any thread
 
@@ -306,9 +311,10 @@ class Notifier:
 
     async def _watch(self, ready: asyncio.Future) -> None:
         conn = None
+        pushes = self.dialect.pushes
         try:
             conn = await asyncio.to_thread(self.dialect.watch_connect, self.db_path)
-            version, last_id = await asyncio.to_thread(self._baseline, conn)
+            version, last_id = (0, 0) if pushes else await asyncio.to_thread(self._baseline, conn)
         except BaseException as exc:  # the servers waiting in watching() hear why
             if conn is not None:
                 with self._conn_lock:
@@ -318,25 +324,25 @@ class Notifier:
             else:
                 ready.set_exception(exc)
             raise
+        self.hears_own = pushes
         ready.set_result(None)
         try:
             backlog = False
             while True:
                 try:  # the database work runs off the event loop: a busy database must not stall every session
-                    if self.dialect.pushes:  # blocks until a commit notifies, or the timeout
-                        backlog = (
-                            await asyncio.to_thread(self.dialect.wait_for_commit, conn, PUSH_WAIT, self.origin)
-                            or backlog
-                        )
+                    if pushes:  # blocks until commits are heard, or the timeout
+                        events, gap = await asyncio.to_thread(self._heard, conn), False
                     else:
                         await asyncio.sleep(0 if backlog else self.poll_interval)
-                    version, last_id, backlog, events, gap = await asyncio.to_thread(
-                        self._changes, conn, version, last_id, backlog
-                    )
+                        version, last_id, backlog, events, gap = await asyncio.to_thread(
+                            self._changes, conn, version, last_id, backlog
+                        )
                 # Unavailable: the events query lost its connection (the dialect's own words for it)
                 except (self.dialect.Error, Unavailable):
                     log.exception("cross-process wake-up check failed; reconnecting")
+                    self.hears_own = False  # meanwhile this process publishes its own commits itself
                     conn = await self._reconnect(conn)
+                    self.hears_own = pushes
                     backlog = True  # what was committed meanwhile is read once connected again
                     self.wake_everyone()
                     continue
@@ -344,11 +350,13 @@ class Notifier:
                     self.wake_everyone()
                 self.publish(events)
         finally:
+            self.hears_own = False
             with self._conn_lock:  # a cancelled check may still be running on its thread
                 conn.close()
 
     async def _reconnect(self, conn):
-        """A new watcher connection, retried every second until the database answers again."""
+        """A new watcher connection, retried every second until the database answers again (a listener reads back
+        what was committed while it was away: board/postgres.py)."""
         with self._conn_lock:
             try:
                 conn.close()
@@ -357,9 +365,18 @@ class Notifier:
         while True:
             await asyncio.sleep(1)
             try:
+                if self.dialect.pushes:
+                    return await asyncio.to_thread(self.dialect.watch_connect, self.db_path, conn)
                 return await asyncio.to_thread(self.dialect.watch_connect, self.db_path)
             except self.dialect.Error:
                 log.warning("the database is still unavailable to the wake-up watcher; retrying")
+
+    def _heard(self, listener) -> list[tuple[int, Event]]:
+        """The events a listening connection hears within PUSH_WAIT, but those this process published itself."""
+        with self._conn_lock:
+            rows = listener.events(PUSH_WAIT)
+        mine = self._mine
+        return [(i, e) for i, kind, data in rows if not data.endswith(mine) and (e := decode(kind, data)) is not None]
 
     def _baseline(self, conn) -> tuple[int, int]:
         with self._conn_lock:

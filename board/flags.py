@@ -55,8 +55,7 @@ class Flags:
             )
         check_text(reason, self.limits.note, "reason")
         with self.machine.holding(actor, task_id, token, "flag") as (db, row, ts, needs):
-            self.store.dialect.send(
-                db,
+            db.execute(
                 "INSERT INTO flags (task_id, agent, kind, reason, fencing_token, at) VALUES (?, ?, ?, ?, ?, ?)",
                 [task_id, actor, kind, reason, token, ts],
             )

@@ -12,6 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from . import scopes
 from .optional import POSTGRES, need
 
 VERDICT_INTENTS = ("approval", "critique", "needs_human")  # a review's verdict reaching the card's author
@@ -20,7 +21,6 @@ TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_creation_tokens", "cache
 # tokens in one usage row, at most: a row is a stretch of one session (between two of its Stop hooks) on one card and
 # model, which even with a full context re-read at every step is tens of millions, not a billion
 TOKENS_MAX = 100_000_000
-WRITE_LOCK = 0x48495645  # "HIVE": the advisory lock every write transaction of the board holds (board/postgres.py)
 
 
 class UsageRefused(Exception):
@@ -181,7 +181,7 @@ class View:
 
     def record_usage(self, agent: str, session_id: str, rows: list[dict], per_hour: int = 0) -> list[int]:
         """Token usage of a stretch of a session (one row per card and model), recorded for `agent` in one write
-        transaction under the board's write lock, or refused whole (UsageRefused, nothing written): a row of more
+        transaction holding the agent's scope (board/scopes.py), or refused whole (UsageRefused, nothing written): a row of more
         than TOKENS_MAX tokens, a card the agent never claimed or that another agent claimed after it (usage goes
         only to the card it held when the tokens were spent: it holds it, or held it last), or past `per_hour` rows
         in the last hour (0: no cap). The cards named. Every path records through here: the local hook and the
@@ -196,7 +196,7 @@ class View:
             )
         cards = sorted({r["task_id"] for r in rows if r["task_id"] is not None})
         ts = time.time()
-        self._begin_write()
+        self._begin_write(agent)
         try:
             foreign = set(cards) - self.claimed(agent, cards)
             if foreign:
@@ -243,11 +243,14 @@ class View:
         self.execute("COMMIT")
         return cards
 
-    def _begin_write(self) -> None:
-        """A write transaction holding the board's write lock (SQLite's, or PostgreSQL's advisory lock that every
-        writer of the board takes: board/postgres.py WRITE_LOCK), so that a check and its write are one step."""
+    def _begin_write(self, agent: str) -> None:
+        """A write transaction in which a check and its write are one step: SQLite's write lock, or on PostgreSQL
+        the agent's scope lock, which every write that counts the agent's rows takes (board/postgres.py)."""
         if self.postgres:
             self.execute("BEGIN")
-            self.execute("SELECT pg_advisory_xact_lock(?)", [WRITE_LOCK])
+            self.execute(
+                "SELECT pg_advisory_xact_lock_shared(?::bigint), pg_advisory_xact_lock(?, ?)",
+                [scopes.BOARD_LOCK, *scopes.key(scopes.agent(agent))],
+            )
         else:
             self.execute("BEGIN IMMEDIATE")

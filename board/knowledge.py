@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from . import scopes
 from ._sqlite_utils import Database
 from .agents import is_operator
 from .db import Store, iso, now, placeholders, rows
@@ -297,7 +298,7 @@ class Knowledge:
                 f"WITH i AS ({sql} RETURNING id), o AS (INSERT INTO memory_outbox (item_id, queued_at) SELECT id, ? "
                 f"FROM i), e AS (INSERT INTO events (kind, data) SELECT ?::text, {encoded_sql([('item_id', 'i.id::text')])} "
                 "FROM i RETURNING id) SELECT i.id, (SELECT id FROM e) AS event_id FROM i",
-                [*params, now(), MemoryAdded.kind, self.store.notifier.origin],
+                [*params, now(), MemoryAdded.kind, self.store.origin],
                 lambda found: (found["event_id"], MemoryAdded(found["id"])),
             )
             return None
@@ -313,7 +314,7 @@ class Knowledge:
                 "INSERT INTO memory_witnesses (item_id, witness) VALUES (?, ?)",
                 [item_id, witness(item.created_by, item.task_id)],
             )
-        self.store.dialect.send(db, "INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, now()])
+        db.execute("INSERT INTO memory_outbox (item_id, queued_at) VALUES (?, ?)", [item_id, now()])
         return item_id
 
     @staticmethod
@@ -367,7 +368,7 @@ class Knowledge:
 
     def remember(self, actor: str, items: list[NewItem]) -> list[MemoryItem]:
         """Store items for the team in one transaction: all of them, or none when one names a missing task."""
-        with self.store.write() as db:
+        with self.store.write(scopes.MEMORY, scopes.agent(actor)) as db:
             for n, item in enumerate(items):
                 if (
                     item.task_id is not None
@@ -729,7 +730,7 @@ class Knowledge:
         another's new lesson. Items a dead worker leased come back when its lease runs out."""
         ts = now()
         lease = ts + lease_seconds
-        with self.store.write() as db:
+        with self.store.write(scopes.MEMORY) as db:
             ids = [
                 r[0]
                 for r in db.execute(
@@ -763,7 +764,7 @@ class Knowledge:
         """Record vectors (each item's readings, as `embeddings` gives them: a second row is its content's) and
         take the items off the outbox — unless they were queued again meanwhile (e.g. superseded while being
         indexed), which resets the lease and keeps them queued."""
-        with self.store.write() as db:
+        with self.store.write(scopes.MEMORY) as db:
             db.conn.executemany(
                 "UPDATE memory_items SET embedding = ?, body_embedding = ?, embedding_model = ? WHERE id = ?",
                 [(to_blob(v[0]), to_blob(v[1]) if len(v) > 1 else b"", model, i) for i, v in vectors.items()],
@@ -791,7 +792,7 @@ class Knowledge:
 
     def record_bodies(self, bodies: dict[int, np.ndarray | None], model: str) -> None:
         """Record the second readings of items already embedded by `model` (None: the item has none)."""
-        with self.store.write() as db:
+        with self.store.write(scopes.MEMORY) as db:
             db.conn.executemany(
                 "UPDATE memory_items SET body_embedding = ? WHERE id = ? AND embedding_model = ?",
                 [(b"" if v is None else to_blob(v), i, model) for i, v in bodies.items()],
@@ -810,12 +811,12 @@ class Knowledge:
         whether there was any to do."""
         if not self.store.dialect.merges_keywords:  # PostgreSQL's keyword index keeps itself
             return False
-        with self.store.write() as db:
+        with self.store.write(scopes.MEMORY) as db:
             return self.store.dialect.merge_keywords(db, pages)
 
     def requeue_all(self) -> int:
         """Queue every item for indexing again (reindex)."""
-        with self.store.write() as db:
+        with self.store.write(scopes.MEMORY) as db:
             db.execute(
                 "INSERT INTO memory_outbox (item_id, queued_at) SELECT id, ? FROM memory_items WHERE true "
                 "ON CONFLICT (item_id) DO UPDATE SET queued_at = excluded.queued_at, leased_until = NULL",
@@ -863,7 +864,7 @@ class Knowledge:
         """What was computed ahead for a card: `hits` ([id, score, matched, similarity] each), `shown` (the hits as
         a claim hands them), as of the guidance mark `as_of` and the count of item changes `revision` read before
         the items were."""
-        with self.store.write() as db:
+        with self.store.write(scopes.MEMORY) as db:
             db.execute(
                 "INSERT INTO card_context (task_id, model, digest, vector, hits, as_of, computed_at, shown, revision) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET model = excluded.model, "
@@ -904,7 +905,7 @@ class Knowledge:
         if not ids:
             return
         if db is None:
-            with self.store.write() as db:
+            with self.store.write(scopes.agent(agent)) as db:
                 self.surfaced(agent, task_id, ids, db)
             return
         self.store.dialect.send(  # one statement for all of them

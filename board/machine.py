@@ -46,10 +46,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-from . import cards
+from . import cards, scopes
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
-from .db import Store, iso, now, placeholders, rows, rows_many
+from .db import Store, for_update, iso, now, placeholders, rows, rows_many
 from .dialect import grown
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim, StaleToken
 from .events import TaskChanged
@@ -283,8 +283,7 @@ class Machine:
         note: str | None,
         at: float,
     ) -> None:
-        self.store.dialect.send(
-            db,
+        db.execute(
             "INSERT INTO task_history (task_id, at, actor, action, from_status, to_status, note) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             [task_id, at, actor, action, from_status, to_status, note],
@@ -381,13 +380,15 @@ class Machine:
 
     def sweep(self, db: Database, ts: float) -> list[int]:
         """Inside a write: move every card whose lease ran out back to todo (the table's lease row)."""
-        return self._return_expired(db, ts, [r[0] for r in db.execute(EXPIRED, [ts]).fetchall()])
+        return self._return_expired(
+            db, ts, [r[0] for r in db.execute(for_update(db, EXPIRED, skip=True), [ts]).fetchall()]
+        )
 
     def swept(self, db: Database, ts: float, statements: list[tuple[str, list]]) -> list[list[dict]]:
         """Inside a write: the lease sweep, then each of `statements`' rows as the board is after it. The
         statements go with the sweep's probe (one round trip on a database server) and are read again
         only when a lease had run out."""
-        expired, *got = rows_many(db, [(EXPIRED, [ts]), *statements])
+        expired, *got = rows_many(db, [(for_update(db, EXPIRED, skip=True), [ts]), *statements])
         if not expired:
             return got
         self._return_expired(db, ts, [r["id"] for r in expired])
@@ -397,7 +398,7 @@ class Machine:
         """Inside a write: the lease sweep, then the card's row (NotFound if there is none), its dependency rows
         and the rows of each of `also`, read together (`swept`)."""
         found, deps, *more = self.swept(
-            db, ts, [(cards.ROW, [task_id]), (cards.DEPENDENCIES.format("?"), [task_id]), *also]
+            db, ts, [(for_update(db, cards.ROW), [task_id]), (cards.DEPENDENCIES.format("?"), [task_id]), *also]
         )
         if not found:
             raise cards.missing(task_id)
@@ -460,7 +461,7 @@ class Machine:
         return db.execute(ANY_EXPIRED, [ts]).fetchone() is not None
 
     def _sweep_now(self, ts: float) -> list[int]:
-        with self.store.try_write() as db:
+        with self.store.try_write(scopes.SWEEP) as db:
             return [] if db is None else self.sweep(db, ts)
 
     @contextmanager
@@ -470,7 +471,7 @@ class Machine:
         """A write transaction on a card the caller holds with its current token: yields (db, row, now, its
         dependencies with their status), read together."""
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(actor)) as db:
             row, deps = self.swept_card(db, ts, task_id)
             self.holder_check(row, actor, token, doing)
             if running and row["status"] != "in_progress":

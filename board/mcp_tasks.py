@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 
+from . import scopes
 from .db import Store, now, placeholders
 from .errors import OverQuota
 
@@ -36,7 +37,7 @@ class McpTasks:
         refused (OverQuota, nothing written) when the agent already has `running_cap` working."""
         ts = now()
         task_id = secrets.token_urlsafe(24)  # unguessable: the handle is the only way to it besides the agent
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(agent)) as db:
             if self.running_cap:
                 running = db.execute(
                     "SELECT count(*) FROM mcp_tasks WHERE agent = ? AND status = 'working' AND runner_until >= ?",
@@ -84,7 +85,7 @@ class McpTasks:
         on any node) are left out of the answer, so that their calls stop."""
         if not task_ids:
             return set()
-        with self.store.write() as db:
+        with self.store.write(scopes.MCP_TASKS) as db:
             found = db.execute(
                 f"UPDATE mcp_tasks SET runner_until = ? WHERE id IN ({placeholders(task_ids)}) AND status = 'working' "
                 "RETURNING id",
@@ -107,7 +108,7 @@ class McpTasks:
         if status not in TERMINAL:
             raise ValueError(f"a task ends completed, failed or cancelled, not {status!r}")
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.MCP_TASKS) as db:
             return (
                 db.execute(
                     "UPDATE mcp_tasks SET status = ?, result = ?, error = ?, status_message = ?, updated_at = ? "
@@ -127,7 +128,7 @@ class McpTasks:
 
     def cancel(self, agent: str, task_id: str) -> dict | None:
         """Cancel `agent`'s task if it is still working; the task as it now stands, or None if there is none."""
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(agent)) as db:
             db.execute(
                 "UPDATE mcp_tasks SET status = 'cancelled', status_message = ?, cancel_requested = 1, updated_at = ? "
                 "WHERE id = ? AND agent = ? AND status = 'working'",

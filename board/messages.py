@@ -28,6 +28,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from . import scopes
 from ._sqlite_utils import Database
 from .agents import Agents
 from .cursor import decode_cursor, encode_cursor
@@ -472,13 +473,12 @@ class Messages:
         message_id = stored["id"]
         for found in read:
             to |= {r["agent"] for r in found} - {sender}
-        dialect = self.store.dialect
         if thread is None:
             stored["thread"] = f"msg-{message_id}"
-            dialect.send(db, "UPDATE messages SET thread = ? WHERE id = ?", [stored["thread"], message_id])
+            db.execute("UPDATE messages SET thread = ? WHERE id = ?", [stored["thread"], message_id])
         if to:
-            dialect.send_many(
-                db, "INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)]
+            db.conn.executemany(
+                "INSERT INTO inbox (agent, message_id) VALUES (?, ?)", [(a, message_id) for a in sorted(to)]
             )
         if joins_memory:  # direct messages and the board's events stay out of the shared memory
             task_type = card[3] if card else None
@@ -525,7 +525,7 @@ class Messages:
             + " FROM m RETURNING id) "
             "SELECT m.*, (SELECT id FROM e) AS event_id, ARRAY(SELECT agent FROM t ORDER BY agent) AS agents FROM m"
         )
-        params = [*values, sorted(to), *followed_params, sender, InboxChanged.kind, self.store.notifier.origin]
+        params = [*values, sorted(to), *followed_params, sender, InboxChanged.kind, self.store.origin]
         posted = Posted()
 
         def written(found: dict) -> tuple[int, InboxChanged]:
@@ -537,7 +537,7 @@ class Messages:
 
     def publish(self, sender: str, msg: NewMessage) -> Message:
         """Post a message from an agent (its own transaction)."""
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(sender)) as db:
             posted = self.post(db, sender, msg, charged=True)
         return _message(posted.row, full=True)
 
@@ -607,7 +607,7 @@ class Messages:
         marking = unread_only and mark_read
         # reading that marks messages read picks and marks them in one write transaction: two readers of
         # one inbox (two windows, or a waiting call beside another) never get the same message
-        with self.store.write() if marking else self.store.read() as db:
+        with self.store.write(scopes.agent(agent)) if marking else self.store.read() as db:
             # the unread count and the pages travel together, the messages with their place in the inbox (one
             # round trip on a database server): the unread page (oldest first) and, when read ones may follow on
             # this page, the read page (newest first; the part after the unread ones is used)
@@ -654,8 +654,7 @@ class Messages:
             fresh = [m.id for m in messages if not m.read]
             if marking and fresh:  # sent with the commit
                 ts = now()
-                self.store.dialect.send_many(
-                    db,
+                db.conn.executemany(
                     "UPDATE inbox SET read_at = ? WHERE agent = ? AND message_id = ? AND read_at IS NULL",
                     [(ts, agent, i) for i in fresh],
                 )
@@ -746,7 +745,7 @@ class Messages:
             raise InvalidInput("pass 1-500 message ids to ack")
         ids = list(dict.fromkeys(ids))
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(agent)) as db:
             marks = placeholders(ids)
             mine = {
                 r[0]
@@ -776,7 +775,7 @@ class Messages:
             value = str(int(value))
         if kind == "channel" and not THREAD_RE.match(value):
             raise InvalidInput(f"channel {value!r} is not valid: letters, digits and _ . : / -")
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(agent)) as db:
             if kind == "task" and db.execute("SELECT 1 FROM tasks WHERE id = ?", [int(value)]).fetchone() is None:
                 raise InvalidInput(f"task {value} does not exist")
             if on:

@@ -13,7 +13,7 @@ from .errors import MissingExtra
 POSTGRES = "PostgreSQL as the store"
 LLM_CRITICS = "an LLM critic"
 OPENAI_EMBEDDINGS = "an OpenAI-compatible embedding model"
-EXTRAS = {"psycopg": ("psycopg", "postgres"), "greenlet": ("greenlet", "postgres"), "openai": ("openai", "llm")}
+EXTRAS = {"psycopg": ("psycopg", "postgres"), "openai": ("openai", "llm")}
 
 
 def need(module: str, what: str) -> ModuleType:

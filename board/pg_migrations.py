@@ -575,6 +575,13 @@ def p021_client_sessions_and_channel_pushes(db) -> None:
     )
 
 
+def p022_events_transaction(db) -> None:
+    # PostgreSQL only: the transaction that wrote each event, which a node's listener reads back by after it lost
+    # its connection (board/postgres.py Listener); ids alone are not in commit order once writes run together
+    db.execute("ALTER TABLE events ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id()")
+    db.execute("CREATE INDEX events_by_tx ON events (tx)")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -597,6 +604,7 @@ MIGRATIONS: list[Callable] = [
     p019_memory_provenance,
     p020_flags_and_canaries,
     p021_client_sessions_and_channel_pushes,
+    p022_events_transaction,
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from . import scopes
 from .db import Store, now
 from .hook_view import VERDICT_INTENTS
 
@@ -91,7 +92,7 @@ class Pushes:
     def first(self, agent: str, key: str) -> bool:
         """Record that `agent` was told `key`; False when it had been already (nothing is written then)."""
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(agent)) as db:
             if ts - self._pruned > PRUNE_EVERY:
                 self._pruned = ts
                 db.execute("DELETE FROM channel_pushes WHERE pushed_at < ?", [ts - KEEP_SECONDS])

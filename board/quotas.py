@@ -289,8 +289,7 @@ class Quotas:
             return
         for name in series:
             at, total_units, total_chars = latest.get(name, (ts, 0, 0))
-            self.store.dialect.send(
-                db,
+            db.execute(
                 "INSERT INTO quota_usage (agent, kind, at, total_units, total_chars, units, chars) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 # never before the series' newest row (another node's clock may run ahead): the totals stay in order
@@ -300,7 +299,7 @@ class Quotas:
             self._charges += 1
             sweep = self._charges % PRUNE_EVERY == 0
         if sweep:
-            self.store.dialect.send(db, "DELETE FROM quota_usage WHERE at <= ?", [ts - KEEP_SECONDS])
+            db.execute("DELETE FROM quota_usage WHERE at <= ?", [ts - KEEP_SECONDS])
 
     def _usage(
         self,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -39,7 +40,6 @@ from functools import lru_cache
 from . import cards
 from ._sqlite_utils import Database
 from .agents import is_operator
-from .bridge import Local
 from .db import Store, iso, now, placeholders, rows
 from .errors import Conflict, Forbidden, InvalidInput
 from .machine import Machine
@@ -141,7 +141,7 @@ class TooComplex(InvalidInput):
     """The overlap walks of one call went past their budget of steps."""
 
 
-_budget = Local()  # per thread, and per bridged call (board/bridge.py)
+_budget = threading.local()  # per thread
 
 
 @contextmanager
@@ -581,8 +581,7 @@ class Reservations:
     def card_ended(self, db: Database, row: dict, came_from: str) -> None:
         """A state machine hook: a card that ended (ENDS) releases the reservations tied to it (sent with the
         transaction's next statement)."""
-        self.store.dialect.send(
-            db,
+        db.execute(
             "UPDATE reservations SET released_at = ? WHERE task_id = ? AND released_at IS NULL",
             [row["updated_at"], row["id"]],
         )

@@ -13,7 +13,7 @@ import json
 import statistics
 from datetime import UTC, datetime
 
-from . import cards, tracing
+from . import cards, scopes, tracing
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES
 from .commits import Commits
@@ -192,7 +192,7 @@ class Reviews:
         count against their own agent), then the oldest. One agent's backlog waits for itself; another
         agent's review takes the next free worker."""
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.REVIEW_QUEUE) as db:
             row = next(
                 db.query(
                     "UPDATE reviews SET status = 'running', worker = ?, leased_until = ?, attempts = attempts + 1, "
@@ -248,7 +248,7 @@ class Reviews:
 
     def heartbeat(self, review_id: int, worker: str, lease_seconds: float) -> bool:
         """Extend the worker's lease on its job; False when it no longer holds it."""
-        with self.store.write() as db:
+        with self.store.write(scopes.review(review_id)) as db:
             return (
                 db.execute(
                     "UPDATE reviews SET leased_until = ? WHERE id = ? AND worker = ? AND status = 'running'",
@@ -276,7 +276,7 @@ class Reviews:
         """Record the round's critics (name, lens, backend, model) and open agent slots; returns the
         critics still to run (all of them, or on a resumed job those that had not finished)."""
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.review(job.id)) as db:
             if not self._held(db, job.id, worker):
                 return []
             for name, lens, backend, model in critics:
@@ -320,7 +320,7 @@ class Reviews:
         """Store one critic's result as soon as it is in; False if the worker lost the job meanwhile."""
         issues = _with_refs(job.round, critic, critique.issues if critique else [])
         hidden = bool(critique and (critique.hidden or any(i.hidden for i in critique.issues)))
-        with self.store.write() as db:
+        with self.store.write(scopes.review(job.id)) as db:
             if not self._held(db, job.id, worker):
                 return False
             followed, resolved = _tally(
@@ -382,7 +382,7 @@ class Reviews:
 
     def fail_unfinished(self, job: ReviewJob, worker: str, error: str) -> None:
         """Critics of this round still marked running are recorded as errors."""
-        with self.store.write() as db:
+        with self.store.write(scopes.review(job.id)) as db:
             if self._held(db, job.id, worker):
                 db.execute(
                     "UPDATE critiques SET status = 'error', error = ?, finished_at = ? WHERE review_id = ? "
@@ -403,7 +403,7 @@ class Reviews:
     def submit(self, agent: str, review_id: int, lens: str, critique: Critique) -> CritiqueRecord:
         """An agent critic's critique for one open lens of a running review."""
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.review(review_id), scopes.agent(agent)) as db:
             review = next(db.query("SELECT * FROM reviews WHERE id = ?", [review_id]), None)
             if review is None:
                 raise NotFound(f"review {review_id} does not exist; the review request message names the review id")
@@ -493,7 +493,7 @@ class Reviews:
 
     def close_slots(self, job: ReviewJob, worker: str) -> None:
         """The deadline passed: lenses no agent took are recorded as missed, not dropped."""
-        with self.store.write() as db:
+        with self.store.write(scopes.review(job.id)) as db:
             if self._held(db, job.id, worker):
                 self._withdraw_requests(db, job.id)
                 db.execute(
@@ -735,7 +735,7 @@ class Reviews:
     ) -> bool:
         """Store the synthesis and move the card: done, back to its agent, or to a human."""
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.review(job.id)) as db:
             if not self._held(db, job.id, worker):
                 return False
             row = cards.row(db, job.task_id)

@@ -13,14 +13,14 @@ import json
 from collections.abc import Callable
 from typing import TypeVar
 
-from . import cards, digest_store
+from . import cards, digest_store, scopes
 from ._sqlite_utils import Database
 from .agents import OPERATOR_ROLES, Agents
 from .canaries import Canaries
 from .commits import BOTH, Commits
 from .contests import Contests
 from .cursor import decode_cursor, encode_cursor
-from .db import Store, iso, now, placeholders, rows
+from .db import Store, for_update, iso, now, placeholders, rows, rows_many
 from .decisions import Decisions
 from .digest_store import Digest, Digests
 from .errors import Conflict, Forbidden, IllegalTransition, InvalidInput, NotYourClaim
@@ -330,7 +330,7 @@ class Board:
             CREATOR_ASKED if new.needs_approval or new.canary else None
         )
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(actor)) as db:
             if deps:
                 marks = placeholders(deps)
                 found = {r[0] for r in db.execute(f"SELECT id FROM tasks WHERE id IN ({marks})", deps)}
@@ -372,9 +372,7 @@ class Board:
                     first = task_id
                     db.execute("UPDATE tasks SET contest = ? WHERE id = ?", [first, first])
                 for dep in deps:
-                    self.store.dialect.send(
-                        db, "INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep]
-                    )
+                    db.execute("INSERT INTO task_deps (task_id, depends_on) VALUES (?, ?)", [task_id, dep])
                 if assignee and assignee != actor:
                     self.messages.event(
                         db,
@@ -410,7 +408,7 @@ class Board:
         `then(db, card)`: more work in the claim's transaction once a card is claimed, whose result comes
         third (None when nothing was claimed)."""
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(actor)) as db:
             claim, digest = self._take(db, actor, ts, task_id, task_type, in_repo)
             more = then(db, claim.task) if then is not None and claim.claimed else None
         return claim, digest, more
@@ -421,16 +419,8 @@ class Board:
         """`take`'s claim in its transaction."""
         if task_id is None:
             sql, params = self._claimable_query(actor, [task_type] if task_type else [], in_repo=in_repo)
-            # the card's dependencies and digest are read with it, the same query as a subquery: one round trip
-            found, deps, digest = self.machine.swept(
-                db,
-                ts,
-                [
-                    (sql, params),
-                    (cards.DEPENDENCIES.format(f"SELECT id FROM ({sql}) AS c"), params),
-                    (digest_store.OF_TYPE.format(f"SELECT task_type FROM ({sql}) AS c"), params),
-                ],
-            )
+            # the next card is taken locked, passing over those other claims hold; its dependencies and digest then
+            (found,) = self.machine.swept(db, ts, [(for_update(db, sql, skip=True), params)])
             if not found:
                 what = f" of type {task_type!r}" if task_type else ""
                 what += " naming a repository" if in_repo else ""
@@ -440,6 +430,13 @@ class Board:
                     "or call get_board to see what is blocked or waiting on dependencies",
                 ), None
             row = found[0]
+            deps, digest = rows_many(
+                db,
+                [
+                    (cards.DEPENDENCIES.format("?"), [row["id"]]),
+                    (digest_store.OF_TYPE.format("SELECT task_type FROM tasks WHERE id = ?"), [row["id"]]),
+                ],
+            )
         else:
             row, deps, digest = self.machine.swept_card(
                 db,
@@ -615,7 +612,7 @@ class Board:
                 "hold, your token alone to extend your lease)"
             )
         ts = now()
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(actor)) as db:
             row, deps = self.machine.swept_card(db, ts, task_id)
             if expected_version is not None and expected_version != row["version"]:
                 raise Conflict(
@@ -779,10 +776,8 @@ class Board:
             if artifacts:  # charged before anything is written: a refusal leaves the card as it was
                 self.quotas.charge(db, actor, ARTIFACT, len(artifacts), sum(len(a.content) for a in artifacts))
             # the artifacts first: a card that goes straight to done takes them into the shared memory
-            sql = self.store.dialect  # writes nobody reads an answer of: sent with the next statement
-            sql.send(db, "DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
-            sql.send_many(
-                db,
+            db.execute("DELETE FROM artifacts WHERE task_id = ? AND fencing_token = ?", [task_id, token])
+            db.conn.executemany(
                 "INSERT INTO artifacts (task_id, fencing_token, name, kind, content, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 [[task_id, token, a.name, a.kind, a.content, ts] for a in artifacts],

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import cards
+from . import cards, scopes
 from ._sqlite_utils import Database
 from .db import Store, now, placeholders
 from .machine import Machine, find
@@ -258,7 +258,7 @@ class Usage:
         if not task_ids:
             return []
         noted = []
-        with self.store.write() as db:
+        with self.store.write(scopes.BUDGETS) as db:
             over = cards_over_budget(db, task_ids)
             for task_id, spent in over:
                 row = cards.row(db, task_id)

@@ -40,6 +40,7 @@ from hiveboard.board import (
     ReviewJob,
     Synthesis,
     now,
+    scopes,
     tracing,
 )
 from hiveboard.board.db import iso
@@ -898,7 +899,7 @@ class ReviewEngine:
                 review_id=job.id,
             )
             return
-        with self.board.store.write() as db:
+        with self.board.store.write(scopes.MEMORY) as db:
             self.board.knowledge.add(
                 db,
                 kind="lesson",

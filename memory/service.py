@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
 
-from hiveboard.board import Board, Forbidden, InvalidInput, Task
+from hiveboard.board import Board, Forbidden, InvalidInput, Task, scopes
 from hiveboard.board.agents import is_operator
 from hiveboard.board.events import Event, MemoryAdded, TaskChanged
 from hiveboard.board.knowledge import KINDS, REVIEW_ACTOR, MemoryItem, WordMatches, source_ids
@@ -524,7 +524,7 @@ class Memory:
                 sims = np.vstack(matrix) @ vector
                 best = int(np.argmax(sims))
                 if sims[best] >= DUPLICATE_SIMILARITY and _same_catch(text, self.knowledge.item(ids[best]).text):
-                    with self.board.store.write() as db:
+                    with self.board.store.write(scopes.MEMORY) as db:
                         self.board.quotas.charge(db, actor, LESSON, 1, len(text))
                         self.knowledge.merge_into(db, ids[best], source, tags or [], author=actor, task_id=task_id)
                     return Recorded(
@@ -533,7 +533,7 @@ class Memory:
                         duplicate_of=ids[best],
                         similarity=round(float(sims[best]), 4),
                     )
-        with self.board.store.write() as db:
+        with self.board.store.write(scopes.MEMORY) as db:
             self._lesson_refusal(db, actor, task_id)
             self.board.quotas.charge(db, actor, LESSON, 1, len(text))
             item_id = self.knowledge.add(

@@ -146,7 +146,6 @@ def build_server(
         subscriptions=inboxes.bus,
         profile=profile,
         embedded=board.store.dialect.embedded,
-        awaits=board.store.dialect.awaits,
         extensions=[tasks_extension, board_app.apps_extension()],
     )
     tasks_extension.server = mcp

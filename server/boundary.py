@@ -176,11 +176,10 @@ class StrictServer(MCPServer):
     _parameters: dict[str, list[str]] | None = None
     _listed: list | None = None
 
-    def __init__(self, *args, profile: Profile = "lean", embedded: bool = False, awaits: bool = False, **kwargs):
+    def __init__(self, *args, profile: Profile = "lean", embedded: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.profile = profile
         self.embedded = embedded  # the board is on SQLite: its lane work runs on the event loop (lanes.run)
-        self.awaits = awaits  # the board is on a database server: its lane work awaits round trips on the loop
         check_headers_only_where_declared(self)
 
     def add_tool(self, fn: Callable, *args, structured_output: bool | None = None, **kwargs) -> None:
@@ -237,7 +236,6 @@ class StrictServer(MCPServer):
         await self._check_shape(name, arguments)
         lanes.caller.set(caller_key(context))  # this call's task only: the lanes take callers in turn
         lanes.embedded.set(self.embedded)
-        lanes.awaits.set(self.awaits)
         try:
             with FOREGROUND.serving():  # the memory's Chroma writes wait for a moment without calls
                 return await super().call_tool(name, arguments, context)

@@ -136,8 +136,7 @@ class BearerAuth:
                 agent = None if operator else self.known.get(token)
                 if agent is None and not operator:
                     try:
-                        awaits = self.board.store.dialect.awaits
-                        agent = await lanes.lookup(self.board.agents.by_token, token, awaits=awaits)
+                        agent = await lanes.lookup(self.board.agents.by_token, token)
                     except Unavailable as exc:  # the token cannot be checked: the call fails with the sentence
                         return await _unavailable(send, str(exc))
                     if agent is not None:

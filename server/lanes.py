@@ -1,16 +1,13 @@
-"""Where the MCP surface's board work runs: two lanes, of one call each on SQLite.
+"""Where the MCP surface's board work runs: two lanes, of one call each on SQLite, of several on a database server.
 
-Sync tools and the board reads of async tools run in a lane, on the event loop's own thread (`run`): on SQLite,
-where a statement is a function call, as they are, unless it would wait for the write lock; on a database server
-(PostgreSQL), as bridged calls (board/bridge.py) whose round trips are awaited on the loop, except a write's
-while it holds the board's write lock, which are waited for in place; on a database server the read lane takes
-a few calls at once (AWAITED_WIDTH), since reads take no lock and overlap their round trips. Given a thread per call, eight
-agents completing cards at once were eight threads taking turns with the GIL: the one holding the
-board's write lock gave the GIL up at every SQLite statement and waited behind the others' Python each
-time, so the lock was held longer and every writer queued longer. A lane is a capacity limiter of
-one: calls wait their turn on the event loop instead of as threads, and at most one tool call that
-writes and one that reads (a few, on a database server) run at a time. SQLite takes one writer at a time
-anyway, and so does the board's write lock on PostgreSQL.
+On SQLite, where a statement is a function call, sync tools and the board reads of async tools run in a lane on the
+event loop's own thread (`run`), unless a write would wait for the write lock. Given a thread per call, agents
+completing cards at once were threads taking turns with the GIL: the one holding SQLite's write lock gave the GIL up
+at every statement and waited behind the others' Python each time, so the lock was held longer and every writer
+queued longer. A lane is a capacity limiter: calls wait their turn on the event loop instead of as threads, and at
+most one tool call that writes and one that reads run at a time; SQLite takes one writer at a time anyway. On a
+database server (PostgreSQL) a call's statements wait for round trips, and writes to different rows run together
+(board/postgres.py): a lane there takes SERVER_WIDTH calls at once, each on a worker thread.
 
 - `write`: a tool that is not read-only, and anything that may write (reading the inbox marks it read).
 - `read`: read-only tools and lookups. A read never waits behind a write, even one that waits for
@@ -48,7 +45,6 @@ import anyio
 import anyio.to_thread
 from anyio.lowlevel import RunVar
 
-from hiveboard.board import bridge
 from hiveboard.board.db import WouldWait, not_waiting, release_connections
 from hiveboard.board.priority import FOREGROUND
 
@@ -60,9 +56,6 @@ caller: ContextVar[Hashable] = ContextVar("hiveboard_caller", default=None)
 # the board of the running tool call is on an embedded database (SQLite: a statement is a function call), so its
 # lane work runs on the event loop's thread (`run`); set where a call enters the server, as `caller` is
 embedded: ContextVar[bool] = ContextVar("hiveboard_embedded", default=False)
-# the board of the running tool call is on a database server whose round trips can be awaited on the event loop
-# (board/bridge.py), so its lane work runs on the loop's thread too; set where a call enters the server
-awaits: ContextVar[bool] = ContextVar("hiveboard_awaits", default=False)
 # a call that runs on after its request has ended (an MCP task: server/task_ext.py): it holds no turn of the HTTP
 # entry, so it neither steps aside from one nor takes one back (which would take another request's, or keep one
 # that no entry gives back)
@@ -255,9 +248,9 @@ async def stepped_aside() -> AsyncIterator[None]:
                 await gate.acquire(who)
 
 
-# lanes whose calls await their round trips on the loop (PostgreSQL): reads take no lock, so a few at once overlap
-# their round trips; writes go one at a time, each holding the board's write lock in place (Store.try_write)
-AWAITED_WIDTH: dict[Lane, int] = {"read": 4, "write": 1}
+# calls a lane takes at once on a database server: their round trips overlap, and writes to different rows do not
+# wait for each other (board/postgres.py); within the store's connection pool (board/db.py DEFAULT_POOL)
+SERVER_WIDTH = 8
 
 _LANES: RunVar[dict[str, FairLane]] = RunVar("hiveboard_lanes")
 
@@ -279,16 +272,11 @@ async def run(lane: Lane, fn: Callable[..., T], *args, board_only: bool = True, 
     `fn` does board work only (what is slow for other reasons stays off the lanes: `off_loop`). On an embedded
     database (`embedded`) it runs on the event loop's thread, sparing the hand-over to a worker thread and back:
     two thread switches, and a worker that gives up the GIL at every SQLite statement and must win it back from
-    the loop each time (with eight clients, a claim took twice as long that way), unless the board's write lock
-    is held: then, with nothing written, on a worker thread where it may wait (`not_waiting`). On a database
-    server whose round trips can be awaited (`awaits`) it runs on the event loop's thread as a bridged call
-    (`on_loop`): its first write takes the write lock only if it is free and then holds it in place; if it is
-    not free, nothing was written and the call runs again, waiting for the lock on the loop (while most of the
-    store's last tries found it held, the first write waits for it at once instead: `Store.lock_tries`).
+    the loop each time, unless the write lock is held: then, with nothing written, on a worker thread where it may
+    wait (`not_waiting`). On a database server, on a worker thread, SERVER_WIDTH calls of a lane at once.
     `board_only=False`: a call whose work includes something else (git), always on a worker thread."""
-    on_server = awaits.get()
-    here, bridged = board_only and embedded.get(), board_only and on_server
-    fair = lane_of(lane, AWAITED_WIDTH[lane] if on_server else 1)
+    here = board_only and embedded.get()
+    fair = lane_of(lane, 1 if embedded.get() else SERVER_WIDTH)
     who = caller.get()
     if who is not None and not detached.get():
         await turns().defer(who)
@@ -300,20 +288,9 @@ async def run(lane: Lane, fn: Callable[..., T], *args, board_only: bool = True, 
                     return fn(*args, **kwargs)
             except WouldWait:
                 pass
-        if bridged:
-            try:  # its write, if the lock is free, in place (Store.try_write); else waiting for it on the loop
-                return await on_loop(_not_waiting, fn, *args, **kwargs)
-            except WouldWait:
-                pass
-            return await on_loop(fn, *args, **kwargs)
         return await off_loop(fn, *args, **kwargs)
     finally:
         fair.release()
-
-
-def _not_waiting(fn: Callable[..., T], *args, **kwargs) -> T:
-    with not_waiting():
-        return fn(*args, **kwargs)
 
 
 def _handing_back(fn: Callable[..., T], *args, **kwargs) -> T:
@@ -324,30 +301,10 @@ def _handing_back(fn: Callable[..., T], *args, **kwargs) -> T:
         release_connections()
 
 
-async def on_loop(fn: Callable[..., T], *args, **kwargs) -> T:
-    """Call `fn`, board work on a database server, on the event loop's thread, its round trips awaited there
-    (board/bridge.py; no lane). Once begun it runs to its end, as on a worker thread, even if the caller is
-    cancelled; it hands back its database connection when it is done."""
-    with anyio.CancelScope(shield=True):
-        return await bridge.run(_handing_back, fn, *args, **kwargs)
-
-
-LOOKUPS = 4  # board reads on the event loop at once outside the lanes (`lookup`)
-_LOOKUPS: RunVar[anyio.CapacityLimiter] = RunVar("hiveboard_lookups")
-
-
-async def lookup(fn: Callable[..., T], *args, awaits: bool = False) -> T:
-    """A board read outside the lanes, before a call has its turn (the HTTP entry's token check): on a worker
-    thread, or, when its round trips can be awaited (`awaits`: PostgreSQL), on the event loop, at most LOOKUPS
-    at once (each holds a database connection while it runs)."""
-    if not awaits:
-        return await off_loop(fn, *args)
-    limiter = _LOOKUPS.get(None)
-    if limiter is None:
-        limiter = anyio.CapacityLimiter(LOOKUPS)
-        _LOOKUPS.set(limiter)
-    async with limiter:
-        return await on_loop(fn, *args)
+async def lookup(fn: Callable[..., T], *args) -> T:
+    """A board read outside the lanes, before a call has its turn (the HTTP entry's token check), on a worker
+    thread."""
+    return await off_loop(fn, *args)
 
 
 async def off_loop(fn: Callable[..., T], *args, **kwargs) -> T:

@@ -195,7 +195,7 @@ class Metrics:
             )
         if self.server_token is not None and hmac.compare_digest(token.encode(), self.server_token.encode()):
             return None
-        agent = await lanes.lookup(self.board.agents.by_token, token, awaits=self.board.store.dialect.awaits)
+        agent = await lanes.lookup(self.board.agents.by_token, token)
         if agent is None:
             return 401, "the bearer token matches no agent; give Prometheus the server token or an operator's token"
         if agent.role not in OPERATOR_ROLES:

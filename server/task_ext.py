@@ -91,7 +91,6 @@ class TasksExtension(Extension):
             return await call_next(ctx)
         lanes.caller.set(caller_key(Context(request_context=ctx, mcp_server=self.server)))
         lanes.embedded.set(self.server.embedded)
-        lanes.awaits.set(self.server.awaits)
         try:  # a write in the agent's turn of the write lane, as its tool calls' are
             task = await lanes.run("write", self.board.mcp_tasks.create, agent, params.name, TTL, LEASE)
         except OverQuota as exc:  # the agent's cap on running tasks: the call's answer says what to do
@@ -131,7 +130,6 @@ class TasksExtension(Extension):
         agent started); stop the calls of those cancelled meanwhile (on any node)."""
         lanes.caller.set(RENEWALS)
         lanes.embedded.set(self.server.embedded if self.server else False)
-        lanes.awaits.set(self.server.awaits if self.server else False)
         while self._running:
             await anyio.sleep(RENEW)
             running = dict(self._running)

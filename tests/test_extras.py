@@ -29,7 +29,7 @@ def environ(monkeypatch):
     return monkeypatch
 
 
-@pytest.mark.parametrize("package", ["psycopg", "greenlet"])
+@pytest.mark.parametrize("package", ["psycopg"])
 def test_a_postgresql_store_without_the_postgres_extra_names_it(monkeypatch, package):
     monkeypatch.setitem(sys.modules, package, None)
     with pytest.raises(MissingExtra) as refused:

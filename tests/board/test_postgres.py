@@ -16,7 +16,7 @@ from pg_cluster import PostgresCluster
 from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable, cards, copy
 from hiveboard.board.db import dialect_for, not_waiting, redact, rows
 from hiveboard.board.errors import Conflict
-from hiveboard.board.events import InboxChanged, MemoryAdded, Topic, decode, encode
+from hiveboard.board.events import InboxChanged, MemoryAdded, TaskChanged, Topic, decode, encode
 from hiveboard.board.machine import ANY_EXPIRED, EXPIRED
 from hiveboard.board.messages import NewMessage
 from hiveboard.board.pg_migrations import MIGRATIONS
@@ -108,101 +108,91 @@ async def test_a_board_event_to_the_pool_reaches_inboxes_and_waiters_on_every_no
         two.store.close()
 
 
-def test_a_watcher_is_woken_by_another_nodes_commits_not_by_its_own(postgres):
+def test_a_listener_hears_every_nodes_commits_in_commit_order_each_once(postgres):
+    """A node's listener (board/postgres.py Listener) hears each commit's events from its NOTIFY, its own node's
+    too, in the order the database committed them; none twice, and a node's own commits while it does not listen
+    are not handed to it (it published them itself)."""
     url = postgres.database()
     one, two = Board(Store(url)), Board(Store(url))
     dialect = one.store.dialect
-    watch = dialect.watch_connect(url)
+    listener = dialect.watch_connect(url)
     try:
-        one.create("alice", NewTask(title="written by node one"))
-        # node one's watcher has that event already: its NOTIFY names node one, so it reads nothing
-        assert not dialect.wait_for_commit(watch, 2, one.store.notifier.origin)
-        two.create("bob", NewTask(title="written by node two"))
-        assert dialect.wait_for_commit(watch, 2, one.store.notifier.origin), "node two's commit did not wake node one"
-        one.create("alice", NewTask(title="node one again"))
-        two.create("bob", NewTask(title="node two again"))
-        # both arrived before the look: any commit of another node among them is a reason to read
-        assert dialect.wait_for_commit(watch, 2, one.store.notifier.origin)
-        # node one's own commits during a wait are waited through: the wait ends at its timeout, not at them
-        writer = threading.Timer(0.1, lambda: [one.create("alice", NewTask(title=f"own {i}")) for i in range(3)])
-        began = time.monotonic()
-        writer.start()
-        assert not dialect.wait_for_commit(watch, 1.0, one.store.notifier.origin)
-        writer.join()
-        assert time.monotonic() - began >= 0.95
+        made = [one.create("alice", NewTask(title="by node one")).id, two.create("bob", NewTask(title="by node two")).id]
+        made += [two.create("bob", NewTask(title=f"again {n}")).id for n in range(3)]
+        heard: list = []
+        deadline = time.monotonic() + 10
+        while len(heard) < len(made) and time.monotonic() < deadline:
+            heard += listener.events(0.5)
+        events = [decode(kind, data) for _, kind, data in heard]
+        assert [e.task_id for e in events] == made
+        assert [i for i, _, _ in heard] == sorted(i for i, _, _ in heard)
+        assert listener.events(0.3) == []
     finally:
-        watch.close()
+        listener.close()
         one.store.close()
         two.store.close()
 
 
-async def test_a_node_reads_a_busy_nodes_events_at_most_once_a_gathering_not_once_a_commit(postgres, monkeypatch):
-    """Every commit is a NOTIFY, and another node's watcher reads the events it names. On a busy board it reads them
-    at most once in `GATHER`: one look serves the commits heard meanwhile, and every event still reaches the node."""
-    from hiveboard.board import postgres as pg
-
-    monkeypatch.setattr(pg, "GATHER", 0.5)
+async def test_a_node_hears_a_busy_nodes_events_each_once_in_commit_order(postgres):
+    """Node one commits from eight threads at once; node two, watching, publishes every event once, and each card's
+    events in the order they were committed (created, then claimed)."""
     url = postgres.database()
     one, two = Board(Store(url)), Board(Store(url))
     heard: list = []
     try:
         notifier = two.store.notifier
-        looks = []
-        changes = notifier._changes
-
-        def counted(*args, **kwargs):
-            looks.append(1)
-            return changes(*args, **kwargs)
-
-        notifier._changes = counted
         notifier.subscribe(heard.extend)
         async with notifier.watching():
             first = one.store.db.execute("SELECT coalesce(max(id), 0) FROM events").fetchone()[0]
-            mark = notifier.mark(Topic.BOARD)
-            await anyio.to_thread.run_sync(lambda: one.create("alice", NewTask(title="card 0")))
-            assert await notifier.wait(Topic.BOARD, mark, timeout=10), "node two was not woken"
 
-            def busy() -> None:  # a commit every 20 ms or so: each one heard on its own, were it read on its own
-                for n in range(19):
-                    one.create("alice", NewTask(title=f"card {n + 1}"))
-                    time.sleep(0.02)
+            def busy(n: int) -> None:
+                for k in range(5):
+                    card = one.create("alice", NewTask(title=f"card {n}.{k}"))
+                    one.claim(f"dev{n}", task_id=card.id)
 
-            await anyio.to_thread.run_sync(busy)
+            await anyio.to_thread.run_sync(lambda: _in_threads(busy, 8))
             written = one.store.db.execute("SELECT count(*) FROM events WHERE id > ?", [first]).fetchone()[0]
             with anyio.fail_after(20):
                 while len(heard) < written:
                     await anyio.sleep(0.05)
-        assert len(heard) == written and written >= 20
-        assert len(looks) <= 10  # 20 commits over half a second or more: once a gathering, not once each
+            await anyio.sleep(0.3)
+        assert len(heard) == written and written >= 80
+        moves = [(e.task_id, e.status) for e in heard if isinstance(e, TaskChanged)]
+        assert len(set(moves)) == len(moves) == 80
+        for card in {t for t, _ in moves}:
+            assert [s for t, s in moves if t == card] == ["todo", "in_progress"]
     finally:
         one.store.close()
         two.store.close()
 
 
+def _in_threads(fn, count: int) -> None:
+    threads = [threading.Thread(target=fn, args=(n,)) for n in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def _round_trips(store: Store):
-    """Count the round trips to the server from this thread's connection (the board's statements are sent in
-    exchanges of one round trip each; psycopg's own cursors, as executemany uses, count a statement outside a
-    pipeline or a pipeline's sync)."""
-    conn = store.db._conn
+    """Count the round trips to the server from this thread's connection: each statement sent alone, and each
+    pipeline (board/postgres.py PgDatabase.pipelined), is one."""
+    db = store.db
     counted = {"n": 0}
-    exchange, execute, pipeline = conn.exchange, conn.execute, conn.pipeline
+    send, conn = db._send, db._conn
 
-    def counted_exchange(*args, **kwargs):
+    def counted_send(statements):
         counted["n"] += 1
-        return exchange(*args, **kwargs)
+        return send(statements)
 
-    def counted_execute(*args, **kwargs):
-        if conn.pgconn.pipeline_status == 0:  # psycopg.pq.PipelineStatus.OFF
-            counted["n"] += 1
-        return execute(*args, **kwargs)
-
-    @contextmanager
-    def counted_pipeline():
-        with pipeline() as p:
-            yield p
+    def counted_executemany(*args, **kwargs):
         counted["n"] += 1
+        return executemany(*args, **kwargs)
 
-    conn.exchange, conn.execute, conn.pipeline = counted_exchange, counted_execute, counted_pipeline
+    db._send = counted_send
+    executemany = db.executemany
+    db.executemany = counted_executemany
+    assert db._conn is conn
     return counted
 
 
@@ -334,7 +324,7 @@ def test_a_commit_whose_answer_is_lost_is_not_sent_again(postgres, monkeypatch):
     store = Store(url)
     with psycopg.connect(url, autocommit=True) as setup:
         setup.execute("CREATE TABLE committed_once (x integer)")
-    real = PgDatabase._pipelined
+    real = PgDatabase._send
     lose = {"next": False}
 
     def answer_lost(self, statements):
@@ -345,13 +335,13 @@ def test_a_commit_whose_answer_is_lost_is_not_sent_again(postgres, monkeypatch):
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return out
 
-    monkeypatch.setattr(PgDatabase, "_pipelined", answer_lost)
+    monkeypatch.setattr(PgDatabase, "_send", answer_lost)
     try:
         for x, must_not_wait in ((1, True), (2, False)):
             lose["next"] = True
             with pytest.raises(Unavailable, match="while committing"):
                 with not_waiting() if must_not_wait else nullcontext(), store.write() as db:
-                    store.dialect.send(db, "INSERT INTO committed_once (x) VALUES (?)", [x])
+                    db.execute("INSERT INTO committed_once (x) VALUES (?)", [x])
         found = store.db.execute("SELECT x, count(*) FROM committed_once GROUP BY x ORDER BY x").fetchall()
         assert [tuple(r) for r in found] == [(1, 1), (2, 1)]
     finally:
@@ -377,21 +367,19 @@ def test_a_guarded_update_whose_row_moved_on_fails_and_writes_nothing(kind, post
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
-def test_a_write_of_statements_sent_ahead_alone_commits_them_in_one_round_trip(kind, postgres, tmp_path):
-    """A write transaction whose statements were all sent ahead (`send`, answers nobody reads) and that emits
-    no event: they reach the database with its COMMIT (on PostgreSQL they had been dropped as a transaction
-    that never began)."""
+def test_a_write_of_many_statements_and_no_event_commits_them(kind, postgres, tmp_path):
+    """A write transaction of an executemany that emits no event: its beginning with its locks, the statements and
+    the COMMIT, a round trip each on PostgreSQL, and its rows are there."""
     board = Board(Store(postgres.database() if kind == "postgresql" else str(tmp_path / "b.db")))
     try:
         agent = board.agents.register("dev")[0].name
-        trips = _round_trips(board.store) if kind == "postgresql" else {"n": 1}
+        trips = _round_trips(board.store) if kind == "postgresql" else {"n": 3}
         with board.store.write() as db:
-            board.store.dialect.send_many(
-                db,
+            db.conn.executemany(
                 "INSERT INTO subscriptions (agent, kind, value, created_at) VALUES (?, ?, ?, 0)",
                 [(agent, "channel", "a"), (agent, "channel", "b")],
             )
-        assert trips["n"] == 1
+        assert trips["n"] == 3
         with board.store.read() as db:
             found = db.execute("SELECT value FROM subscriptions WHERE agent = ? ORDER BY value", [agent]).fetchall()
         assert [tuple(r) for r in found] == [("a",), ("b",)]
@@ -414,7 +402,7 @@ def test_a_transaction_with_more_events_than_a_statement_takes_parameters_commit
         for events in (1, 40_000):
             trips["n"] = 0
             with board.store.write() as db:
-                board.store.dialect.send(db, "UPDATE tasks SET priority = ? WHERE id = ?", [events % 3 + 1, card.id])
+                db.execute("UPDATE tasks SET priority = ? WHERE id = ?", [events % 3 + 1, card.id])
                 for n in range(events):
                     board.store.emit(MemoryAdded(n + 1))
             counted.append(trips["n"])
