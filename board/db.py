@@ -360,7 +360,7 @@ class Store:
             yield None
             return
         lock = self._mutex()
-        if not lock.acquire(blocking=False):
+        if lock is not _FREE and not lock.acquire(blocking=False):
             yield None
             return
         try:
@@ -370,7 +370,8 @@ class Store:
                 return
             yield from self._transaction(db)
         finally:
-            lock.release()
+            if lock is not _FREE:
+                lock.release()
         self._publish()
 
     def _mutex(self):

@@ -57,6 +57,8 @@ def fts5_match(words: list[str]) -> str | None:
 
 def as_dicts(cursor) -> list[dict]:
     """A DB-API cursor's rows (a SELECT, or a write with RETURNING) as dicts, all fetched."""
+    if cursor.description is None:  # a statement that returns no rows
+        return []
     keys = [d[0] for d in cursor.description]
     return [dict(zip(keys, row)) for row in cursor.fetchall()]
 
@@ -160,6 +162,9 @@ class Dialect(ABC):
     pushes = False  # True: the watcher's connection hears commits (Listener.events); False: it polls commit_counter
     embedded = False  # True: the database runs in this process, a statement is a function call (no round trip)
     writing_ctes = False  # True: a WITH may hold INSERTs (several tables written by one statement)
+    # the cards per status, (status, n) rows: kept by triggers in a table on SQLite (m028_task_counts), whose one
+    # writer is alone; counted on PostgreSQL, where a row every move updates would make all moves wait for each other
+    status_counts = "SELECT status, n FROM task_counts"
 
     def alive(self, db: Database) -> bool:
         """Whether a connection still works (a server's connection breaks when the server restarts)."""
@@ -185,22 +190,6 @@ class Dialect(ABC):
     @abstractmethod
     def after_copy(self, db: Database, tables: tuple[str, ...]) -> None:
         """After rows were inserted with their ids given: new rows of these tables get ids after them."""
-
-    def update_version(self, db: Database, table: str, row: dict, sets: dict) -> dict | None:
-        """A guarded UPDATE of one row of `table` (its `id` and `version` columns) at the version the caller
-        read, the version bumped: the row after it, or None when it was not at that version."""
-        assignments = ", ".join(f"{column} = ?" for column in sets)
-        found = as_dicts(
-            db.conn.execute(
-                f"UPDATE {table} SET {assignments}, version = version + 1 WHERE id = ? AND version = ? RETURNING *",
-                [*sets.values(), row["id"], row["version"]],
-            )
-        )
-        return found[0] if found else None
-
-    def send_many(self, db: Database, sql: str, seq: list) -> None:
-        """`send` for each parameter list of `seq`."""
-        db.conn.executemany(sql, seq)
 
     def commit(
         self, db: Database, events: list[tuple[str, str]], written: list[tuple[int, str, str]] = ()

@@ -83,10 +83,11 @@ READYING = ("todo", "done")
 
 @dataclass(frozen=True)
 class TaskChanged:
-    """A card was created, moved or edited."""
+    """A card was created, moved or edited; `version`: the card's after it (each change bumps it, in commit order)."""
 
     task_id: int
     status: str
+    version: int = 0  # 0: written by an older hiveboard, which did not say
     kind = "task"
 
     def topics(self) -> tuple[str, ...]:

@@ -142,6 +142,16 @@ Leaving = Callable[[Database, dict, str, Via, str, float], None]
 Entering = Callable[[Database, dict, str], None]  # the card as moved, and the status it came from
 
 
+def _history(
+    task_id: int, actor: str, action: str, from_status: str | None, to_status: str | None, note: str | None, at: float
+) -> tuple[str, list]:
+    """The statement that writes a card's history row, and its parameters."""
+    return (
+        "INSERT INTO task_history (task_id, at, actor, action, from_status, to_status, note) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [task_id, at, actor, action, from_status, to_status, note],
+    )
+
+
 def find(source: str | None, target: str, via: Via) -> Transition | None:
     return _BY_KEY.get((source, target, via))
 
@@ -205,8 +215,8 @@ class Machine:
             list(columns.values()),
         )[0]
         note = note(new["id"]) if callable(note) else note
-        self._history(db, new["id"], actor, rule.action, rule.source, rule.target, note, ts)
-        self.store.emit(TaskChanged(new["id"], rule.target))
+        db.execute(*_history(new["id"], actor, rule.action, rule.source, rule.target, note, ts))
+        self.store.emit(TaskChanged(new["id"], rule.target, new["version"]))
         if grown(new["id"]):
             self.store.dialect.analyze(db, "tasks")
         return new
@@ -264,30 +274,24 @@ class Machine:
 
     def _write(self, db: Database, row: dict, actor: str, action: str, sets: dict, note: str | None, ts: float) -> dict:
         """The one write of a card's state: a guarded UPDATE (only the version the caller checked), the
-        version bump, the history row and the event."""
-        new = self.store.dialect.update_version(db, "tasks", row, {**sets, "updated_at": ts})
-        if new is None:  # cannot happen under the write lock; refuse rather than guess
-            raise Conflict(f"task {row['id']} changed meanwhile; call get_task and retry")
-        self._history(db, row["id"], actor, action, row["status"], new["status"], note, ts)
-        self.store.emit(TaskChanged(row["id"], new["status"]))
-        return new
-
-    def _history(
-        self,
-        db: Database,
-        task_id: int,
-        actor: str,
-        action: str,
-        from_status: str | None,
-        to_status: str | None,
-        note: str | None,
-        at: float,
-    ) -> None:
-        db.execute(
-            "INSERT INTO task_history (task_id, at, actor, action, from_status, to_status, note) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [task_id, at, actor, action, from_status, to_status, note],
+        version bump, the history row (with it: one round trip on a database server) and the event."""
+        sets = {**sets, "updated_at": ts}
+        assignments = ", ".join(f"{column} = ?" for column in sets)
+        found, _ = rows_many(
+            db,
+            [
+                (
+                    f"UPDATE tasks SET {assignments}, version = version + 1 WHERE id = ? AND version = ? RETURNING *",
+                    [*sets.values(), row["id"], row["version"]],
+                ),
+                _history(row["id"], actor, action, row["status"], sets.get("status", row["status"]), note, ts),
+            ],
         )
+        if not found:  # the card was read unlocked (for_update) and changed meanwhile: refuse rather than guess
+            raise Conflict(f"task {row['id']} changed meanwhile; call get_task and retry")
+        new = found[0]
+        self.store.emit(TaskChanged(row["id"], new["status"], new["version"]))
+        return new
 
     # ----------------------------------------------------------------- who may, and guards
 

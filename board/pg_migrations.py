@@ -582,6 +582,15 @@ def p022_events_transaction(db) -> None:
     db.execute("CREATE INDEX events_by_tx ON events (tx)")
 
 
+def p023_cards_counted_not_kept(db) -> None:
+    # PostgreSQL only: the counts per status are counted (board/postgres.py status_counts), not kept in rows that every
+    # card's move updates: with writes running together those rows made every move wait for the others' commits
+    db.execute("DROP TRIGGER tasks_counted ON tasks")
+    db.execute("DROP TRIGGER tasks_recounted ON tasks")
+    db.execute("DROP FUNCTION tasks_counted()")
+    db.execute("DROP TABLE task_counts")
+
+
 MIGRATIONS: list[Callable] = [
     p001_schema,
     p002_quotas,
@@ -605,6 +614,7 @@ MIGRATIONS: list[Callable] = [
     p020_flags_and_canaries,
     p021_client_sessions_and_channel_pushes,
     p022_events_transaction,
+    p023_cards_counted_not_kept,
 ]
 
 

@@ -102,12 +102,12 @@ class PgDatabase:
     @property
     def lock_rows(self) -> str:
         """What a SELECT of rows a write reads to change them ends with (board/db.py for_update)."""
-        return " FOR UPDATE" if self.writing else ""
+        return " FOR NO KEY UPDATE" if self.writing else ""
 
     @property
     def skip_locked(self) -> str:
         """The same, passing over rows another write holds (a queue's next item)."""
-        return " FOR UPDATE SKIP LOCKED" if self.writing else ""
+        return " FOR NO KEY UPDATE SKIP LOCKED" if self.writing else ""
 
     def execute(self, sql: str, params: Iterable = ()) -> psycopg.Cursor:
         """One statement; its cursor. COMMIT ends a write; END ends a read (so losing the server there is not
@@ -141,15 +141,14 @@ class PgDatabase:
 
     def rows_many(self, statements: list[tuple[str, Iterable]]) -> list[list[dict]]:
         """Statements that do not depend on each other's answers, in one round trip; each one's rows as dicts."""
-        return [as_dicts(cursor) if cursor.description else [] for cursor in self.pipelined(statements)]
+        return [as_dicts(cursor) for cursor in self.pipelined(statements)]
 
     def executemany(self, sql: str, seq: Iterable) -> None:
         with _reachable(), self._conn.cursor() as cursor:
             cursor.executemany(translate(sql), [tuple(p) for p in seq])
 
     def query(self, sql: str, params: Iterable = ()) -> Iterator[dict]:
-        cursor = self.execute(sql, params)
-        return iter(as_dicts(cursor) if cursor.description else [])
+        return iter(as_dicts(self.execute(sql, params)))
 
     @property
     def alive(self) -> bool:
@@ -195,21 +194,23 @@ def _reachable(committing: bool = False) -> Iterator[None]:
         ) from None
 
 
-def payloads(rows: list[tuple[int, str, str]]) -> list[str]:
-    """A commit's events, (id, kind, data) each, as NOTIFY payloads of at most PAYLOAD_MAX bytes: a JSON list of
-    [id, kind, data] each. An event too large for a payload of its own goes as [id] (its listener reads the row)."""
+def payloads(rows: list[tuple[str, str]]) -> list[str]:
+    """A commit's events, (kind, data) each in the order written, as NOTIFY payloads of at most PAYLOAD_MAX bytes:
+    JSON lists of [kind, data]. When one event alone is too large for a payload, the commit is told as `null`: its
+    listeners read the transaction's rows (Listener.events)."""
     out: list[str] = []
     part: list[str] = []
     size = 2
-    for event_id, kind, data in rows:
-        item = json.dumps([event_id, kind, data])
-        if len(item.encode()) + 2 > PAYLOAD_MAX:
-            item = json.dumps([event_id])
-        if part and size + len(item.encode()) + 1 > PAYLOAD_MAX:
+    for kind, data in rows:
+        item = json.dumps([kind, data])
+        length = len(item.encode()) + 1
+        if length + 2 > PAYLOAD_MAX:
+            return ["null"]
+        if part and size + length > PAYLOAD_MAX:
             out.append("[" + ",".join(part) + "]")
             part, size = [], 2
         part.append(item)
-        size += len(item.encode()) + 1
+        size += length
     if part:
         out.append("[" + ",".join(part) + "]")
     return out
@@ -278,7 +279,8 @@ class Listener:
         self.db, self.start, self.seen, self.heard, self.due = db, start, start, set(), set()
 
     def events(self, timeout: float) -> list[tuple[int, str, str]]:
-        """The events heard within `timeout` seconds, (id, kind, data) each, in commit order."""
+        """The events heard within `timeout` seconds, (id, kind, data) each (id 0: told whole by the notification),
+        in commit order."""
         if self.backlog:
             found, self.backlog = self.backlog, []
             return found
@@ -292,12 +294,11 @@ class Listener:
                 self.heard.add(xid)
             self.due.discard(xid)
             items = json.loads(body)
-            whole = [tuple(i) for i in items if len(i) == 3]
-            large = [i[0] for i in items if len(i) == 1]
-            if large:
-                read = self.db.execute("SELECT id, kind, data FROM events WHERE id = ANY(?)", [large]).fetchall()
-                whole = sorted([*whole, *(tuple(r) for r in read)])
-            found += whole
+            if items is None:  # too large to tell: the transaction's rows are read (none twice: `xid` is heard once)
+                read = self.db.execute("SELECT id, kind, data FROM events WHERE tx = ?::xid8 ORDER BY id", [str(xid)])
+                found += [tuple(r) for r in read.fetchall()]
+            else:
+                found += [(0, kind, data) for kind, data in items]
         if len(self.heard) > (1000 if found else 0):
             self.move_on()
         return found
@@ -326,6 +327,7 @@ class PostgreSQL(Dialect):
     name = "postgresql"
     pushes = True
     writing_ctes = True
+    status_counts = "SELECT status, count(*) AS n FROM tasks GROUP BY status"
 
     def __init__(self) -> None:
         self.Error = psycopg.Error
@@ -383,16 +385,16 @@ class PostgreSQL(Dialect):
     def commit(
         self, db: PgDatabase, events: list[tuple[str, str]], written: list[tuple[int, str, str]] = ()
     ) -> list[int]:
-        """The events' rows (in statements of EVENTS_AT_ONCE), then in one round trip the NOTIFYs that carry them
-        with the transaction's id (`payloads`; also those of `written`, rows statements of the transaction wrote
-        themselves), and COMMIT."""
-        ids: list[int] = []
-        for part in events_parts(events):
-            ids += sorted(row[0] for row in db.execute(*events_insert(part)).fetchall())
-        told = sorted([*((i, kind, data) for i, (kind, data) in zip(ids, events)), *written])
+        """One round trip: the events' rows (in statements of EVENTS_AT_ONCE), the NOTIFYs that carry them with the
+        transaction's id (`payloads`; those of `written` first, rows statements of the transaction wrote earlier),
+        and COMMIT."""
+        parts = events_parts(events)
+        told = [*((kind, data) for _, kind, data in sorted(written)), *events]
         notify = "SELECT pg_notify(?, pg_current_xact_id()::text || ' ' || ?)"
-        db.pipelined([*((notify, [CHANNEL, p]) for p in payloads(told)), ("COMMIT", ())])
-        return ids
+        notifies = [(notify, [CHANNEL, p]) for p in payloads(told)]
+        cursors = db.pipelined([*(events_insert(part) for part in parts), *notifies, ("COMMIT", ())])
+        # ids are given in the order the rows are written: sorted, they are the events' (RETURNING's order is not)
+        return [i for cursor in cursors[: len(parts)] for i in sorted(row[0] for row in cursor.fetchall())]
 
     def commit_counter(self, conn) -> int:
         return 0  # nodes hear commits through NOTIFY (Listener), not a counter

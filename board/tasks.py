@@ -194,10 +194,11 @@ class Board:
             page_where += " AND (priority < ? OR (priority = ? AND id > ?))"
             page_params += [prio, prio, last_id]
         page = f"SELECT * FROM tasks WHERE {page_where} ORDER BY priority DESC, id LIMIT ?"
-        if where == ["status = ?"]:  # the counts kept per column (m028_task_counts), not every card counted
-            count = ("SELECT coalesce((SELECT n FROM task_counts WHERE status = ?), 0) AS n", params)
+        counts = self.store.dialect.status_counts
+        if where == ["status = ?"]:
+            count = (f"SELECT coalesce((SELECT n FROM ({counts}) AS c WHERE status = ?), 0) AS n", params)
         elif not where:
-            count = ("SELECT CAST(coalesce(sum(n), 0) AS BIGINT) AS n FROM task_counts", [])
+            count = (f"SELECT CAST(coalesce(sum(n), 0) AS BIGINT) AS n FROM ({counts}) AS c", [])
         else:
             count = (f"SELECT count(*) AS n FROM tasks WHERE {base}", params)
         counted, found, dep_rows = self.machine.read_many(
@@ -228,7 +229,7 @@ class Board:
         join = self.store.dialect.ordered_join
         statements = [
             (
-                "SELECT status, n FROM task_counts UNION ALL "
+                f"SELECT status, n FROM ({self.store.dialect.status_counts}) AS c UNION ALL "
                 f"SELECT 'waiting', count(DISTINCT d.task_id) FROM task_deps d {join} tasks t ON t.id = d.task_id "
                 f"{join} tasks dt ON dt.id = d.depends_on WHERE t.status = 'todo' AND dt.status != 'done'",
                 [],

@@ -229,25 +229,40 @@ async def test_a_call_that_outlives_its_request_neither_gives_nor_takes_a_turn()
     assert not gate.holds("dev") and gate.waiting("dev") == 0  # no turn left held by nobody
 
 
-@pytest.mark.backends("postgresql")
-@pytest.mark.parametrize("tool", ["claim_task", "update_task"])
-async def test_on_postgresql_a_write_waits_for_another_nodes_lock_on_the_event_loop_and_writes_once(
-    connect, board, tool
-):
-    """On PostgreSQL the board's work runs on the event loop's thread as bridged calls (board/bridge.py): with the
-    board's write lock held by another node, a claim (an async tool) or an edit (a sync one) waits for it on the
-    loop, which goes on answering reads (its own lane, several at once) and ticking; once the lock is free the
-    write is made once, and a write that finds the lock free holds it without waiting for the loop."""
+def _advisory_waiters(url: str) -> int:
     import psycopg
 
-    from hiveboard.board.postgres import WRITE_LOCK
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0]
 
-    assert board.store.dialect.awaits
+
+def _row_waiters(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        ).fetchone()[0]
+
+
+@pytest.mark.backends("postgresql")
+@pytest.mark.parametrize("tool", ["claim_task", "update_task"])
+async def test_on_postgresql_a_write_waits_for_another_nodes_board_lock_off_the_event_loop_and_writes_once(
+    connect, board, tool
+):
+    """On PostgreSQL a call's board work runs on a worker thread (server/lanes.py): with the board lock held alone by
+    another node (as a migration or a restore holds it), a claim (an async tool) or an edit (a sync one) waits for
+    it there, while the event loop goes on answering reads and ticking; once the lock is free the write is made
+    once."""
+    import psycopg
+
+    from hiveboard.board.scopes import BOARD_LOCK
+
     async with connect("alice") as alice, connect("bob") as bob:
         card = await call(alice, "create_task", title="Write the parser")
         other = psycopg.connect(board.store.path, autocommit=True)  # another node
         other.execute("BEGIN")
-        other.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+        other.execute("SELECT pg_advisory_xact_lock(%s::bigint)", [BOARD_LOCK])
         done: dict[str, dict] = {}
         args = write_args(tool, card["id"])
         ticks: list[float] = []
@@ -265,7 +280,7 @@ async def test_on_postgresql_a_write_waits_for_another_nodes_lock_on_the_event_l
             async with anyio.create_task_group() as tg:
                 tg.start_soon(tick)
                 tg.start_soon(write)
-                await until(lambda: lanes.lane_of("write").busy, 60, "the write to take the write lane")
+                await until(lambda: _advisory_waiters(board.store.path) > 0, 60, "the write to wait for the lock")
                 await anyio.sleep(0.3)
                 async with anyio.create_task_group() as reads:  # answered while the write waits
                     for _ in range(3):
@@ -285,51 +300,40 @@ async def test_on_postgresql_a_write_waits_for_another_nodes_lock_on_the_event_l
 
 
 @pytest.mark.backends("postgresql")
-@pytest.mark.parametrize("contended", [False, True])
-async def test_on_postgresql_a_write_waits_for_the_lock_at_once_while_most_tries_found_it_held(
-    connect, board, monkeypatch, contended
-):
-    """A write on PostgreSQL first tries the board's write lock with its first reads; found held (another node
-    writes), nothing is written and the call runs again, waiting for the lock. While most of the last tries found it
-    held (`Store.lock_tries`: nodes writing at once), a write waits for it at once, so its board work runs once
-    instead of twice. Either way it waits on the loop and is written once."""
+async def test_on_postgresql_writes_to_other_cards_go_on_while_another_node_holds_a_cards_row(connect, board):
+    """Row-level concurrency (board/postgres.py): another node holds one card's row (its transaction read it FOR
+    UPDATE and has not committed). Claims, edits and messages about other cards go through meanwhile; an edit of the
+    held card waits for the row, not for the board, and is written once when the row is free."""
     import psycopg
 
-    from hiveboard.board.postgres import WRITE_LOCK
-
-    tries = board.store.lock_tries
-    for _ in range(tries.window if contended else 0):
-        tries.note(True)
-    runs: list[int] = []
-    update = board.update
-
-    def counted(*args, **kwargs):
-        runs.append(1)
-        return update(*args, **kwargs)
-
-    async with connect("alice") as alice:
-        card = await call(alice, "create_task", title="Write the parser")
-        monkeypatch.setattr(board, "update", counted)
-        noted = list(tries._failed)
-        other = psycopg.connect(board.store.path, autocommit=True)  # another node
+    async with connect("alice") as alice, connect("bob") as bob:
+        held = await call(alice, "create_task", title="Held elsewhere")
+        free = [await call(alice, "create_task", title=f"Free {n}") for n in range(3)]
+        claimed = await call(alice, "claim_task", task_id=held["id"])
+        other = psycopg.connect(board.store.path, autocommit=True)  # another node, mid-transaction on the card
         other.execute("BEGIN")
-        other.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+        other.execute("SELECT id FROM tasks WHERE id = %s FOR UPDATE", [held["id"]])
         done: dict[str, dict] = {}
 
-        async def write() -> None:
-            done["alice"] = await call(alice, "update_task", **write_args("update_task", card["id"]))
+        async def edit_held() -> None:
+            done["held"] = await call(
+                alice, "update_task", task_id=held["id"], token=claimed["token"], title="Parse it"
+            )
 
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(write)
-                await until(lambda: lanes.lane_of("write").busy, 60, "the write to take the write lane")
-                await anyio.sleep(0.3)
+                tg.start_soon(edit_held)
+                await until(lambda: _row_waiters(board.store.path) > 0, 60, "the edit to wait for the card's row")
+                for card in free:  # meanwhile, other cards: each answered while the held card's edit waits
+                    got = await call(bob, "claim_task", task_id=card["id"])
+                    assert got["claimed"] is True
+                    await call(bob, "update_task", task_id=card["id"], token=got["token"], note="on it")
+                await call(bob, "publish_message", intent="note", content="working", recipient="alice")
                 assert done == {}
                 other.execute("ROLLBACK")
-                await until(lambda: "alice" in done, 60, "the write once the lock is free")
+                await until(lambda: "held" in done, 60, "the edit once the row is free")
         finally:
             other.close()
-    assert len(runs) == (1 if contended else 2)
-    # uncontended, the try found the lock held and was noted; contended, no try was made
-    assert list(tries._failed) == (noted if contended else [*noted, True][-tries.window :])
-    assert_written_once(board, card["id"], "update_task", done["alice"])
+        again = await call(alice, "get_task", task_id=held["id"])
+        assert again["title"] == "Parse it"
+    assert_written_once(board, held["id"], "update_task", done["held"])

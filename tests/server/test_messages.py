@@ -544,11 +544,11 @@ async def test_polling_an_inbox_with_nothing_unread_needs_no_write_lock(connect,
         else:
             import psycopg
 
-            from hiveboard.board.postgres import WRITE_LOCK
+            from hiveboard.board.scopes import BOARD_LOCK
 
             holder = psycopg.connect(board.store.path, autocommit=True)
             holder.execute("BEGIN")
-            holder.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+            holder.execute("SELECT pg_advisory_xact_lock(%s::bigint)", [BOARD_LOCK])  # held alone: no write goes
         try:
             with anyio.fail_after(5):  # the lock is held for longer than this
                 for _ in range(3):
