@@ -338,39 +338,57 @@ async def messages(
     publish.count = len(acked)
     publish.wall_s = (last_received[0] or time.perf_counter()) - started
 
-    events = Phase("events", delay_ms, count=publish.count, wall_s=publish.wall_s)
+    committed = dict(query(db, "SELECT agent, count(*) FROM inbox GROUP BY agent"))
+    events, per_node = tally(delay_ms, acked, received, waits, node_of, committed)
+    events.count, events.wall_s = publish.count, publish.wall_s
+    return publish, events, per_node
+
+
+def tally(
+    delay_ms: float,
+    acked: dict[int, tuple[str, float]],
+    received: dict[str, list[tuple[int, float]]],
+    waits: dict[str, list[Wait]],
+    node_of: dict[str, int],
+    committed: dict[str, int],
+) -> tuple[Phase, list[tuple]]:
+    """The events phase from what the publishers were answered (`acked`: message id -> recipient, when) and what
+    each receiver got (`received`, in `waits`), and its rows per node (delay, node, committed to its waiters,
+    received by them, missed wakes, duplicated). A message received twice, or by an agent it was not sent to,
+    is duplicated; lost, one never received by its recipient, and each wait that ran to its end with a message
+    in it published over WAKE_LATE seconds before (the wake that should have ended it never came)."""
+    events = Phase("events", delay_ms)
     got_once: dict[int, float] = {}
-    for name in names:
-        for m, at in received[name]:
-            if m in got_once:
-                events.duplicated += 1
+    dup = dict.fromkeys(received, 0)
+    for name, got in received.items():
+        for m, at in got:
+            if m in got_once or acked.get(m, (name,))[0] != name:
+                dup[name] += 1
             else:
                 got_once[m] = at
     events.lat = [got_once[m] - at for m, (_, at) in acked.items() if m in got_once]
-    missed = {name: 0 for name in names}
-    for name in names:
-        for w in waits[name]:
+    missed = dict.fromkeys(received, 0)
+    for name, calls in waits.items():
+        for w in calls:
             ran_out = w.ended - w.started >= WAIT - 0.05
             if ran_out and any(acked.get(m, ("", w.ended))[1] < w.ended - WAKE_LATE for m in w.ids):
                 missed[name] += 1
-    never = [m for m in acked if m not in got_once]
-    events.lost = len(never) + sum(missed.values())
-    committed = dict(query(db, "SELECT agent, count(*) FROM inbox GROUP BY agent"))
+    events.duplicated = sum(dup.values())
+    events.lost = sum(m not in got_once for m in acked) + sum(missed.values())
     per_node = []
     for node in sorted(set(node_of.values())):
-        mine = [n for n in names if node_of[n] == node]
-        ids = [m for n in mine for m, _ in received[n]]
+        mine = [n for n in received if node_of[n] == node]
         per_node.append(
             (
                 delay_ms,
                 node + 1,
                 sum(committed.get(n, 0) for n in mine),
-                len(set(ids)),
+                len({m for n in mine for m, _ in received[n] if m in got_once and acked[m][0] == n}),
                 sum(missed[n] for n in mine),
-                len(ids) - len(set(ids)),
+                sum(dup[n] for n in mine),
             )
         )
-    return publish, events, per_node
+    return events, per_node
 
 
 async def run_cell(urls: list[str], tokens: dict, db: str, cards: int, per_agent: int, delay_ms: float):
@@ -505,7 +523,11 @@ def main() -> None:
     measured: dict[float, list[Phase]] = {}
     per_node: dict[tuple, list] = {}  # (delay, node) -> committed, received, missed, duplicated
     proxies: dict[float, list] = {d: [] for d in delays}
-    with scratch("bench-pg-delay-", args.keep) as root, ExitStack() as stack, deadline(1800, "bench_pg_delay"):
+    with (
+        scratch("bench-pg-delay-", args.keep) as root,
+        ExitStack() as stack,
+        deadline(1800 * args.rounds, "bench_pg_delay"),
+    ):
         from bench_retrieval import chroma_server  # (imports the memory: here, not at the start of every run)
 
         chroma = chroma_server(stack, root)
