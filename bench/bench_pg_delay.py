@@ -154,6 +154,20 @@ def start_node(home: Path, db: str, chroma: str, collection: str) -> LoggedServe
     return node.start(argv, env, timeout=120)
 
 
+def round_trips(url: str, n: int = 30) -> list[float]:
+    """`SELECT 1` n times on one connection to `url`: the round trip a node's statement pays (seconds)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT 1")
+        lat = []
+        for _ in range(n):
+            started = time.perf_counter()
+            conn.execute("SELECT 1").fetchone()
+            lat.append(time.perf_counter() - started)
+    return lat
+
+
 def settle(nodes: list[LoggedServer], quiet: float = 0.05, most: float = 30.0) -> None:
     """Wait until the nodes are idle (each used under `quiet` CPU seconds in half a second): what `serve` starts
     in the background after it listens (the memory) is then not measured as the board's work."""
@@ -180,6 +194,7 @@ def cell(
             tag = f"{root.name}-{delay_ms:g}ms".replace(".", "_")
             homes = [root / f"{tag}-node{i + 1}" for i in range(n_nodes)]
             urls = [f"postgresql://postgres@127.0.0.1:{port}/{name}" for port in ports]
+            rtts = [round_trips(url) for url in urls]  # the delay as a PostgreSQL client sees it, before the load
             with ThreadPoolExecutor(n_nodes) as pool:
                 futures = [pool.submit(start_node, h, url, chroma, name) for h, url in zip(homes, urls)]
                 for f in futures:  # every started node is stopped below, even when another failed to start
@@ -191,7 +206,7 @@ def cell(
                 logs = "\n".join((root / f"{h.name}.log").read_text(errors="replace")[-2000:] for h in homes)
                 raise BenchError(f"{n_nodes - len(nodes)} node(s) did not start:\n{logs}")
             settle(nodes)
-            yield db, [n.url for n in nodes], tokens, stats
+            yield db, [n.url for n in nodes], tokens, stats, rtts
         finally:
             for node in nodes:
                 node.stop()
@@ -410,11 +425,13 @@ async def run_cell(urls: list[str], tokens: dict, db: str, cards: int, per_agent
 
 def measure(cluster, chroma: str, delay_ms: float, args, root: Path) -> tuple[list[Phase], list[tuple], list]:
     agents = [f"agent-{i:02d}" for i in range(args.agents)]
-    with cell(cluster, chroma, delay_ms, args.nodes, agents, args.cards, root) as (db, urls, tokens, stats):
+    with cell(cluster, chroma, delay_ms, args.nodes, agents, args.cards, root) as (db, urls, tokens, stats, rtts):
         try:
             phases, per_node = anyio.run(run_cell, urls, tokens, db, args.cards, args.messages, delay_ms)
         except BaseExceptionGroup as group:
             raise named_causes(group, f"the cell at {delay_ms:g} ms") from None
+    for listener, lat in zip(stats, rtts):  # the proxy's figures come when it stops, after the cell
+        listener["select1_p50_ms"] = pct(lat, 50)
     return phases, per_node, stats
 
 
@@ -455,13 +472,26 @@ def report(measured: dict[float, list[Phase]], per_node: list[tuple], proxies: d
     ]
     table(node_cols, per_node, "events per node: messages committed to its waiters' inboxes, received by them")
     proxy_cols = [Col("delay ms", 9, "g"), Col("round/node", 11), Col("conns", 6), Col("chunks", 8)]
-    proxy_cols += [Col("late p50 ms", 12, ".3f"), Col("late p99 ms", 12, ".3f")]
+    proxy_cols += [Col("late p50 ms", 12, ".3f"), Col("late p99 ms", 12, ".3f"), Col("SELECT 1 p50 ms", 16, ".2f")]
     rows = [
-        (d, f"{i // nodes + 1}/{i % nodes + 1}", s["connections"], s["chunks"], s["late_p50_ms"], s["late_p99_ms"])
+        (
+            d,
+            f"{i // nodes + 1}/{i % nodes + 1}",
+            s["connections"],
+            s["chunks"],
+            s["late_p50_ms"],
+            s["late_p99_ms"],
+            s.get("select1_p50_ms"),
+        )
         for d, listeners in proxies.items()
         for i, s in enumerate(listeners)
     ]
-    table(proxy_cols, rows, "the proxy: how late it sent chunks beyond their delay (its own error)")
+    table(
+        proxy_cols,
+        rows,
+        "the proxy: how late it sent chunks beyond their delay (its own error), and a SELECT 1's round trip through "
+        "it before the load",
+    )
 
 
 def verdict(measured: dict[float, list[Phase]]) -> None:
