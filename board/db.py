@@ -94,7 +94,7 @@ log = logging.getLogger("hiveboard")
 _borrowed = threading.local()  # the pooled stores whose connection this thread holds
 
 
-DEFAULT_POOL = 20  # a database server's connections per Store unless told (the server's own: --db-pool, 20)
+DEFAULT_POOL = 24  # a database server's connections per Store unless told (the server's own: --db-pool, 24)
 _NEW = object()  # `Store._take`: a place in the pool for a new connection
 
 

@@ -363,7 +363,7 @@ class Reviews:
         metadata: dict | None = None,
     ) -> None:
         """Post a review event to the pool (review.started, review.request to role:critic, …)."""
-        with self.store.write() as db:
+        with self.store.write(scopes.agent("review")) as db:
             self.messages.event(db, "review", intent, task_id, summary, content, recipient=recipient, metadata=metadata)
 
     def critic_agents(self, task_id: int, author: str, within: float) -> list[str]:

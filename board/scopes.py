@@ -30,6 +30,11 @@ def review(review_id: int) -> str:
     return f"review:{review_id}"
 
 
+def repository(name: str) -> str:
+    """A write whose checks count one repository's rows (its worktrees)."""
+    return f"repo:{name}"
+
+
 def digest(task_type: str) -> str:
     """The digest of lessons of one task type."""
     return f"digest:{task_type}"

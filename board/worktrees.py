@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from . import scopes
 from .db import Store, iso, now, rows
 from .errors import OverQuota
 from .quotas import MB
@@ -125,7 +126,7 @@ class Worktrees:
 
     def record(self, task_id: int, agent: str, repo: str, path: str, branch: str, base_sha: str) -> Worktree:
         """A worktree was made for `agent` on the card."""
-        with self.store.write() as db:
+        with self.store.write(scopes.agent(agent), scopes.repository(repo)) as db:
             found = rows(
                 db,
                 "INSERT INTO worktrees (task_id, agent, repo, path, branch, base_sha, created_at) "

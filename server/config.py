@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     )
     review_workers: int = Field(2, ge=0, le=32, description="review jobs this process runs at once (0: none)")
     db_pool: int = Field(
-        20, ge=1, le=1000, description="PostgreSQL: database connections this process holds at most (its pool)"
+        24, ge=1, le=1000, description="PostgreSQL: database connections this process holds at most (its pool)"
     )
     db_pool_wait: float = Field(
         5.0, gt=0, le=300, description="PostgreSQL: seconds a call waits for a free connection before it is refused"

@@ -7,7 +7,7 @@ at every statement and waited behind the others' Python each time, so the lock w
 queued longer. A lane is a capacity limiter: calls wait their turn on the event loop instead of as threads, and at
 most one tool call that writes and one that reads run at a time; SQLite takes one writer at a time anyway. On a
 database server (PostgreSQL) a call's statements wait for round trips, and writes to different rows run together
-(board/postgres.py): a lane there takes SERVER_WIDTH calls at once, each on a worker thread.
+(board/postgres.py): a lane there takes several calls at once (SERVER_WIDTH), each on a worker thread.
 
 - `write`: a tool that is not read-only, and anything that may write (reading the inbox marks it read).
 - `read`: read-only tools and lookups. A read never waits behind a write, even one that waits for
@@ -249,8 +249,9 @@ async def stepped_aside() -> AsyncIterator[None]:
 
 
 # calls a lane takes at once on a database server: their round trips overlap, and writes to different rows do not
-# wait for each other (board/postgres.py); within the store's connection pool (board/db.py DEFAULT_POOL)
-SERVER_WIDTH = 8
+# wait for each other (board/postgres.py); with the lookups, within the store's connection pool (board/db.py
+# DEFAULT_POOL). A read is a round trip or two; a write holds its connection for several
+SERVER_WIDTH: dict[Lane, int] = {"read": 4, "write": 12}
 
 _LANES: RunVar[dict[str, FairLane]] = RunVar("hiveboard_lanes")
 
@@ -276,7 +277,7 @@ async def run(lane: Lane, fn: Callable[..., T], *args, board_only: bool = True, 
     wait (`not_waiting`). On a database server, on a worker thread, SERVER_WIDTH calls of a lane at once.
     `board_only=False`: a call whose work includes something else (git), always on a worker thread."""
     here = board_only and embedded.get()
-    fair = lane_of(lane, 1 if embedded.get() else SERVER_WIDTH)
+    fair = lane_of(lane, 1 if embedded.get() else SERVER_WIDTH[lane])
     who = caller.get()
     if who is not None and not detached.get():
         await turns().defer(who)
@@ -301,10 +302,19 @@ def _handing_back(fn: Callable[..., T], *args, **kwargs) -> T:
         release_connections()
 
 
+LOOKUPS = 4  # board reads on worker threads at once outside the lanes (`lookup`)
+_LOOKUPS: RunVar[anyio.CapacityLimiter] = RunVar("hiveboard_lookups")
+
+
 async def lookup(fn: Callable[..., T], *args) -> T:
     """A board read outside the lanes, before a call has its turn (the HTTP entry's token check), on a worker
-    thread."""
-    return await off_loop(fn, *args)
+    thread, at most LOOKUPS at once (on a database server each holds a connection of the pool while it runs)."""
+    limiter = _LOOKUPS.get(None)
+    if limiter is None:
+        limiter = anyio.CapacityLimiter(LOOKUPS)
+        _LOOKUPS.set(limiter)
+    async with limiter:
+        return await off_loop(fn, *args)
 
 
 async def off_loop(fn: Callable[..., T], *args, **kwargs) -> T:
