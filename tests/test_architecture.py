@@ -5,9 +5,9 @@ How "every place" is found without anyone listing it twice: the card fields a cr
 board/schema.py (title, priority, acceptance_tests, budget_tokens, paths, canary, …). A file that names every one
 of them, as a whole word, is a place each field was added to on its way from the database to the wire: the
 declaration, both migration chains, the models, the command, the tool, the snapshot, the reference. Such a file
-no numbered step of the checklist starts with fails this test, and so does a named file that no longer exists, or
-a step's file that names none of the fields. A file that uses only some fields (a field's behaviour, such as the budget check) is not a place every
-field needs, and is left to the checklist's prose.
+that no numbered step of the checklist starts with fails this test, and so does a named file that no longer
+exists, or a step's file that names none of the fields. A file that uses only some fields (a field's behaviour,
+such as the budget check) is not a place every field needs, and is left to the checklist's prose.
 """
 
 from __future__ import annotations
