@@ -13,20 +13,63 @@ from __future__ import annotations
 import re
 import sqlite3
 from contextlib import closing
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hiveboard.board import Store
-from hiveboard.board.schema import POSTGRESQL, SQLITE, TABLES, Shape, shape, tables_in
+from hiveboard.board.schema import POSTGRESQL, SQLITE, TABLES, TYPES, Table, tables_in
 
 FTS5_SHADOWS = ("data", "idx", "docsize", "config")  # an external-content FTS5 table's own tables
 
 
-def _where(condition: str | None) -> str | None:
-    """A partial index's condition in one spelling: PostgreSQL adds parentheses and casts to what it stores."""
+@dataclass(frozen=True)
+class Shape:
+    """One table as a database holds it, in that database's words."""
+
+    columns: dict[str, tuple[str, bool, str | None]]  # name: (type, nullable, default)
+    key: tuple[str, ...]
+    unique: frozenset[tuple[str, ...]] = frozenset()
+    checks: frozenset[str] = frozenset()
+    indexes: dict[str, tuple[tuple[str, ...], bool, str | None]] = field(default_factory=dict)
+    refs: frozenset[tuple[str, str]] = frozenset()  # (column, table it names)
+    triggers: frozenset[str] = frozenset()
+
+
+def shape(t: Table, dialect: str) -> Shape:
+    """What the declared table `t` must look like in `dialect`, in its types."""
+    return Shape(
+        columns={
+            c.name: ("" if t.virtual else TYPES[c.type][dialect], c.null, c.sql_default())
+            for c in t.columns_in(dialect)
+        },
+        key=t.primary_key,
+        unique=frozenset(t.unique),
+        checks=frozenset(_condition(c) for c in t.checks),
+        indexes={i.name: (i.columns, i.unique, _condition(i.where)) for i in t.indexes_in(dialect)},
+        refs=frozenset((c.name, c.ref) for c in t.columns_in(dialect) if c.ref),
+        triggers=frozenset(t.triggers_in(dialect)),
+    )
+
+
+def _condition(condition: str | None) -> str | None:
+    """A condition in one spelling, whichever database printed it: PostgreSQL stores `status IN ('a', 'b')` as
+    `(status = ANY (ARRAY['a'::text, 'b'::text]))`, and `contest IS NOT NULL` as `(contest IS NOT NULL)`."""
     if condition is None:
         return None
-    condition = re.sub(r"::[a-z ]+", "", condition.replace("(", "").replace(")", ""))
-    return " ".join(condition.split())
+    condition = " ".join(re.sub(r"[()\[\]]", " ", re.sub(r"::[a-z ]+", "", condition)).split())
+    return condition.replace("= ANY ARRAY", "IN")
+
+
+def _checks(create: str) -> set[str]:
+    """The CHECK constraints of a CREATE TABLE statement."""
+    found = set()
+    for m in re.finditer(r"\bCHECK\s*\(", create, re.I):
+        depth, at = 1, m.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(create[at], 0)
+            at += 1
+        found.add(_condition(create[m.end() : at - 1]))
+    return found
 
 
 def _default(value: str | None) -> str | None:
@@ -60,10 +103,16 @@ def sqlite_shapes(path: Path) -> tuple[dict[str, Shape], dict[str, str]]:
                 elif origin == "c":
                     create = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", [index]).fetchone()[0]
                     where = re.search(r"\bWHERE\b(.*)$", create, re.S | re.I) if partial else None
-                    indexes[index] = (keys, bool(is_unique), _where(where.group(1)) if where else None)
+                    indexes[index] = (keys, bool(is_unique), _condition(where.group(1)) if where else None)
             refs = {(r[3], r[2]) for r in conn.execute(f"PRAGMA foreign_key_list('{table}')")}
             shapes[table] = Shape(
-                columns, key, frozenset(unique), indexes, frozenset(refs), frozenset(triggers.get(table, ()))
+                columns,
+                key,
+                unique=frozenset(unique),
+                checks=frozenset(_checks(sql[table])),
+                indexes=indexes,
+                refs=frozenset(refs),
+                triggers=frozenset(triggers.get(table, ())),
             )
     return shapes, sql
 
@@ -111,7 +160,7 @@ def postgres_shapes(url: str) -> tuple[dict[str, Shape], dict[str, tuple[str, ..
             elif kind == "u":
                 unique[table].add(keys)
             else:
-                indexes[table][index] = (keys, definition.startswith("CREATE UNIQUE"), _where(m.group(3)))
+                indexes[table][index] = (keys, definition.startswith("CREATE UNIQUE"), _condition(m.group(3)))
         refs: dict[str, set] = {t: set() for t in tables}
         for table, column, target in q(
             "SELECT c.conrelid::regclass::text, a.attname, c.confrelid::regclass::text FROM pg_constraint c "
@@ -119,6 +168,12 @@ def postgres_shapes(url: str) -> tuple[dict[str, Shape], dict[str, tuple[str, ..
             "WHERE c.contype = 'f' AND c.connamespace = current_schema()::regnamespace"
         ):
             refs[table].add((column, target))
+        checks: dict[str, set] = {t: set() for t in tables}
+        for table, definition in q(
+            "SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE contype = 'c' AND connamespace = current_schema()::regnamespace"
+        ):
+            checks[table].add(_condition(definition.removeprefix("CHECK ")))
         triggers: dict[str, set] = {t: set() for t in tables}
         for table, name in q(
             "SELECT event_object_table, trigger_name FROM information_schema.triggers "
@@ -129,10 +184,11 @@ def postgres_shapes(url: str) -> tuple[dict[str, Shape], dict[str, tuple[str, ..
         t: Shape(
             columns[t],
             key.get(t, ()),
-            frozenset(unique[t]),
-            indexes[t],
-            frozenset(refs[t]),
-            frozenset(triggers[t]),
+            unique=frozenset(unique[t]),
+            checks=frozenset(checks[t]),
+            indexes=indexes[t],
+            refs=frozenset(refs[t]),
+            triggers=frozenset(triggers[t]),
         )
         for t in tables
     }
@@ -151,7 +207,7 @@ def differences(declared: dict[str, Shape], found: dict[str, Shape]) -> list[str
             for what, w, g in zip(("type", "nullable", "default"), want.columns[c], got.columns[c], strict=True):
                 if w != g:
                     out.append(f"{t}.{c}: {what} is {g!r}, declared {w!r}")
-        for what in ("key", "unique", "refs", "triggers"):
+        for what in ("key", "unique", "checks", "refs", "triggers"):
             if getattr(want, what) != getattr(got, what):
                 out.append(f"{t}: {what} is {getattr(got, what)!r}, declared {getattr(want, what)!r}")
         for i in sorted(want.indexes.keys() | got.indexes.keys()):
