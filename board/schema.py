@@ -15,7 +15,9 @@ Portable types (TYPES maps each to what each database calls it):
 
 A column is NOT NULL unless it says `null=True`. `only=` marks what one database has and the other does not:
 keyword search is SQLite's FTS5 table `memory_fts` (with its triggers) and PostgreSQL's generated `search`
-column with its GIN index; they are declared below, where they live, not hidden.
+column with its GIN index; they are declared below, where they live, not hidden. So are the storage choices one
+database makes: `without_rowid` (SQLite keeps the rows in the key's b-tree) and `include` (PostgreSQL's key also
+holds a few columns), and PostgreSQL's extra index `tasks_todo`.
 
 Differences between the chains that are inherent and harmless, so not checked:
 - SQLite lets a PRIMARY KEY column of a rowid table hold NULL (a documented legacy of SQLite); no code writes one.
@@ -31,7 +33,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SQLITE, POSTGRESQL = "sqlite", "postgresql"
-DIALECTS = (SQLITE, POSTGRESQL)
 
 ID, INT, BIGINT, REAL, TEXT, JSON, FLAG, BYTES, TSVECTOR = (
     "id",
