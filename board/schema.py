@@ -21,11 +21,12 @@ holds a few columns), and PostgreSQL's extra index `tasks_todo`.
 
 Differences between the chains that are inherent and harmless, so not checked:
 - SQLite lets a PRIMARY KEY column of a rowid table hold NULL (a documented legacy of SQLite); no code writes one.
-- SQLite ids are AUTOINCREMENT (never reused) except reviews', critiques', events' and token_usage's, whose
-  newest id could come again after its row is deleted; only events are deleted, oldest first, the newest kept.
-- PostgreSQL's token_usage.id is a bigserial, the other ids identities: both are a sequence the copy moves past.
+- SQLite ids are AUTOINCREMENT (never reused) except those of SQLITE_PLAIN_IDS, whose newest id could come again
+  after its row is deleted; only events are deleted, oldest first, the newest kept.
+- PostgreSQL's ids are identities except POSTGRESQL_SERIAL_IDS' bigserial: both are a sequence the copy moves past.
 - Triggers' bodies, PostgreSQL's text search configuration `hiveboard` and its trigger functions are written per
   dialect in the chains (the triggers' names are declared and checked).
+- Types SQLite does not tell apart: INT and BIGINT are both its INTEGER.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ TYPES: dict[str, dict[str, str]] = {
     BYTES: {SQLITE: "BLOB", POSTGRESQL: "bytea"},
     TSVECTOR: {POSTGRESQL: "tsvector"},
 }
+
+# Tables whose ids an early migration wrote otherwise than the rest (above); a new table's id is AUTOINCREMENT on
+# SQLite and an identity on PostgreSQL, as tests/board/test_schema.py checks.
+SQLITE_PLAIN_IDS = ("reviews", "critiques", "events", "token_usage")
+POSTGRESQL_SERIAL_IDS = ("token_usage",)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hiveboard.board import Store
-from hiveboard.board.schema import POSTGRESQL, SQLITE, TABLES, TYPES, Table, tables_in
+from hiveboard.board.schema import (
+    POSTGRESQL,
+    POSTGRESQL_SERIAL_IDS,
+    SQLITE,
+    SQLITE_PLAIN_IDS,
+    TABLES,
+    TYPES,
+    Table,
+    tables_in,
+)
 
 FTS5_SHADOWS = ("data", "idx", "docsize", "config")  # an external-content FTS5 table's own tables
 
@@ -237,6 +246,8 @@ def test_sqlites_chain_builds_the_declared_schema(tmp_path):
         assert re.search(rf"USING\s+{t.virtual}\s*\(", sql[t.name]), sql[t.name]
     without_rowid = {t for t, create in sql.items() if "WITHOUT ROWID" in create and t not in shadows}
     assert without_rowid == {t.name for t in TABLES if t.without_rowid}
+    plain = {t.name for t in TABLES if t.has_id and "AUTOINCREMENT" not in sql[t.name]}
+    assert plain == set(SQLITE_PLAIN_IDS), "a new table's id is INTEGER PRIMARY KEY AUTOINCREMENT"
 
 
 def test_postgresqls_chain_builds_the_declared_schema(postgres):
@@ -244,6 +255,14 @@ def test_postgresqls_chain_builds_the_declared_schema(postgres):
     Store(url).close()
     found, include = postgres_shapes(url)
     assert differences(declared(POSTGRESQL), found) == []
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        serial = conn.execute(
+            "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND column_name = 'id' AND column_default LIKE 'nextval(%'"
+        ).fetchall()
+    assert {r[0] for r in serial} == set(POSTGRESQL_SERIAL_IDS), "a new table's id is an identity"
     assert {t: cols for t, cols in include.items() if cols} == {t.name: t.include for t in TABLES if t.include}
 
 
