@@ -12,7 +12,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from _harness import Col, GcWatch, stats, table, write_json
+from _harness import (
+    Col,
+    GcWatch,
+    finish,
+    stats,
+    table,
+)
 
 from hiveboard.board import Board, Store
 
@@ -337,9 +343,4 @@ def judge(res: Results, target: str, r: Row, value: float, limit: float) -> str:
 def report(res: Results, noop_p50: float, verdict: list[str], started: float, json_path: str | None) -> None:
     """The end of a message bench run: the rows, the verdict lines, the total time, the JSON."""
     print_rows(res.rows, noop_p50)
-    print()
-    for line in verdict:
-        print(line)
-    res.total_s = time.perf_counter() - started
-    print(f"total {res.total_s:.1f} s")
-    write_json(json_path, res)
+    finish(res, started, verdict, json_path)

@@ -65,7 +65,16 @@ from _board_agents import (
     run_matrix,
     seed,
 )
-from _harness import bench_parser, call, machine_info, machine_line, pct, scratch, timed_raw, write_json
+from _harness import (
+    bench_parser,
+    call,
+    finish,
+    machine_info,
+    machine_line,
+    pct,
+    scratch,
+    timed_raw,
+)
 from _memory_load import add_items
 
 from hiveboard.board import Board, NewTask, Store
@@ -501,12 +510,7 @@ def main(argv: list[str] | None = None) -> int:
             tools_and_race(res, tmp, args, sections, plan)
         if "memory" in sections:
             memory_section(res, tmp, args, plan)
-    res.total_s = time.perf_counter() - started
-    print()
-    for line in verdict(res):
-        print(line)
-    print(f"total {res.total_s:.1f} s")
-    write_json(args.json, res)
+    finish(res, started, verdict(res), args.json)
     return 0 if res.race is None or race_ok(res.race) else 1
 
 

@@ -49,6 +49,7 @@ from _harness import (
     bench_parser,
     call,
     clean_env,
+    from_tests,
     hiveboard_cmd,
     http_client,
     machine_info,
@@ -103,7 +104,7 @@ async def _cap_flood(url: str, token: str, kind: str, loops: int, cards: list[in
             counts[1] += int(refused)
 
     async def tasks() -> None:
-        from tasks_client import TasksClient
+        TasksClient = from_tests("tasks_client").TasksClient
 
         async with http_client(url, token, timeout=120, extensions=[TasksClient()]) as c:
             while not stop.is_set() and started[0] < TASKS:
@@ -171,7 +172,6 @@ async def _flood(url: str, token: str, kind: str, loops: int, target: int, stop)
 
 def flood_process(url: str, token: str, kind: str, loops: int, target, stop, counts=None) -> None:
     sys.path.insert(0, str(HERE))
-    sys.path.insert(0, str(HERE.parent / "tests"))  # tasks_client.py: the requester side of MCP Tasks
     os.nice(10)  # its client's own work (1 MB bodies, 100k answers) yields this 2-core machine to the others
     if kind in CAPS:
         anyio.run(_cap_flood, url, token, kind, loops, list(target), stop, counts)

@@ -56,7 +56,6 @@ from __future__ import annotations
 import cProfile
 import gc
 import logging
-import os
 import pstats
 import sys
 import time
@@ -76,8 +75,10 @@ from _harness import (
     call,
     commit,
     count_label,
+    finish,
     freeze_heap,
     in_process,
+    loadavg,
     machine_info,
     machine_line,
     pct,
@@ -87,7 +88,6 @@ from _harness import (
     table,
     timed_calls,
     timed_raw,
-    write_json,
 )
 from _memory_load import add_corpus_args, build_corpus, corpus_settings, level_memory
 
@@ -135,6 +135,8 @@ class Results:
     rows: list[Row] = field(default_factory=list)
     targets: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    load_before: str = ""
+    load_after: str = ""
     total_s: float = 0.0
 
 
@@ -573,9 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(machine_line(res.machine))
     logging.getLogger("hiveboard").setLevel(logging.WARNING)  # "this process owns the memory index", per level
-    res.machine["loadavg_start"] = load = os.getloadavg()[0]
-    if load > 1.0:
-        print(f"warning: 1-min load average {load:.2f} at start: something else is running, latencies will be noisy")
+    res.load_before = loadavg()
+    if float(res.load_before.split()[0]) > 1.0:
+        print(f"warning: load average {res.load_before} at start: something else is running, latencies will be noisy")
     code = 0
     with scratch("hiveboard-bench-mem-", args.keep) as tmp:
         try:
@@ -590,21 +592,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"reuse one of them (same pattern and kind) plus gaussian noise (sigma {args.noise}/dim), "
                     "renormalised."
                 )
-            print()
-            for line in verdict(res):
-                print(line)
         except BenchError as exc:
             res.problems.append(str(exc))
             print(f"\nPROBLEM: {exc}", file=sys.stderr)
             code = 1
             print_tables(res)
-    res.total_s = time.perf_counter() - started
-    res.machine["loadavg_end"] = os.getloadavg()[0]
-    print(
-        f"total {res.total_s:.1f} s (load average {res.machine['loadavg_start']:.2f} at start, "
-        f"{res.machine['loadavg_end']:.2f} at end)"
-    )
-    write_json(args.json, res)
+    finish(res, started, [] if code else verdict(res), args.json)
     return code
 
 

@@ -29,7 +29,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from _harness import LoggedServer, bench_parser, loadavg, machine_info, machine_line, pct, scratch, write_json
+from _harness import (
+    LoggedServer,
+    bench_parser,
+    finish,
+    loadavg,
+    machine_info,
+    machine_line,
+    pct,
+    scratch,
+)
 from _web_board import login, seeded, settle, start_server
 
 
@@ -192,8 +201,8 @@ def print_time_rows(title: str, rows: list[TimeRow], cpu_label: str) -> None:
 class Results:
     machine: dict
     settings: dict
-    loadavg_start: str = ""
-    loadavg_end: str = ""
+    load_before: str = ""
+    load_after: str = ""
     seed: dict = field(default_factory=dict)
     render: list[TimeRow] = field(default_factory=list)
     http: list[TimeRow] = field(default_factory=list)
@@ -231,9 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         machine=machine_info("uvicorn", "starlette", "httpx"),
         settings=dict(cards=args.cards, runs=runs, quick=args.quick),
     )
-    res.loadavg_start = loadavg()
+    res.load_before = loadavg()
     print(machine_line(res.machine))
-    print(f"load average at start: {res.loadavg_start}")
+    print(f"load average at start: {res.load_before}")
     with scratch("hiveboard-bench-web-", args.keep) as tmp:
         s = seeded(tmp / "home", args.cards, random.Random(13))
         board = s.pop("board")
@@ -259,14 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             res.http,
             "srv cpu ms",
         )
-    res.loadavg_end = loadavg()
-    res.total_s = time.perf_counter() - started
-    print()
-    line = verdict(res)
-    if line:
-        print(line)
-    print(f"load average at end: {res.loadavg_end}; total {res.total_s:.0f} s")
-    write_json(args.json, res)
+    finish(res, started, [verdict(res)], args.json)
     return 0
 
 
