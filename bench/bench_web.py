@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 
 from _harness import (
+    Col,
     LoggedServer,
     bench_parser,
     finish,
@@ -38,6 +39,7 @@ from _harness import (
     machine_line,
     pct,
     scratch,
+    table,
 )
 from _web_board import login, seeded, settle, start_server
 
@@ -180,21 +182,14 @@ def render_http(
 
 
 def print_time_rows(title: str, rows: list[TimeRow], cpu_label: str) -> None:
-    print(f"\n{title}")
-    head = (
-        f"{'measurement':<40} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'vs base':>8} "
-        f"{cpu_label:>10} {'bytes':>8} {'cards':>6}"
+    cols = [Col("measurement", 40, left=True), Col("n", 4), Col("p50 ms", 8, ".2f"), Col("p99 ms", 8, ".2f")]
+    cols += [Col("mean ms", 8, ".2f"), Col("vs base", 8, ".2f", suffix="x"), Col(cpu_label, 10, ".2f")]
+    cols += [Col("bytes", 8), Col("cards", 6)]
+    table(
+        cols,
+        [(r.name, r.n, r.p50_ms, r.p99_ms, r.mean_ms, r.ratio, r.cpu_ms, r.bytes, r.cards or None) for r in rows],
+        title,
     )
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        print(
-            f"{r.name:<40} {r.n:>4} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.mean_ms:>8.2f} "
-            + (f"{r.ratio:>7.2f}x " if r.ratio is not None else f"{'-':>8} ")
-            + (f"{r.cpu_ms:>10.2f} " if r.cpu_ms is not None else f"{'-':>10} ")
-            + (f"{r.bytes:>8}" if r.bytes is not None else f"{'-':>8}")
-            + (f" {r.cards:>6}" if r.cards else f" {'-':>6}")
-        )
 
 
 @dataclass
