@@ -1,4 +1,4 @@
-"""The message benches' pool and rows: a board bulk-loaded with N messages over 20 agents (one of them, `target`,
+"""bench_messages.py's pool and rows: a board bulk-loaded with N messages over 20 agents (one of them, `target`,
 with 5% of them in its inbox, 50 unread), the command line of bench_messages.py, and its table.
 
 The load inserts the messages and their inbox rows the way Messages.post would have, in one transaction, with a
