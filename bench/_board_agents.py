@@ -1,8 +1,9 @@
 """The board benches' load: one agent per HTTP connection and token, the arguments each board tool gets, timed
-concurrent batches with the server's and this process's CPU, the bench server process, and the table both print.
+concurrent batches with the server's and this process's CPU, the bench server process, and the table they print.
 
-bench_board.py and bench_board_memory.py run these against bench/_server.py (the real `hiveboard serve --http`
-app plus a bare `noop` tool, the floor every op is compared with).
+bench_board.py, bench_postgres.py, bench_memory_path.py, bench_claim_floor.py and bench_fairness.py run these
+against bench/_server.py (the real `hiveboard serve --http` app plus a bare `noop` tool, the floor every op is
+compared with).
 """
 
 from __future__ import annotations

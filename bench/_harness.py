@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import logging
 import math
@@ -339,6 +340,21 @@ def scratch(prefix: str, keep: bool = False) -> Iterator[Path]:
         remove_unless_kept(path, keep)
 
 
+def finish(res, started: float, verdict: Iterable[str] = (), json_path: str | Path | None = None) -> None:
+    """The end every run shares: the verdict lines; the total time in res.total_s and, when the run noted its
+    load average at the start (res.load_before), the one at the end too; both printed; the results as JSON."""
+    res.total_s = time.perf_counter() - started
+    lines = [line for line in verdict if line]
+    if lines:
+        print("\n" + "\n".join(lines))
+    load = ""
+    if getattr(res, "load_before", None):
+        res.load_after = loadavg()
+        load = f"; load average {res.load_before} -> {res.load_after}"
+    print(f"total {res.total_s:.1f} s{load}")
+    write_json(json_path, res)
+
+
 def _plain(value):
     if is_dataclass(value):
         return asdict(value)
@@ -415,6 +431,16 @@ def quiet_loggers() -> None:
 
 
 # ----------------------------------------------------------------------------- processes
+
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+
+
+def from_tests(module: str):
+    """A helper module of tests/, shared rather than copied: pg_cluster (a throwaway PostgreSQL cluster on
+    loopback), fake_llm (a fake OpenAI-compatible server), tasks_client (the requester side of MCP Tasks)."""
+    if str(TESTS) not in sys.path:
+        sys.path.insert(0, str(TESTS))
+    return importlib.import_module(module)
 
 
 def clean_env(**variables: str) -> dict:

@@ -249,7 +249,7 @@ def level_memory(home: Path, items, vectors: np.ndarray, refresh_stats: bool = T
 
 
 def add_corpus_args(p, levels: str = "1k,10k,100k", quick_levels: str = "1k,10k") -> None:
-    """The arguments bench_memory and bench_memory_whatif share: which levels, how many searches, the corpus."""
+    """bench_memory's arguments: which levels, how many searches, the corpus."""
     p.add_argument("--levels", help=f"comma-separated item counts (default {levels}; --quick {quick_levels})")
     p.add_argument("--queries", type=int, help="searches per row (200; --quick 60)")
     p.add_argument(

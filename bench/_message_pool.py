@@ -1,5 +1,5 @@
-"""The message benches' pool and rows: a board bulk-loaded with N messages over 20 agents (one of them, `target`,
-with 5% of them in its inbox, 50 unread), the command line both benches share, and the table both print.
+"""bench_messages.py's pool and rows: a board bulk-loaded with N messages over 20 agents (one of them, `target`,
+with 5% of them in its inbox, 50 unread), the command line of bench_messages.py, and its table.
 
 The load inserts the messages and their inbox rows the way Messages.post would have, in one transaction, with a
 realistic mix: direct, role broadcasts, everyone, task-pool messages.
@@ -12,7 +12,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from _harness import Col, GcWatch, stats, table, write_json
+from _harness import (
+    Col,
+    GcWatch,
+    finish,
+    stats,
+    table,
+)
 
 from hiveboard.board import Board, Store
 
@@ -286,7 +292,7 @@ def print_rows(rows: list[Row], noop_p50: float) -> None:
 
 
 def add_pool_args(p) -> None:
-    """The arguments both message benches share: the bulk load, the seed, the run's GC and planner settings."""
+    """The message bench's own arguments: the bulk load, the seed, the run's GC and planner settings."""
     p.add_argument("--messages", type=int, help="stored messages (100000; --quick 10000)")
     p.add_argument(
         "--target-share", type=float, default=0.05, help="share of the stored messages in the target's inbox (0.05)"
@@ -335,11 +341,6 @@ def judge(res: Results, target: str, r: Row, value: float, limit: float) -> str:
 
 
 def report(res: Results, noop_p50: float, verdict: list[str], started: float, json_path: str | None) -> None:
-    """The end both message benches share: the rows, the verdict lines, the total time, the JSON."""
+    """The end of a message bench run: the rows, the verdict lines, the total time, the JSON."""
     print_rows(res.rows, noop_p50)
-    print()
-    for line in verdict:
-        print(line)
-    res.total_s = time.perf_counter() - started
-    print(f"total {res.total_s:.1f} s")
-    write_json(json_path, res)
+    finish(res, started, verdict, json_path)

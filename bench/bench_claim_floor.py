@@ -34,7 +34,17 @@ from pathlib import Path
 import anyio
 import bench_memory_path as path
 from _board_agents import HERE, Row, print_table
-from _harness import Col, bench_parser, deadline, loadavg, machine_info, machine_line, scratch, table, write_json
+from _harness import (
+    Col,
+    bench_parser,
+    deadline,
+    finish,
+    loadavg,
+    machine_info,
+    machine_line,
+    scratch,
+    table,
+)
 
 VARIANTS = ("product", "statements", "no-message", "fixed-answer")
 OPS = ("noop", "claim_task", "publish_message")
@@ -138,11 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             turn = rnd % len(VARIANTS)
             for variant in VARIANTS[turn:] + VARIANTS[:turn]:
                 res.runs.append(run_variant(tmp, variant, rnd, claims))
-    res.total_s = time.perf_counter() - started
-    res.load_after = loadavg()
     report(res)
-    print(f"load: {res.load_before} -> {res.load_after}; total {res.total_s:.1f} s")
-    write_json(args.json, res)
+    finish(res, started, json_path=args.json)
     return 0
 
 

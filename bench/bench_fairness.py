@@ -49,6 +49,8 @@ from _harness import (
     bench_parser,
     call,
     clean_env,
+    from_tests,
+    hand_in,
     hiveboard_cmd,
     http_client,
     machine_info,
@@ -72,13 +74,12 @@ QUICK = "def test_adds():\n    assert 1 + 1 == 2\n"
 WORK = [{"name": "calc.py", "kind": "code", "content": "def add(a, b):\n    return a + b\n"}]
 
 
-async def hand_in(c, title: str, tests: str) -> int:
+async def queued_review(c, title: str, tests: str) -> int:
     """A card with acceptance tests, claimed and completed: its review is queued."""
     card = await call(
         c, "create_task", title=title, acceptance_tests={"files": [{"name": "test_a.py", "content": tests}]}
     )
-    claim = await call(c, "claim_task", task_id=card["id"])
-    await call(c, "complete_task", task_id=card["id"], token=claim["token"], output="add written", artifacts=WORK)
+    await hand_in(c, card["id"], output="add written", artifacts=WORK)
     return card["id"]
 
 
@@ -103,7 +104,7 @@ async def _cap_flood(url: str, token: str, kind: str, loops: int, cards: list[in
             counts[1] += int(refused)
 
     async def tasks() -> None:
-        from tasks_client import TasksClient
+        TasksClient = from_tests("tasks_client").TasksClient
 
         async with http_client(url, token, timeout=120, extensions=[TasksClient()]) as c:
             while not stop.is_set() and started[0] < TASKS:
@@ -158,7 +159,7 @@ async def _flood(url: str, token: str, kind: str, loops: int, target: int, stop)
             n = 0
             while not stop.is_set():
                 n += 1
-                await hand_in(c, f"slow {n}", SLEEPY)
+                await queued_review(c, f"slow {n}", SLEEPY)
                 await anyio.sleep(0.5)  # its backlog grows faster than two workers can take it
 
     async with anyio.create_task_group() as tg:
@@ -171,7 +172,6 @@ async def _flood(url: str, token: str, kind: str, loops: int, target: int, stop)
 
 def flood_process(url: str, token: str, kind: str, loops: int, target, stop, counts=None) -> None:
     sys.path.insert(0, str(HERE))
-    sys.path.insert(0, str(HERE.parent / "tests"))  # tasks_client.py: the requester side of MCP Tasks
     os.nice(10)  # its client's own work (1 MB bodies, 100k answers) yields this 2-core machine to the others
     if kind in CAPS:
         anyio.run(_cap_flood, url, token, kind, loops, list(target), stop, counts)
@@ -255,7 +255,7 @@ async def review_times(url: str, token: str, n: int) -> list[float]:
     async with http_client(url, token, timeout=600) as c:
         for k in range(n):
             started = time.perf_counter()
-            task_id = await hand_in(c, f"quick {time.time()} {k}", QUICK)
+            task_id = await queued_review(c, f"quick {time.time()} {k}", QUICK)
             trail = await call(c, "get_review", task_id=task_id, wait_seconds=600)
             assert trail["rounds"] and trail["rounds"][-1]["status"] == "finished", trail
             lat.append(time.perf_counter() - started)

@@ -31,7 +31,19 @@ import time
 from pathlib import Path
 
 import anyio
-from _harness import Col, bench_parser, call, in_process, machine_info, machine_line, scratch, table, write_json
+from _harness import (
+    Col,
+    bench_parser,
+    call,
+    finished_round,
+    hand_in,
+    in_process,
+    machine_info,
+    machine_line,
+    scratch,
+    table,
+    write_json,
+)
 
 from hiveboard.board import Board, Store
 from hiveboard.critics.config import ReviewConfig
@@ -76,30 +88,14 @@ def peek(db_path: Path, task_id: int) -> dict[int, int]:
     return {x: int(text.split(f"scale({x}) == ")[1].split()[0]) for x in INPUTS}
 
 
-async def until_decided(client, task_id: int) -> dict:
-    """The card's last round once finished, in full."""
-    while True:
-        trail = await call(client, "get_review", task_id=task_id, wait_seconds=120, full=True)
-        last = trail["rounds"][-1] if trail["rounds"] else {}
-        if last.get("status") == "finished":
-            return last
-
-
-async def hand_in(client, task_id: int, code: str) -> tuple[dict, int]:
-    claim = await call(client, "claim_task", task_id=task_id)
-    await call(
-        client,
-        "complete_task",
-        task_id=task_id,
-        token=claim["token"],
-        output="scale.py",
-        artifacts=[{"name": "scale.py", "kind": "code", "content": code}],
-    )
-    return await until_decided(client, task_id), claim["token"]
+async def hand_in_code(client, task_id: int, code: str) -> dict:
+    """scale.py handed in on the card; its review round once finished, in full."""
+    await hand_in(client, task_id, output="scale.py", artifacts=[{"name": "scale.py", "kind": "code", "content": code}])
+    return await finished_round(client, task_id, 120)
 
 
 async def honest(client, task_id: int, card: dict, _: Path, n: int) -> None:
-    last, _token = await hand_in(client, task_id, source(card["a"], card["b"]))
+    last = await hand_in_code(client, task_id, source(card["a"], card["b"]))
     if last["outcome"] == "in_progress":  # its work is what the criteria say: the card is wrong, not the work
         claim = await call(client, "claim_task", task_id=task_id)
         await call(
@@ -115,19 +111,19 @@ async def honest(client, task_id: int, card: dict, _: Path, n: int) -> None:
 async def sloppy(client, task_id: int, card: dict, _: Path, n: int) -> None:
     code = source(card["a"], card["b"] - (n % 2 == 0))  # off by one on every other card
     for _round in range(5):  # the same code again after each FAIL, until the board stops it
-        last, _token = await hand_in(client, task_id, code)
+        last = await hand_in_code(client, task_id, code)
         if last["outcome"] != "in_progress":
             return
 
 
 async def gaming(client, task_id: int, card: dict, db_path: Path, n: int) -> None:
-    last, _token = await hand_in(client, task_id, repro())
+    last = await hand_in_code(client, task_id, repro())
     if last["outcome"] != "in_progress":
         return
     expect = peek(db_path, task_id)  # fit A * n + C to what the hidden tests expect
     x, y = INPUTS
     slope = (expect[y] - expect[x]) // (y - x)
-    await hand_in(client, task_id, source(slope, expect[x] - slope * x))
+    await hand_in_code(client, task_id, source(slope, expect[x] - slope * x))
 
 
 BEHAVIOURS = {"honest": honest, "sloppy": sloppy, "gaming": gaming}

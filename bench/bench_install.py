@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 
-from _harness import bench_parser
+from _harness import Col, bench_parser, table
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -45,15 +45,21 @@ def main() -> None:
     whole = closure(direct)
     mb = lambda names: sum(size[n] for n in names) / 1e6  # noqa: E731
     print(f"pip install . : {len(whole)} distributions, {mb(whole):.0f} MB installed (the baseline)\n")
-    print(f"{'dependency':22} {'only it':>8} {'MB':>7}   {'with shared':>11} {'MB':>7}   largest of its own")
     rows = []
     for dep in direct:
         only = whole - closure([d for d in direct if d != dep])
         everything = closure([dep])
         rows.append((mb(only), dep[0], only, everything))
-    for _, name, only, everything in sorted(rows, reverse=True):
-        largest = ", ".join(f"{n} {size[n] / 1e6:.0f}" for n in sorted(only, key=lambda n: -size[n])[:4])
-        print(f"{name:22} {len(only):8} {mb(only):7.1f}   {len(everything):11} {mb(everything):7.1f}   {largest}")
+    cols = [Col("dependency", 22, left=True), Col("only it", 8), Col("MB", 7, ".1f"), Col("with shared", 13)]
+    cols += [Col("MB", 7, ".1f"), Col("largest of its own", 18, left=True)]
+    table(
+        cols,
+        [
+            (name, len(only), mb(only), len(everything), mb(everything))
+            + (", ".join(f"{n} {size[n] / 1e6:.0f}" for n in sorted(only, key=lambda n: -size[n])[:4]),)
+            for _, name, only, everything in sorted(rows, reverse=True)
+        ],
+    )
 
 
 if __name__ == "__main__":

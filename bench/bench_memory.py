@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_memory.py               # full run: 1k, 10k, 100k (about 10 min on 2 cores)
     .venv/bin/python bench/bench_memory.py --quick       # smoke run: 1k and 10k, 60 queries (about 1 min)
     .venv/bin/python bench/bench_memory.py --levels 10k --queries 300 --json out.json
+    .venv/bin/python bench/bench_memory.py --whatif       # earlier code paths patched in, at 1k, 10k, 100k
 
 One process. Each level gets its own temp data directory (removed at the end; --keep keeps them) with
 a fresh SQLite board and the embedded Chroma opened the way `hiveboard serve` opens it
@@ -33,7 +34,14 @@ same server is the MCP baseline.
    A row stops early after --row-seconds (20) once it has 30 samples, so slow rows at 100k stay
    bounded; its n says how many ran.
 
-Earlier code paths patched in against the requirement's row: bench_memory_whatif.py. The embedder's
+4. With --whatif, instead of the rows of 3: query_memory hybrid and hybrid + task_type with earlier code paths
+   ("before: …") and candidate changes patched into this process (never into the product's files), interleaved
+   query by query with "as shipped", so drift on a noisy machine hits them all alike; each row gives its share
+   of on-topic top-5 results (an item of the query's pattern) and its p50 against as shipped; raw Chroma is
+   the baseline of "vs chroma", as in 3. At most 100 queries per row; a workload stops after twice
+   --row-seconds once it has 30 queries.
+
+The embedder's
 throughput at several batch sizes: bench_embedding.py. Retrieval quality on the labelled sets:
 bench_retrieval.py. RSS while the indexing worker embeds: bench_rss.py.
 
@@ -48,16 +56,17 @@ from __future__ import annotations
 import cProfile
 import gc
 import logging
-import os
 import pstats
 import sys
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from io import StringIO
 from pathlib import Path
 
 import anyio
 import numpy as np
+import onnxruntime as ort
 from _harness import (
     BenchError,
     Col,
@@ -66,23 +75,28 @@ from _harness import (
     call,
     commit,
     count_label,
+    finish,
     freeze_heap,
     in_process,
+    loadavg,
     machine_info,
     machine_line,
+    pct,
     ratio,
     scratch,
     stats,
     table,
     timed_calls,
     timed_raw,
-    write_json,
 )
 from _memory_load import add_corpus_args, build_corpus, corpus_settings, level_memory
 
+from hiveboard.board import knowledge as knowledge_mod
 from hiveboard.memory import service as memory_service
+from hiveboard.memory.embeddings import MiniLM, minilm_files, quantized_minilm
 
 TARGETS_P50_MS = {10_000: 15.0, 100_000: 30.0}  # query_memory hybrid through MCP, query embedding included
+WHATIF_QUERIES = 100
 
 
 @dataclass
@@ -121,6 +135,8 @@ class Results:
     rows: list[Row] = field(default_factory=list)
     targets: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    load_before: str = ""
+    load_after: str = ""
     total_s: float = 0.0
 
 
@@ -284,6 +300,157 @@ async def measure_level(level: int, loaded, items, matrix: np.ndarray, queries, 
     return rows
 
 
+# ----------------------------------------------------------------------------- --whatif
+
+
+def raw_chroma(memory, queries) -> Lat:
+    """The baseline: Chroma's own query with a precomputed vector, as the first row of the standard rows."""
+    collection = memory.index.index.collection
+
+    def query(v):
+        return collection.query(query_embeddings=[v], n_results=50, include=["distances"])
+
+    qvecs = [memory.embedder.embed([q.text])[0] for q in queries]
+    for v in qvecs[:20]:  # warm up
+        query(v)
+    return timed_raw([lambda v=v: query(v) for v in qvecs])
+
+
+def full_join_keyword(board):
+    """What-if for Knowledge.keyword: how it was before commit 6126064 — every word of the query, every match
+    joined to memory_items (rows that carry a 1.5 KB embedding) before BM25 sorts them."""
+    knowledge = board.knowledge
+
+    def keyword(query: str, *, task_type=None, kinds=None, tags=None, include_deprecated=False, trust=None, limit=50):
+        match = knowledge_mod.fts_query(query)
+        if match is None:
+            return []
+        where, params = knowledge._filters(task_type, kinds, tags, include_deprecated, trust)
+        return [
+            r[0]
+            for r in knowledge.store.db.execute(
+                f"SELECT m.id FROM memory_fts f JOIN memory_items m ON m.id = f.rowid WHERE memory_fts MATCH ?{where} "
+                f"ORDER BY bm25(memory_fts, 2.0, 1.0) LIMIT ?",
+                [match, *params, limit],
+            )
+        ]
+
+    return keyword
+
+
+class InlineExecutor:
+    """What-if for Memory's search pool: run the keyword half in the calling thread, after the vector half."""
+
+    def submit(self, fn, *args, **kwargs):
+        future: Future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+async def whatif_level(level: int, loaded, items, matrix, queries, cfg: dict, lv: Level) -> list[Row]:
+    """--whatif: query_memory hybrid through MCP (the requirement's row) with the earlier code paths ("before: …")
+    and candidate changes patched in, in this process only (product code is untouched). Variants are interleaved
+    query by query, so drift on a noisy machine hits them all alike; "as shipped" is measured the same way
+    and every variant is compared with it. At most WHATIF_QUERIES queries."""
+    queries = queries[:WHATIF_QUERIES]
+    board, memory = loaded.board, loaded.memory
+    pattern_of = {i: it.pattern for i, it in zip(loaded.ids, items)}
+    shipped_embedder = memory.embedder
+    nospin = MiniLM(threads=2)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 2
+    opts.log_severity_level = 3
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    nospin.session = ort.InferenceSession(quantized_minilm(minilm_files()[0]), opts, providers=["CPUExecutionProvider"])
+    export = MiniLM(quantized=False)  # the export as shipped: int8 weights, fp32 arithmetic
+    shipped_rows, shipped_pool = knowledge_mod.SCORED_ROWS, memory_service._search_pool
+    old_keyword = full_join_keyword(board)
+    inline = InlineExecutor()
+
+    def rrf(rankings, similarity, vector, words, k):  # the fusion before the labelled sets: equal-weight RRF, k=60
+        scores: dict[int, float] = {}
+        for ranked in rankings.values():
+            for rank, item_id in enumerate(ranked):
+                scores[item_id] = scores.get(item_id, 0.0) + 1.0 / (60 + rank + 1)
+        return scores
+
+    def use(embedder=None, keyword=None, scored_rows=None, sequential=False, fuse=None):
+        def apply():
+            if fuse is None:
+                memory.__dict__.pop("_fuse", None)
+                memory.__dict__.pop("_keyword", None)
+            else:  # the keyword thread as it was: BM25's ranking only
+                memory._fuse = fuse
+                memory._keyword = lambda query, mode, filters: (
+                    board.knowledge.keyword(query, limit=memory_service.CANDIDATES, **filters),
+                    None,
+                )
+            memory.embedder = embedder or shipped_embedder
+            knowledge_mod.SCORED_ROWS = scored_rows or shipped_rows
+            memory_service._search_pool = (lambda: inline) if sequential else shipped_pool
+            if keyword is None:
+                board.knowledge.__dict__.pop("keyword", None)
+            else:
+                board.knowledge.keyword = keyword
+
+        return apply
+
+    variants = [
+        ("as shipped", use()),
+        ("before: reciprocal-rank fusion k=60 (no coverage, no stored sims)", use(fuse=rrf)),
+        ("before: the export's fp32 arithmetic (query embedding)", use(embedder=export)),
+        ("before: keyword full join, every word", use(keyword=old_keyword)),
+        ("keyword and vector halves in sequence", use(sequential=True)),
+        ("before: all three", use(embedder=export, keyword=old_keyword, sequential=True)),
+        ("keyword word budget 20k rows", use(scored_rows=20_000)),
+        ("keyword without a word budget", use(scored_rows=10**12)),
+        ("ORT threads=2, no spinning", use(embedder=nospin)),
+    ]
+    restore = use()
+    rows = [Row(level, "raw Chroma query n=50 (precomputed vector)", **stats(raw_chroma(memory, queries)))]
+    chroma_p50 = rows[0].p50_ms
+    workloads = [
+        ("hybrid", [dict(query=q.text) for q in queries]),
+        ("hybrid + task_type", [dict(query=q.text, task_type=q.task_type) for q in queries]),
+    ]
+    async with in_process(board, memory=memory) as client:
+        for _, apply in variants:  # warm up each variant
+            apply()
+            for k in range(5):
+                await call(client, "query_memory", query=queries[k].text)
+        restore()
+        freeze_heap(cfg["gc_freeze"])
+        try:
+            for workload, arg_list in workloads:
+                lat = {name: Lat() for name, _ in variants}
+                on_topic = {name: 0 for name, _ in variants}
+                started = time.perf_counter()
+                for k, (q, args) in enumerate(zip(queries, arg_list)):
+                    if k >= 30 and time.perf_counter() - started > 2 * cfg["row_seconds"]:
+                        break
+                    order = variants[k % len(variants) :] + variants[: k % len(variants)]
+                    for name, apply in order:
+                        apply()
+                        with lat[name].timing():
+                            out = await call(client, "query_memory", args)
+                        on_topic[name] += any(pattern_of.get(h["id"]) == q.pattern for h in out["hits"])
+                restore()
+                base = pct(lat["as shipped"], 50)
+                for name, _ in variants:
+                    r = Row(level, f"what-if {workload}: {name}", **stats(lat[name]))
+                    r.vs_chroma = ratio(r.p50_ms, chroma_p50)
+                    r.note = f"on topic {on_topic[name] / len(lat[name]):.0%}"
+                    if name != "as shipped":
+                        r.note += f", {r.p50_ms / base - 1:+.0%} p50 vs as shipped"
+                    rows.append(r)
+                    print(
+                        f"  .. {r.measurement:<64} p50 {r.p50_ms:7.2f} ms  p99 {r.p99_ms:7.2f} ms  {r.note}", flush=True
+                    )
+        finally:
+            restore()
+    return rows
+
+
 def run_level(level: int, corpus, tmp: Path, cfg: dict, res: Results) -> None:
     t_level = time.perf_counter()
     home = tmp / f"level-{count_label(level)}"
@@ -309,7 +476,8 @@ def run_level(level: int, corpus, tmp: Path, cfg: dict, res: Results) -> None:
                 flush=True,
             )
             loaded.memory.start()  # the worker, idle, as the server runs it
-            res.rows += anyio.run(measure_level, level, loaded, items, vectors, corpus.queries, cfg, lv)
+            rows_of = whatif_level if cfg["whatif"] else measure_level
+            res.rows += anyio.run(rows_of, level, loaded, items, vectors, corpus.queries, cfg, lv)
             lv.measure_s = time.perf_counter() - t_level
             print(f"  level {count_label(level)} took {lv.measure_s:.0f} s", flush=True)
     finally:
@@ -359,7 +527,7 @@ def verdict(res: Results) -> list[str]:
         )
         res.targets.append(dict(target=target, value_ms=r.p50_ms, ok=ok))
         lines.append(f"  {'PASS' if ok else 'FAIL'}  {target}: {r.p50_ms:.2f} ms")
-    for level in sorted({r.level for r in res.rows}):
+    for level in sorted({r.level for r in res.rows if r.measurement.startswith("query_memory hybrid (MCP")}):
         got = {r.measurement: r.p50_ms for r in res.rows if r.level == level}
 
         def p(prefix: str) -> float:
@@ -386,13 +554,19 @@ def main(argv: list[str] | None = None) -> int:
     add_corpus_args(p)
     p.add_argument("--profile", action="store_true", help="print a cProfile of Memory.query at each level")
     p.add_argument(
+        "--whatif",
+        action="store_true",
+        help=f"instead of the standard rows: query_memory with earlier code paths and candidate changes patched in "
+        f"(at most {WHATIF_QUERIES} queries a row)",
+    )
+    p.add_argument(
         "--no-gc-freeze",
         dest="gc_freeze",
         action="store_false",
         help="skip gc.freeze() before the timed rows (`hiveboard serve` freezes its start-up heap)",
     )
     args = p.parse_args(argv)
-    cfg = dict(corpus_settings(args), profile=args.profile, gc_freeze=args.gc_freeze)
+    cfg = dict(corpus_settings(args), profile=args.profile, gc_freeze=args.gc_freeze, whatif=args.whatif)
     cfg["candidates"] = memory_service.CANDIDATES
     levels = cfg["levels"]
     started = time.perf_counter()
@@ -401,9 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(machine_line(res.machine))
     logging.getLogger("hiveboard").setLevel(logging.WARNING)  # "this process owns the memory index", per level
-    res.machine["loadavg_start"] = load = os.getloadavg()[0]
-    if load > 1.0:
-        print(f"warning: 1-min load average {load:.2f} at start: something else is running, latencies will be noisy")
+    res.load_before = loadavg()
+    if float(res.load_before.split()[0]) > 1.0:
+        print(f"warning: load average {res.load_before} at start: something else is running, latencies will be noisy")
     code = 0
     with scratch("hiveboard-bench-mem-", args.keep) as tmp:
         try:
@@ -418,21 +592,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"reuse one of them (same pattern and kind) plus gaussian noise (sigma {args.noise}/dim), "
                     "renormalised."
                 )
-            print()
-            for line in verdict(res):
-                print(line)
         except BenchError as exc:
             res.problems.append(str(exc))
             print(f"\nPROBLEM: {exc}", file=sys.stderr)
             code = 1
             print_tables(res)
-    res.total_s = time.perf_counter() - started
-    res.machine["loadavg_end"] = os.getloadavg()[0]
-    print(
-        f"total {res.total_s:.1f} s (load average {res.machine['loadavg_start']:.2f} at start, "
-        f"{res.machine['loadavg_end']:.2f} at end)"
-    )
-    write_json(args.json, res)
+    finish(res, started, [] if code else verdict(res), args.json)
     return code
 
 

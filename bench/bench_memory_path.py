@@ -65,6 +65,7 @@ from _harness import (
     call,
     count_label,
     deadline,
+    finish,
     http_client,
     loadavg,
     machine_info,
@@ -76,7 +77,6 @@ from _harness import (
     scratch,
     status_mb,
     table,
-    write_json,
 )
 from _memory_load import add_items
 
@@ -747,14 +747,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with scratch("hiveboard-bench-path-", args.keep) as tmp, deadline(300 if q else 1500, "bench_memory_path"):
         run(res, tmp)
-    res.total_s = time.perf_counter() - started
-    res.load_after = loadavg()
     report(res)
-    print()
-    for line in verdict(res):
-        print(line)
-    print(f"load: {res.load_before} -> {res.load_after}; total {res.total_s:.1f} s")
-    write_json(args.json, res)
+    finish(res, started, verdict(res), args.json)
     return 0
 
 

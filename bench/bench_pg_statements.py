@@ -15,18 +15,16 @@ per claim + completion on both boards, and each op's p50 end to end.
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import psycopg
-from _harness import Col, bench_parser, machine_info, machine_line, quiet_loggers, table
+from _harness import Col, bench_parser, from_tests, machine_info, machine_line, quiet_loggers, table
 
 from hiveboard.board import Board, NewTask, Store
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from pg_cluster import PostgresCluster  # noqa: E402  (the tests' throwaway cluster, not a copy)
+PostgresCluster = from_tests("pg_cluster").PostgresCluster
 
 SETTINGS = (
     "-c synchronous_commit=off -c autovacuum=off -c shared_preload_libraries=pg_stat_statements "

@@ -35,6 +35,7 @@ from _harness import (
     LoggedServer,
     bench_parser,
     call,
+    from_tests,
     in_process,
     machine_info,
     machine_line,
@@ -47,8 +48,7 @@ from _harness import (
 from hiveboard.board import Board, Store
 from hiveboard.board.events import Topic
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from pg_cluster import PostgresCluster  # noqa: E402  (the tests' throwaway cluster, not a copy)
+PostgresCluster = from_tests("pg_cluster").PostgresCluster
 
 TOOLS = ("noop", "create_task", "get_task", "list_tasks", "get_board", "claim_task", "publish_message", "get_messages")
 

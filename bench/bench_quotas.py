@@ -18,15 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import BenchError, Col, Lat, bench_parser, machine_info, machine_line, stats, table
+from _harness import BenchError, Col, Lat, bench_parser, from_tests, machine_info, machine_line, stats, table
 
 from hiveboard.board import Board, OverQuota, QuotaConfig, Store
 from hiveboard.board.knowledge import NewItem
 from hiveboard.board.messages import NewMessage
 from hiveboard.board.quotas import BROADCAST, MESSAGE, REMEMBER
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from pg_cluster import PostgresCluster  # noqa: E402  (the tests' throwaway cluster, not a copy)
+PostgresCluster = from_tests("pg_cluster").PostgresCluster
 
 COLS = [
     Col("store", 10, left=True),

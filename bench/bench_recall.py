@@ -21,16 +21,13 @@ and the best of three over the project's lessons and notes (tests/memory/retriev
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _recall_sets import load  # noqa: E402
+from _harness import Col, bench_parser, table
+from _recall_sets import load
 
-from hiveboard.board.recall import SHAPES, classifier, held_reason  # noqa: E402
+from hiveboard.board.recall import SHAPES, classifier, held_reason
 
 REPEATS = 3
 WORDS = re.compile(r"\b(curl|wget|ignore|instructions?)\b", re.I)
@@ -42,17 +39,14 @@ def patterns_hold(text: str) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, keep=None, json=False)
     parser.add_argument("--quiet", action="store_true", help="the table only")
     args = parser.parse_args()
     sets, missing = load()
     if missing:
         print(f"public sets not built (bench/labelled/build_recall_sets.py): {', '.join(missing)}\n")
     model = classifier()
-    print(
-        f"{'split':8} {'set':30} {'source':34} {'must be':7} {'items':>5} "
-        f"{'patterns':>8} {'screen':>8} {'classif.':>8} {'words':>8}"
-    )
+    rows: list = []
     missed, false = [], []
     totals: dict[tuple[str, str], list[int]] = {}
     for s in sets:
@@ -73,16 +67,18 @@ def main() -> None:
         total[0] += n
         for i, c in enumerate(counts):
             total[i + 1] += c
-        rates = " ".join(f"{c / n:8.1%}" for c in counts)
-        print(f"{s.split:8} {s.name:30} {s.origin[:34]:34} {'held' if s.must_hold else 'passed':7} {n:5} {rates}")
-    print()
+        rows.append((s.split, s.name, s.origin, "held" if s.must_hold else "passed", n, *(c / n for c in counts)))
+    rows.append("")
     for (split, role), (n, *counts) in totals.items():
-        rates = " ".join(f"{c / n:8.1%}" for c in counts)
         label = f"all {split} {role}s"
-        print(f"{split:8} {label:30} {'':34} {'held' if role == 'payload' else 'passed':7} {n:5} {rates}")
+        rows.append((split, label, "", "held" if role == "payload" else "passed", n, *(c / n for c in counts)))
+    cols = [Col("split", 8, left=True), Col("set", 30, left=True), Col("source", 34, left=True, clip=True)]
+    cols += [Col("must be", 7, left=True), Col("items", 5)]
+    cols += [Col(name, 8, ".1%") for name in ("patterns", "screen", "classif.", "words")]
+    table(cols, rows)
     texts = [t for s in sets for t in s.texts]
     lessons = next(s.texts for s in sets if s.name == "retrieval_set.json")
-    print(f"\n{'per item':39} {'patterns':>9} {'classifier':>10} {'screen':>9}")
+    costs = []
     for label, items, repeats in (
         ("all sets, one pass", texts, 1),
         (f"the lessons, best of {REPEATS}", lessons, REPEATS),
@@ -95,8 +91,11 @@ def main() -> None:
                 for t in items:
                     screen(t)
                 best = min(best, time.perf_counter() - start)
-            took.append(f"{best * 1e6 / len(items):6.0f} µs")
-        print(f"{label:26} ({len(items):4} items) " + " ".join(f"{t:>9}" for t in took))
+            took.append(f"{best * 1e6 / len(items):.0f} µs")
+        costs.append((f"{label} ({len(items)} items)", *took))
+    cols = [Col("per item", 39, left=True), Col("patterns", 9), Col("classifier", 10), Col("screen", 9)]
+    print()
+    table(cols, costs)
     if args.quiet:
         return
     for title, found in (("held-out payloads that passed", missed), ("honest items held", false)):

@@ -39,7 +39,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import _labelled
-from _harness import LoggedServer, bench_parser, machine_info, machine_line, write_json
+from _harness import LoggedServer, bench_parser, from_tests, machine_info, machine_line, write_json
 
 from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import open_memory
@@ -61,8 +61,7 @@ def chroma_server(stack: ExitStack, home: Path) -> str:
 def on_postgresql(stack: ExitStack, chroma_url: str | None) -> dict:
     """evaluate()'s arguments for a board on PostgreSQL: a new database per set on a throwaway cluster, and a
     collection of its own on the Chroma server."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from pg_cluster import PostgresCluster  # the tests' throwaway cluster, not a copy
+    PostgresCluster = from_tests("pg_cluster").PostgresCluster
 
     home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hiveboard-bench-pg-")))
     cluster = PostgresCluster(home)

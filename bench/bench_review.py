@@ -37,6 +37,7 @@ from _harness import (
     bench_parser,
     call,
     finished_round,
+    from_tests,
     hand_in,
     header,
     in_process,
@@ -55,8 +56,7 @@ from _review_cards import ARTIFACT, CARD
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from fake_llm import FakeLLM  # noqa: E402  (the tests' fake OpenAI-compatible server, not a copy)
+FakeLLM = from_tests("fake_llm").FakeLLM
 
 from hiveboard.board import Board, Store  # noqa: E402
 from hiveboard.critics.config import CriticConfig, ReviewConfig  # noqa: E402

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import anyio
 from _harness import (
+    Col,
     LoggedServer,
     RssSampler,
     bench_parser,
@@ -52,6 +53,7 @@ from _harness import (
     scratch,
     server_env,
     status_mb,
+    table,
     write_json,
 )
 from _review_cards import CLEAN, INSECURE, OUTPUT
@@ -284,13 +286,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.indexing_items:
             print("\n[indexing] RSS of this process while indexing (sampled every 50 ms)", flush=True)
             rows += indexing_rss(args.indexing_items, tmp)
-    print(f"\n{'measurement':<58} {'start MB':>8} {'peak MB':>8} {'at rest MB':>10} {'seconds':>8}  target")
-    for r in rows:
-        target = "" if r["measurement"].startswith("this process") else "PASS" if r["peak_mb"] < LIMIT_MB else "FAIL"
-        print(
-            f"{r['measurement']:<58} {r['start_mb']:>8.0f} {r['peak_mb']:>8.0f} {r['rest_mb']:>10.0f} "
-            f"{r['seconds']:>8.0f}  {target + f' (< {LIMIT_MB} MB)' if target else '(info)'}"
-        )
+
+    def target(r: dict) -> str:
+        if r["measurement"].startswith("this process"):
+            return "(info)"
+        return f"{'PASS' if r['peak_mb'] < LIMIT_MB else 'FAIL'} (< {LIMIT_MB} MB)"
+
+    cols = [Col("measurement", 58, left=True), Col("start MB", 8, ".0f"), Col("peak MB", 8, ".0f")]
+    cols += [Col("at rest MB", 10, ".0f"), Col("seconds", 8, ".0f"), Col("target", 6, left=True)]
+    print()
+    table(cols, [(r["measurement"], r["start_mb"], r["peak_mb"], r["rest_mb"], r["seconds"], target(r)) for r in rows])
     print(
         "peak: the kernel's high-water mark of the process (VmHWM; in this process the highest 50 ms sample); at "
         f"rest: RSS once the work was done (reviews: every item indexed, 5 s idle); load average at end "

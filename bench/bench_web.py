@@ -29,7 +29,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from _harness import LoggedServer, bench_parser, loadavg, machine_info, machine_line, pct, scratch, write_json
+from _harness import (
+    Col,
+    LoggedServer,
+    bench_parser,
+    finish,
+    loadavg,
+    machine_info,
+    machine_line,
+    pct,
+    scratch,
+    table,
+)
 from _web_board import login, seeded, settle, start_server
 
 
@@ -171,29 +182,22 @@ def render_http(
 
 
 def print_time_rows(title: str, rows: list[TimeRow], cpu_label: str) -> None:
-    print(f"\n{title}")
-    head = (
-        f"{'measurement':<40} {'n':>4} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8} {'vs base':>8} "
-        f"{cpu_label:>10} {'bytes':>8} {'cards':>6}"
+    cols = [Col("measurement", 40, left=True), Col("n", 4), Col("p50 ms", 8, ".2f"), Col("p99 ms", 8, ".2f")]
+    cols += [Col("mean ms", 8, ".2f"), Col("vs base", 8, ".2f", suffix="x"), Col(cpu_label, 10, ".2f")]
+    cols += [Col("bytes", 8), Col("cards", 6)]
+    table(
+        cols,
+        [(r.name, r.n, r.p50_ms, r.p99_ms, r.mean_ms, r.ratio, r.cpu_ms, r.bytes, r.cards or None) for r in rows],
+        title,
     )
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        print(
-            f"{r.name:<40} {r.n:>4} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.mean_ms:>8.2f} "
-            + (f"{r.ratio:>7.2f}x " if r.ratio is not None else f"{'-':>8} ")
-            + (f"{r.cpu_ms:>10.2f} " if r.cpu_ms is not None else f"{'-':>10} ")
-            + (f"{r.bytes:>8}" if r.bytes is not None else f"{'-':>8}")
-            + (f" {r.cards:>6}" if r.cards else f" {'-':>6}")
-        )
 
 
 @dataclass
 class Results:
     machine: dict
     settings: dict
-    loadavg_start: str = ""
-    loadavg_end: str = ""
+    load_before: str = ""
+    load_after: str = ""
     seed: dict = field(default_factory=dict)
     render: list[TimeRow] = field(default_factory=list)
     http: list[TimeRow] = field(default_factory=list)
@@ -231,9 +235,9 @@ def main(argv: list[str] | None = None) -> int:
         machine=machine_info("uvicorn", "starlette", "httpx"),
         settings=dict(cards=args.cards, runs=runs, quick=args.quick),
     )
-    res.loadavg_start = loadavg()
+    res.load_before = loadavg()
     print(machine_line(res.machine))
-    print(f"load average at start: {res.loadavg_start}")
+    print(f"load average at start: {res.load_before}")
     with scratch("hiveboard-bench-web-", args.keep) as tmp:
         s = seeded(tmp / "home", args.cards, random.Random(13))
         board = s.pop("board")
@@ -259,14 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             res.http,
             "srv cpu ms",
         )
-    res.loadavg_end = loadavg()
-    res.total_s = time.perf_counter() - started
-    print()
-    line = verdict(res)
-    if line:
-        print(line)
-    print(f"load average at end: {res.loadavg_end}; total {res.total_s:.0f} s")
-    write_json(args.json, res)
+    finish(res, started, [verdict(res)], args.json)
     return 0
 
 

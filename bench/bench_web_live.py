@@ -44,6 +44,7 @@ from _harness import (
     bench_parser,
     call,
     deadline,
+    finish,
     http_client,
     loadavg,
     machine_info,
@@ -52,7 +53,6 @@ from _harness import (
     pct,
     scratch,
     table,
-    write_json,
 )
 from _web_board import live_pages, login, run_agents, seeded, settle, start_server
 from _web_pages import PROBE, Readers, summarize_pages
@@ -96,8 +96,8 @@ class LatRow:
 class Results:
     machine: dict
     settings: dict
-    loadavg_start: str = ""
-    loadavg_end: str = ""
+    load_before: str = ""
+    load_after: str = ""
     live: list[LiveRow] = field(default_factory=list)
     latency: list[LatRow] = field(default_factory=list)
     total_s: float = 0.0
@@ -381,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
         machine=machine_info("uvicorn", "starlette", "httpx"),
         settings={k: getattr(args, k) for k in ("cards", "window", "pages", "pace", "busy_pace", "changes", "quick")},
     )
-    res.loadavg_start = loadavg()
+    res.load_before = loadavg()
     print(machine_line(res.machine))
-    print(f"load average at start: {res.loadavg_start}")
+    print(f"load average at start: {res.load_before}")
     rng = random.Random(13)
     with deadline(args.max_seconds, "bench_web_live"), scratch("hiveboard-bench-web-live-", args.keep) as tmp:
         s = seeded(tmp / "home", args.cards, rng)
@@ -406,13 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             "(the window's CPU less its ops at the no-page CPU per op)"
         )
     print_latency(res.latency)
-    res.loadavg_end = loadavg()
-    res.total_s = time.perf_counter() - started
-    print()
-    for line in verdict(res):
-        print(line)
-    print(f"load average at end: {res.loadavg_end}; total {res.total_s:.0f} s")
-    write_json(args.json, res)
+    finish(res, started, verdict(res), args.json)
     return 0
 
 

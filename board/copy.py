@@ -12,62 +12,17 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from . import schema
 from ._sqlite_utils import Database
 from .db import Store, placeholders
 from .errors import InvalidInput
 
-# every table a board keeps, parents before children; events are left behind (they only wake waiters)
-TABLES = (
-    "agents",
-    "tasks",
-    "task_deps",
-    "task_history",
-    "artifacts",
-    "messages",
-    "inbox",
-    "subscriptions",
-    "memory_items",
-    "memory_surfaced",
-    "memory_digests",
-    "reviews",
-    "critiques",
-    "token_usage",
-    "repos",
-    "worktrees",
-    "task_refs",
-    "merges",
-    "reservations",
-    "repo_landings",
-    "flags",
-    "channel_pushes",  # what agents were told (server/channel.py): copied, so no session is told twice
-)
-KEYS = {
-    "agents": "name",
-    "task_deps": "task_id, depends_on",
-    "inbox": "agent, message_id",
-    "subscriptions": "agent, kind, value",
-    "memory_digests": "task_type",
-    "repos": "name",
-    "channel_pushes": "agent, item",
-}
+# every table a board keeps, parents before children, as board/schema.py declares them (each table left behind
+# says why there); a table's rows are read in its primary key's order
+TABLES = tuple(t.name for t in schema.COPIED)
+KEYS = {t.name: ", ".join(t.primary_key) for t in schema.COPIED}
 LATER = {"memory_items": ("superseded_by",)}  # columns naming a later row of the same table: set afterwards
-IDENTITY = (
-    "tasks",
-    "task_history",
-    "artifacts",
-    "messages",
-    "memory_items",
-    "memory_surfaced",
-    "reviews",
-    "critiques",
-    "token_usage",
-    "worktrees",
-    "task_refs",
-    "merges",
-    "reservations",
-    "repo_landings",
-    "flags",
-)
+IDENTITY = tuple(t.name for t in schema.COPIED if t.has_id)  # the tables whose ids a sequence gives
 
 
 @dataclass(frozen=True)
@@ -78,15 +33,13 @@ class TableCopy:
     same: bool
 
 
-def _columns(db: Database, table: str) -> list[str]:
-    """The table's stored columns (not a computed one, such as PostgreSQL's keyword index)."""
-    cursor = db.execute(f"SELECT * FROM {table} LIMIT 0")
-    names = [d[0] for d in cursor.description]
-    return [n for n in names if n != "search"]
+def _columns(table: str) -> list[str]:
+    """The table's columns both databases have (not one's own, such as PostgreSQL's keyword index)."""
+    return [c.name for c in schema.table(table).columns if c.only is None]
 
 
 def _order(table: str) -> str:
-    return KEYS.get(table, "id")
+    return KEYS[table]
 
 
 def checksum(db: Database, table: str, columns: list[str]) -> tuple[int, str]:
@@ -107,7 +60,7 @@ def copy_board(source: Store, target: Store, batch: int = 500) -> list[TableCopy
     The source is read in one snapshot, the copy and its checksums alike: a board still written to meanwhile
     (a node left running) is copied as it was when the copy began, whole, and checked against that."""
     with source.read() as src:
-        columns = {table: _columns(src, table) for table in TABLES}
+        columns = {table: _columns(table) for table in TABLES}
         with target.write() as db:
             held = [t for t in TABLES if db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()]
             if held:

@@ -199,7 +199,7 @@ def fts_query(text: str | list[str]) -> str | None:
 # ones once the rows they match would pass SCORED_ROWS (always keeping the rarest word). Below that —
 # every query on a memory of up to SCORED_ROWS items — nothing is dropped. A common word adds little to
 # BM25 (its IDF is low); the vector half of a hybrid search still sees the whole query. The budget trades
-# a little keyword recall in a large memory for time: `bench_memory_whatif.py` measures both, and
+# a little keyword recall in a large memory for time: `bench_memory.py --whatif` measures both, and
 # bench/README.md has the run that chose it.
 SCORED_ROWS = 10_000
 PREFETCH = 200  # rows ranked by FTS5 alone before the filters are checked in memory_items

@@ -1,8 +1,9 @@
 """Schema changes as small named functions, applied in order and recorded in `migrations`.
 
-Add a migration by appending a function to MIGRATIONS; never edit one that has shipped. A migration is
-frozen SQL and data: it imports no live code of the board, whose later changes would change what an old
-migration does.
+Add a migration by appending a function to MIGRATIONS, the same change to board/pg_migrations.py, and the
+table or column to the declaration in board/schema.py (tests/board/test_schema.py fails until the three agree);
+never edit one that has shipped. A migration is frozen SQL and data: it imports no live code of the board, whose
+later changes would change what an old migration does.
 """
 
 from __future__ import annotations

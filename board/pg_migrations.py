@@ -1,9 +1,10 @@
 """PostgreSQL's schema as named, frozen migrations, applied in order and recorded in `migrations`.
 
 The first migration creates the schema SQLite's migrations (board/migrations.py) have reached at the
-time PostgreSQL support was added; later ones follow both. Types: SQLite's INTEGER ids are identities,
-REAL is double precision, BLOB is bytea; JSON stays text (read through jsonb), so both stores keep the
-same values. Keyword search is a weighted tsvector column in place of SQLite's FTS5 table.
+time PostgreSQL support was added; later ones follow both, and both build the schema board/schema.py declares
+(its TYPES say which PostgreSQL type each portable type is: ids are identities, REAL is double precision, BLOB is
+bytea; JSON stays text, read through jsonb, so both stores keep the same values). Keyword search is a weighted
+tsvector column in place of SQLite's FTS5 table.
 
 Nodes that start together take a session advisory lock first: one applies what is missing, the others
 then find nothing to do. Add a migration by appending a function to MIGRATIONS; never edit one that has

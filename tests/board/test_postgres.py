@@ -635,3 +635,22 @@ def test_a_copied_board_keeps_its_sessions_agents_and_what_they_were_told(postgr
     finally:
         source.store.close()
         target.close()
+
+
+def test_a_copied_lesson_keeps_who_stands_behind_it(postgres, tmp_path):
+    """A lesson's witnesses move with the board: an author already behind it who says it again after `migrate`
+    adds no witness (the copy had left memory_witnesses behind, so the same author counted twice)."""
+    source = Board(Store(str(tmp_path / "b.db")))
+    target = Store(postgres.database())
+    try:
+        with source.store.write() as db:
+            lesson = source.knowledge.add(db, kind="lesson", text="pin the driver's version", created_by="alice")
+        assert all(c.same for c in copy.copy_board(source.store, target))
+        copied = Board(target)
+        with target.write() as db:
+            copied.knowledge.merge_into(db, lesson, None, author="alice")
+        item = copied.knowledge.item(lesson)
+        assert (item.witnesses, item.merged_count) == (1, 2)
+    finally:
+        source.store.close()
+        target.close()
