@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 SQLITE, POSTGRESQL = "sqlite", "postgresql"
 
-ID, INT, BIGINT, REAL, TEXT, JSON, FLAG, BYTES, TSVECTOR = (
+ID, INT, BIGINT, REAL, TEXT, JSON, FLAG, BYTES, TSVECTOR, XID8 = (
     "id",
     "int",
     "bigint",
@@ -45,6 +45,7 @@ ID, INT, BIGINT, REAL, TEXT, JSON, FLAG, BYTES, TSVECTOR = (
     "flag",
     "bytes",
     "tsvector",
+    "xid8",
 )
 TYPES: dict[str, dict[str, str]] = {
     ID: {SQLITE: "INTEGER", POSTGRESQL: "bigint"},
@@ -56,7 +57,13 @@ TYPES: dict[str, dict[str, str]] = {
     FLAG: {SQLITE: "INTEGER", POSTGRESQL: "integer"},
     BYTES: {SQLITE: "BLOB", POSTGRESQL: "bytea"},
     TSVECTOR: {POSTGRESQL: "tsvector"},
+    XID8: {POSTGRESQL: "xid8"},  # a transaction's id (the events' `tx`: board/postgres.py Listener)
 }
+
+
+class Expr(str):
+    """A default that is an SQL expression, written as it is (not a quoted value)."""
+
 
 # Tables whose ids an early migration wrote otherwise than the rest (above); a new table's id is AUTOINCREMENT on
 # SQLite and an identity on PostgreSQL, as tests/board/test_schema.py checks.
@@ -76,6 +83,8 @@ class Column:
     def sql_default(self) -> str | None:
         if self.default is None:
             return None
+        if isinstance(self.default, Expr):
+            return str(self.default)
         return f"'{self.default}'" if isinstance(self.default, str) else str(self.default)
 
 
@@ -204,7 +213,8 @@ TABLES: tuple[Table, ...] = (
             # (board/pg_migrations.py p013); SQLite's always takes tasks_claimable
             ix("tasks_todo", "priority DESC", "id", where="status = 'todo'", only=POSTGRESQL),
         ),
-        triggers=(("tasks_counted", None), ("tasks_recounted", None), ("tasks_uncounted", SQLITE)),
+        # SQLite keeps the counts per status (task_counts); PostgreSQL counts them (p023_cards_counted_not_kept)
+        triggers=(("tasks_counted", SQLITE), ("tasks_recounted", SQLITE), ("tasks_uncounted", SQLITE)),
     ),
     Table(
         "task_deps",
@@ -453,7 +463,14 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "events",  # typed commit events other processes read to wake their waiters; a bounded tail
-        (col("id", ID), col("kind"), col("data", JSON)),
+        (
+            col("id", ID),
+            col("kind"),
+            col("data", JSON),
+            # the transaction that wrote it: a node's listener reads back by it what it missed (board/postgres.py)
+            col("tx", XID8, default=Expr("pg_current_xact_id()"), only=POSTGRESQL),
+        ),
+        indexes=(ix("events_by_tx", "tx", only=POSTGRESQL),),
         left_behind="they only wake waiters",
     ),
     Table(
@@ -640,10 +657,11 @@ TABLES: tuple[Table, ...] = (
         indexes=(ix("flags_by_task", "task_id"),),
     ),
     Table(
-        "task_counts",  # how many cards each column holds, kept by triggers on tasks
+        "task_counts",  # how many cards each column holds, kept by triggers on tasks (SQLite, whose writer is alone)
         (col("status"), col("n", BIGINT)),
         key=("status",),
         left_behind="the target's triggers count the cards as they are copied",
+        only=SQLITE,
     ),
     Table(
         "channel_pushes",  # what the channel told each agent, so that no session is told twice
