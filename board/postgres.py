@@ -98,6 +98,7 @@ class PgDatabase:
         self.conn = self
         self._reconnect = reconnect  # a new psycopg connection to the same database
         self.writing = False  # inside a write transaction (`for_update` locks the rows it reads)
+        self._opening: list[tuple[str, Iterable]] = []  # a write's BEGIN and locks, sent with its first statement
 
     @property
     def lock_rows(self) -> str:
@@ -116,12 +117,27 @@ class PgDatabase:
 
     def pipelined(self, statements: list[tuple[str, Iterable]]) -> list[psycopg.Cursor]:
         """Statements that need none of each other's answers in one round trip (psycopg's pipeline mode); their
-        cursors. A statement's error fails the rest of them, and the transaction."""
+        cursors. A statement's error fails the rest of them, and the transaction. A write's opening (`open`) goes
+        with the first of them."""
+        opening, self._opening = self._opening, []
+        if opening:
+            if statements[0][0] == "ROLLBACK":  # nothing of the transaction reached the server
+                self.writing = False
+                return [None]
+            return self.pipelined([*opening, *statements])[len(opening) :]
         first = statements[0][0]
-        again = self._reconnect is not None and not self.in_transaction and first.startswith(("BEGIN", "SELECT"))
-        if any(sql in ("COMMIT", "ROLLBACK") for sql, _ in statements):
+        committing = any(sql == "COMMIT" for sql, _ in statements)
+        # a transaction's first round trip on a connection found dead: nothing of it took effect, and it goes again
+        # on a new connection; never one that commits (the server may have committed it and lost only the answer)
+        again = (
+            self._reconnect is not None
+            and not committing
+            and not self.in_transaction
+            and first.startswith(("BEGIN", "SELECT"))
+        )
+        if committing or any(sql == "ROLLBACK" for sql, _ in statements):
             self.writing = False
-        with _reachable(committing=any(sql == "COMMIT" for sql, _ in statements)):
+        with _reachable(committing=committing):
             try:
                 return self._send(statements)
             except psycopg.OperationalError:
@@ -144,6 +160,9 @@ class PgDatabase:
         return [as_dicts(cursor) for cursor in self.pipelined(statements)]
 
     def executemany(self, sql: str, seq: Iterable) -> None:
+        opening, self._opening = self._opening, []
+        if opening:
+            self.pipelined(opening)
         with _reachable(), self._conn.cursor() as cursor:
             cursor.executemany(translate(sql), [tuple(p) for p in seq])
 
@@ -155,8 +174,16 @@ class PgDatabase:
         conn = self._conn
         return not (conn.closed or conn.broken) and conn.info.transaction_status != TransactionStatus.ACTIVE
 
+    def open(self, statements: list[tuple[str, Iterable]]) -> None:
+        """A write's BEGIN and the statement taking its locks, sent with its first statement (whose answer waits for
+        the locks anyway): a round trip fewer for every write."""
+        self._opening = statements
+        self.writing = True
+
     @property
     def in_transaction(self) -> bool:
+        if self._opening:
+            return True
         return self.alive and self._conn.info.transaction_status != TransactionStatus.IDLE
 
     def notifies(self, timeout: float) -> list[str]:
@@ -169,6 +196,7 @@ class PgDatabase:
         return heard
 
     def close(self) -> None:
+        self._opening = []
         self._conn.close()
 
 
@@ -346,8 +374,7 @@ class PostgreSQL(Dialect):
         return apply_migrations(db, MIGRATE_LOCK)
 
     def begin_write(self, db: PgDatabase, scopes: tuple[str, ...] = ()) -> None:
-        db.pipelined([("BEGIN", ()), lock_statement(scopes)])
-        db.writing = True
+        db.open([("BEGIN", ()), lock_statement(scopes)])
 
     def try_begin_write(self, db: PgDatabase, scopes: tuple[str, ...] = ()) -> bool:
         if db.pipelined([("BEGIN", ()), lock_statement(scopes, trying=True)])[1].fetchone()[0]:
