@@ -908,8 +908,7 @@ class Knowledge:
             with self.store.write(scopes.agent(agent)) as db:
                 self.surfaced(agent, task_id, ids, db)
             return
-        self.store.dialect.send(  # one statement for all of them
-            db,
+        db.execute(  # one statement for all of them
             "INSERT INTO memory_surfaced (item_id, agent, task_id, surfaced_at) SELECT v.column1, ?, ?, ? FROM "
             f"(VALUES {', '.join(['(?)'] * len(ids))}) AS v WHERE NOT EXISTS (SELECT 1 FROM memory_surfaced s WHERE "
             f"s.item_id = v.column1 AND s.agent = ? AND s.task_id {self.store.dialect.same} ?)",

@@ -203,7 +203,8 @@ def test_a_direct_message_takes_four_round_trips_and_reads_back_as_answered(post
     """A direct message, quotas on as the server runs: the locks, the recipient's check and the quota's reads, the
     quota's record, the message with its inbox row and event, and the commit with its NOTIFY. What `publish` answers is the
     stored row: a message without a thread gets its own (msg-<id>), and the recipient's inbox holds it. A message
-    to the pool takes one round trip more (its memory item names the message's id) and joins the memory."""
+    to the pool takes two round trips more (its followers are read, and its memory item names the message's id)
+    and joins the memory."""
     board = Board(Store(postgres.database()), quotas=QuotaConfig())
     try:
         for name in ("dev", "peer"):
