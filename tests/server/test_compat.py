@@ -18,11 +18,10 @@ from pydantic import Field, ValidationError
 from hiveboard.server.compat import (
     add_request_handler,
     check_headers_only_where_declared,
-    client_of,
     connection_of,
-    notify,
     rejected_arguments,
 )
+from hiveboard.server.identity import client_of
 
 pytestmark = pytest.mark.anyio
 
@@ -65,16 +64,18 @@ async def test_a_connection_outlives_requests_and_differs_between_clients():
 
 
 async def test_a_connection_names_its_client_and_takes_a_notification_of_ours_outside_any_request():
-    """What the channel (server/channel.py) needs of the SDK: the clientInfo name on the connection, and a
+    """What the channel (server/channel.py) needs of the SDK: the clientInfo name on the session, and a
     notification whose method is not the SDK's, sent on the connection after the request that found it ended."""
     from mcp_types import Implementation
 
     server = MCPServer("compat")
     found: list = []
+    clients: list = []
 
     @server.tool()
     def where(ctx: Context) -> str:
         found.append(connection_of(ctx.session))
+        clients.append(client_of(ctx.session))
         return "ok"
 
     heard: list = []
@@ -85,8 +86,8 @@ async def test_a_connection_names_its_client_and_takes_a_notification_of_ours_ou
     claude = Implementation(name="claude-code", version="2.1.154")
     async with Client(server, mode="legacy", client_info=claude, message_handler=message_handler) as client:
         await client.call_tool("where", {})
-        assert client_of(found[0]) == ("claude-code", {})
-        await notify(found[0], "notifications/message", {"level": "info", "data": "after the request"})
+        assert clients == [("claude-code", {})]
+        await found[0].notify("notifications/message", {"level": "info", "data": "after the request"})
         await client.call_tool("where", {})  # the notification was read before this answer
     assert [m.params.data for m in heard if getattr(m, "method", None) == "notifications/message"] == [
         "after the request"
