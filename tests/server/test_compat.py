@@ -139,3 +139,25 @@ async def test_a_declared_mcp_param_header_is_still_checked_and_others_cost_no_s
             assert (await client.call_tool("plain", {"region": "eu"})).content[0].text == "eu"
             with pytest.raises(Exception, match="Mcp-Param-Region header does not match"):
                 await client.call_tool("routed", {"region": "eu"})
+
+
+async def test_a_wait_is_cut_to_what_its_client_waits_for_an_answer():
+    """server/waits.py reads the clientInfo name on the request's session: Claude Code's calls are cut under
+    its tool timeout, another client's are not, and a context without a request names no client."""
+    from mcp_types import Implementation
+
+    from hiveboard.server.waits import CLIENT_WAIT, bounded, client_name
+
+    server = MCPServer("compat")
+    seen: list = []
+
+    @server.tool()
+    def wait(ctx: Context) -> str:
+        seen.append((client_name(ctx), bounded(ctx, 3600.0)))
+        return "ok"
+
+    for name in ("claude-code", "some-client"):
+        async with Client(server, mode="legacy", client_info=Implementation(name=name, version="1")) as client:
+            await client.call_tool("wait", {})
+    assert seen == [("claude-code", CLIENT_WAIT), ("some-client", 3600.0)]
+    assert client_name(None) is None and bounded(None, 3600.0) == 3600.0
