@@ -13,7 +13,6 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
-from mcp.shared.inbound import x_mcp_header_map
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
@@ -23,31 +22,6 @@ def add_request_handler(server: MCPServer, method: str, params_type: type, handl
     """Answer `method` with `handler(request_context, params)` (replacing the SDK's own handler).
     Missing: MCPServer.add_request_handler (Extension.methods cannot replace a handler and advertises an extension)."""
     server._lowlevel_server.add_request_handler(method, params_type, handler)
-
-
-def check_headers_only_where_declared(server: MCPServer) -> None:
-    """Before every tools/call over streamable HTTP the SDK compares the request's `Mcp-Param-*` headers
-    with the arguments, walking the tool's whole input schema (twice) for `x-mcp-header` annotations, on
-    the event loop (bench/README.md has its cost). A schema without any annotation has nothing to compare,
-    so the schema lookup it uses answers "no schema" (no check) for such a tool, decided once per schema;
-    a tool that declares a header is still checked.
-    Missing: an MCPServer argument for the low-level Server's `get_tool_input_schema`."""
-    lowlevel = server._lowlevel_server
-    lookup = lowlevel.get_tool_input_schema
-    if lookup is None:
-        return
-    decided: dict[str, tuple[object, object]] = {}  # tool name -> (its schema, what the check gets)
-
-    def headers_schema(name: str):
-        schema = lookup(name)
-        if schema is None:
-            return None
-        known = decided.get(name)
-        if known is None or known[0] is not schema:  # a new tool, or one registered again
-            known = decided[name] = (schema, schema if x_mcp_header_map(schema) else None)
-        return known[1]
-
-    lowlevel.get_tool_input_schema = headers_schema
 
 
 def connection_of(session) -> object | None:
