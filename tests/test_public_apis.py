@@ -14,7 +14,8 @@ say who owns `x._name`, so three checks together tell it apart from our own priv
    intermediate classes too) and defines, reads or writes on `self` a private name that the library's class
    has, as a class attribute or as `self._name` in its source: an override of a library internal
    (`TomlConfigSettingsSource._read_file`) or a use of its state.
-Plus `getattr`/`hasattr`/`setattr`/`delattr` with a constant private name, which hides any of the above, and
+Plus an import of a library's private module or name (`from mcp.server._otel import ...`), `getattr`/`hasattr`/
+`setattr`/`delattr` with a constant private name, which hides any of the above, and
 no class inheriting psycopg's Connection (a driver of our own around libpq; psycopg.connect is the public way).
 
 The standard library is out of scope (its documented underscore names: os._exit, sys._getframe, namedtuple's
@@ -105,6 +106,14 @@ def attribute_uses(tree: ast.Module, ours: set[str]) -> list[tuple[str, int, str
     imported = third_party_imports(tree)
     found = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
+            sources = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            names = [] if isinstance(node, ast.Import) else [a.name for a in node.names]
+            for part in [p for source in sources if third_party(source) for p in source.split(".")] + (
+                names if third_party(sources[0]) else []
+            ):
+                if private(part):
+                    found.append((part, node.lineno, "an import of a library's private module or name"))
         if (name := reflective_private(node)) is not None:
             found.append((name, node.lineno, f"{node.func.id} with a private name"))
         if not (isinstance(node, ast.Attribute) and private(node.attr)) or node.attr in NAMEDTUPLE:
@@ -197,6 +206,7 @@ def test_only_server_compat_touches_a_library_private():
 def test_each_check_catches_its_kind(tmp_path, monkeypatch):
     code = """
 import psycopg
+from mcp.server._otel import OpenTelemetryMiddleware
 from pydantic_settings import TomlConfigSettingsSource
 
 
@@ -219,6 +229,7 @@ class Driver(psycopg.Connection):
     monkeypatch.syspath_prepend(str(tmp_path))
     tree = ast.parse(code)
     assert [(name, why.split(",")[0]) for name, _, why in attribute_uses(tree, {"_mine"})] == [
+        ("_otel", "an import of a library's private module or name"),
         ("_encodings", "a private attribute of psycopg"),
         ("_encoding", "a private attribute the product defines nowhere"),
         ("_sock", "getattr with a private name"),
