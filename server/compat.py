@@ -1,7 +1,7 @@
 """Every use of the MCP SDK's private surface, in one place: what the SDK (pinned in pyproject.toml to the minor
 version tests/server/test_compat.py covers) offers no public way to do. Each item names the public API it lacks and
 what would replace it; when an upgrade moves any of them, the compat tests fail by name instead of identity or
-subscriptions breaking quietly. tests/test_lint.py refuses a library's private attribute anywhere else.
+subscriptions breaking quietly. tests/test_public_apis.py refuses a library's private name anywhere else.
 """
 
 from __future__ import annotations
