@@ -1189,10 +1189,10 @@ class Report:
         self.exceptions = {}
 
     def pytest_collection_modifyitems(self, session, config, items):
-        import _pytest.python
+        import pytest
 
         for item in items:
-            if type(item) is _pytest.python.Function and callable(item.obj):
+            if type(item) is pytest.Function and callable(item.obj):
                 item.obj = self._watched(item.obj, item.nodeid)
                 self.watched.add(item.nodeid)
 

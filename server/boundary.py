@@ -35,7 +35,7 @@ from hiveboard.board.priority import FOREGROUND
 from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 
 from . import lanes
-from .compat import arguments_valid, check_headers_only_where_declared, rejected_arguments
+from .compat import arguments_valid, rejected_arguments
 from .config import Profile
 from .identity import caller_key
 
@@ -180,7 +180,6 @@ class StrictServer(MCPServer):
         super().__init__(*args, **kwargs)
         self.profile = profile
         self.embedded = embedded  # the board is on SQLite: its lane work runs on the event loop (lanes.run)
-        check_headers_only_where_declared(self)
 
     def add_tool(self, fn: Callable, *args, structured_output: bool | None = None, **kwargs) -> None:
         if getattr(fn, "hiveboard_boundary", False):

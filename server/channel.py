@@ -30,9 +30,9 @@ from hiveboard.board.pushes import Push
 from hiveboard.board.recall import held_reason
 
 from . import lanes
-from .compat import client_of, connection_of, notify
+from .compat import connection_of
 from .hook import mail_line
-from .identity import Identity
+from .identity import Identity, client_of
 
 log = logging.getLogger("hiveboard")
 
@@ -101,10 +101,9 @@ class Channel:
         async def middleware(ctx, call_next):
             result = await call_next(ctx)
             if self._connection is None and ctx.method == "notifications/initialized":
-                connection = connection_of(ctx.session)
-                name, experimental = client_of(connection)
+                name, experimental = client_of(ctx.session)
                 if name in CLIENTS or CAPABILITY in experimental:
-                    self.start(connection)
+                    self.start(connection_of(ctx.session))
             return result
 
         return middleware
@@ -168,7 +167,7 @@ class Channel:
                 if not fresh:
                     continue
                 try:
-                    await notify(self._connection, METHOD, notification(fresh))
+                    await self._connection.notify(METHOD, notification(fresh))
                 except Exception:  # the client went away: the session is over
                     log.warning("channel: the client no longer reads notifications", exc_info=True)
                     return

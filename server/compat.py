@@ -1,10 +1,7 @@
-"""Every use of the MCP SDK's private surface, in one place.
-
-The SDK (pinned in pyproject.toml to the minor version tests/server/test_compat.py covers) has no
-public way to add a request handler to an MCPServer, to tell a connection apart from the per-request
-session object, to tell a rejected argument from a failing tool, to answer a stdio line that is
-not a JSON-RPC message, or to say that a tool declares no `Mcp-Param-*` header. When an upgrade moves any of
-these, the compat tests fail by name instead of identity or subscriptions breaking quietly.
+"""Every use of the MCP SDK's private surface, in one place: what the SDK (pinned in pyproject.toml to the minor
+version tests/server/test_compat.py covers) offers no public way to do. Each item names the public API it lacks and
+what would replace it; when an upgrade moves any of them, the compat tests fail by name instead of identity or
+subscriptions breaking quietly. tests/test_public_apis.py refuses a library's private name anywhere else.
 """
 
 from __future__ import annotations
@@ -16,49 +13,27 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
-from mcp.shared.inbound import x_mcp_header_map
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
 
 def add_request_handler(server: MCPServer, method: str, params_type: type, handler: Callable[..., Awaitable]) -> None:
-    """Answer `method` with `handler(request_context, params)` (replacing the SDK's own handler)."""
+    """Answer `method` with `handler(request_context, params)` (replacing the SDK's own handler).
+    Missing: MCPServer.add_request_handler (Extension.methods cannot replace a handler and advertises an extension)."""
     server._lowlevel_server.add_request_handler(method, params_type, handler)
-
-
-def check_headers_only_where_declared(server: MCPServer) -> None:
-    """Before every tools/call over streamable HTTP the SDK compares the request's `Mcp-Param-*` headers
-    with the arguments, walking the tool's whole input schema (twice) for `x-mcp-header` annotations, on
-    the event loop (bench/README.md has its cost). A schema without any annotation has nothing to compare,
-    so the schema lookup it uses answers "no schema" (no check) for such a tool, decided once per schema;
-    a tool that declares a header is still checked."""
-    lowlevel = server._lowlevel_server
-    lookup = lowlevel.get_tool_input_schema
-    if lookup is None:
-        return
-    decided: dict[str, tuple[object, object]] = {}  # tool name -> (its schema, what the check gets)
-
-    def headers_schema(name: str):
-        schema = lookup(name)
-        if schema is None:
-            return None
-        known = decided.get(name)
-        if known is None or known[0] is not schema:  # a new tool, or one registered again
-            known = decided[name] = (schema, schema if x_mcp_header_map(schema) else None)
-        return known[1]
-
-    lowlevel.get_tool_input_schema = headers_schema
 
 
 def connection_of(session) -> object | None:
     """The connection behind a request's session: `ctx.session` is rebuilt for every request, the
-    connection lives as long as the MCP session (weak-referenceable, usable as a dictionary key)."""
+    connection lives as long as the MCP session (weak-referenceable, usable as a dictionary key).
+    Missing: a public `connection` on ServerSession (or on the ServerRequestContext handlers get)."""
     return getattr(session, "_connection", None)
 
 
 def rejected_arguments(error: ToolError) -> ValidationError | None:
-    """The validation error when the SDK refused a tool's arguments (it chains it as the cause)."""
+    """The validation error when the SDK refused a tool's arguments (it chains it as the cause).
+    Missing: a ToolError subclass (or field) for refused arguments; the chaining is undocumented behaviour."""
     return error.__cause__ if isinstance(error.__cause__, ValidationError) else None
 
 
@@ -66,7 +41,8 @@ class _AnsweringReader:
     """The stdio transport's read stream, minus lines that are not a JSON-RPC message: the SDK hands
     those to the server as exceptions and nobody answers, so a client waits forever. Each gets a
     JSON-RPC error instead: -32700 for text that is not JSON, -32602 for JSON whose strings are not
-    valid Unicode (a lone UTF-16 surrogate escape), with the request's id when it can be read."""
+    valid Unicode (a lone UTF-16 surrogate escape), with the request's id when it can be read.
+    Missing: an answer of the SDK's own to an unreadable line (its dispatcher drops the exception)."""
 
     def __init__(self, inner, write_stream):
         self._inner, self._write = inner, write_stream
@@ -126,31 +102,18 @@ def _unreadable_line_answer(error: ValidationError) -> JSONRPCError:
 
 async def run_stdio(server: MCPServer, experimental: dict[str, dict] | None = None) -> None:
     """MCPServer.run_stdio_async, answering lines that are not a JSON-RPC message instead of dropping them, and
-    declaring the `experimental` capabilities (a Claude Code channel's `claude/channel`) in its initialize answer."""
+    declaring the `experimental` capabilities (a Claude Code channel's `claude/channel`) in its initialize answer.
+    Missing: MCPServer's lowlevel Server, or run_stdio_async(read_stream=..., experimental_capabilities=...)."""
     lowlevel = server._lowlevel_server
     options = lowlevel.create_initialization_options(experimental_capabilities=experimental)
     async with stdio_server() as (read_stream, write_stream):
         await lowlevel.run(_AnsweringReader(read_stream, write_stream), write_stream, options)
 
 
-def client_of(connection) -> tuple[str | None, dict]:
-    """(the client's clientInfo name, its experimental capabilities) on a connection, as far as it said them."""
-    params = getattr(connection, "client_params", None)
-    info = getattr(params, "client_info", None)
-    capabilities = getattr(connection, "client_capabilities", None)
-    experimental = getattr(capabilities, "experimental", None)
-    return getattr(info, "name", None), dict(experimental or {})
-
-
-async def notify(connection, method: str, params: dict) -> None:
-    """Send a notification of the server's own (`method` outside the SDK's types) on a connection, outside any
-    request: the connection lives as long as the MCP session."""
-    await connection.notify(method, params)
-
-
 def arguments_valid(server: MCPServer, name: str, arguments: dict) -> bool:
     """Whether a call's arguments pass its tool's own validation (what the call would refuse first), checked
-    without calling it; False for an unknown tool."""
+    without calling it; False for an unknown tool.
+    Missing: MCPServer.get_tool(name) (its ToolManager is private); Tool.fn_metadata is public."""
     tool = server._tool_manager.get_tool(name)
     if tool is None:
         return False

@@ -23,10 +23,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
-    TomlConfigSettingsSource,
 )
 
 from hiveboard.board.db import dialect_for, is_url, redact
@@ -156,7 +156,12 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ):
-        return (init_settings, env_settings, _ConfigFile(settings_cls, toml_file=config_file()))
+        path = config_file().expanduser()  # read by `read_config`: refused in one sentence, a misspelt key too
+        return (
+            init_settings,
+            env_settings,
+            InitSettingsSource(settings_cls, read_config(path) if path.is_file() else {}),
+        )
 
     @field_validator("prices")
     @classmethod
@@ -401,11 +406,3 @@ def _where(loc: tuple[str, ...], overrides: dict) -> str:
             return environ[name] if end == len(loc) else f"{dotted} in {environ[name]}"
     path = config_file()
     return f"{dotted} in {path}" if path.is_file() else dotted
-
-
-class _ConfigFile(TomlConfigSettingsSource):
-    """The TOML source, read by `read_config`: refused in one sentence rather than a traceback or, for a
-    misspelt key, silence."""
-
-    def _read_file(self, file_path: Path) -> dict[str, Any]:
-        return read_config(Path(file_path))

@@ -54,6 +54,14 @@ def _session(ctx: Context | None):
     return connection_of(ctx.session)
 
 
+def client_of(session) -> tuple[str | None, dict]:
+    """(the client's clientInfo name, its experimental capabilities) on a request's session (`ctx.session`),
+    as far as the client said them in its initialize request."""
+    params, capabilities = session.client_params, session.client_capabilities
+    name = params.client_info.name if params is not None else None
+    return name, dict((capabilities.experimental if capabilities is not None else None) or {})
+
+
 CHECKED = "hiveboard.agent"  # the ASGI scope's state key under which cli.BearerAuth leaves (token, agent)
 TOKEN_SECONDS = 1.0  # an agent token found this recently is not looked up again: a replaced one works this long at most
 

@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context
 from hiveboard.board.events import Notifier
 
 from . import lanes
-from .compat import client_of, connection_of
+from .identity import client_of
 
 DEFAULT_WAIT = 45  # wait_for_work's default: under a 60 s client timeout with room for the answer
 CLIENT_WAIT = 50.0  # the longest a call of a client with a ~60 s timeout blocks
@@ -29,7 +29,7 @@ PROGRESS_EVERY = 10.0  # seconds between two progress notifications of a waiting
 def client_name(ctx: Context | None) -> str | None:
     """The clientInfo name the connection's client gave, if it gave one."""
     try:
-        return client_of(connection_of(ctx.session))[0] if ctx is not None else None
+        return client_of(ctx.session)[0] if ctx is not None else None
     except (LookupError, ValueError, AttributeError):  # no request behind this context
         return None
 

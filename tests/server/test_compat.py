@@ -17,12 +17,10 @@ from pydantic import Field, ValidationError
 
 from hiveboard.server.compat import (
     add_request_handler,
-    check_headers_only_where_declared,
-    client_of,
     connection_of,
-    notify,
     rejected_arguments,
 )
+from hiveboard.server.identity import client_of
 
 pytestmark = pytest.mark.anyio
 
@@ -65,16 +63,18 @@ async def test_a_connection_outlives_requests_and_differs_between_clients():
 
 
 async def test_a_connection_names_its_client_and_takes_a_notification_of_ours_outside_any_request():
-    """What the channel (server/channel.py) needs of the SDK: the clientInfo name on the connection, and a
+    """What the channel (server/channel.py) needs of the SDK: the clientInfo name on the session, and a
     notification whose method is not the SDK's, sent on the connection after the request that found it ended."""
     from mcp_types import Implementation
 
     server = MCPServer("compat")
     found: list = []
+    clients: list = []
 
     @server.tool()
     def where(ctx: Context) -> str:
         found.append(connection_of(ctx.session))
+        clients.append(client_of(ctx.session))
         return "ok"
 
     heard: list = []
@@ -85,8 +85,8 @@ async def test_a_connection_names_its_client_and_takes_a_notification_of_ours_ou
     claude = Implementation(name="claude-code", version="2.1.154")
     async with Client(server, mode="legacy", client_info=claude, message_handler=message_handler) as client:
         await client.call_tool("where", {})
-        assert client_of(found[0]) == ("claude-code", {})
-        await notify(found[0], "notifications/message", {"level": "info", "data": "after the request"})
+        assert clients == [("claude-code", {})]
+        await found[0].notify("notifications/message", {"level": "info", "data": "after the request"})
         await client.call_tool("where", {})  # the notification was read before this answer
     assert [m.params.data for m in heard if getattr(m, "method", None) == "notifications/message"] == [
         "after the request"
@@ -110,7 +110,7 @@ async def test_a_rejected_argument_is_told_apart_from_a_failing_tool():
     assert rejected_arguments(failed.value) is None
 
 
-async def test_a_declared_mcp_param_header_is_still_checked_and_others_cost_no_schema_walk():
+async def test_a_declared_mcp_param_header_is_checked_and_an_undeclared_one_is_not():
     server = MCPServer("compat")
 
     @server.tool()
@@ -120,11 +120,6 @@ async def test_a_declared_mcp_param_header_is_still_checked_and_others_cost_no_s
     @server.tool()
     def plain(region: str) -> str:
         return region
-
-    check_headers_only_where_declared(server)
-    lookup = server._lowlevel_server.get_tool_input_schema  # what the SDK asks before every tools/call
-    assert lookup("plain") is None and lookup("missing") is None
-    assert lookup("routed")["properties"]["region"]["x-mcp-header"] == "Region"
 
     async def forge(request):  # a header that disagrees with the body, on both tools
         request.headers["mcp-param-region"] = "elsewhere"
@@ -138,3 +133,25 @@ async def test_a_declared_mcp_param_header_is_still_checked_and_others_cost_no_s
             assert (await client.call_tool("plain", {"region": "eu"})).content[0].text == "eu"
             with pytest.raises(Exception, match="Mcp-Param-Region header does not match"):
                 await client.call_tool("routed", {"region": "eu"})
+
+
+async def test_a_wait_is_cut_to_what_its_client_waits_for_an_answer():
+    """server/waits.py reads the clientInfo name on the request's session: Claude Code's calls are cut under
+    its tool timeout, another client's are not, and a context without a request names no client."""
+    from mcp_types import Implementation
+
+    from hiveboard.server.waits import CLIENT_WAIT, bounded, client_name
+
+    server = MCPServer("compat")
+    seen: list = []
+
+    @server.tool()
+    def wait(ctx: Context) -> str:
+        seen.append((client_name(ctx), bounded(ctx, 3600.0)))
+        return "ok"
+
+    for name in ("claude-code", "some-client"):
+        async with Client(server, mode="legacy", client_info=Implementation(name=name, version="1")) as client:
+            await client.call_tool("wait", {})
+    assert seen == [("claude-code", CLIENT_WAIT), ("some-client", 3600.0)]
+    assert client_name(None) is None and bounded(None, 3600.0) == 3600.0
