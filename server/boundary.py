@@ -332,10 +332,10 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     hiveboard's argument models is recursive), `anyOf: [X, null]` of an argument whose default is
     null (X: omitting it means null), and defaults that say "empty" or "off" (null, [], {}, "",
     false). Other defaults stay: they tell the model what it gets. An id's bound `maximum: MAX_ID` (the
-    largest integer JSON carries exactly) goes too: it tells a model nothing, costs ~9 tokens per id, and the
+    largest integer JSON carries exactly) goes too: it tells a model nothing, costs tokens per id, and the
     server still refuses a larger number (the SDK validates with the full model). So does a string's
     `maxLength`: a model does not count characters as it writes, and the server refuses a longer string
-    in one sentence naming the argument and its bound (~5 tokens per string argument, room for tools)."""
+    in one sentence naming the argument and its bound (docs/reference.md counts what both save)."""
     defs = schema.get("$defs", {})
 
     def walk(node: Any, depth: int = 0) -> Any:
