@@ -14,7 +14,8 @@ from pathlib import Path
 
 from _harness import Col, GcWatch, stats, table, write_json
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 
 TARGET = "target"
 GCW = GcWatch()  # installed by each bench for its run; rows say how many full collections landed in them

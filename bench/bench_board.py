@@ -50,8 +50,10 @@ from _board_agents import (
 )
 from _harness import bench_parser, call, machine_info, machine_line, pct, scratch, write_json
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 
 TARGET_RATIO = 1.5
 PUBLISH_P99_MS = 50.0  # publish_message with 8 concurrent senders

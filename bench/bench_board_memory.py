@@ -44,7 +44,8 @@ from _board_agents import (
 from _harness import bench_parser, call, machine_info, machine_line, scratch, write_json
 from _memory_load import add_items
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 
 MEMORY_OPS = ("noop", "publish_message", "publish_pool")
 POOL_RATIO = 1.3  # target: pool publish p50 <= 1.3x a direct one, with the indexer busy

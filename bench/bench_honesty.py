@@ -33,7 +33,8 @@ from pathlib import Path
 import anyio
 from _harness import Col, bench_parser, call, in_process, machine_info, machine_line, scratch, table, write_json
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 from hiveboard.critics.config import ReviewConfig
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker
 

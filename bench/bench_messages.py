@@ -54,9 +54,9 @@ from _harness import (
 from _message_pool import GCW, TARGET, Loaded, Results, add_pool_args, judge, loaded_board, report, row
 from mcp import Client
 
-from hiveboard.board import Board
 from hiveboard.board.cursor import encode_cursor
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.tasks import Board
 
 TARGET_FETCH_P50_MS = 10.0
 SECTIONS = ("fetch", "publish")

@@ -50,8 +50,8 @@ from _message_pool import GCW, TARGET, Results, add_pool_args, judge, loaded_boa
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from hiveboard.board import Board
 from hiveboard.board.events import Topic
+from hiveboard.board.tasks import Board
 
 TARGET_WAKE_P99_MS = 50.0
 SECTIONS = ("wake", "cross")

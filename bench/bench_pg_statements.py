@@ -23,7 +23,9 @@ from pathlib import Path
 import psycopg
 from _harness import Col, bench_parser, machine_info, machine_line, quiet_loggers, table
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from pg_cluster import PostgresCluster  # noqa: E402  (the tests' throwaway cluster, not a copy)

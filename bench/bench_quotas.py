@@ -20,10 +20,12 @@ from pathlib import Path
 
 from _harness import BenchError, Col, Lat, bench_parser, machine_info, machine_line, stats, table
 
-from hiveboard.board import Board, OverQuota, QuotaConfig, Store
+from hiveboard.board.db import Store
+from hiveboard.board.errors import OverQuota
 from hiveboard.board.knowledge import NewItem
 from hiveboard.board.messages import NewMessage
-from hiveboard.board.quotas import BROADCAST, MESSAGE, REMEMBER
+from hiveboard.board.quotas import BROADCAST, MESSAGE, REMEMBER, QuotaConfig
+from hiveboard.board.tasks import Board
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from pg_cluster import PostgresCluster  # noqa: E402  (the tests' throwaway cluster, not a copy)

@@ -58,7 +58,8 @@ from mcp.server.mcpserver import MCPServer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_llm import FakeLLM  # noqa: E402  (the tests' fake OpenAI-compatible server, not a copy)
 
-from hiveboard.board import Board, Store  # noqa: E402
+from hiveboard.board.db import Store  # noqa: E402
+from hiveboard.board.tasks import Board  # noqa: E402
 from hiveboard.critics.config import CriticConfig, ReviewConfig  # noqa: E402
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker  # noqa: E402
 from hiveboard.critics.sandbox import Box, detect  # noqa: E402

@@ -21,13 +21,15 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
 
-from hiveboard.board import Board, Forbidden, InvalidInput, Task
 from hiveboard.board.agents import is_operator
+from hiveboard.board.errors import Forbidden, InvalidInput
 from hiveboard.board.events import Event, MemoryAdded, TaskChanged
 from hiveboard.board.knowledge import KINDS, REVIEW_ACTOR, MemoryItem, WordMatches, source_ids
+from hiveboard.board.models import Task
 from hiveboard.board.priority import QuietWait, at_low_priority
 from hiveboard.board.quotas import LESSON
 from hiveboard.board.recall import TRUST_LEVELS, Trust, quoted
+from hiveboard.board.tasks import Board
 from hiveboard.board.worker import Worker
 
 from .errors import EmbeddingError, IndexUnavailable

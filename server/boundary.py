@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from hiveboard.board import BoardError
+from hiveboard.board.errors import BoardError
 from hiveboard.board.priority import FOREGROUND
 from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 

@@ -11,7 +11,10 @@ from contextvars import ContextVar
 import anyio
 import pytest
 
-from hiveboard.board import Board, NewTask, Store, bridge
+from hiveboard.board import bridge
+from hiveboard.board.db import Store
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 from hiveboard.server import lanes
 
 pytestmark = pytest.mark.anyio
