@@ -174,7 +174,6 @@ class StrictServer(MCPServer):
     schemas."""
 
     _parameters: dict[str, list[str]] | None = None
-    _listed: list | None = None
 
     def __init__(self, *args, profile: Profile = "lean", embedded: bool = False, awaits: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -190,25 +189,23 @@ class StrictServer(MCPServer):
             lane: lanes.Lane = "read" if annotations is not None and annotations.read_only_hint else "write"
             fn, structured_output = _answering(fn, structured, lane), structured
         super().add_tool(fn, *args, structured_output=structured_output, **kwargs)
-        self._listed = self._parameters = None
+        self._parameters = None
 
     async def list_tools(self) -> list:
         """The tools as advertised: input schemas compacted (the SDK keeps the full pydantic model to
-        validate arguments with), computed once."""
-        if self._listed is None:
-            self._listed = [
-                tool.model_copy(
-                    update={
-                        "input_schema": compact_schema(tool.input_schema),
-                        "description": " ".join((tool.description or "").split()),
-                        "annotations": tool.annotations
-                        if tool.annotations and tool.annotations.model_dump(exclude_none=True)
-                        else None,  # all defaults: say nothing
-                    }
-                )
-                for tool in await super().list_tools()
-            ]
-        return self._listed
+        validate arguments with)."""
+        return [
+            tool.model_copy(
+                update={
+                    "input_schema": compact_schema(tool.input_schema),
+                    "description": " ".join((tool.description or "").split()),
+                    "annotations": tool.annotations
+                    if tool.annotations and tool.annotations.model_dump(exclude_none=True)
+                    else None,  # all defaults: say nothing
+                }
+            )
+            for tool in await super().list_tools()
+        ]
 
     async def _check_shape(self, name: str, arguments: dict) -> None:
         """Refuse unknown and oversized arguments (before the SDK's validation, whose messages are long)."""
