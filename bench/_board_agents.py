@@ -29,7 +29,8 @@ from _harness import (
     table,
 )
 
-from hiveboard.board import Board, NewTask
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 
 HERE = Path(__file__).resolve().parent
 OPS = (

@@ -186,7 +186,8 @@ def evaluate(name: str, embedder, memory_factory=None, methods=METHODS, target=N
     `target(home)` names the store to open (default: a SQLite file in the temp data directory; a bench on
     PostgreSQL hands a new empty database's URL); `load` how the items go in (LOADS).
     """
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
     from hiveboard.memory.service import open_memory
 
     data = load_set(name)
@@ -252,7 +253,8 @@ def shapes(name: str, embedder, load: str = "set") -> dict[str, dict[str, float]
     window; and only its first 126 tokens (the model was trained on 128). No filter, no similarity floor."""
     from tokenizers import Tokenizer
 
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
     from hiveboard.memory.embeddings import MAX_TOKENS, minilm_files
     from hiveboard.memory.service import embedded_text, open_memory
 

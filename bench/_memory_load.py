@@ -197,7 +197,8 @@ def level_memory(home: Path, items, vectors: np.ndarray, refresh_stats: bool = T
     the items loaded through Knowledge.add (timed) and Memory.drain()'s loop (timed); closed at the end."""
     from _harness import BenchError
 
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
     from hiveboard.memory.embeddings import get_embedder
     from hiveboard.memory.service import open_memory
 

@@ -20,7 +20,8 @@ from _harness import (
     table,
 )
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 
 TARGET = "target"
 GCW = GcWatch()  # installed by each bench for its run; rows say how many full collections landed in them

@@ -3,7 +3,7 @@ review), a pricing module with ten tests (bench_review's sandbox and end-to-end 
 without an eval() (bench_rss's reviews; bandit FAILs the second).
 """
 
-from hiveboard.board import Artifact
+from hiveboard.board.models import Artifact
 from hiveboard.critics.base import Work
 
 ARTIFACT = (

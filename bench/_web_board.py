@@ -72,7 +72,8 @@ def login(server: LoggedServer, token: str) -> str:
 def seeded(home: Path, cards: int, rng: random.Random) -> dict:
     """Tokens for a person (lee), 8 agents and a probe, then `cards` cards seeded through the board; what the
     benches need of it (ids by status, the history card, the todo column's second page)."""
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
 
     names = [f"agent-{i}" for i in range(8)]
     t0 = time.perf_counter()
@@ -121,7 +122,7 @@ NOUNS = (
 
 def seed(board, agents: list[str], n: int, rng: random.Random) -> dict:
     """n cards over the columns, through the board as agents use it; returns what the bench needs."""
-    from hiveboard.board import NewTask
+    from hiveboard.board.models import NewTask
 
     statuses = [s for s, frac in MIX.items() for _ in range(round(n * frac))]
     statuses = (statuses + ["todo"] * n)[:n]
@@ -172,8 +173,8 @@ def seed(board, agents: list[str], n: int, rng: random.Random) -> dict:
 
 def seed_history_card(board, agents: list[str]) -> int:
     """One card with a long history (claims, notes, blocks, a release) and a thread of 20 messages."""
-    from hiveboard.board import NewTask
     from hiveboard.board.messages import NewMessage
+    from hiveboard.board.models import NewTask
 
     a, b = agents[0], agents[1]
     card = board.create(

@@ -77,8 +77,10 @@ from _harness import (
 )
 from _memory_load import add_items
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 
 TARGET_RATIO = 1.5
 PUBLISH_P99_MS = 50.0  # publish_message with 8 concurrent senders

@@ -61,7 +61,10 @@ from _harness import (
     table,
 )
 
-from hiveboard.board import Board, NewTask, QuotaConfig, Store
+from hiveboard.board.db import Store
+from hiveboard.board.models import NewTask
+from hiveboard.board.quotas import QuotaConfig
+from hiveboard.board.tasks import Board
 
 FLOODS = ("reads", "memory", "messages", "reviews")
 CAPS = ("tasks", "worktrees", "reserve", "usage")  # the surfaces of issue 48: the measured agent's update_task

@@ -45,7 +45,8 @@ from _harness import (
     write_json,
 )
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 from hiveboard.critics.config import ReviewConfig
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker
 

@@ -43,7 +43,9 @@ MIX = ["Read", "Edit", "Bash", "Grep", "Read", "mcp__hiveboard__update_task", "B
 
 def board(home: Path, session: str) -> None:
     """A board with `bench` (a named agent) and the session's agent, each holding a card."""
-    from hiveboard.board import Board, NewTask, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.models import NewTask
+    from hiveboard.board.tasks import Board
     from hiveboard.server.sessions import session_agent
 
     b = Board(Store(str(home / "hiveboard.db")))

@@ -30,7 +30,8 @@ from _harness import bench_parser, call, finished_round, hand_in, in_process, qu
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests" / "critics")]
 from buggy_cards import CARDS, RELATED, UNRELATED, Card  # noqa: E402  (the tests' cards, not a copy)
 
-from hiveboard.board import Board, Store  # noqa: E402
+from hiveboard.board.db import Store  # noqa: E402
+from hiveboard.board.tasks import Board  # noqa: E402
 from hiveboard.critics.config import ReviewConfig  # noqa: E402
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker  # noqa: E402
 from hiveboard.memory.embeddings import get_embedder  # noqa: E402

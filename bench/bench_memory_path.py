@@ -80,7 +80,9 @@ from _harness import (
 )
 from _memory_load import add_items
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 from hiveboard.memory.digests import Digester
 
 CLAIM_RATIO = 1.25  # target: claim_task p50 <= 1.25x noop, 10,000 lessons in the memory

@@ -70,10 +70,10 @@ from _message_pool import GCW, TARGET, Loaded, Results, add_pool_args, judge, lo
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from hiveboard.board import Board
 from hiveboard.board.cursor import encode_cursor
 from hiveboard.board.events import Topic
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.tasks import Board
 
 TARGET_FETCH_P50_MS = 10.0
 TARGET_WAKE_P99_MS = 50.0

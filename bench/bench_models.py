@@ -47,7 +47,8 @@ from _memory_corpus import item, query_pool
 from _memory_load import add_items, real_vectors, release_chroma, reused_vectors
 from _model_candidates import CANDIDATES, EXCLUDED, Candidate
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 from hiveboard.memory.service import embedded_text, open_memory
 
 TARGET_P50_MS = 15.0  # query_memory hybrid at 10k items, query embedding included

@@ -63,7 +63,8 @@ from _harness import (
     write_json,
 )
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from pg_cluster import PostgresCluster  # noqa: E402  (the tests' throwaway cluster, not a copy)

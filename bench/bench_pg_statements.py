@@ -22,7 +22,9 @@ from pathlib import Path
 import psycopg
 from _harness import Col, bench_parser, from_tests, machine_info, machine_line, quiet_loggers, table
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 
 PostgresCluster = from_tests("pg_cluster").PostgresCluster
 

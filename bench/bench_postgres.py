@@ -45,8 +45,9 @@ from _harness import (
     table,
 )
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
 from hiveboard.board.events import Topic
+from hiveboard.board.tasks import Board
 
 PostgresCluster = from_tests("pg_cluster").PostgresCluster
 

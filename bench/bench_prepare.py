@@ -26,7 +26,8 @@ from _harness import Col, bench_parser, machine_info, machine_line, quiet_logger
 from _memory_load import add_items
 from bench_memory_path import lesson_items, new_cards
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import PREPARE_AHEAD, open_memory
 

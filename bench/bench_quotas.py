@@ -20,10 +20,12 @@ from pathlib import Path
 
 from _harness import BenchError, Col, Lat, bench_parser, from_tests, machine_info, machine_line, stats, table
 
-from hiveboard.board import Board, OverQuota, QuotaConfig, Store
+from hiveboard.board.db import Store
+from hiveboard.board.errors import OverQuota
 from hiveboard.board.knowledge import NewItem
 from hiveboard.board.messages import NewMessage
-from hiveboard.board.quotas import BROADCAST, MESSAGE, REMEMBER
+from hiveboard.board.quotas import BROADCAST, MESSAGE, REMEMBER, QuotaConfig
+from hiveboard.board.tasks import Board
 
 PostgresCluster = from_tests("pg_cluster").PostgresCluster
 

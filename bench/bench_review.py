@@ -58,7 +58,8 @@ from mcp.server.mcpserver import MCPServer
 
 FakeLLM = from_tests("fake_llm").FakeLLM
 
-from hiveboard.board import Board, Store  # noqa: E402
+from hiveboard.board.db import Store  # noqa: E402
+from hiveboard.board.tasks import Board  # noqa: E402
 from hiveboard.critics.config import CriticConfig, ReviewConfig  # noqa: E402
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker  # noqa: E402
 from hiveboard.critics.sandbox import Box, detect  # noqa: E402

@@ -58,7 +58,8 @@ from _harness import (
 )
 from _review_cards import CLEAN, INSECURE, OUTPUT
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 
 LIMIT_MB = 1000
 CLIENTS = 4

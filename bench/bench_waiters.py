@@ -24,8 +24,9 @@ from pathlib import Path
 import anyio
 from _harness import bench_parser, call, in_process, machine_info, machine_line, quiet_loggers
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
 from hiveboard.board.events import Topic
+from hiveboard.board.tasks import Board
 
 
 async def cpu_over(window: float) -> float:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
 
 from pydantic import BaseModel, Field
 
@@ -141,13 +140,6 @@ def of_rows(found: list[dict]) -> Digest | None:
 
 
 def _digest(row) -> Digest:
-    return _parsed(tuple(row))
-
-
-@lru_cache(maxsize=64)
-def _parsed(row: tuple) -> Digest:
-    """A digest's row made a Digest once, not at every claim that hands it (its rules are a few kB of JSON). The
-    whole row is the key: a new version, or another board's digest, is another row."""
     return Digest(
         task_type=row[0],
         title=row[1],

@@ -184,7 +184,7 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in words if len(w) > 1 and w not in STOPWORDS))[:32]
 
 
-KEYWORD_MERGE_PAGES = 32  # a step of merging the keyword index: about this many pages written, 1-7 ms
+KEYWORD_MERGE_PAGES = 32  # a step of merging the keyword index: about this many pages written
 
 
 def fts_query(text: str | list[str]) -> str | None:

@@ -577,12 +577,11 @@ def m025_reservations(db: Database) -> None:
 
 def m026_keyword_merges_in_the_background(db: Database) -> None:
     # FTS5 writes each transaction's words as a new segment and, by default, merges segments inside the writes
-    # that add them (automerge): a pool message then paid, at random, for merging earlier items' segments, and
-    # with eight agents publishing to the pool of a memory of 10,000 items their calls took 1.4-1.7x those of
-    # direct messages (1.04-1.07x without those merges; bench/README.md). Writes now only add segments; the
-    # memory's indexing worker merges them in small steps (`Dialect.merge_keywords`). Past 64 segments on one
-    # level a write merges them itself (crisismerge): a board nobody serves, or a bulk import, keeps its keyword
-    # searches quick. Both settings live in memory_fts's own config table.
+    # that add them (automerge): a pool message then paid, at random, for merging earlier items' segments, which
+    # made busy agents' pool messages clearly slower than direct ones (bench/README.md). Writes now only add
+    # segments; the memory's indexing worker merges them in small steps (`Dialect.merge_keywords`). Past 64
+    # segments on one level a write merges them itself (crisismerge): a board nobody serves, or a bulk import,
+    # keeps its keyword searches quick. Both settings live in memory_fts's own config table.
     db.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('automerge', 0)")
     db.execute("INSERT INTO memory_fts (memory_fts, rank) VALUES ('crisismerge', 64)")
 
@@ -609,8 +608,7 @@ def m027_memory_revision(db: Database) -> None:
 def m028_task_counts(db: Database) -> None:
     # How many cards each column holds, kept by triggers so that no path that adds, moves or removes a card can
     # miss it: get_board and a list_tasks filtered by no more than a status read a row or a few instead of counting
-    # every card (on PostgreSQL that count was 0.28 ms of a get_board's 0.31 on a board of 3,400 cards, and grows
-    # with the board).
+    # every card (on PostgreSQL that count was most of a get_board's time on a large board, and grows with it).
     db.execute("CREATE TABLE task_counts (status TEXT PRIMARY KEY, n INTEGER NOT NULL)")
     db.execute("INSERT INTO task_counts (status, n) SELECT status, count(*) FROM tasks GROUP BY status")
     counted = "INSERT INTO task_counts (status, n) VALUES (NEW.status, 1) ON CONFLICT (status) DO UPDATE SET n = n + 1"

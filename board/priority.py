@@ -9,7 +9,7 @@ thread holding it would hold up every request behind it. Elsewhere this does not
 not a process id there).
 
 Some background work cannot be lowered: a call into Chroma holds the interpreter for its whole length (an
-upsert of 64 items into a memory of 10,000: 30-40 ms, during which no request moves). That work waits for a
+upsert of a batch into a large memory, during which no request moves). That work waits for a
 quiet moment instead, when no request is in service (`FOREGROUND`), for a bounded time.
 """
 
@@ -51,7 +51,7 @@ def idle_process(nice: int = IDLE_NICE) -> bool:
     """Put the calling process in Linux's idle scheduling class (SCHED_IDLE), else lower it by `nice`: for work
     that can wait for spare CPU (the offline model indexing new items, memory/embed_process.py). Nice 10 was not
     enough there: with eight agents calling, the embedder still held a core that the scheduler did not count as
-    free when a request's thread woke, and every call was a third slower while the pool filled (bench/README.md);
+    free when a request's thread woke, and every call was slower while the pool filled (bench/README.md);
     a core running only idle-class work counts as free. True if the class was set."""
     try:
         os.nice(nice)

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from hiveboard.board import Critique, Resolution, ReviewIssue
+from hiveboard.board.review_models import Critique, Resolution, ReviewIssue
 
 from .base import Critic, Skipped, Unverified, Work, is_test_file, unique_paths
 from .sandbox import Box, Files, RunResult, SandboxLimits, Session

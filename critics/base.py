@@ -10,7 +10,7 @@ import re
 from abc import ABC, abstractmethod
 from pathlib import Path, PurePosixPath
 
-from hiveboard.board import Critique, ReviewIssue, ReviewJob
+from hiveboard.board.review_models import Critique, ReviewIssue, ReviewJob
 
 
 class Skipped(Exception):

@@ -18,8 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hiveboard.board import Board
 from hiveboard.board.repos import Repo
+from hiveboard.board.tasks import Board
 
 from .commits import Repository
 from .git import GitError, check_ref

@@ -30,24 +30,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hiveboard.board import (
-    Artifact,
-    Board,
-    BoardError,
+from hiveboard.board import scopes, tracing
+from hiveboard.board.db import iso, now
+from hiveboard.board.errors import BoardError
+from hiveboard.board.events import Event, ReviewChanged, TaskChanged
+from hiveboard.board.models import Artifact
+from hiveboard.board.optional import LLM_CRITICS, need
+from hiveboard.board.review_models import (
+    BLOCKING,
     Critique,
     CritiqueRecord,
     ReviewIssue,
     ReviewJob,
     Synthesis,
-    now,
-    scopes,
-    tracing,
+    judged,
+    sealed,
 )
-from hiveboard.board.db import iso
-from hiveboard.board.events import Event, ReviewChanged, TaskChanged
-from hiveboard.board.optional import LLM_CRITICS, need
-from hiveboard.board.review_models import BLOCKING, judged, sealed
-from hiveboard.board.tasks import CREATOR_ASKED
+from hiveboard.board.tasks import CREATOR_ASKED, Board
 from hiveboard.board.worker import Worker, keep_leased
 
 from .acceptance import EXIT_STATUS_ONLY, AcceptanceCritic

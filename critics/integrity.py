@@ -19,7 +19,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from hiveboard.board import Critique, ReviewIssue
+from hiveboard.board.review_models import Critique, ReviewIssue
 
 from .base import CriticFailed, Skipped, Work, is_test_file, python_sources, safe_path, unique_paths, verdict_of
 from .config import IntegrityConfig

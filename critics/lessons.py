@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from hiveboard.board import AcceptanceTests, Artifact, ReviewIssue
+from hiveboard.board.models import AcceptanceTests, Artifact
+from hiveboard.board.review_models import ReviewIssue
 
 from .base import is_test_file
 from .synthesis import said_once

@@ -16,9 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, ValidationError
 
-from hiveboard.board import Critique, CritiqueRecord, Resolution, ReviewIssue
 from hiveboard.board.optional import LLM_CRITICS, need
-from hiveboard.board.review_models import Severity, Verdict
+from hiveboard.board.review_models import Critique, CritiqueRecord, Resolution, ReviewIssue, Severity, Verdict
 from hiveboard.memory.digests import LessonGroup, WrittenDigest
 
 from .base import Critic, CriticFailed, CriticTimeout, Work

@@ -28,9 +28,10 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from hiveboard.board import Board, ReviewJob
 from hiveboard.board.events import Event, ReviewChanged, TaskChanged
 from hiveboard.board.merges import Merge
+from hiveboard.board.review_models import ReviewJob
+from hiveboard.board.tasks import Board
 from hiveboard.board.worker import Worker, keep_leased
 
 from .acceptance import AcceptanceCritic, checks

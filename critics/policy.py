@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from hiveboard.board import ReviewJob, TaskSummary
+from hiveboard.board.models import TaskSummary
+from hiveboard.board.review_models import ReviewJob
 
 from .base import FENCE, looks_like_program, safe_path
 from .config import HumanApproval, ReviewConfig

@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from hiveboard.board import Critique, Resolution, ReviewIssue
+from hiveboard.board.review_models import Critique, Resolution, ReviewIssue
 
 from .base import Critic, CriticFailed, CriticTimeout, Skipped, Work, is_test_file, python_sources, verdict_of
 from .config import RUFF_RULES

@@ -11,8 +11,16 @@ from __future__ import annotations
 
 import re
 
-from hiveboard.board import CritiqueRecord, ReviewIssue, Synthesis
-from hiveboard.board.review_models import BLOCKING, SEVERITY_RANK, Contradiction, MergedIssue, MetaDecision
+from hiveboard.board.review_models import (
+    BLOCKING,
+    SEVERITY_RANK,
+    Contradiction,
+    CritiqueRecord,
+    MergedIssue,
+    MetaDecision,
+    ReviewIssue,
+    Synthesis,
+)
 
 from .config import NEVER_LOWERED, PRECEDENCE
 

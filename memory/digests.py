@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from hiveboard.board import Board
 from hiveboard.board.digest_store import Digest, DigestRule, Lesson
 from hiveboard.board.events import Event, MemoryAdded
+from hiveboard.board.tasks import Board
 from hiveboard.board.worker import Worker
 
 if TYPE_CHECKING:

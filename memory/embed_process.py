@@ -2,8 +2,8 @@
 
 Embedding a text holds the interpreter for its tokenizing and pooling, and the model's run takes a core; in
 the serving process that work competed with every tool call (a pool message, which the indexer embeds, made
-its sender's calls 4x slower: bench/README.md, `bench_memory_path.py`). Here it runs in a child process in the
-idle scheduling class (`priority.idle_process`), on spare CPU only: the server's interpreter only waits on a
+its sender's calls several times slower: bench/README.md, `bench_memory_path.py`). Here it runs in a child process
+in the idle scheduling class (`priority.idle_process`), on spare CPU only: the server's interpreter only waits on a
 pipe meanwhile.
 
 The child is `python -m hiveboard.memory.embed_process`. It reads frames from stdin and writes frames to

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from .errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 
 if TYPE_CHECKING:
-    from hiveboard.board import Task
     from hiveboard.board._sqlite_utils import Database
+    from hiveboard.board.models import Task
 
     from .service import Hit, Memory, Recorded, Results
 

@@ -21,13 +21,16 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
 
-from hiveboard.board import Board, Forbidden, InvalidInput, Task, scopes
+from hiveboard.board import scopes
 from hiveboard.board.agents import is_operator
+from hiveboard.board.errors import Forbidden, InvalidInput
 from hiveboard.board.events import Event, MemoryAdded, TaskChanged
 from hiveboard.board.knowledge import KINDS, REVIEW_ACTOR, MemoryItem, WordMatches, source_ids
+from hiveboard.board.models import Task
 from hiveboard.board.priority import QuietWait, at_low_priority
 from hiveboard.board.quotas import LESSON
 from hiveboard.board.recall import TRUST_LEVELS, Trust, quoted
+from hiveboard.board.tasks import Board
 from hiveboard.board.worker import Worker
 
 from .errors import EmbeddingError, IndexUnavailable
@@ -58,7 +61,7 @@ DUPLICATE_SIMILARITY = 0.9
 # Below this cosine similarity a vector "match" is noise to a hybrid search: kept, it would lend fusion credit to
 # weak keyword hits and push better ones down (tests/memory/test_retrieval.py scores the labelled set). A search
 # by meaning alone ranks by similarity only and keeps them: its weakest hits are its own order's tail, and the
-# similarity each hit carries says how weak (dropping them cost R@5 0.04 on retrieval_set against the model).
+# similarity each hit carries says how weak (dropping them cost recall on retrieval_set: bench/README.md).
 MIN_SIMILARITY = 0.2
 # The least relevance (hybrid score: cosine similarity plus the keyword bonus) a lesson or critique needs to be
 # handed to an agent claiming a card: below it an item is about other work, and the claim gets nothing rather
@@ -77,9 +80,9 @@ PREPARE_BATCH = 16  # cards whose lessons one indexer step computes ahead
 # further down, claimed by id, gets its lessons computed at its claim, from its stored vector).
 PREPARE_AHEAD = 200
 GATHER_SECONDS = 0.05  # an idle indexer woken by a new item waits this long, so a burst is embedded together
-# A call into Chroma holds the interpreter throughout (an upsert of 64 items into a memory of 10,000: 30-40 ms), so
+# A call into Chroma holds the interpreter throughout (an upsert into a large memory holds up every request), so
 # the indexer's own calls wait for a moment without tool calls, at most this long in a row (board/priority.py
-# QuietWait); a new item is still found by meaning well within 2 s (bench/README.md)
+# QuietWait); a new item is still found by meaning within bench_memory_path.py's freshness target (bench/README.md)
 QUIET_GAP_SECONDS = 0.01
 QUIET_LIMIT_SECONDS = 1.0
 Mode = Literal["hybrid", "vector", "keyword"]

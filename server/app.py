@@ -13,7 +13,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hiveboard.board import Board, TaskSummary
+from hiveboard.board.models import TaskSummary
+from hiveboard.board.tasks import Board
 
 from . import board_app, messages, prompts, reservations, resources, tasks, work
 from . import memory as memory_tools

@@ -22,10 +22,10 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult, InputRequiredResult
 
-from hiveboard.board import BoardError, TaskSummary
 from hiveboard.board.agents import OPERATOR_ROLES
 from hiveboard.board.decisions import Answer
-from hiveboard.board.errors import IllegalTransition
+from hiveboard.board.errors import BoardError, IllegalTransition
+from hiveboard.board.models import TaskSummary
 
 from . import lanes
 from .deps import Deps

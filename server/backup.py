@@ -42,7 +42,7 @@ from hiveboard.board.worker import Worker
 from .config import SetupError, config_file
 
 if TYPE_CHECKING:
-    from hiveboard.board import Board
+    from hiveboard.board.tasks import Board
 
     from .config import Settings
 

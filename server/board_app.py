@@ -5,7 +5,7 @@ with MCP Apps renders it in a sandboxed iframe beside the tool's result, and a c
 result's text as always. The view (board_app.html) is one self-contained page: no script, style or font is
 fetched, so it runs offline and under the strictest CSP a host applies (the spec's default, `connect-src
 'none'`). Its app side is a few dozen lines speaking the protocol itself (ui/initialize, tools/call through the
-host, size-changed) rather than the ext-apps SDK's app bundle (about 540 kB, read on every resources/read); the
+host, size-changed) rather than the ext-apps SDK's large app bundle (read on every resources/read); the
 tests check it against the SDK's own host side (AppBridge) in Chromium.
 
 It stays live by calling `board_view`, a tool for the app only (`visibility: ["app"]`, which hosts keep from the

@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from hiveboard.board import BoardError
+from hiveboard.board.errors import BoardError
 from hiveboard.board.priority import FOREGROUND
 from hiveboard.memory.errors import EmbeddingError, EmbeddingMismatch, IndexUnavailable
 
@@ -174,7 +174,6 @@ class StrictServer(MCPServer):
     schemas."""
 
     _parameters: dict[str, list[str]] | None = None
-    _listed: list | None = None
 
     def __init__(self, *args, profile: Profile = "lean", embedded: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -188,25 +187,23 @@ class StrictServer(MCPServer):
             lane: lanes.Lane = "read" if annotations is not None and annotations.read_only_hint else "write"
             fn, structured_output = _answering(fn, structured, lane), structured
         super().add_tool(fn, *args, structured_output=structured_output, **kwargs)
-        self._listed = self._parameters = None
+        self._parameters = None
 
     async def list_tools(self) -> list:
         """The tools as advertised: input schemas compacted (the SDK keeps the full pydantic model to
-        validate arguments with), computed once."""
-        if self._listed is None:
-            self._listed = [
-                tool.model_copy(
-                    update={
-                        "input_schema": compact_schema(tool.input_schema),
-                        "description": " ".join((tool.description or "").split()),
-                        "annotations": tool.annotations
-                        if tool.annotations and tool.annotations.model_dump(exclude_none=True)
-                        else None,  # all defaults: say nothing
-                    }
-                )
-                for tool in await super().list_tools()
-            ]
-        return self._listed
+        validate arguments with)."""
+        return [
+            tool.model_copy(
+                update={
+                    "input_schema": compact_schema(tool.input_schema),
+                    "description": " ".join((tool.description or "").split()),
+                    "annotations": tool.annotations
+                    if tool.annotations and tool.annotations.model_dump(exclude_none=True)
+                    else None,  # all defaults: say nothing
+                }
+            )
+            for tool in await super().list_tools()
+        ]
 
     async def _check_shape(self, name: str, arguments: dict) -> None:
         """Refuse unknown and oversized arguments (before the SDK's validation, whose messages are long)."""
@@ -329,10 +326,10 @@ def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     hiveboard's argument models is recursive), `anyOf: [X, null]` of an argument whose default is
     null (X: omitting it means null), and defaults that say "empty" or "off" (null, [], {}, "",
     false). Other defaults stay: they tell the model what it gets. An id's bound `maximum: MAX_ID` (the
-    largest integer JSON carries exactly) goes too: it tells a model nothing, costs ~9 tokens per id, and the
+    largest integer JSON carries exactly) goes too: it tells a model nothing, costs tokens per id, and the
     server still refuses a larger number (the SDK validates with the full model). So does a string's
     `maxLength`: a model does not count characters as it writes, and the server refuses a longer string
-    in one sentence naming the argument and its bound (~5 tokens per string argument, room for tools)."""
+    in one sentence naming the argument and its bound (docs/reference.md counts what both save)."""
     defs = schema.get("$defs", {})
 
     def walk(node: Any, depth: int = 0) -> Any:

@@ -24,10 +24,10 @@ import asyncio
 import logging
 from collections import deque
 
-from hiveboard.board import Board
 from hiveboard.board.events import Event, InboxChanged, TaskChanged
 from hiveboard.board.pushes import Push
 from hiveboard.board.recall import held_reason
+from hiveboard.board.tasks import Board
 
 from . import lanes
 from .compat import connection_of

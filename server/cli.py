@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .stores import open_board, open_memory_for, refuse_unusable_database, shared_memory_problem
 
 if TYPE_CHECKING:
-    from hiveboard.board import Board
+    from hiveboard.board.tasks import Board
     from hiveboard.critics.engine import ReviewEngine, ReviewWorker
     from hiveboard.memory.digests import Digester
     from hiveboard.memory.lazy import LazyMemory
@@ -104,7 +104,7 @@ class BearerAuth:
 
         from mcp_types import INVALID_REQUEST
 
-        from hiveboard.board import Unavailable
+        from hiveboard.board.errors import Unavailable
 
         from . import lanes
         from .identity import CHECKED, bearer_token
@@ -1010,7 +1010,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from hiveboard.board import BoardError
+    from hiveboard.board.errors import BoardError
     from hiveboard.board.models import NewTask
 
     try:
@@ -1405,8 +1405,8 @@ def main(argv: list[str] | None = None) -> int:
     # (freeze_heap) or a long command starts its work; the other commands end first.
     collecting = gc.isenabled()
     gc.disable()
-    from hiveboard.board import BoardError  # after parsing: --help needs none of the board
     from hiveboard.board.dialect import SQLite
+    from hiveboard.board.errors import BoardError  # after parsing: --help needs none of the board
 
     from .config import SetupError, unknown_variables
 

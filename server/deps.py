@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hiveboard.board import Board, TaskSummary
+from hiveboard.board.models import TaskSummary
+from hiveboard.board.tasks import Board
 
 from .identity import Identity
 

@@ -213,8 +213,7 @@ def board_db(settings: Settings) -> Iterator[Database]:
     """A connection to the board's database, to read it: never a new board (a SQLite file must exist), no
     migration, no write lock; a database server that does not answer within PGCONNECT_TIMEOUT (5 s unless set)
     fails rather than holding up the commit."""
-    from hiveboard.board import Store
-    from hiveboard.board.db import dialect_for
+    from hiveboard.board.db import Store, dialect_for
 
     from .config import SetupError
 

@@ -380,7 +380,8 @@ def note_budgets(view, cards: list[int]) -> None:
     budget_action = "needs_human" move each to needs_human: the board does it, opened only when one may have."""
     if not view.rows(OVER_BUDGET.format(marks=", ".join("?" * len(cards))), cards):
         return
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
 
     from .config import load_settings
 

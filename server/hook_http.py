@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from hiveboard.board import Unavailable
+from hiveboard.board.errors import Unavailable
 from hiveboard.board.hook_view import TOKENS_MAX, UsageRefused, View
 
 from . import hook, lanes
@@ -41,7 +41,7 @@ from .identity import bearer_token
 from .web.auth import origin_allowed
 
 if TYPE_CHECKING:
-    from hiveboard.board import Board
+    from hiveboard.board.tasks import Board
 
     from .config import Settings
 

@@ -23,7 +23,9 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from hiveboard.board import Agent, Agents, BoardError, check_name
+from hiveboard.board.agents import Agents, check_name
+from hiveboard.board.errors import BoardError
+from hiveboard.board.models import Agent
 
 from .compat import connection_of
 

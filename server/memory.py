@@ -15,7 +15,7 @@ from typing import Annotated
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field, field_validator
 
-from hiveboard.board import now
+from hiveboard.board.db import now
 from hiveboard.board.events import Topic
 from hiveboard.board.knowledge import MAX_TAGS, MemoryKind, NewItem, NoteKind
 from hiveboard.board.recall import Trust

@@ -24,7 +24,7 @@ from .boundary import MAX_ID, MAX_STRING, check_text
 from .memory import MAX_TAGS, Tag, stored_item
 
 if TYPE_CHECKING:
-    from hiveboard.board import Board
+    from hiveboard.board.tasks import Board
 
     from .config import Settings
 

@@ -9,7 +9,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
-from hiveboard.board import now
+from hiveboard.board.db import now
 from hiveboard.board.events import Topic
 from hiveboard.board.messages import Message, MessagePage, MessagePriority, NewMessage, Subscription, SubscriptionKind
 

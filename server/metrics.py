@@ -32,7 +32,7 @@ from .identity import bearer_token
 from .web.auth import host_allowed
 
 if TYPE_CHECKING:
-    from hiveboard.board import Board
+    from hiveboard.board.tasks import Board
 
 PATH = "/metrics"
 # seconds a review round takes, from a quick analyser pass to an LLM critic's slowest answer

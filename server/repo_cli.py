@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hiveboard.board import Board
+    from hiveboard.board.tasks import Board
 
     from .config import Settings
     from .worktrees import WorktreeManager

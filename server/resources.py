@@ -24,7 +24,7 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
-from hiveboard.board import BoardError
+from hiveboard.board.errors import BoardError
 from hiveboard.board.events import Event, InboxChanged
 
 from .compat import add_request_handler, connection_of

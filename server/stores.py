@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
     from hiveboard.memory.service import Memory
 
     from .config import Settings
@@ -36,7 +37,8 @@ def private_home(home) -> None:
 def open_board(settings: Settings, read_only: bool = False) -> Board:
     """The board of the settings' data directory; read_only: for a command that never writes, which then
     also reads a board whose directory it may not write."""
-    from hiveboard.board import Board, Limits
+    from hiveboard.board.limits import Limits
+    from hiveboard.board.tasks import Board
 
     limits = Limits(message_chars=settings.max_message_chars, output=settings.max_output_chars)
     return Board(
@@ -50,7 +52,7 @@ def open_board(settings: Settings, read_only: bool = False) -> Board:
 
 def open_store(settings: Settings, read_only: bool = False) -> Store:
     """The store, or SetupError before anything is created when the directory or database cannot be used."""
-    from hiveboard.board import Store
+    from hiveboard.board.db import Store
 
     from .config import SetupError
 
@@ -105,8 +107,8 @@ def _server_store(settings: Settings) -> Store:
 
 def open_server_store(url: str, pool: int = 20, pool_wait: float = 5.0) -> Store:
     """The store at a database server's URL, or SetupError: one sentence, the URL without its password."""
-    from hiveboard.board import Store, Unavailable
-    from hiveboard.board.db import dialect_for
+    from hiveboard.board.db import Store, dialect_for
+    from hiveboard.board.errors import Unavailable
 
     from .config import SetupError
 
@@ -117,7 +119,7 @@ def open_server_store(url: str, pool: int = 20, pool_wait: float = 5.0) -> Store
 
 
 def _read_only_store(db: Path) -> Store:
-    from hiveboard.board import Store
+    from hiveboard.board.db import Store
 
     from .config import SetupError
 
@@ -295,7 +297,7 @@ def check_vectors(settings: Settings) -> list[tuple[str, str | None, str]]:
 
 def _inspect(db: Path) -> tuple[str | None, str]:
     """(problem or None, what was found) for an existing database: readable, intact, its schema current."""
-    from hiveboard.board import Store
+    from hiveboard.board.db import Store
 
     try:
         store = Store(db, read_only=True)
@@ -327,8 +329,8 @@ def _unusable(url: str, exc: Exception) -> str:
 def refuse_unusable_database(settings: Settings) -> None:
     """SetupError when the board's database server cannot be used, found by connecting alone (no migration, no
     write): called before refusing a set-up for another reason, since a dead database is the first thing to fix."""
-    from hiveboard.board import Unavailable
     from hiveboard.board.db import dialect_for
+    from hiveboard.board.errors import Unavailable
 
     from .config import SetupError
 

@@ -28,7 +28,9 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import Field
 
-from hiveboard.board import Board, OverQuota, iso
+from hiveboard.board.db import iso
+from hiveboard.board.errors import OverQuota
+from hiveboard.board.tasks import Board
 
 from . import lanes
 from .boundary import StrictServer

@@ -9,13 +9,25 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from hiveboard.board import AcceptanceTests, Artifact, BoardView, Claim, NewTask, Page, Task, TaskEdit, TaskSummary
 from hiveboard.board._sqlite_utils import Database
 from hiveboard.board.commits import BOTH, Target
 from hiveboard.board.digest_store import Digest
 from hiveboard.board.errors import BoardError, InvalidInput
 from hiveboard.board.flags import FlagKind
-from hiveboard.board.models import Commit, Priority, Status
+from hiveboard.board.models import (
+    AcceptanceTests,
+    Artifact,
+    BoardView,
+    Claim,
+    Commit,
+    NewTask,
+    Page,
+    Priority,
+    Status,
+    Task,
+    TaskEdit,
+    TaskSummary,
+)
 from hiveboard.critics.git import GitError
 from hiveboard.memory.service import Hit
 

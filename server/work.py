@@ -18,9 +18,10 @@ from mcp.server.mcpserver import Context
 from mcp_types import InputRequiredResult
 from pydantic import BaseModel, Field
 
-from hiveboard.board import TaskSummary, now
+from hiveboard.board.db import now
 from hiveboard.board.events import Topic
 from hiveboard.board.messages import Message, MessagePage
+from hiveboard.board.models import TaskSummary
 from hiveboard.board.recall import held_reason
 
 from . import lanes, waits

@@ -27,9 +27,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hiveboard.board import Board, BoardError
+from hiveboard.board.errors import BoardError
 from hiveboard.board.events import Event, TaskChanged
 from hiveboard.board.repos import Repo
+from hiveboard.board.tasks import Board
 from hiveboard.board.worker import Worker
 from hiveboard.board.worktrees import Worktree
 from hiveboard.critics.git import Git, GitError, check_ref, resolve

@@ -28,7 +28,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from pg_cluster import PostgresCluster, free_port
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 from hiveboard.critics.config import ReviewConfig
 from hiveboard.critics.engine import ReviewEngine, ReviewWorker
 from hiveboard.memory.embeddings import get_embedder

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
 from hiveboard.board.errors import MissingExtra
+from hiveboard.board.tasks import Board
 from hiveboard.critics.config import Endpoint, ReviewConfig
 from hiveboard.critics.engine import ReviewEngine
 from hiveboard.critics.llm import LLMCritic

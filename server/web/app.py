@@ -15,9 +15,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from hiveboard.board import Board, BoardError, Conflict, Forbidden, IllegalTransition, NewTask, NotFound, TaskEdit
+from hiveboard.board.errors import BoardError, Conflict, Forbidden, IllegalTransition, NotFound
 from hiveboard.board.knowledge import MAX_TAGS
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.models import NewTask, TaskEdit
+from hiveboard.board.tasks import Board
 from hiveboard.memory.service import Mode
 
 from .. import lanes

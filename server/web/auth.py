@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from hiveboard.board import Agent, Board
 from hiveboard.board.agents import OPERATOR_ROLES
+from hiveboard.board.models import Agent
+from hiveboard.board.tasks import Board
 
 COOKIE = "hiveboard_session"
 SESSION_SECONDS = 12 * 3600

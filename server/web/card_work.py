@@ -13,8 +13,7 @@ import difflib
 from functools import lru_cache
 from html import escape as h
 
-from hiveboard.board import AcceptanceTests, Artifact, Task
-from hiveboard.board.models import Commit
+from hiveboard.board.models import AcceptanceTests, Artifact, Commit, Task
 from hiveboard.board.review_models import CritiqueRecord, HandIn, ReviewRound, ReviewTrail
 from hiveboard.critics.acceptance import AcceptanceCritic
 

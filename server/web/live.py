@@ -22,8 +22,8 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable
 
-from hiveboard.board import Board
 from hiveboard.board.events import Event, InboxChanged, ReviewChanged, TaskChanged
+from hiveboard.board.tasks import Board
 
 from .. import lanes
 from . import pages

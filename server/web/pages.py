@@ -17,13 +17,12 @@ from html import escape
 from typing import get_args
 from urllib.parse import urlencode
 
-from hiveboard.board import STATUSES, AcceptanceTests, Task
 from hiveboard.board.agents import OPERATOR_ROLES
 from hiveboard.board.decisions import Answer
 from hiveboard.board.knowledge import KINDS
 from hiveboard.board.machine import TRANSITIONS
 from hiveboard.board.messages import Message
-from hiveboard.board.models import Commit
+from hiveboard.board.models import STATUSES, AcceptanceTests, Commit, Task
 from hiveboard.board.review_models import AgentHonesty, Approval, BoardStats, HandIn, ReviewTrail
 from hiveboard.board.usage import CardUsage, TokenStats, TokenUse
 from hiveboard.board.views import AgentView, CardView, ColumnPage, LessonLink

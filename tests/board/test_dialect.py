@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from hiveboard.board import Store
+from hiveboard.board.db import Store
 from hiveboard.board.dialect import SQLite
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from hiveboard.board import AcceptanceTests, Artifact, Board, Conflict, IllegalTransition, NewTask, Synthesis
+from hiveboard.board.errors import Conflict, IllegalTransition
+from hiveboard.board.models import AcceptanceTests, Artifact, NewTask
 from hiveboard.board.models import TestFile as SpecFile  # not a pytest class
+from hiveboard.board.review_models import Synthesis
+from hiveboard.board.tasks import Board
 
 pytestmark = pytest.mark.backends("sqlite", "postgresql")
 

@@ -15,10 +15,12 @@ from collections import Counter
 import anyio
 import pytest
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
 from hiveboard.board.errors import BoardError
 from hiveboard.board.events import TaskChanged, decode
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 
 pytestmark = pytest.mark.anyio
 

@@ -13,15 +13,18 @@ import numpy as np
 import pytest
 from pg_cluster import PostgresCluster
 
-from hiveboard.board import Board, NewTask, Store, Synthesis, Unavailable, cards, copy
-from hiveboard.board.db import dialect_for, not_waiting, redact, rows
-from hiveboard.board.errors import Conflict
+from hiveboard.board import cards, copy
+from hiveboard.board.db import Store, dialect_for, not_waiting, redact, rows
+from hiveboard.board.errors import Conflict, Unavailable
 from hiveboard.board.events import InboxChanged, MemoryAdded, TaskChanged, Topic, decode, encode
 from hiveboard.board.machine import ANY_EXPIRED, EXPIRED
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.models import NewTask
 from hiveboard.board.pg_migrations import MIGRATIONS
 from hiveboard.board.postgres import translate
 from hiveboard.board.quotas import QuotaConfig
+from hiveboard.board.review_models import Synthesis
+from hiveboard.board.tasks import Board
 
 pytestmark = pytest.mark.anyio
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from hiveboard.board import Board, Conflict, NewTask, OverQuota, Store
+from hiveboard.board.db import Store
+from hiveboard.board.errors import Conflict, OverQuota
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.models import NewTask
 from hiveboard.board.quotas import QuotaConfig
+from hiveboard.board.tasks import Board
 
 pytestmark = pytest.mark.backends("sqlite", "postgresql")
 

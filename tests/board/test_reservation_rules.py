@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from hiveboard.board import Board, Conflict, InvalidInput, NewTask, Store
+from hiveboard.board.db import Store
+from hiveboard.board.errors import Conflict, InvalidInput
+from hiveboard.board.models import NewTask
 from hiveboard.board.reservations import (
     MAX_LIVE,
     MAX_PATTERNS,
@@ -19,6 +21,7 @@ from hiveboard.board.reservations import (
     overlap,
     scope_of,
 )
+from hiveboard.board.tasks import Board
 
 pytestmark = pytest.mark.backends("sqlite", "postgresql")
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from hiveboard.board import Board, Forbidden, NewTask, Synthesis
-from hiveboard.board.review_models import CritiqueRecord, ReviewIssue, sealed
+from hiveboard.board.errors import Forbidden
+from hiveboard.board.models import NewTask
+from hiveboard.board.review_models import CritiqueRecord, ReviewIssue, Synthesis, sealed
+from hiveboard.board.tasks import Board
 
 pytestmark = pytest.mark.backends("sqlite", "postgresql")
 

@@ -17,7 +17,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hiveboard.board import Store
+from hiveboard.board.db import Store
 from hiveboard.board.schema import (
     POSTGRESQL,
     POSTGRESQL_SERIAL_IDS,

@@ -8,8 +8,10 @@ import threading
 
 import pytest
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
 from hiveboard.board.migrations import MIGRATIONS
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 
 
 def test_migrations_are_recorded_once_and_reopening_is_safe(tmp_path):

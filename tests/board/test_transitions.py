@@ -8,9 +8,12 @@ import pytest
 from conftest import call, call_error
 from mcp import Client
 
-from hiveboard.board import Artifact, Board, Forbidden, IllegalTransition, InvalidInput, NewTask, Synthesis
 from hiveboard.board.db import rows
+from hiveboard.board.errors import Forbidden, IllegalTransition, InvalidInput
 from hiveboard.board.machine import TRANSITIONS
+from hiveboard.board.models import Artifact, NewTask
+from hiveboard.board.review_models import Synthesis
+from hiveboard.board.tasks import Board
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
 

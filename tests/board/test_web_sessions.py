@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from hiveboard.board import Board
+from hiveboard.board.tasks import Board
 
 pytestmark = pytest.mark.backends("sqlite", "postgresql")
 

@@ -10,7 +10,7 @@ import anyio
 import pytest
 from conftest import START_TIMEOUT, call
 
-from hiveboard.board import Board
+from hiveboard.board.tasks import Board
 from hiveboard.critics.git import Git
 
 WHY_NOT = Git.for_machine().why_not()

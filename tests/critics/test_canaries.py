@@ -15,7 +15,7 @@ import pytest
 from conftest import call, call_error, needs_sandbox
 from reviewing import verdict
 
-from hiveboard.board import InvalidInput
+from hiveboard.board.errors import InvalidInput
 from hiveboard.server.web.app import agents_page, card_page
 from hiveboard.server.web.pages import Viewer
 

@@ -8,7 +8,8 @@ import pytest
 from buggy_cards import CARDS, RELATED, UNRELATED, Card
 from conftest import call, needs_sandbox
 
-from hiveboard.board import AcceptanceTests, Artifact, ReviewIssue
+from hiveboard.board.models import AcceptanceTests, Artifact
+from hiveboard.board.review_models import ReviewIssue
 from hiveboard.critics import lessons as teaching
 from hiveboard.critics.config import CriticConfig, ReviewConfig
 from hiveboard.critics.lessons import changed_files, changes, hidden, lessons, unified_diff

@@ -3,8 +3,8 @@ itself is driven through MCP in test_review_policy.py)."""
 
 from __future__ import annotations
 
-from hiveboard.board import Artifact, ReviewJob
-from hiveboard.board.models import ChangedFile, Commit
+from hiveboard.board.models import Artifact, ChangedFile, Commit
+from hiveboard.board.review_models import ReviewJob
 from hiveboard.critics.config import HumanApproval, ReviewConfig
 from hiveboard.critics.policy import policy
 

@@ -3,8 +3,7 @@ written once in what get_review returns."""
 
 from __future__ import annotations
 
-from hiveboard.board import CritiqueRecord, ReviewIssue
-from hiveboard.board.review_models import ReviewRound, ReviewTrail
+from hiveboard.board.review_models import CritiqueRecord, ReviewIssue, ReviewRound, ReviewTrail
 from hiveboard.board.reviews import Reviews
 from hiveboard.critics.synthesis import convergence_summary, downgrade, rescore, synthesise
 

@@ -157,8 +157,9 @@ async def test_keyword_search_sees_inside_identifiers(connect, memory):
 def test_a_store_made_before_code_words_is_migrated_and_keeps_working(tmp_path):
     from sqlite_utils import Database
 
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
     from hiveboard.board.migrations import MIGRATIONS
+    from hiveboard.board.tasks import Board
 
     old = Database(tmp_path / "hiveboard.db")
     old.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")

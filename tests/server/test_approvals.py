@@ -8,7 +8,7 @@ import pytest
 from conftest import call
 from mcp_types import ElicitResult
 
-from hiveboard.board import NewTask
+from hiveboard.board.models import NewTask
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 

@@ -69,7 +69,8 @@ async def _agent(url: str, name: str, stop: anyio.Event, acked: list) -> None:
 
 
 async def test_a_backup_taken_while_eight_agents_write_restores_whole(request, tmp_path, backend, node_env):
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
     from hiveboard.server.backup import MANIFEST
 
     home, backup = tmp_path / "home", tmp_path / "backup"

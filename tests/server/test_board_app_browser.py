@@ -18,7 +18,9 @@ import pytest
 from conftest import call, http_client, serve_http, stop_process
 from test_web_browser import CHROMIUM, WAIT, mcp
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 
 HOST = Path(__file__).with_name("apps_host")
 BUNDLE = HOST / "dist" / "host.js"

@@ -12,8 +12,10 @@ import pytest
 from conftest import call, call_error
 from tasks_client import TasksClient
 
-from hiveboard.board import Board, QuotaConfig, Store
+from hiveboard.board.db import Store
 from hiveboard.board.hook_view import View
+from hiveboard.board.quotas import QuotaConfig
+from hiveboard.board.tasks import Board
 from hiveboard.server.hook_http import Refused, Usage, _record_usage
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]

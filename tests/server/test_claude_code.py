@@ -160,7 +160,8 @@ async def test_two_sessions_are_two_agents_and_a_resumed_one_is_the_same(tmp_pat
         assert result.get("isError")
     async with claude_code(project, first) as resumed:  # `claude --resume`: the same session id
         assert (await resumed.call("whoami"))["agent"] == me_a
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
 
     board = Board(Store(str(home / "hiveboard.db")))
     try:

@@ -18,7 +18,9 @@ import httpx
 import pytest
 from conftest import START_TIMEOUT, call, clean_env, free_port, hiveboard_cmd, run_cli, stop_process
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 from hiveboard.server.cli import parser
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
@@ -143,8 +145,9 @@ def test_every_command_and_option_is_described_and_every_command_listed_in_the_r
 
 
 def test_message_size_limit_is_configurable(tmp_path, monkeypatch):
-    from hiveboard.board import InvalidInput, NewTask
+    from hiveboard.board.errors import InvalidInput
     from hiveboard.board.messages import NewMessage
+    from hiveboard.board.models import NewTask
     from hiveboard.server.cli import open_board
     from hiveboard.server.config import Settings
 

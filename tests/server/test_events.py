@@ -8,7 +8,7 @@ import anyio
 import pytest
 from conftest import call
 
-from hiveboard.board import Board, NewTask, Store, Synthesis
+from hiveboard.board.db import Store
 from hiveboard.board.events import (
     InboxChanged,
     MemoryAdded,
@@ -19,6 +19,9 @@ from hiveboard.board.events import (
     Topic,
 )
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.models import NewTask
+from hiveboard.board.review_models import Synthesis
+from hiveboard.board.tasks import Board
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 

@@ -18,8 +18,9 @@ import anyio
 import pytest
 from conftest import START_TIMEOUT, agent_token, call, http_client, serve_http, stop_process
 
-from hiveboard.board import Board, NewTask, Store
-from hiveboard.board.models import Artifact
+from hiveboard.board.db import Store
+from hiveboard.board.models import Artifact, NewTask
+from hiveboard.board.tasks import Board
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from conftest import call, call_error
 
-from hiveboard.board import InvalidInput
+from hiveboard.board.errors import InvalidInput
 from hiveboard.server.web.app import card_page
 from hiveboard.server.web.pages import Viewer
 

@@ -11,8 +11,8 @@ import anyio
 import pytest
 from conftest import call, until
 
-from hiveboard.board import NewTask
 from hiveboard.board.db import WouldWait, not_waiting
+from hiveboard.board.models import NewTask
 from hiveboard.server import lanes
 
 pytestmark = pytest.mark.anyio

@@ -13,7 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from tasks_client import TasksClient, cancel, get, until_done, update
 
-from hiveboard.board import Board
+from hiveboard.board.tasks import Board
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
 

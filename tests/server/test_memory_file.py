@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import call, run_cli
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import open_memory
 

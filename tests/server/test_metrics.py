@@ -107,7 +107,8 @@ async def test_metrics_are_the_operators_alone(tmp_path):
     home = tmp_path / "home"
     coder = agent_token(home, "bob")
     lead = agent_token(home, "lee")  # made a lead below
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
 
     board = Board(Store(home / "hiveboard.db"))
     with board.store.write() as db:
@@ -142,8 +143,12 @@ def test_the_collector_reads_the_board_at_each_scrape(store_target):
     which writes nothing, is counted by the process that refused it."""
     from prometheus_client.exposition import generate_latest
 
-    from hiveboard.board import Board, NewTask, OverQuota, QuotaConfig, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.errors import OverQuota
     from hiveboard.board.messages import NewMessage
+    from hiveboard.board.models import NewTask
+    from hiveboard.board.quotas import QuotaConfig
+    from hiveboard.board.tasks import Board
     from hiveboard.server.metrics import registry
 
     board = Board(Store(store_target), quotas=QuotaConfig(messages_per_minute=1))

@@ -21,7 +21,9 @@ import pytest
 from conftest import call, call_error, clean_env, http_client, serve_http, stop_process, until, wait_until
 from pg_cluster import free_port
 
-from hiveboard.board import Agents, Board, Store
+from hiveboard.board.agents import Agents
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -18,10 +18,12 @@ import pytest
 from conftest import call, clean_env, run_cli, stdio_server
 from mcp import Client
 
-from hiveboard.board import Artifact, Board, NewTask, Store
 from hiveboard.board.copy import TABLES
+from hiveboard.board.db import Store
 from hiveboard.board.knowledge import NewItem
 from hiveboard.board.messages import NewMessage
+from hiveboard.board.models import Artifact, NewTask
+from hiveboard.board.tasks import Board
 from hiveboard.critics.config import ReviewConfig
 from hiveboard.critics.engine import ReviewEngine
 from hiveboard.memory.embeddings import get_embedder

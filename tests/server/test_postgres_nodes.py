@@ -89,9 +89,11 @@ async def test_two_nodes_share_one_board_its_claims_and_its_wake_ups(postgres, c
 
 
 def test_migrate_copies_a_sqlite_board_into_postgresql_and_proves_it(postgres, tmp_path):
-    from hiveboard.board import Board, NewTask, Store
+    from hiveboard.board.db import Store
     from hiveboard.board.knowledge import NewItem
     from hiveboard.board.messages import NewMessage
+    from hiveboard.board.models import NewTask
+    from hiveboard.board.tasks import Board
 
     home = tmp_path / "home"
     board = Board(Store(home / "hiveboard.db"))
@@ -202,7 +204,8 @@ async def test_a_node_out_of_connections_waits_then_says_so_and_reuses_what_is_h
 
     from mcp import Client
 
-    from hiveboard.board import Board, Store
+    from hiveboard.board.db import Store
+    from hiveboard.board.tasks import Board
     from hiveboard.server.app import build_server
     from hiveboard.server.identity import Identity
 

@@ -13,8 +13,9 @@ import pytest
 from conftest import call, call_error
 from mcp import Client
 
-from hiveboard.board import Board, QuotaConfig, Store
-from hiveboard.board.quotas import MB
+from hiveboard.board.db import Store
+from hiveboard.board.quotas import MB, QuotaConfig
+from hiveboard.board.tasks import Board
 from hiveboard.memory.embeddings import get_embedder
 from hiveboard.memory.service import open_memory
 from hiveboard.server.app import build_server

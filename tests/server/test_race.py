@@ -25,7 +25,8 @@ from conftest import (
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from hiveboard.board import Agents, Store
+from hiveboard.board.agents import Agents
+from hiveboard.board.db import Store
 from hiveboard.board.models import Priority
 
 PRIORITIES = get_args(Priority)

@@ -15,8 +15,9 @@ import pytest
 from conftest import call, call_error, clean_env, run_cli
 from mcp import Client
 
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
 from hiveboard.board.reservations import overlap
+from hiveboard.board.tasks import Board
 from hiveboard.server.app import build_server
 from hiveboard.server.cli import board_text
 from hiveboard.server.guard import CHAINED, MARK

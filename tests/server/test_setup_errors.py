@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 from conftest import START_TIMEOUT, clean_env, hiveboard_cmd
 
-from hiveboard.board import Board, NewTask, Store
+from hiveboard.board.db import Store
 from hiveboard.board.knowledge import NewItem
+from hiveboard.board.models import NewTask
+from hiveboard.board.tasks import Board
 from hiveboard.server.config import SetupError, load_settings
 from hiveboard.server.memory_file import Progress
 

@@ -102,7 +102,7 @@ async def test_a_replaced_token_is_refused_once_the_entry_stops_trusting_it(tmp_
 
 
 def test_known_tokens_are_kept_a_moment_by_their_hash_and_never_when_unknown(monkeypatch):
-    from hiveboard.board import Agent
+    from hiveboard.board.models import Agent
     from hiveboard.server import identity
 
     known = identity.KnownTokens(seconds=0.2)

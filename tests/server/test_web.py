@@ -15,7 +15,7 @@ import httpx
 import pytest
 from conftest import call, call_error, http_client, run_cli, serve_http, stop_process
 
-from hiveboard.board import Store
+from hiveboard.board.db import Store
 from hiveboard.server.web.text import TOOLS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.backends("sqlite", "postgresql")]
@@ -319,7 +319,7 @@ async def test_pages_past_the_filter_bound_are_told_to_count_for_themselves(boar
 
     import anyio
 
-    from hiveboard.board import NewTask
+    from hiveboard.board.models import NewTask
     from hiveboard.server.web import live
 
     monkeypatch.setattr(live, "MAX_FILTERS", 1)
@@ -418,7 +418,7 @@ async def test_a_live_stream_ends_once_its_session_has(board, monkeypatch):
 
     import anyio
 
-    from hiveboard.board import NewTask
+    from hiveboard.board.models import NewTask
     from hiveboard.server.web import live
 
     monkeypatch.setattr(live, "KEEPALIVE", 0.5)

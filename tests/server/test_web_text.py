@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hiveboard.board import CritiqueRecord, ReviewIssue
+from hiveboard.board.review_models import CritiqueRecord, ReviewIssue
 from hiveboard.board.views import AgentView
 from hiveboard.critics.synthesis import convergence_summary
 from hiveboard.server.web import pages

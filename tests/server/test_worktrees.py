@@ -13,7 +13,10 @@ import pytest
 from conftest import call, call_error, clean_env, data, run_cli, stdio_server, until
 from mcp import Client
 
-from hiveboard.board import Board, NewTask, Store, Synthesis
+from hiveboard.board.db import Store
+from hiveboard.board.models import NewTask
+from hiveboard.board.review_models import Synthesis
+from hiveboard.board.tasks import Board
 from hiveboard.critics.git import Git, GitError
 from hiveboard.server.app import build_server
 from hiveboard.server.identity import Identity
