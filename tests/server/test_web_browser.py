@@ -316,7 +316,7 @@ def test_actions_from_another_site_or_logged_out_are_refused(served, browser):
             pass
 
     evil = http.server.HTTPServer(("127.0.0.1", 0), Evil)
-    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    threading.Thread(target=evil.serve_forever, args=(0.02,), daemon=True).start()  # a prompt shutdown()
     try:
         context = browser.new_context()
         page = context.new_page()
