@@ -129,11 +129,22 @@ def postgres(tmp_path_factory):
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def migrated_postgres(postgres) -> str:
+    """A database of the session's PostgreSQL with every migration applied, that nothing stays connected to:
+    the template of the tests' boards. Copying it is a file copy on the server, where migrating each test's
+    database anew runs every migration's statements again; the migrations themselves still run, here, and
+    from an empty database in tests/board/test_postgres.py."""
+    url = postgres.database()
+    Store(url).close()
+    return url
+
+
 @pytest.fixture
 def store_target(request, tmp_path: Path, backend: str) -> str:
-    """Where a test's board lives: a SQLite file, or a new database on the session's PostgreSQL."""
+    """Where a test's board lives: a SQLite file, or a new database on the session's PostgreSQL, migrated."""
     if backend == "postgresql":
-        return request.getfixturevalue("postgres").database()
+        return request.getfixturevalue("postgres").database(template=request.getfixturevalue("migrated_postgres"))
     return str(tmp_path / "hiveboard.db")
 
 
