@@ -442,6 +442,18 @@ def agent_token(home: Path, name: str) -> str:
     return out.stdout.strip()
 
 
+def issue_tokens(home: Path, env: dict[str, str], agents: dict[str, str | None]) -> dict[str, str]:
+    """{name: role} -> {name: token}: what `hiveboard --home HOME agent add NAME --role ROLE` prints for each, in
+    `env`, issued in this process on the board that command opens (HIVEBOARD_DB, else the SQLite file in HOME),
+    with the board function it calls. For fixtures that need agents before a server starts: each command is an
+    interpreter start and a board open; the command itself is tested in tests/server/test_cli.py."""
+    board = Board(Store(env.get("HIVEBOARD_DB") or str(home / "hiveboard.db")))
+    try:
+        return {name: board.agents.new_token(name, role) for name, role in agents.items()}
+    finally:
+        board.store.close()
+
+
 async def self_registered_token(url: str, name: str) -> str:
     """An agent registers itself over HTTP with whoami(name=...) and gets its bearer token: the MCP way,
     and one request instead of a `hiveboard agent add` process (seconds of interpreter start each)."""
