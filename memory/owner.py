@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # Chroma and numpy are imported when the index is opened, not
     from .index import VectorIndex
 
 log = logging.getLogger("hiveboard.memory")
+RELAY_POLL = 0.05  # seconds: how often the relay's loop looks whether close() asked it to end
 
 
 try:
@@ -136,7 +137,11 @@ class SharedIndex:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Relay)
-        threading.Thread(target=self._server.serve_forever, name="hiveboard-memory-relay", daemon=True).start()
+        # close() waits for serve_forever's next poll: a short poll, so that stopping the memory (a server's shutdown,
+        # each test's teardown) does not wait out the default one
+        threading.Thread(
+            target=self._server.serve_forever, args=(RELAY_POLL,), name="hiveboard-memory-relay", daemon=True
+        ).start()
         info = self.home / "memory-owner.json"
         tmp = info.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -130,11 +130,22 @@ def postgres(tmp_path_factory):
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def migrated_postgres(postgres) -> str:
+    """A database of the session's PostgreSQL with every migration applied, that nothing stays connected to:
+    the template of the tests' boards. Copying it is a file copy on the server, where migrating each test's
+    database anew runs every migration's statements again; the migrations themselves still run, here, and
+    from an empty database in tests/board/test_postgres.py."""
+    url = postgres.database()
+    Store(url).close()
+    return url
+
+
 @pytest.fixture
 def store_target(request, tmp_path: Path, backend: str) -> str:
-    """Where a test's board lives: a SQLite file, or a new database on the session's PostgreSQL."""
+    """Where a test's board lives: a SQLite file, or a new database on the session's PostgreSQL, migrated."""
     if backend == "postgresql":
-        return request.getfixturevalue("postgres").database()
+        return request.getfixturevalue("postgres").database(template=request.getfixturevalue("migrated_postgres"))
     return str(tmp_path / "hiveboard.db")
 
 
@@ -430,6 +441,18 @@ def agent_token(home: Path, name: str) -> str:
         timeout=START_TIMEOUT,
     )
     return out.stdout.strip()
+
+
+def issue_tokens(home: Path, env: dict[str, str], agents: dict[str, str | None]) -> dict[str, str]:
+    """{name: role} -> {name: token}: what `hiveboard --home HOME agent add NAME --role ROLE` prints for each, in
+    `env`, issued in this process on the board that command opens (HIVEBOARD_DB, else the SQLite file in HOME),
+    with the board function it calls. For fixtures that need agents before a server starts: each command is an
+    interpreter start and a board open; the command itself is tested in tests/server/test_cli.py."""
+    board = Board(Store(env.get("HIVEBOARD_DB") or str(home / "hiveboard.db")))
+    try:
+        return {name: board.agents.new_token(name, role) for name, role in agents.items()}
+    finally:
+        board.store.close()
 
 
 async def self_registered_token(url: str, name: str) -> str:

@@ -111,7 +111,8 @@ class FakeLLM:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # shutdown() returns at serve_forever's next poll: a short one, so no test waits half a second at teardown
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
 
     @property
     def url(self) -> str:

@@ -51,13 +51,15 @@ class PostgresCluster:
         subprocess.run([*self.ctl, "-o", options, "-l", str(root / "log"), "-w", "start"], **quiet)
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}"
 
-    def database(self) -> str:
-        """A new, empty database's URL."""
+    def database(self, template: str | None = None) -> str:
+        """A new database's URL: empty, or a copy of the database `template` (a URL of this cluster's, to which
+        nothing may be connected: PostgreSQL copies it file by file)."""
         import psycopg
 
         name = f"t{uuid.uuid4().hex[:16]}"
+        copy = f" TEMPLATE {template.rsplit('/', 1)[1]}" if template else ""
         with psycopg.connect(f"{self.url}/postgres", autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
+            conn.execute(f"CREATE DATABASE {name}{copy}")
         return f"{self.url}/{name}"
 
     def restart(self) -> None:

@@ -58,7 +58,7 @@ def embeddings_server():
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()  # a prompt shutdown()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1", calls
     server.shutdown()
     server.server_close()

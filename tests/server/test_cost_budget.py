@@ -12,9 +12,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import call, call_error, http_client, serve_http, stop_process
+from conftest import call, call_error, http_client, issue_tokens, serve_http, stop_process
 from test_hooks import base, hook
-from test_web import _base, add_agent, login
+from test_web import _base, login
 
 from hiveboard.server.config import SetupError, load_settings
 
@@ -235,8 +235,7 @@ async def test_the_cards_page_and_the_metrics_show_tokens_and_cost(tmp_path, nod
     (home / "config.toml").write_text(
         '[prices."acme-local"]\ninput = 1\noutput = 2\ncache_read = 0.5\ncache_creation = 4\n'
     )
-    tokens = {name: add_agent(home, node_env, name) for name in ("alice", "bob")}
-    tokens["ann"] = add_agent(home, node_env, "ann", "human")
+    tokens = issue_tokens(home, node_env, {"alice": None, "bob": None, "ann": "human"})
     proc, url = serve_http(home, env=node_env)
     try:
         async with http_client(url, tokens["bob"]) as bob, http_client(url, tokens["alice"]) as alice:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import call, call_error, http_client, run_cli, serve_http, stop_process
+from conftest import call, call_error, http_client, issue_tokens, run_cli, serve_http, stop_process
 
 from hiveboard.board.db import Store
 from hiveboard.server.web.text import TOOLS
@@ -56,8 +56,7 @@ def site(tmp_path: Path, node_env: dict[str, str]):
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[review.human_approval]\ntask_types = ["docs"]\n')
-    people = {name: add_agent(home, node_env, name) for name in ("coder", "coder2")}
-    people["ann"] = add_agent(home, node_env, "ann", "human")
+    people = issue_tokens(home, node_env, {"coder": None, "coder2": None, "ann": "human"})
     proc, url = serve_http(home, env=node_env)
     yield home, url, people
     stop_process(proc)
@@ -605,10 +604,7 @@ def reviewed_site(tmp_path: Path, node_env: dict[str, str]):
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text("[review]\nmax_rounds = 1\nagent_deadline = 120\n")
-    people = {
-        name: add_agent(home, node_env, name, role)
-        for name, role in (("coder", None), ("ann", "human"), ("crit", "critic"))
-    }
+    people = issue_tokens(home, node_env, {"coder": None, "ann": "human", "crit": "critic"})
     proc, url = serve_http(home, env=node_env)
     yield home, url, people
     stop_process(proc)
@@ -803,7 +799,7 @@ def gate(tmp_path: Path, node_env: dict[str, str]):
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[review.human_approval]\nlabels = ["sign-off"]\n')
-    people = {"coder": add_agent(home, node_env, "coder"), "ann": add_agent(home, node_env, "ann", "human")}
+    people = issue_tokens(home, node_env, {"coder": None, "ann": "human"})
     proc, url = serve_http(home, env=node_env)
     yield home, url, people
     stop_process(proc)
@@ -904,8 +900,7 @@ def unreviewed(tmp_path: Path, node_env: dict[str, str]):
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text("[review]\nenabled = false\n")
-    people = {name: add_agent(home, node_env, name) for name in ("coder", "boss")}
-    people["ann"] = add_agent(home, node_env, "ann", "human")
+    people = issue_tokens(home, node_env, {"coder": None, "boss": None, "ann": "human"})
     proc, url = serve_http(home, env=node_env)
     yield home, url, people
     stop_process(proc)

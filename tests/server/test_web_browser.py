@@ -25,8 +25,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import call, http_client, serve_http, stop_process
-from test_web import add_agent
+from conftest import call, http_client, issue_tokens, serve_http, stop_process
 
 CHROMIUM = next(
     (
@@ -65,8 +64,7 @@ def served(tmp_path: Path, node_env: dict[str, str]):
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[review.human_approval]\nlabels = ["needs-sign-off"]\n')
-    tokens = {name: add_agent(home, node_env, name) for name in ("coder", "tester")}
-    tokens["lee"] = add_agent(home, node_env, "lee", "human")
+    tokens = issue_tokens(home, node_env, {"coder": None, "tester": None, "lee": "human"})
     proc, url = serve_http(home, env=node_env)
     yield url, url.rsplit("/mcp", 1)[0], tokens
     stop_process(proc)
@@ -316,7 +314,7 @@ def test_actions_from_another_site_or_logged_out_are_refused(served, browser):
             pass
 
     evil = http.server.HTTPServer(("127.0.0.1", 0), Evil)
-    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    threading.Thread(target=evil.serve_forever, args=(0.02,), daemon=True).start()  # a prompt shutdown()
     try:
         context = browser.new_context()
         page = context.new_page()
