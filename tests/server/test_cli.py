@@ -374,6 +374,8 @@ def test_board_watch_redraws_when_another_process_changes_the_board(tmp_path, bo
         stderr=subprocess.PIPE,
         text=True,
         env=node_env,
+        # Ctrl-C as a terminal gives it, also when the suite itself runs with SIGINT ignored (a background job)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     seen: list[str] = []
     lines = _pump(proc.stdout)
