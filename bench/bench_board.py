@@ -20,7 +20,7 @@ tools
 race (on the tools section's server, or a server of its own)
 2. A claim race: 300 fresh cards, 16 clients claim-next until the board is empty; counts double
    claims (must be 0) and checks the database agrees.
-3. (with tools) For context, the same board operations called in-process on `hiveboard.board.Board` (no MCP,
+3. (with tools) For context, the same board operations called in-process on `hiveboard.board.tasks.Board` (no MCP,
    no HTTP) on a separate database.
 memory
 4. A server that also runs what `hiveboard serve --http` runs beside the app (bench/_server.py --background: the

@@ -45,7 +45,8 @@ INDEX = (
     + """
 import sys, tempfile
 from pathlib import Path
-from hiveboard.board import Board, Store
+from hiveboard.board.db import Store
+from hiveboard.board.tasks import Board
 from hiveboard.memory.service import open_memory
 
 with tempfile.TemporaryDirectory() as tmp:
