@@ -248,9 +248,6 @@ class View:
         the agent's scope lock, which every write that counts the agent's rows takes (board/postgres.py)."""
         if self.postgres:
             self.execute("BEGIN")
-            self.execute(
-                "SELECT pg_advisory_xact_lock_shared(?::bigint), pg_advisory_xact_lock(?, ?)",
-                [scopes.BOARD_LOCK, *scopes.key(scopes.agent(agent))],
-            )
+            self.execute(*scopes.lock_statement([scopes.agent(agent)]))
         else:
             self.execute("BEGIN IMMEDIATE")

@@ -13,7 +13,7 @@ Concurrency is PostgreSQL's own. A write transaction runs at READ COMMITTED and 
 - a scope lock for a check that spans rows (`Store.write(*scopes)`: one agent's quotas, one review's critics,
   one repository's reservations), a transaction-scoped advisory lock per scope, all taken in one statement, in
   one order, at BEGIN, so two writers never wait for each other in a cycle;
-- the board lock (`BOARD_LOCK`): a write that names scopes holds it shared, which never makes two such writes
+- the board lock (board/scopes.py `BOARD_LOCK`): a write that names scopes holds it shared, which never makes two such writes
   wait for each other; a write that names none (migrations, a restore, rare administration whose checks were
   not split into scopes) holds it exclusively, and so runs alone, as every write did on one lock.
 
@@ -46,8 +46,7 @@ from psycopg.pq import TransactionStatus
 from .dialect import Dialect, as_dicts, events_insert, events_parts
 from .errors import Conflict, Unavailable, first_line
 from .pg_migrations import apply_migrations
-from .scopes import BOARD_LOCK
-from .scopes import key as scope_key
+from .scopes import lock_statement
 
 MIGRATE_LOCK = 0x48495646  # held while the schema is brought up to date
 CHANNEL = "hiveboard_events"
@@ -69,22 +68,6 @@ def translate(sql: str) -> str:
         else:
             out.append(token)
     return "".join(out)
-
-
-def lock_statement(scopes: Iterable[str], trying: bool = False) -> tuple[str, list]:
-    """The statement that takes a write's locks (module docstring): the board lock exclusively when there are no
-    scopes, else shared, then each scope's lock in the order of their keys. `trying`: without waiting; it returns
-    one row, whose one value says whether all were taken."""
-    keys = sorted({scope_key(scope) for scope in scopes})
-    try_ = "try_" if trying else ""
-    if not keys:
-        calls, params = [f"pg_{try_}advisory_xact_lock(?::bigint)"], [BOARD_LOCK]
-    else:
-        calls = [f"pg_{try_}advisory_xact_lock_shared(?::bigint)"] + [f"pg_{try_}advisory_xact_lock(?, ?)"] * len(keys)
-        params = [BOARD_LOCK, *(v for key in keys for v in key)]
-    if trying:
-        return "SELECT " + " AND ".join(calls), params
-    return "SELECT " + ", ".join(calls) + ", true", params
 
 
 class PgDatabase:
@@ -422,9 +405,6 @@ class PostgreSQL(Dialect):
         cursors = db.pipelined([*(events_insert(part) for part in parts), *notifies, ("COMMIT", ())])
         # ids are given in the order the rows are written: sorted, they are the events' (RETURNING's order is not)
         return [i for cursor in cursors[: len(parts)] for i in sorted(row[0] for row in cursor.fetchall())]
-
-    def commit_counter(self, conn) -> int:
-        return 0  # nodes hear commits through NOTIFY (Listener), not a counter
 
     def size(self, db: PgDatabase) -> int:
         return db.execute("SELECT pg_database_size(current_database())").fetchone()[0]

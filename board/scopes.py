@@ -10,6 +10,7 @@ alone. SQLite has one writer at a time, so scopes change nothing there. Standard
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable
 
 BOARD_LOCK = 0x48495645  # "HIVE": PostgreSQL's advisory lock every write holds, shared or alone (board/postgres.py)
 
@@ -38,6 +39,22 @@ def repository(name: str) -> str:
 def digest(task_type: str) -> str:
     """The digest of lessons of one task type."""
     return f"digest:{task_type}"
+
+
+def lock_statement(scopes: Iterable[str], trying: bool = False) -> tuple[str, list]:
+    """The PostgreSQL statement that takes a write's locks (board/postgres.py): the board lock alone when there are no
+    scopes, else shared, then each scope's lock in the order of their keys (so no two writes wait in a cycle). `trying`: without waiting; it returns
+    one row, whose one value says whether all were taken."""
+    keys = sorted({key(scope) for scope in scopes})
+    try_ = "try_" if trying else ""
+    if not keys:
+        calls, params = [f"pg_{try_}advisory_xact_lock(?::bigint)"], [BOARD_LOCK]
+    else:
+        calls = [f"pg_{try_}advisory_xact_lock_shared(?::bigint)"] + [f"pg_{try_}advisory_xact_lock(?, ?)"] * len(keys)
+        params = [BOARD_LOCK, *(v for key in keys for v in key)]
+    if trying:
+        return "SELECT " + " AND ".join(calls), params
+    return "SELECT " + ", ".join(calls) + ", true", params
 
 
 def key(scope: str) -> tuple[int, int]:
