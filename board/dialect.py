@@ -149,13 +149,15 @@ class Dialect(ABC):
         for it; False where it does (then the caller writes: `Store.analyze`)."""
         return False
 
-    @abstractmethod
     def commit_counter(self, conn) -> int:
-        """A number that changes when another connection commits (read on the watcher's connection)."""
+        """A number that changes when another connection commits (read on the watcher's connection; a dialect that
+        `pushes` its commits has none)."""
+        raise NotImplementedError(f"{self.name} pushes its commits to the watcher")
 
     @abstractmethod
-    def watch_connect(self, target: str):
-        """The cross-process watcher's own connection (plain driver connection, used from one thread)."""
+    def watch_connect(self, target: str, after=None):
+        """The cross-process watcher's own connection (plain driver connection, used from one thread); `after`: the
+        one it replaces, lost (a pushing dialect's reads back what was committed meanwhile)."""
 
     ordered_join = "JOIN"  # a join the planner must do in the order written (where it needs telling)
     same = "IS NOT DISTINCT FROM"  # equality that holds for two NULLs
@@ -344,7 +346,7 @@ class SQLite(Dialect):
         # the pages of the database as this connection sees it, committed write-ahead log included
         return db.execute("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()").fetchone()[0]
 
-    def watch_connect(self, target: str) -> sqlite3.Connection:
+    def watch_connect(self, target: str, after=None) -> sqlite3.Connection:
         return sqlite3.connect(target, check_same_thread=False, uri=target.startswith("file:"))
 
     def json_has(self, column: str) -> str:

@@ -366,9 +366,7 @@ class Notifier:
         while True:
             await asyncio.sleep(1)
             try:
-                if self.dialect.pushes:
-                    return await asyncio.to_thread(self.dialect.watch_connect, self.db_path, conn)
-                return await asyncio.to_thread(self.dialect.watch_connect, self.db_path)
+                return await asyncio.to_thread(self.dialect.watch_connect, self.db_path, conn)
             except self.dialect.Error:
                 log.warning("the database is still unavailable to the wake-up watcher; retrying")
 
