@@ -223,6 +223,15 @@ def query(url: str, sql: str, params: tuple = ()) -> list[tuple]:
 # ----------------------------------------------------------------------------- the phases
 
 
+async def each_at_once(clients: dict, agent) -> float:
+    """`agent(name, client)` for every client at once; the seconds until the last one ended."""
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for name, client in clients.items():
+            tg.start_soon(agent, name, client)
+    return time.perf_counter() - started
+
+
 async def claims(clients: dict, db: str, cards: int, delay_ms: float, held: dict) -> Phase:
     """Every agent calls claim-next until no card is left; `held` gets each agent's (card, token)."""
     out = Phase("claims", delay_ms)
@@ -238,11 +247,7 @@ async def claims(clients: dict, db: str, cards: int, delay_ms: float, held: dict
             held[name].append((got["task"]["id"], got["token"]))
             answered.append((name, got["task"]["id"]))
 
-    started = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for name, client in clients.items():
-            tg.start_soon(racer, name, client)
-    out.wall_s = time.perf_counter() - started
+    out.wall_s = await each_at_once(clients, racer)
     out.count = len(answered)
     twice = {card for card, n in Counter(card for _, card in answered).items() if n > 1}
     rows = query(
@@ -270,11 +275,7 @@ async def completions(clients: dict, db: str, delay_ms: float, held: dict) -> Ph
             out.lat.append(time.perf_counter() - started)
             done.append(card)
 
-    started = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for name, client in clients.items():
-            tg.start_soon(finisher, name, client)
-    out.wall_s = time.perf_counter() - started
+    out.wall_s = await each_at_once(clients, finisher)
     out.count = len(done)
     rows = query(
         db,
